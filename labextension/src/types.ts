@@ -1,0 +1,136 @@
+/**
+ * Shapes of the documents served by the nbvalidation REST API
+ * (`{baseUrl}nbvalidation/api/v1`). Pure types: no runtime imports, so the
+ * logic modules that use them stay testable without JupyterLab.
+ */
+
+export type Phase =
+  | 'Initializing'
+  | 'Building'
+  | 'BuildComplete'
+  | 'ValidationRunning'
+  | 'Succeeded'
+  | 'Failed';
+
+export interface IJobSpec {
+  notebook: { path: string };
+  goldenNotebook?: { path: string };
+  timeout?: string;
+  podConfig?: { buildConfig?: { enabled?: boolean; [k: string]: unknown }; [k: string]: unknown };
+  [k: string]: unknown;
+}
+
+export interface ITransition {
+  phase: string;
+  reason?: string;
+  message?: string;
+  time: string;
+}
+
+export interface ICellResult {
+  cellIndex: number;
+  status: 'Success' | 'Failure' | 'Skipped' | string;
+  executionTime?: number | string | null;
+  errorName?: string | null;
+  errorMessage?: string | null;
+  output?: string | null;
+}
+
+export interface ICellDiff {
+  cellIndex: number;
+  diffType?: string;
+  expected?: string | null;
+  actual?: string | null;
+  diff?: string | null;
+  severity?: string;
+}
+
+export interface IComparisonResult {
+  strategy?: string;
+  result?: 'matched' | 'failed' | string;
+  totalCells?: number;
+  matchedCells?: number;
+  mismatchedCells?: number;
+  diffs?: ICellDiff[];
+}
+
+export interface IBuildStatus {
+  phase?: string;
+  imageReference?: string;
+  startTime?: string;
+  completionTime?: string;
+  duration?: string;
+  strategy?: string;
+  message?: string;
+  logPath?: string;
+}
+
+export interface IJobStatus {
+  phase?: Phase | string;
+  reason?: string;
+  message?: string;
+  startTime?: string;
+  completionTime?: string;
+  conditions?: Array<Record<string, unknown>>;
+  buildStatus?: IBuildStatus;
+  results?: ICellResult[];
+  comparisonResult?: IComparisonResult;
+  failedCellIndex?: number | null;
+  transitions?: ITransition[];
+}
+
+export interface IJob {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    uid?: string;
+    creationTimestamp?: string;
+    resourceVersion?: string;
+    [k: string]: unknown;
+  };
+  spec: IJobSpec;
+  status?: IJobStatus;
+}
+
+export interface IJobEvent {
+  metadata?: { name?: string };
+  reason: string;
+  type?: 'Normal' | 'Warning' | string;
+  note?: string;
+  action?: string;
+  eventTime: string;
+  regarding?: { name?: string; uid?: string; kind?: string };
+  reportingController?: string;
+  reportingInstance?: string;
+  /** Not part of events.k8s.io/v1; honoured when a server adds it. */
+  phase?: string;
+}
+
+export interface IJobList {
+  items: IJob[];
+  metadata?: { continue?: string | null };
+}
+
+export interface IEventList {
+  items: IJobEvent[];
+}
+
+/** Data of a jupyter_events record with schema id {@link JOB_EVENT_SCHEMA}. */
+export interface ILiveJobEvent {
+  name: string;
+  notebook?: string;
+  phase?: string;
+  reason?: string;
+  message?: string;
+  type?: string;
+  time?: string;
+}
+
+export interface IHealth {
+  backend?: string;
+  usable?: boolean;
+  [k: string]: unknown;
+}
+
+export const JOB_EVENT_SCHEMA = 'https://nbvalidation.dev/events/job/v1';
