@@ -1,0 +1,24 @@
+"""jupyter-nbvalidation: does this notebook run, top to bottom, in a clean
+environment built from its declared dependencies — and does it still produce
+its golden outputs?"""
+
+from ._version import __version__
+
+
+def _jupyter_server_extension_points() -> list[dict]:
+    from .app import NBValidation
+
+    return [{"module": "jupyter_nbvalidation", "app": NBValidation}]
+
+
+def _jupyter_labextension_paths() -> list[dict]:
+    return [{"src": "labextension", "dest": "jupyter-nbvalidation"}]
+
+
+def load_ipython_extension(ipython):  # %load_ext jupyter_nbvalidation
+    from .magic import load_ipython_extension as load
+
+    load(ipython)
+
+
+__all__ = ["__version__"]

@@ -1,0 +1,590 @@
+"""The embedded local backend: SQLite store, virtual environments, local kernels.
+
+Layout under ``data_dir`` (default ``<jupyter data dir>/nbvalidation``)::
+
+    nbvalidation.db                 jobs + events (store/sqlite.py)
+    jobs/<uid>/input/               the snapshot taken at submit
+    jobs/<uid>/run-<n>/             one validation attempt: result.json, executed.ipynb, runner.log, pid
+    envs/<key>/                     a finished environment (content-addressed)
+    envs/.tmp-<key>-<rand>/         an environment being built (never used)
+    logs/build-<key>-<stamp>.log    build logs
+
+An environment becomes visible atomically: it is built in a temporary folder
+and renamed to ``envs/<key>`` only once complete, with a marker file written
+last. Every subprocess runs without blocking the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from jupyter_core.paths import jupyter_data_dir
+from traitlets import Enum, Int, List, Unicode, default
+
+from ..model import WORKDIR_ANNOTATION, SpecError, isotime, parse_duration, spec_fields
+from ..store.sqlite import SQLiteJobStore
+from .base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
+
+ENV_MARKER = ".nbvalidation-env.json"
+UNSUPPORTED_LOCALLY = {
+    "podConfig.containerImage": "needs the kubernetes backend (the local backend runs no containers)",
+    "podConfig.buildConfig.baseImage": "needs the kubernetes backend (locally the base is the configured interpreter, c.LocalBackend.python)",
+}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_group(pid: int, sig: int = signal.SIGTERM) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def parse_requirements(text: str, origin: str) -> list[str]:
+    """Requirement lines, comments and blanks dropped. Lines that point at
+    other files or local paths cannot be reproduced from a snapshot."""
+    out = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith(("-r", "-c", "--requirement", "--constraint", "-e", "--editable")):
+            raise InputError(f"{origin} line {n}: {line.split()[0]} is not supported "
+                             "(list the packages directly)", field="podConfig.buildConfig.requirementsFile")
+        out.append(line)
+    return out
+
+
+@dataclass
+class _Build:
+    key: str
+    task: asyncio.Task
+    log_path: str
+    waiters: set[str] = field(default_factory=set)
+    proc: asyncio.subprocess.Process | None = None
+
+
+@dataclass
+class _Run:
+    task: asyncio.Task
+    run_dir: Path
+    proc: asyncio.subprocess.Process | None = None
+    started_at: str | None = None
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    data_dir = Unicode(help="Where jobs, environments, logs and the SQLite store live "
+                            "(default: <jupyter data dir>/nbvalidation).").tag(config=True)
+    python = Unicode(help="Base interpreter for built environments, and the interpreter that "
+                          "validates when a job disables its build (default: this server's).").tag(config=True)
+    build_tool = Enum(["auto", "uv", "venv"], default_value="auto",
+                      help="How environments are built: uv when available (auto), always uv, "
+                           "or venv + pip.").tag(config=True)
+    uv_path = Unicode(help="The uv executable (default: found on PATH or beside this interpreter).").tag(config=True)
+    kernel_packages = List(Unicode(), default_value=["ipykernel"],
+                           help="Packages added to every built environment so a kernel can start in it.").tag(config=True)
+    max_parallel_builds = Int(2, help="Environment builds run at once.").tag(config=True)
+    max_parallel_validations = Int(2, help="Notebook validations run at once.").tag(config=True)
+    default_cell_timeout = Int(600, help="Per-cell timeout in seconds unless the job or notebook sets one.").tag(config=True)
+
+    @default("data_dir")
+    def _data_dir_default(self) -> str:
+        return os.path.join(jupyter_data_dir(), "nbvalidation")
+
+    @default("python")
+    def _python_default(self) -> str:
+        return getattr(sys, "_base_executable", None) or sys.executable
+
+    @default("uv_path")
+    def _uv_default(self) -> str:
+        found = shutil.which("uv")
+        if found:
+            return found
+        beside = Path(sys.executable).parent / "uv"
+        return str(beside) if beside.exists() else ""
+
+    def __init__(self, **kw: Any):
+        super().__init__(**kw)
+        self.store = SQLiteJobStore(path=os.path.join(self.data_dir, "nbvalidation.db"), parent=self)
+        self._notify: Callable[[str], None] = lambda name: None
+        self._builds: dict[str, _Build] = {}  # by env key
+        self._job_build: dict[str, _Build] = {}  # by job uid
+        self._runs: dict[str, _Run] = {}  # by job uid
+        self._build_slots = asyncio.Semaphore(self.max_parallel_builds)
+        self._run_slots = asyncio.Semaphore(self.max_parallel_validations)
+        self._python_version: str | None = None
+        self._keys: dict[str, str] = {}
+
+    # -- paths ---------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return Path(self.data_dir)
+
+    def job_dir(self, job: dict) -> Path:
+        return self.root / "jobs" / job["metadata"]["uid"]
+
+    def env_dir(self, key: str) -> Path:
+        return self.root / "envs" / key
+
+    # -- lifecycle -----------------------------------------------------------
+    async def start(self, notify: Callable[[str], None]) -> None:
+        self._notify = notify
+        await asyncio.to_thread(self._sweep_stale_builds)
+        proc = await asyncio.create_subprocess_exec(
+            self.python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        out, _ = await proc.communicate()
+        self._python_version = out.decode().strip() or "unknown"
+
+    async def stop(self) -> None:
+        # Builds and runs are children of this process; stop them with it.
+        # A later start resumes each job from its persisted phase.
+        for b in list(self._builds.values()):
+            if b.proc and b.proc.returncode is None:
+                _kill_group(b.proc.pid, signal.SIGKILL)
+            b.task.cancel()
+        for r in list(self._runs.values()):
+            if r.proc and r.proc.returncode is None:
+                _kill_group(r.proc.pid, signal.SIGKILL)
+            r.task.cancel()
+        tasks = [b.task for b in self._builds.values()] + [r.task for r in self._runs.values()]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._builds.clear()
+        self._job_build.clear()
+        self._runs.clear()
+
+    def _sweep_stale_builds(self) -> None:
+        envs = self.root / "envs"
+        if not envs.is_dir():
+            return
+        for tmp in envs.glob(".tmp-*"):
+            pid_file = tmp / ".pid"
+            try:
+                pid = int(pid_file.read_text())
+            except (OSError, ValueError):
+                pid = 0
+            if pid and _pid_alive(pid):
+                _kill_group(pid, signal.SIGKILL)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    # -- spec ------------------------------------------------------------------
+    def supported_fields(self) -> set[str]:
+        return spec_fields() - set(UNSUPPORTED_LOCALLY)
+
+    def unsupported_reason(self, field: str) -> str | None:
+        return UNSUPPORTED_LOCALLY.get(field)
+
+    def check_spec(self, spec: dict) -> None:
+        strategy = spec.get("podConfig", {}).get("buildConfig", {}).get("strategy")
+        if strategy is not None and strategy not in ("auto", "uv", "venv"):
+            raise SpecError("podConfig.buildConfig.strategy",
+                            "the local backend builds with auto, uv or venv")
+        if strategy == "uv" and not self.uv_path:
+            raise SpecError("podConfig.buildConfig.strategy", "uv is not installed on this server")
+
+    def build_strategy(self, job: dict) -> str:
+        wanted = job["spec"].get("podConfig", {}).get("buildConfig", {}).get("strategy") or self.build_tool
+        if wanted == "auto":
+            return "uv" if self.uv_path else "venv"
+        return wanted
+
+    # -- submit / prepare --------------------------------------------------------
+    async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
+        job["metadata"]["uid"] = str(uuid.uuid4())
+        input_dir = self.job_dir(job) / "input"
+
+        def write() -> None:
+            input_dir.mkdir(parents=True, exist_ok=True)
+            for fname, data in files.items():
+                (input_dir / fname).write_bytes(data)
+
+        await asyncio.to_thread(write)
+        try:
+            return await self.store.create(job)
+        except Exception:
+            await asyncio.to_thread(shutil.rmtree, self.job_dir(job), True)
+            raise
+
+    def _requirements(self, job: dict) -> tuple[list[str], str]:
+        bc = job["spec"].get("podConfig", {}).get("buildConfig", {})
+        if bc.get("requirements"):
+            return list(bc["requirements"]), "spec.podConfig.buildConfig.requirements"
+        path = self.job_dir(job) / "input" / "requirements.txt"
+        if path.exists():
+            origin = bc.get("requirementsFile") or "requirements.txt beside the notebook"
+            return parse_requirements(path.read_text(encoding="utf-8"), origin), origin
+        return [], "no requirements declared"
+
+    def env_key(self, requirements: list[str]) -> str:
+        ident = {
+            "python": os.path.realpath(self.python),
+            "version": self._python_version,
+            "requirements": sorted(set(requirements)),
+            "kernel": sorted(self.kernel_packages),
+        }
+        return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+
+    async def prepare(self, job: dict) -> str:
+        def check() -> str:
+            if not (self.job_dir(job) / "input" / "notebook.ipynb").exists():
+                raise InputError("The notebook snapshot of this job is missing.")
+            reqs, origin = self._requirements(job)
+            self._keys[job["metadata"]["uid"]] = self.env_key(reqs)
+            return f"{len(reqs)} requirement(s) from {origin}."
+
+        return await asyncio.to_thread(check)
+
+    # -- build -----------------------------------------------------------------
+    def _env_ready(self, key: str) -> bool:
+        return (self.env_dir(key) / ENV_MARKER).is_file()
+
+    async def ensure_build(self, job: dict) -> Observation:
+        uid = job["metadata"]["uid"]
+        key = self._keys.get(uid)
+        if key is None:
+            await self.prepare(job)
+            key = self._keys[uid]
+        strategy = self.build_strategy(job)
+        rec = self._job_build.get(uid)
+        if rec is None and await asyncio.to_thread(self._env_ready, key):
+            marker = await asyncio.to_thread(self._read_marker, key)
+            return Observation(SUCCEEDED, reference=str(self.env_dir(key)), finished_at=isotime(),
+                               message="Reused the cached environment (same interpreter and requirements).",
+                               log_path=marker.get("log"), strategy=marker.get("strategy", strategy))
+        if rec is not None and rec.task.done():
+            return rec.task.result()
+        if rec is None:
+            build = self._builds.get(key)
+            if build is None or build.task.done():
+                reqs, _ = await asyncio.to_thread(self._requirements, job)
+                stamp = isotime().replace(":", "").replace(".", "")
+                log_path = str(self.root / "logs" / f"build-{key}-{stamp}.log")
+                task = asyncio.get_running_loop().create_task(self._build(key, reqs, strategy, log_path))
+                build = _Build(key=key, task=task, log_path=log_path)
+                self._builds[key] = build
+            build.waiters.add(job["metadata"]["name"])
+            self._job_build[uid] = build
+        return Observation(RUNNING, message="Building the environment.", log_path=self._job_build[uid].log_path,
+                           strategy=strategy)
+
+    def _read_marker(self, key: str) -> dict:
+        try:
+            return json.loads((self.env_dir(key) / ENV_MARKER).read_text())
+        except (OSError, ValueError):
+            return {}
+
+    async def _run_step(self, build: _Build, argv: list[str], log: Any) -> int:
+        log.write(f"$ {' '.join(argv)}\n")
+        log.flush()
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
+            start_new_session=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                                         "PIP_NO_INPUT": "1", "VIRTUAL_ENV": ""})
+        build.proc = proc
+        try:
+            return await proc.wait()
+        except asyncio.CancelledError:
+            _kill_group(proc.pid, signal.SIGKILL)
+            raise
+
+    async def _build(self, key: str, requirements: list[str], strategy: str, log_path: str) -> Observation:
+        build = self._builds[key]
+        started = isotime()
+        tmp = self.root / "envs" / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
+        try:
+            async with self._build_slots:
+                return await self._build_in(build, key, requirements, strategy, log_path, tmp, started)
+        except (OSError, ValueError) as e:
+            return Observation(FAILED, message=f"The environment build could not run: {e}", started_at=started,
+                               finished_at=isotime(), log_path=log_path, strategy=strategy)
+        finally:
+            if tmp.exists():
+                await asyncio.to_thread(shutil.rmtree, tmp, True)
+            for name in build.waiters:
+                self._notify(name)
+
+    async def _build_in(self, build: _Build, key: str, requirements: list[str], strategy: str,
+                        log_path: str, tmp: Path, started: str) -> Observation:
+        def setup() -> Path:
+            tmp.mkdir(parents=True)
+            (tmp / ".pid").write_text(str(os.getpid()))
+            Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+            req_file = tmp.parent / f"{tmp.name}.requirements.txt"
+            req_file.write_text("\n".join(list(self.kernel_packages) + requirements) + "\n")
+            return req_file
+
+        req_file = await asyncio.to_thread(setup)
+        py = str(tmp / "bin" / "python")
+        if strategy == "uv":
+            steps = [[self.uv_path, "venv", "--quiet", "--python", self.python, str(tmp)],
+                     [self.uv_path, "pip", "install", "--python", py, "-r", str(req_file)]]
+        else:
+            steps = [[self.python, "-m", "venv", str(tmp)],
+                     [py, "-m", "pip", "install", "--no-input", "-r", str(req_file)]]
+        steps.append([py, "-c", "import ipykernel, sys; print('kernel ready:', sys.executable)"])
+        try:
+            with open(log_path, "w", encoding="utf-8") as log:
+                log.write(f"# environment {key} ({strategy}) from {self.python}\n"
+                          f"# requirements: {', '.join(requirements) or '(none)'}\n")
+                for argv in steps:
+                    code = await self._run_step(build, argv, log)
+                    if code != 0:
+                        tail = await asyncio.to_thread(_tail, log_path, 6)
+                        return Observation(FAILED, message=f"`{Path(argv[0]).name} {' '.join(argv[1:3])}` "
+                                                           f"exited with {code}: {tail}",
+                                           started_at=started, finished_at=isotime(), log_path=log_path,
+                                           strategy=strategy)
+        finally:
+            await asyncio.to_thread(req_file.unlink, True)
+
+        def publish() -> None:
+            (tmp / ".pid").unlink(missing_ok=True)
+            marker = {"key": key, "requirements": requirements, "strategy": strategy, "python": self.python,
+                      "startTime": started, "completionTime": isotime(), "log": log_path}
+            (tmp / ENV_MARKER).write_text(json.dumps(marker, indent=1))
+            target = self.env_dir(key)
+            try:
+                os.rename(tmp, target)  # atomic: the environment appears whole or not at all
+            except OSError:
+                if not (target / ENV_MARKER).is_file():
+                    raise
+                shutil.rmtree(tmp, ignore_errors=True)  # built twice; the first one stays
+
+        await asyncio.to_thread(publish)
+        return Observation(SUCCEEDED, reference=str(self.env_dir(key)), started_at=started,
+                           finished_at=isotime(), log_path=log_path, strategy=strategy,
+                           message=f"Built with {strategy} ({len(requirements)} requirement(s)).")
+
+    async def cancel_build(self, job: dict) -> None:
+        rec = self._job_build.pop(job["metadata"]["uid"], None)
+        if rec is None:
+            return
+        rec.waiters.discard(job["metadata"]["name"])
+        if not rec.waiters and not rec.task.done():
+            rec.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await rec.task
+
+    # -- validation ------------------------------------------------------------
+    async def ensure_validation(self, job: dict, reference: str | None) -> Observation:
+        uid = job["metadata"]["uid"]
+        run = self._runs.get(uid)
+        if run is not None:
+            if run.task.done():
+                return run.task.result()
+            return Observation(RUNNING, message="Validating.", started_at=run.started_at, reference=reference)
+
+        def locate() -> tuple[Path, dict | None]:
+            """The newest attempt; a finished one is read, a stale one is stopped."""
+            runs = sorted(self.job_dir(job).glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
+            if runs:
+                last = runs[-1]
+                result = _read_json(last / "result.json")
+                if result is not None:
+                    return last, result
+                with contextlib.suppress(OSError, ValueError):
+                    pid = int((last / "pid").read_text())
+                    if _pid_alive(pid):
+                        _kill_group(pid, signal.SIGKILL)
+            n = int(runs[-1].name.split("-")[1]) + 1 if runs else 1
+            run_dir = self.job_dir(job) / f"run-{n}"
+            run_dir.mkdir(parents=True)
+            return run_dir, None
+
+        run_dir, result = await asyncio.to_thread(locate)
+        if result is not None:
+            meta = _read_json(run_dir / "run.json") or {}
+            return _observation_from_result(result, meta.get("startTime"), meta.get("completionTime"), reference)
+
+        if reference is not None:
+            if not await asyncio.to_thread((Path(reference) / ENV_MARKER).is_file):
+                return Observation(FAILED, reference=reference, finished_at=isotime(),
+                                   message=f"The environment recorded at BuildComplete ({reference}) is missing "
+                                           "or incomplete; refusing to validate elsewhere.")
+            python = str(Path(reference) / "bin" / "python")
+        else:
+            python = self.python
+        run = _Run(task=None, run_dir=run_dir)  # type: ignore[arg-type]
+        run.task = asyncio.get_running_loop().create_task(self._validate(job, run, python, reference))
+        self._runs[uid] = run
+        return Observation(RUNNING, message="Validation queued.", reference=reference)
+
+    def runner_argv(self, job: dict, run_dir: Path, python: str) -> list[str]:
+        spec = job["spec"]
+        inp = self.job_dir(job) / "input"
+        cwd = (job["metadata"].get("annotations") or {}).get(WORKDIR_ANNOTATION) or str(inp)
+        argv = [sys.executable, "-m", "jupyter_nbvalidation.runner", str(inp / "notebook.ipynb"),
+                "--python", python, "--cwd", cwd,
+                "--result", str(run_dir / "result.json"), "--executed", str(run_dir / "executed.ipynb"),
+                "--progress"]
+        if spec.get("goldenNotebook"):
+            argv += ["--golden", str(inp / "golden.ipynb")]
+        cc = spec.get("comparisonConfig", {})
+        if cc.get("strategy"):
+            argv += ["--comparison", cc["strategy"]]
+        if cc.get("floatingPointTolerance") is not None:
+            argv += ["--abs-tol", str(float(cc["floatingPointTolerance"]))]
+        if cc.get("relativeTolerance") is not None:
+            argv += ["--rel-tol", str(float(cc["relativeTolerance"]))]
+        cell_timeout = parse_duration(spec["cellTimeout"]) if spec.get("cellTimeout") else self.default_cell_timeout
+        argv += ["--cell-timeout", str(cell_timeout)]
+        if spec.get("timeout"):
+            argv += ["--timeout", str(parse_duration(spec["timeout"]))]
+        return argv
+
+    async def _validate(self, job: dict, run: _Run, python: str, reference: str | None) -> Observation:
+        name = job["metadata"]["name"]
+        try:
+            return await self._validate_in(job, run, python, reference)
+        except OSError as e:
+            return Observation(FAILED, started_at=run.started_at, finished_at=isotime(), reference=reference,
+                               message=f"The validation could not run: {e}")
+        finally:
+            self._notify(name)
+
+    async def _validate_in(self, job: dict, run: _Run, python: str, reference: str | None) -> Observation:
+        async with self._run_slots:
+            run.started_at = isotime()
+            argv = self.runner_argv(job, run.run_dir, python)
+            log_path = run.run_dir / "runner.log"
+            with open(log_path, "w", encoding="utf-8") as log:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
+                    start_new_session=True)
+                run.proc = proc
+                await asyncio.to_thread((run.run_dir / "pid").write_text, str(proc.pid))
+                try:
+                    code = await proc.wait()
+                except asyncio.CancelledError:
+                    _kill_group(proc.pid, signal.SIGKILL)
+                    raise
+            finished = isotime()
+            result = await asyncio.to_thread(_read_json, run.run_dir / "result.json")
+            await asyncio.to_thread(
+                (run.run_dir / "run.json").write_text,
+                json.dumps({"startTime": run.started_at, "completionTime": finished, "exitCode": code,
+                            "python": python, "argv": argv}))
+            if result is None:
+                tail = await asyncio.to_thread(_tail, str(log_path), 8)
+                return Observation(FAILED, started_at=run.started_at, finished_at=finished, reference=reference,
+                                   message=f"The runner exited with {code} without a result: {tail}")
+            return _observation_from_result(result, run.started_at, finished, reference)
+
+    async def cancel_validation(self, job: dict) -> None:
+        run = self._runs.pop(job["metadata"]["uid"], None)
+        if run is None:
+            return
+        if run.proc is not None and run.proc.returncode is None:
+            _kill_group(run.proc.pid, signal.SIGKILL)
+        if not run.task.done():
+            run.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await run.task
+
+    async def cleanup(self, job: dict) -> None:
+        uid = job["metadata"]["uid"]
+        rec = self._job_build.pop(uid, None)
+        if rec is not None:
+            rec.waiters.discard(job["metadata"]["name"])
+        run = self._runs.pop(uid, None)
+        if run is not None and not run.task.done():
+            if run.proc is not None and run.proc.returncode is None:
+                _kill_group(run.proc.pid, signal.SIGKILL)
+            run.task.cancel()
+        self._keys.pop(uid, None)
+
+    # -- artefacts ---------------------------------------------------------------
+    def _latest_run(self, job: dict) -> Path | None:
+        runs = sorted(self.job_dir(job).glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
+        return runs[-1] if runs else None
+
+    async def executed_notebook(self, job: dict) -> dict | None:
+        def read() -> dict | None:
+            run = self._latest_run(job)
+            return _read_json(run / "executed.ipynb") if run else None
+
+        return await asyncio.to_thread(read)
+
+    async def build_log(self, job: dict) -> str | None:
+        path = ((job.get("status") or {}).get("buildStatus") or {}).get("logPath")
+        if not path:
+            return None
+
+        def read() -> str | None:
+            try:
+                return Path(path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return None
+
+        return await asyncio.to_thread(read)
+
+    async def health(self) -> dict[str, Any]:
+        def check() -> tuple[bool, str]:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                probe = self.root / f".probe-{os.getpid()}"
+                probe.write_text("ok")
+                probe.unlink()
+                return True, ""
+            except OSError as e:
+                return False, f"data dir not writable: {e}"
+
+        usable, problem = await asyncio.to_thread(check)
+        return {
+            "backend": self.name,
+            "usable": usable and self._python_version not in (None, "unknown"),
+            "problem": problem or None,
+            "dataDir": self.data_dir,
+            "python": self.python,
+            "pythonVersion": self._python_version,
+            "buildStrategies": ["uv", "venv"] if self.uv_path else ["venv"],
+            "defaultBuildStrategy": "uv" if (self.build_tool == "auto" and self.uv_path) else
+                                    ("venv" if self.build_tool == "auto" else self.build_tool),
+            "activeBuilds": sum(1 for b in self._builds.values() if not b.task.done()),
+            "activeValidations": sum(1 for r in self._runs.values() if not r.task.done()),
+        }
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _tail(path: str, lines: int) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            content = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return " | ".join(content[-lines:])[-800:]
+
+
+def _observation_from_result(result: dict, started: str | None, finished: str | None,
+                             reference: str | None) -> Observation:
+    ok = result.get("verdict") == "Succeeded"
+    return Observation(SUCCEEDED if ok else FAILED, message=result.get("message", ""), result=result,
+                       started_at=started, finished_at=finished, reference=reference)

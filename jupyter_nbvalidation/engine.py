@@ -1,0 +1,464 @@
+"""The phase engine: a level-triggered, idempotent, event-driven reconcile loop.
+
+Written once for every backend. Each reconcile reads the job as stored,
+decides the next step from its persisted phase, acts through the backend,
+and records phase changes through :meth:`Engine._write` — the one path that
+writes status first and then emits exactly one event per flip (design §3).
+
+Build first, then validate: validation is only started from the
+ValidationRunning phase, which can only be entered after BuildComplete was
+durably written, and the environment it gets is the reference read from
+that persisted status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import time
+from typing import Any, Callable
+
+from .backends.base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
+from .events import EventRecorder, scrub
+from .model import (
+    ALLOWED_TRANSITIONS,
+    CANCEL_ANNOTATION,
+    Phase,
+    Reason,
+    build_enabled,
+    condition_states,
+    format_duration,
+    is_terminal,
+    isotime,
+    parse_duration,
+    parse_time,
+    set_condition,
+    utcnow,
+)
+from .store.base import Conflict, NotFound
+
+_AGAIN = object()  # a step wrote a transition: look at the job again now
+
+
+class StatusWriteFailed(Exception):
+    """A status write failed for good (after retries)."""
+
+
+def new_status(job: dict, phase: str, reason: str, message: str, now: str | None = None) -> dict:
+    """A copy of the job's status moved to ``phase``; conditions, times and
+    the transition history follow. Raises if the transition is not allowed."""
+    status = copy.deepcopy(job.get("status") or {})
+    before = status.get("phase", "")
+    if phase != before and phase not in ALLOWED_TRANSITIONS[before]:
+        raise ValueError(f"transition {before or '(none)'} -> {phase} is not allowed")
+    now = now or isotime()
+    message = scrub(message)
+    status.update(phase=phase, reason=reason, message=message)
+    status["observedGeneration"] = job["metadata"].get("generation", 1)
+    if phase != before:
+        status.setdefault("transitions", []).append(
+            {"phase": phase, "reason": reason, "message": message, "time": now})
+    status.setdefault("startTime", now)
+    set_condition(status, "Ready", "True" if phase == Phase.SUCCEEDED else "False", reason, message, now)
+    if phase == Phase.BUILD_COMPLETE:
+        set_condition(status, "BuildReady", "True", reason, message, now)
+    elif phase == Phase.FAILED and before in ("", Phase.INITIALIZING, Phase.BUILDING):
+        if build_enabled(job["spec"]):
+            set_condition(status, "BuildReady", "False", reason, message, now)
+    if phase in Phase.TERMINAL:
+        status["completionTime"] = now
+        set_condition(status, "ValidationComplete", "True" if before == Phase.VALIDATION_RUNNING else "False",
+                      reason, message, now)
+    return status
+
+
+def flipped(before: dict, after: dict) -> bool:
+    """Rule 1: an event for a phase or condition-status flip, not a rewrite."""
+    return (before.get("phase", "") != after.get("phase", "")
+            or condition_states(before) != condition_states(after))
+
+
+def phase_entered_at(status: dict, phase: str) -> Any:
+    for t in reversed(status.get("transitions", [])):
+        if t.get("phase") == phase:
+            return parse_time(t.get("time"))
+    return None
+
+
+class Engine:
+    """Owns the work queue, the workers and the event recorder."""
+
+    def __init__(self, backend: Backend, *, log: Any, build_timeout: float = 15 * 60,
+                 validation_timeout: float = 30 * 60, workers: int = 4, resync_period: float = 300.0,
+                 conflict_retries: int = 5, write_retries: int = 3, max_backoff: float = 60.0):
+        self.backend = backend
+        self.store = backend.store
+        self.log = log
+        self.build_timeout = build_timeout
+        self.validation_timeout = validation_timeout
+        self.workers = workers
+        self.resync_period = resync_period
+        self.conflict_retries = conflict_retries
+        self.write_retries = write_retries
+        self.max_backoff = max_backoff
+        self.recorder = EventRecorder(self.store.add_event, log=log)
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._dirty: set[str] = set()
+        self._processing: set[str] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._failures: dict[str, int] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._unwatch: Callable[[], None] | None = None
+        self._idle = asyncio.Event()
+        self.running = False
+        self.reconciles = 0
+        self.errors = 0
+
+    # -- lifecycle ----------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        await self.store.start()
+        await self.backend.start(self.enqueue)
+        self.recorder.start()
+        self._unwatch = self.store.watch(self.enqueue)
+        self.running = True
+        for i in range(self.workers):
+            self._tasks.append(loop.create_task(self._worker(), name=f"nbvalidation-worker-{i}"))
+        self._tasks.append(loop.create_task(self._resync_loop(), name="nbvalidation-resync"))
+
+    async def stop(self) -> None:
+        self.running = False
+        if self._unwatch:
+            self._unwatch()
+        for t in self._timers.values():
+            t.cancel()
+        self._timers.clear()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        await self.recorder.stop()
+        await self.backend.stop()
+        await self.store.stop()
+
+    async def _resync_loop(self) -> None:
+        """Safety net: enqueue every non-terminal job now and then."""
+        while True:
+            try:
+                for job in await self.store.list_active():
+                    self.enqueue(job["metadata"]["name"])
+            except Exception as e:
+                self.log.warning("nbvalidation: resync failed: %s", e)
+            await asyncio.sleep(self.resync_period)
+
+    # -- work queue (one in-flight reconcile per job) -------------------------
+    def enqueue(self, name: str) -> None:
+        if not self.running or name in self._dirty:
+            return
+        self._dirty.add(name)
+        self._idle.clear()
+        if name not in self._processing:
+            self._queue.put_nowait(name)
+
+    def enqueue_after(self, name: str, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay
+        existing = self._timers.get(name)
+        if existing is not None:
+            if existing.when() <= when:
+                return
+            existing.cancel()
+
+        def fire() -> None:
+            self._timers.pop(name, None)
+            self.enqueue(name)
+
+        self._timers[name] = loop.call_at(when, fire)
+
+    async def _worker(self) -> None:
+        while True:
+            name = await self._queue.get()
+            self._dirty.discard(name)
+            self._processing.add(name)
+            try:
+                delay = await self.reconcile(name)
+                self._failures.pop(name, None)
+                if delay is not None:
+                    self.enqueue_after(name, delay)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                self.errors += 1
+                n = self._failures.get(name, 0) + 1
+                self._failures[name] = n
+                backoff = min(self.max_backoff, 0.2 * 2 ** (n - 1)) * (0.8 + 0.4 * random.random())
+                self.log.warning("nbvalidation: reconcile of %s failed (%s); retrying in %.1fs",
+                                 name, e, backoff)
+                self.enqueue_after(name, backoff)
+            finally:
+                self._processing.discard(name)
+                if name in self._dirty:
+                    self._queue.put_nowait(name)
+                if not self._dirty and not self._processing:
+                    self._idle.set()
+
+    # -- the one write path ---------------------------------------------------
+    async def _write(self, job: dict, decide: Callable[[dict], dict | None]) -> dict:
+        """Write the status ``decide(job)`` returns, if any. On a conflict,
+        re-read and decide again; only the write that succeeds emits, and it
+        emits only when the persisted before-state and the written
+        after-state differ by a flip (design §3 rules 1-4)."""
+        name = job["metadata"]["name"]
+        attempts_left = self.write_retries
+        for _ in range(self.conflict_retries):
+            status = decide(job)
+            if status is None:
+                return job
+            before = job.get("status") or {}
+            try:
+                written = await self.store.update_status(name, status, job["metadata"]["resourceVersion"])
+            except Conflict:
+                await asyncio.sleep(0.005 + 0.01 * random.random())
+                job = await self.store.get(name)
+                continue
+            except NotFound:
+                raise
+            except Exception as e:
+                attempts_left -= 1
+                if attempts_left > 0:
+                    await asyncio.sleep(0.05 * (self.write_retries - attempts_left))
+                    job = await self.store.get(name)
+                    continue
+                if flipped(before, status):
+                    self.recorder.emit(
+                        job, reason=f"{status['reason']}StatusUpdateFailed", type_="Warning",
+                        note=f"Could not record phase {status['phase']} ({status['reason']}): {e}")
+                raise StatusWriteFailed(f"status write for {name} failed: {e}") from e
+            after = written.get("status") or {}
+            if flipped(before, after):
+                self.recorder.emit(written, reason=after.get("reason", ""), note=after.get("message", ""),
+                                   type_="Warning" if after.get("phase") == Phase.FAILED else "Normal")
+            return written
+        raise Conflict(f"status of {name} kept changing; giving up for now")
+
+    async def _move(self, job: dict, frm: str, to: str, reason: str, message: str,
+                    patch: Callable[[dict], None] | None = None) -> dict:
+        """Transition ``frm -> to`` if the job is still in ``frm``."""
+
+        def decide(cur: dict) -> dict | None:
+            st = cur.get("status") or {}
+            if st.get("phase", "") != frm:
+                return None  # someone else moved it; the next reconcile looks again
+            status = new_status(cur, to, reason, message)
+            if patch:
+                patch(status)
+            return status
+
+        return await self._write(job, decide)
+
+    # -- reconcile ------------------------------------------------------------
+    async def reconcile(self, name: str) -> float | None:
+        """Drive one job as far as it can go now; returns a requeue delay."""
+        self.reconciles += 1
+        for _ in range(12):
+            try:
+                job = await self.store.get(name)
+            except NotFound:
+                return None
+            result = await self._step(job)
+            if result is not _AGAIN:
+                return result
+        return 0.0
+
+    async def _step(self, job: dict) -> Any:
+        status = job.get("status") or {}
+        phase = status.get("phase", "")
+        spec = job["spec"]
+        if is_terminal(phase):
+            await self.backend.cleanup(job)
+            return None
+
+        if CANCEL_ANNOTATION in (job["metadata"].get("annotations") or {}):
+            if phase == Phase.BUILDING:
+                await self.backend.cancel_build(job)
+            if phase == Phase.VALIDATION_RUNNING:
+                await self.backend.cancel_validation(job)
+
+            def cancel_patch(st: dict) -> None:
+                if phase == Phase.BUILDING:
+                    st.setdefault("buildStatus", {}).update(phase="Failed", message="Cancelled")
+
+            await self._move(job, phase, Phase.FAILED, Reason.CANCELLED, "Cancelled by the user.", cancel_patch)
+            return _AGAIN
+
+        if phase == "":
+            await self._move(job, "", Phase.INITIALIZING, Reason.ACCEPTED,
+                             "Accepted; checking inputs and detecting dependencies.")
+            return _AGAIN
+
+        if phase == Phase.INITIALIZING:
+            try:
+                detected = await self.backend.prepare(job)
+            except InputError as e:
+                await self._move(job, phase, Phase.FAILED, Reason.INVALID_INPUT, str(e))
+                return _AGAIN
+            if build_enabled(spec):
+                def start_build(st: dict) -> None:
+                    st["buildStatus"] = {"phase": "Running", "startTime": st["transitions"][-1]["time"],
+                                         "strategy": self.backend.build_strategy(job)}
+
+                await self._move(job, phase, Phase.BUILDING, Reason.BUILD_STARTED,
+                                 f"Building the environment: {detected}", start_build)
+            else:
+                await self._move(job, phase, Phase.VALIDATION_RUNNING, Reason.VALIDATION_STARTED,
+                                 "Build disabled; validating in the configured environment.")
+            return _AGAIN
+
+        if phase == Phase.BUILDING:
+            return await self._building(job)
+
+        if phase == Phase.BUILD_COMPLETE:
+            if not (status.get("buildStatus") or {}).get("imageReference"):
+                await self._move(job, phase, Phase.FAILED, Reason.BUILD_FAILED,
+                                 "BuildComplete was recorded without an environment reference.")
+                return _AGAIN
+            await self._move(job, phase, Phase.VALIDATION_RUNNING, Reason.VALIDATION_STARTED,
+                             f"Validating in {status['buildStatus']['imageReference']}.")
+            return _AGAIN
+
+        if phase == Phase.VALIDATION_RUNNING:
+            return await self._validating(job)
+        raise ValueError(f"job {job['metadata']['name']} has an unknown phase {phase!r}")
+
+    def _deadline(self, job: dict, phase: str, default: float, override: Any) -> float:
+        started = phase_entered_at(job.get("status") or {}, phase) or utcnow()
+        limit = parse_duration(override) if override else default
+        return started.timestamp() + limit
+
+    async def _building(self, job: dict) -> Any:
+        status = job["status"]
+        bc = job["spec"].get("podConfig", {}).get("buildConfig", {})
+        deadline = self._deadline(job, Phase.BUILDING, self.build_timeout, bc.get("timeout"))
+        if time.time() >= deadline:
+            await self.backend.cancel_build(job)
+            limit = format_duration(deadline - phase_entered_at(status, Phase.BUILDING).timestamp())
+
+            def timed_out(st: dict) -> None:
+                st.setdefault("buildStatus", {}).update(phase="Failed", message=f"Timed out after {limit}.",
+                                                        completionTime=st["completionTime"])
+
+            await self._move(job, Phase.BUILDING, Phase.FAILED, Reason.BUILD_TIMED_OUT,
+                             f"The environment build did not finish within {limit}.", timed_out)
+            return _AGAIN
+        obs = await self.backend.ensure_build(job)
+        if obs.state == RUNNING:
+            return max(0.05, deadline - time.time())
+        ok = obs.state == SUCCEEDED
+
+        def record(st: dict) -> None:
+            bs = st.setdefault("buildStatus", {})
+            now = st["transitions"][-1]["time"]
+            bs.update(phase="Complete" if ok else "Failed", message=scrub(obs.message),
+                      completionTime=obs.finished_at or now)
+            if obs.strategy:
+                bs["strategy"] = obs.strategy
+            if obs.log_path:
+                bs["logPath"] = obs.log_path
+            if ok:
+                bs["imageReference"] = obs.reference
+            started = parse_time(bs.get("startTime"))
+            finished = parse_time(bs["completionTime"])
+            if started and finished:
+                bs["duration"] = format_duration((finished - started).total_seconds())
+
+        if ok:
+            await self._move(job, Phase.BUILDING, Phase.BUILD_COMPLETE, Reason.BUILD_SUCCEEDED,
+                             f"Environment ready: {obs.reference}. {obs.message}".strip(), record)
+        else:
+            await self._move(job, Phase.BUILDING, Phase.FAILED, Reason.BUILD_FAILED,
+                             f"The environment build failed: {obs.message}", record)
+        return _AGAIN
+
+    async def _validating(self, job: dict) -> Any:
+        status = job["status"]
+        reference = None
+        if build_enabled(job["spec"]):
+            # the invariant: exactly the reference persisted at BuildComplete
+            reference = (status.get("buildStatus") or {}).get("imageReference")
+            if not reference or phase_entered_at(status, Phase.BUILD_COMPLETE) is None:
+                await self._move(job, Phase.VALIDATION_RUNNING, Phase.FAILED, Reason.VALIDATION_FAILED,
+                                 "No built environment is recorded for this job; refusing to validate.")
+                return _AGAIN
+        deadline = self._deadline(job, Phase.VALIDATION_RUNNING, self.validation_timeout, job["spec"].get("timeout"))
+        if time.time() >= deadline:
+            await self.backend.cancel_validation(job)
+            limit = format_duration(deadline - phase_entered_at(status, Phase.VALIDATION_RUNNING).timestamp())
+            await self._move(job, Phase.VALIDATION_RUNNING, Phase.FAILED, Reason.VALIDATION_TIMED_OUT,
+                             f"The validation did not finish within {limit}.")
+            return _AGAIN
+        obs = await self.backend.ensure_validation(job, reference)
+        if obs.state == RUNNING:
+            return max(0.05, deadline - time.time())
+        await self._finish_validation(job, obs)
+        return _AGAIN
+
+    async def _finish_validation(self, job: dict, obs: Observation) -> None:
+        result = obs.result or {}
+        ok = obs.state == SUCCEEDED and result.get("verdict") == "Succeeded"
+
+        def record(st: dict) -> None:
+            vs = {"startTime": obs.started_at, "completionTime": obs.finished_at or st["completionTime"],
+                  "reason": result.get("reason") or ("ValidationSucceeded" if ok else "ValidationFailed")}
+            if result.get("durationSeconds") is not None:
+                vs["duration"] = format_duration(result["durationSeconds"])
+            if obs.reference:
+                vs["environment"] = obs.reference
+            st["validationStatus"] = {k: v for k, v in vs.items() if v is not None}
+            st["results"] = result.get("results", [])
+            if result.get("comparisonResult") is not None:
+                st["comparisonResult"] = result["comparisonResult"]
+            st["failedCellIndex"] = result.get("failedCellIndex")
+
+        message = scrub(result.get("message") or obs.message or ("Validation succeeded." if ok else "Validation failed."))
+        if ok:
+            await self._move(job, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED,
+                             message, record)
+        else:
+            await self._move(job, Phase.VALIDATION_RUNNING, Phase.FAILED, Reason.VALIDATION_FAILED,
+                             message, record)
+
+    # -- helpers for tests and the CLI -----------------------------------------
+    async def wait_idle(self, timeout: float | None = None) -> None:
+        await asyncio.wait_for(self._idle.wait(), timeout)
+
+    async def request_cancel(self, name: str) -> dict:
+        job = await self.store.set_annotation(name, CANCEL_ANNOTATION, isotime())
+        self.enqueue(name)
+        return job
+
+    async def wait_for_terminal(self, name: str, timeout: float | None = None) -> dict:
+        """Wait until a job is terminal (store watch, no polling)."""
+        changed = asyncio.Event()
+
+        def on_change(n: str) -> None:
+            if n == name:
+                changed.set()
+
+        unwatch = self.store.watch(on_change)
+        try:
+            async def wait() -> dict:
+                while True:
+                    job = await self.store.get(name)
+                    if is_terminal((job.get("status") or {}).get("phase")):
+                        return job
+                    changed.clear()
+                    await changed.wait()
+
+            return await asyncio.wait_for(wait(), timeout)
+        finally:
+            unwatch()

@@ -1,0 +1,139 @@
+"""Transition events: built in the events.k8s.io/v1 shape, posted best effort.
+
+Posting goes through a bounded queue drained by one background task, so a
+slow or failing event sink never blocks or fails a reconcile (design §3.5).
+Failures are logged and counted. Secrets never get here: notes are built
+from reasons and messages the engine writes, and are scrubbed again anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import time
+from typing import Any, Awaitable, Callable
+
+from .model import Reason, isotime
+
+REPORTING_CONTROLLER = "nbvalidation.dev/notebook-validation-controller"
+NOTE_LIMIT = 1024
+
+_SECRET_PATTERNS = [
+    re.compile(r"(?i)(token|password|passwd|secret|authorization|api[_-]?key)(\s*[=:]\s*|\s+)([^\s,;'\"&]+)"),
+    re.compile(r"(?i)(https?://)([^/\s:@]+):([^/\s@]+)@"),
+]
+
+
+def scrub(text: str) -> str:
+    """Remove credentials from free text (URLs with user:password, key=value)."""
+    text = _SECRET_PATTERNS[0].sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+    text = _SECRET_PATTERNS[1].sub(lambda m: f"{m.group(1)}***:***@", text)
+    return text
+
+
+def truncate_bytes(text: str, limit: int = NOTE_LIMIT) -> str:
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    return raw[: limit - 3].decode("utf-8", "ignore") + "..."
+
+
+def reporting_instance(prefix: str = "jupyter-nbvalidation") -> str:
+    return f"{prefix}-{socket.gethostname()}"[:128]
+
+
+def make_event(job: dict, *, reason: str, note: str, type_: str = "Normal",
+               action: str | None = None, instance: str | None = None) -> dict:
+    meta = job["metadata"]
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{meta['name'][:200]}.{time.time_ns():x}",
+            "namespace": meta.get("namespace", "default"),
+        },
+        "eventTime": isotime(),
+        "reason": reason[:128],
+        "action": (action or Reason.ACTIONS.get(reason.removesuffix("StatusUpdateFailed"), "Reconcile"))[:128],
+        "type": type_,
+        "note": truncate_bytes(scrub(note)),
+        "regarding": {
+            "apiVersion": job.get("apiVersion"),
+            "kind": job.get("kind"),
+            "name": meta["name"],
+            "namespace": meta.get("namespace", "default"),
+            "uid": meta["uid"],
+        },
+        "reportingController": REPORTING_CONTROLLER,
+        "reportingInstance": instance or reporting_instance(),
+    }
+
+
+class EventRecorder:
+    """Queue + one poster task. ``sink`` stores an event (store.add_event);
+    ``listeners`` are told about each event after the post was attempted
+    (the live stream to the lab)."""
+
+    def __init__(self, sink: Callable[[dict], Awaitable[Any]], *, log: Any,
+                 instance: str | None = None, maxsize: int = 1000):
+        self._sink = sink
+        self.log = log
+        self.instance = instance or reporting_instance()
+        self._queue: asyncio.Queue[tuple[dict, dict] | None] = asyncio.Queue(maxsize=maxsize)
+        self._task: asyncio.Task | None = None
+        self.listeners: list[Callable[[dict, dict], None]] = []
+        self.posted = 0
+        self.failed = 0
+        self.dropped = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._poster(), name="nbvalidation-events")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            await self.flush()
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    def emit(self, job: dict, *, reason: str, note: str, type_: str = "Normal",
+             action: str | None = None) -> dict:
+        """Queue one event; never raises, never waits."""
+        event = make_event(job, reason=reason, note=note, type_=type_, action=action, instance=self.instance)
+        try:
+            self._queue.put_nowait((event, job))
+        except asyncio.QueueFull:
+            self.dropped += 1
+            self.log.warning("nbvalidation: event queue full, dropped %s for %s", reason, job["metadata"]["name"])
+        return event
+
+    async def flush(self) -> None:
+        """Wait until every queued event was posted (or failed)."""
+        await self._queue.join()
+
+    async def _poster(self) -> None:
+        while True:
+            item = await self._queue.get()
+            try:
+                if item is None:
+                    return
+                event, job = item
+                try:
+                    await self._sink(event)
+                    self.posted += 1
+                except Exception as e:  # best effort: log, count, go on
+                    self.failed += 1
+                    self.log.warning("nbvalidation: could not record event %s for %s: %s",
+                                     event["reason"], event["regarding"]["name"], e)
+                for listener in list(self.listeners):
+                    try:
+                        listener(event, job)
+                    except Exception:
+                        self.log.exception("nbvalidation: event listener failed")
+            finally:
+                self._queue.task_done()

@@ -1,0 +1,184 @@
+"""REST handlers under ``{base_url}nbvalidation/api/v1``. Thin: parse, call
+the service, answer JSON. Every route needs Jupyter authentication and
+authorization (resource ``nbvalidation``); errors share one JSON shape."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Awaitable, Callable
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
+from tornado import web
+
+from .openapi import openapi_document
+from .service import ApiError, JobService, dumps
+
+PREFIX = "nbvalidation/api/v1"
+AUTH_RESOURCE = "nbvalidation"
+NAME = r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,252})"
+
+
+def api(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Map ApiError to its status and the stable error body."""
+
+    @functools.wraps(method)
+    async def wrapper(self: "BaseHandler", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(self, *args, **kwargs)
+        except ApiError as e:
+            self.set_status(e.status)
+            self.set_header("Content-Type", "application/json")
+            self.finish(dumps(e.to_json()))
+
+    return wrapper
+
+
+class BaseHandler(ExtensionHandlerMixin, APIHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def service(self) -> JobService:
+        return self.settings["nbvalidation_service"]
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Tornado errors (auth, XSRF, 404 routes, crashes) in our one shape."""
+        self.set_header("Content-Type", "application/json")
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        message = self._reason
+        if isinstance(exc, web.HTTPError) and exc.log_message:
+            message = exc.log_message % exc.args if exc.args else exc.log_message
+        code = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+                405: "MethodNotAllowed", 413: "TooLarge"}.get(status_code, "InternalError")
+        if status_code >= 500:
+            message = "Internal error; see the server log."
+        self.finish(dumps({"error": {"code": code, "message": message, "field": None}}))
+
+    def send(self, obj: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(dumps(obj))
+
+    def json_body(self) -> Any:
+        if not self.request.body:
+            raise ApiError(400, "BadRequest", "the request body must be a JSON job spec")
+        try:
+            return json.loads(self.request.body)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ApiError(400, "MalformedJSON", f"the request body is not valid JSON: {e}") from None
+
+    def int_arg(self, name: str, default: int, lo: int, hi: int) -> int:
+        raw = self.get_query_argument(name, None)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ApiError(400, "InvalidField", f"{name} must be an integer", name) from None
+        if not lo <= value <= hi:
+            raise ApiError(400, "InvalidField", f"{name} must be between {lo} and {hi}", name)
+        return value
+
+
+class JobsHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self) -> None:
+        limit = self.int_arg("limit", 50, 1, self.extensionapp.max_page_size)
+        self.send(await self.service.list(self.get_query_argument("notebook", None), limit,
+                                          self.get_query_argument("continue", None) or None))
+
+    @web.authenticated
+    @authorized
+    @api
+    async def post(self) -> None:
+        job = await self.service.submit(self.json_body())
+        self.set_header("Location", self.request.path.rstrip("/") + "/" + job["metadata"]["name"])
+        self.send(job, 201)
+
+
+class JobHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        self.send(await self.service.get(name))
+
+    @web.authenticated
+    @authorized
+    @api
+    async def delete(self, name: str) -> None:
+        self.send(await self.service.cancel(name), 202)
+
+
+class EventsHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        self.send({"apiVersion": "events.k8s.io/v1", "kind": "EventList",
+                   "items": await self.service.events(name)})
+
+
+class TimelineHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        self.send(await self.service.timeline(name))
+
+
+class NotebookHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        self.send(await self.service.executed_notebook(name))
+
+
+class BuildLogHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        log = await self.service.build_log(name)
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.finish(log)
+
+
+class HealthHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self) -> None:
+        engine = self.service.engine
+        health = await self.service.backend.health()
+        health["engine"] = {"running": engine.running, "reconciles": engine.reconciles, "errors": engine.errors,
+                            "eventsPosted": engine.recorder.posted, "eventsFailed": engine.recorder.failed,
+                            "eventsDropped": engine.recorder.dropped}
+        self.send(health)
+
+
+class OpenAPIHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self) -> None:
+        self.send(openapi_document(self.base_url))
+
+
+def routes() -> list[tuple[str, type]]:
+    p = f"/{PREFIX}"
+    return [
+        (rf"{p}/jobs/?", JobsHandler),
+        (rf"{p}/jobs/{NAME}/?", JobHandler),
+        (rf"{p}/jobs/{NAME}/events/?", EventsHandler),
+        (rf"{p}/jobs/{NAME}/timeline/?", TimelineHandler),
+        (rf"{p}/jobs/{NAME}/notebook/?", NotebookHandler),
+        (rf"{p}/jobs/{NAME}/buildlog/?", BuildLogHandler),
+        (rf"{p}/health/?", HealthHandler),
+        (rf"{p}/openapi.json", OpenAPIHandler),
+    ]

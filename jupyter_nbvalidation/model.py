@@ -1,0 +1,314 @@
+"""The NotebookValidationJob document: phases, reasons, spec validation.
+
+A job is a Kubernetes-shaped dict (``apiVersion``, ``kind``, ``metadata``,
+``spec``, ``status``) in every backend. Field names follow the upstream Go
+operator's CRD where it has them. Nothing in here does I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import re
+import uuid
+from typing import Any
+
+GROUP = "nbvalidation.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "NotebookValidationJob"
+PLURAL = "notebookvalidationjobs"
+
+
+class Phase:
+    INITIALIZING = "Initializing"
+    BUILDING = "Building"
+    BUILD_COMPLETE = "BuildComplete"
+    VALIDATION_RUNNING = "ValidationRunning"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    ORDER = (INITIALIZING, BUILDING, BUILD_COMPLETE, VALIDATION_RUNNING, SUCCEEDED, FAILED)
+    TERMINAL = frozenset({SUCCEEDED, FAILED})
+
+
+# The only transitions the engine may write (design §2). "" is "no status yet".
+ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
+    "": frozenset({Phase.INITIALIZING, Phase.FAILED}),
+    Phase.INITIALIZING: frozenset({Phase.BUILDING, Phase.VALIDATION_RUNNING, Phase.FAILED}),
+    Phase.BUILDING: frozenset({Phase.BUILD_COMPLETE, Phase.FAILED}),
+    Phase.BUILD_COMPLETE: frozenset({Phase.VALIDATION_RUNNING, Phase.FAILED}),
+    Phase.VALIDATION_RUNNING: frozenset({Phase.SUCCEEDED, Phase.FAILED}),
+    Phase.SUCCEEDED: frozenset(),
+    Phase.FAILED: frozenset(),
+}
+
+
+class Reason:
+    ACCEPTED = "Accepted"
+    BUILD_STARTED = "BuildStarted"
+    BUILD_SUCCEEDED = "BuildSucceeded"
+    BUILD_FAILED = "BuildFailed"
+    BUILD_TIMED_OUT = "BuildTimedOut"
+    VALIDATION_STARTED = "ValidationStarted"
+    VALIDATION_SUCCEEDED = "ValidationSucceeded"
+    VALIDATION_FAILED = "ValidationFailed"
+    VALIDATION_TIMED_OUT = "ValidationTimedOut"
+    CANCELLED = "Cancelled"
+    INVALID_INPUT = "InvalidInput"
+
+    # what the controller did, per reason (events.k8s.io/v1 ``action``)
+    ACTIONS = {
+        ACCEPTED: "Accept",
+        BUILD_STARTED: "Build",
+        BUILD_SUCCEEDED: "Build",
+        BUILD_FAILED: "Build",
+        BUILD_TIMED_OUT: "Build",
+        VALIDATION_STARTED: "Validate",
+        VALIDATION_SUCCEEDED: "Validate",
+        VALIDATION_FAILED: "Validate",
+        VALIDATION_TIMED_OUT: "Validate",
+        CANCELLED: "Cancel",
+        INVALID_INPUT: "Accept",
+    }
+
+
+# the phase each transition reason leads to (how a timeline is read from events)
+REASON_PHASE = {
+    Reason.ACCEPTED: Phase.INITIALIZING,
+    Reason.BUILD_STARTED: Phase.BUILDING,
+    Reason.BUILD_SUCCEEDED: Phase.BUILD_COMPLETE,
+    Reason.VALIDATION_STARTED: Phase.VALIDATION_RUNNING,
+    Reason.VALIDATION_SUCCEEDED: Phase.SUCCEEDED,
+    Reason.BUILD_FAILED: Phase.FAILED,
+    Reason.BUILD_TIMED_OUT: Phase.FAILED,
+    Reason.VALIDATION_FAILED: Phase.FAILED,
+    Reason.VALIDATION_TIMED_OUT: Phase.FAILED,
+    Reason.CANCELLED: Phase.FAILED,
+    Reason.INVALID_INPUT: Phase.FAILED,
+}
+
+# annotations on a job
+CANCEL_ANNOTATION = "nbvalidation.dev/cancel-requested"
+WORKDIR_ANNOTATION = "nbvalidation.dev/working-dir"
+
+
+def is_terminal(phase: str | None) -> bool:
+    return phase in Phase.TERMINAL
+
+
+def utcnow() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def isotime(t: _dt.datetime | None = None) -> str:
+    """RFC 3339 with microseconds, UTC, ``Z`` suffix (MicroTime shape)."""
+    t = t or utcnow()
+    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(s: str | None) -> _dt.datetime | None:
+    if not s:
+        return None
+    s = s.strip()
+    if s.endswith("Z"):
+        s = s[:-1] + "+00:00"
+    return _dt.datetime.fromisoformat(s)
+
+
+_DURATION_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any) -> float:
+    """Go-style duration ("30m", "1h30m", "500ms") or a number of seconds → seconds."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration such as '30m' or '90s'")
+    if isinstance(value, (int, float)):
+        if value <= 0:
+            raise ValueError("must be positive")
+        return float(value)
+    if not isinstance(value, str) or not _DURATION_RE.match(value.strip()):
+        raise ValueError("must be a duration such as '30m', '1h30m' or '90s'")
+    total = sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(value.strip()))
+    if total <= 0:
+        raise ValueError("must be positive")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0.0, float(seconds))
+    if seconds < 60:
+        return f"{seconds:.3g}s" if seconds < 10 else f"{seconds:.0f}s"
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return (f"{h}h" if h else "") + (f"{m}m" if m or h else "") + f"{s}s"
+
+
+class SpecError(ValueError):
+    """An unknown, unsupported or malformed spec field. ``field`` is its dotted path."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.reason = message
+
+
+# --- the spec schema --------------------------------------------------------
+# Each entry: field -> (kind, extra). kind is "object" (nested dict), "str",
+# "bool", "duration", "number", "strlist", or "enum" (extra = allowed values).
+# Which fields a backend supports is declared by the backend (``supports``).
+
+SPEC_SCHEMA: dict[str, Any] = {
+    "notebook": {"path": ("str", None)},
+    "goldenNotebook": {"path": ("str", None)},
+    "podConfig": {
+        "containerImage": ("str", None),
+        "buildConfig": {
+            "enabled": ("bool", None),
+            "strategy": ("str", None),
+            "baseImage": ("str", None),
+            "requirementsFile": ("str", None),
+            "requirements": ("strlist", None),
+            "timeout": ("duration", None),
+        },
+    },
+    "comparisonConfig": {
+        "strategy": ("enum", ("exact", "normalized")),
+        "floatingPointTolerance": ("number", None),
+        "relativeTolerance": ("number", None),
+    },
+    "timeout": ("duration", None),
+    "cellTimeout": ("duration", None),
+}
+
+REQUIRED = ("notebook.path",)
+
+
+def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> Any:
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            raise SpecError(path, "must be an object")
+        out = {}
+        for key, sub in value.items():
+            sub_path = f"{path}.{key}" if path else key
+            if key not in schema:
+                raise SpecError(sub_path, "unknown field")
+            if supported is not None and not isinstance(schema[key], dict) and sub_path not in supported:
+                raise SpecError(sub_path, "not supported by this backend")
+            if sub is None:
+                continue
+            out[key] = _check(sub, schema[key], sub_path, supported)
+        return out
+    kind, extra = schema
+    if kind == "str":
+        if not isinstance(value, str) or not value.strip():
+            raise SpecError(path, "must be a non-empty string")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise SpecError(path, "must be true or false")
+        return value
+    if kind == "duration":
+        try:
+            parse_duration(value)
+        except ValueError as e:
+            raise SpecError(path, str(e)) from None
+        return value
+    if kind == "number":
+        try:
+            num = float(value) if not isinstance(value, bool) else None
+        except (TypeError, ValueError):
+            num = None
+        if num is None or num != num or num < 0:
+            raise SpecError(path, "must be a non-negative number")
+        return value
+    if kind == "strlist":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise SpecError(path, "must be a list of non-empty strings")
+        return list(value)
+    if kind == "enum":
+        if value not in extra:
+            raise SpecError(path, f"must be one of {', '.join(extra)}")
+        return value
+    raise AssertionError(kind)
+
+
+def validate_spec(spec: Any, supported: set[str] | None = None) -> dict:
+    """Check a spec against the schema. Unknown fields and fields the backend
+    does not support raise :class:`SpecError` naming the field."""
+    if not isinstance(spec, dict):
+        raise SpecError("spec", "must be a JSON object")
+    out = _check(spec, SPEC_SCHEMA, "", supported)
+    for req in REQUIRED:
+        cur: Any = out
+        for part in req.split("."):
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if cur is None:
+            raise SpecError(req, "is required")
+    if not out["notebook"]["path"].endswith(".ipynb"):
+        raise SpecError("notebook.path", "must name a .ipynb file")
+    golden = out.get("goldenNotebook")
+    if golden is not None and "path" not in golden:
+        raise SpecError("goldenNotebook.path", "is required when goldenNotebook is given")
+    bc = out.get("podConfig", {}).get("buildConfig", {})
+    if bc.get("requirementsFile") and bc.get("requirements"):
+        raise SpecError("podConfig.buildConfig.requirements", "give requirementsFile or requirements, not both")
+    return out
+
+
+def spec_fields(schema: Any = SPEC_SCHEMA, prefix: str = "") -> set[str]:
+    """All leaf field paths of the schema."""
+    out: set[str] = set()
+    for key, sub in schema.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(sub, dict):
+            out |= spec_fields(sub, path)
+        else:
+            out.add(path)
+    return out
+
+
+def build_enabled(spec: dict) -> bool:
+    return bool(spec.get("podConfig", {}).get("buildConfig", {}).get("enabled", True))
+
+
+def new_name(notebook_path: str) -> str:
+    stem = re.sub(r"[^a-z0-9-]+", "-", notebook_path.rsplit("/", 1)[-1].lower().removesuffix(".ipynb"))
+    stem = stem.strip("-")[:40] or "notebook"
+    return f"{stem}-{uuid.uuid4().hex[:8]}"
+
+
+def new_job(spec: dict, *, name: str | None = None, namespace: str = "default",
+            labels: dict | None = None, annotations: dict | None = None) -> dict:
+    """A job document as submitted: no status yet (the engine writes it)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": name or new_name(spec["notebook"]["path"]),
+            "namespace": namespace,
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
+        "spec": copy.deepcopy(spec),
+        "status": {},
+    }
+
+
+def condition_states(status: dict) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in status.get("conditions", []) if "type" in c}
+
+
+def set_condition(status: dict, ctype: str, value: str, reason: str, message: str, now: str) -> None:
+    """Set a metav1.Condition; lastTransitionTime only moves when status flips."""
+    conds = status.setdefault("conditions", [])
+    for c in conds:
+        if c["type"] == ctype:
+            if c["status"] != value:
+                c["lastTransitionTime"] = now
+            c.update(status=value, reason=reason, message=message)
+            return
+    conds.append({"type": ctype, "status": value, "reason": reason,
+                  "message": message, "lastTransitionTime": now})

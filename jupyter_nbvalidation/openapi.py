@@ -1,0 +1,196 @@
+"""The OpenAPI 3 document of the REST API (served at /openapi.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._version import __version__
+
+_DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
+_PATH = {"type": "string", "minLength": 1}
+
+
+def _obj(props: dict, required: list[str] | None = None, additional: bool = False) -> dict:
+    out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": additional}
+    if required:
+        out["required"] = required
+    return out
+
+
+SPEC_SCHEMA = _obj({
+    "notebook": _obj({"path": {**_PATH, "pattern": r"\.ipynb$"}}, ["path"]),
+    "goldenNotebook": _obj({"path": {**_PATH, "pattern": r"\.ipynb$"}}, ["path"]),
+    "podConfig": _obj({
+        "containerImage": {"type": "string"},
+        "buildConfig": _obj({
+            "enabled": {"type": "boolean"},
+            "strategy": {"type": "string"},
+            "baseImage": {"type": "string"},
+            "requirementsFile": {"type": "string"},
+            "requirements": {"type": "array", "items": {"type": "string"}},
+            "timeout": _DURATION,
+        }),
+    }),
+    "comparisonConfig": _obj({
+        "strategy": {"type": "string", "enum": ["exact", "normalized"]},
+        "floatingPointTolerance": {"type": "number", "minimum": 0},
+        "relativeTolerance": {"type": "number", "minimum": 0},
+    }),
+    "timeout": _DURATION,
+    "cellTimeout": _DURATION,
+}, ["notebook"])
+
+JOB_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec", "status"],
+    "properties": {
+        "apiVersion": {"type": "string", "enum": ["nbvalidation.dev/v1alpha1"]},
+        "kind": {"type": "string", "enum": ["NotebookValidationJob"]},
+        "metadata": {"type": "object", "required": ["name", "uid"],
+                     "properties": {"name": {"type": "string"}, "uid": {"type": "string"},
+                                    "resourceVersion": {"type": "string"},
+                                    "creationTimestamp": {"type": "string"}}},
+        "spec": {"type": "object"},
+        "status": {"type": "object", "properties": {
+            "phase": {"type": "string", "enum": ["", "Initializing", "Building", "BuildComplete",
+                                                  "ValidationRunning", "Succeeded", "Failed"]},
+            "reason": {"type": "string"},
+            "message": {"type": "string"},
+            "transitions": {"type": "array", "items": {"type": "object"}},
+            "results": {"type": "array", "items": {"type": "object"}},
+        }},
+    },
+}
+
+EVENT_SCHEMA = {
+    "type": "object",
+    "required": ["reason", "type", "note", "action", "eventTime", "regarding",
+                 "reportingController", "reportingInstance"],
+    "properties": {
+        "reason": {"type": "string"}, "type": {"type": "string", "enum": ["Normal", "Warning"]},
+        "note": {"type": "string"}, "action": {"type": "string"}, "eventTime": {"type": "string"},
+        "regarding": {"type": "object", "required": ["name", "uid"]},
+        "reportingController": {"type": "string"}, "reportingInstance": {"type": "string"},
+    },
+}
+
+TIMELINE_SCHEMA = {
+    "type": "object",
+    "required": ["name", "source", "phase", "terminal", "phases"],
+    "properties": {
+        "name": {"type": "string"},
+        "source": {"type": "string", "enum": ["events", "transitions"]},
+        "phase": {"type": "string"},
+        "terminal": {"type": "boolean"},
+        "phases": {"type": "array", "items": {
+            "type": "object",
+            "required": ["phase", "start", "durationSeconds", "current"],
+            "properties": {"phase": {"type": "string"}, "start": {"type": "string"},
+                           "end": {"type": ["string", "null"]}, "durationSeconds": {"type": "number"},
+                           "reason": {"type": ["string", "null"]}, "current": {"type": "boolean"}}}},
+    },
+}
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
+        "code": {"type": "string"}, "message": {"type": "string"},
+        "field": {"type": ["string", "null"]}}}},
+}
+
+
+def _json(schema: dict, description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict:
+    texts = {400: "Bad request (malformed JSON, unknown or invalid field)", 403: "Forbidden",
+             404: "Not found", 413: "Notebook too large"}
+    return {str(c): {"$ref": f"#/components/responses/E{c}"} for c in codes} | {
+        "401": {"$ref": "#/components/responses/E401"}}
+
+
+NAME_PARAM = {"name": "name", "in": "path", "required": True,
+              "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"}}
+
+
+def openapi_document(base_url: str = "/") -> dict:
+    prefix = base_url.rstrip("/") + "/nbvalidation/api/v1"
+    job_ref = {"$ref": "#/components/schemas/Job"}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "jupyter-nbvalidation", "version": __version__,
+                 "description": "Submit notebooks for build-then-validate jobs and follow their phases."},
+        "servers": [{"url": prefix}],
+        "security": [{"token": []}],
+        "components": {
+            "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization"}},
+            "schemas": {"Spec": SPEC_SCHEMA, "Job": JOB_SCHEMA, "Event": EVENT_SCHEMA,
+                        "Timeline": TIMELINE_SCHEMA, "Error": ERROR_SCHEMA},
+            "responses": {f"E{c}": _json({"$ref": "#/components/schemas/Error"}, d) for c, d in {
+                400: "Bad request", 401: "Not authenticated", 403: "Forbidden", 404: "Not found",
+                413: "Too large"}.items()},
+        },
+        "paths": {
+            "/jobs": {
+                "get": {
+                    "summary": "List jobs, newest first",
+                    "parameters": [
+                        {"name": "notebook", "in": "query", "schema": {"type": "string"}},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
+                        {"name": "continue", "in": "query", "schema": {"type": "string"}},
+                    ],
+                    "responses": {"200": _json({"type": "object", "required": ["items", "metadata"], "properties": {
+                        "items": {"type": "array", "items": job_ref},
+                        "metadata": {"type": "object", "properties": {"continue": {"type": ["string", "null"]}}},
+                    }}, "A page of jobs"), **_errors(400)},
+                },
+                "post": {
+                    "summary": "Submit a notebook (the notebook is read now; that snapshot is validated)",
+                    "requestBody": {"required": True, "content": {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/Spec"}}}},
+                    "responses": {"201": _json(job_ref, "The created job"), **_errors(400, 403, 404, 413)},
+                },
+            },
+            "/jobs/{name}": {
+                "parameters": [NAME_PARAM],
+                "get": {"summary": "One job", "responses": {"200": _json(job_ref, "The job"), **_errors(404)}},
+                "delete": {"summary": "Cancel a job (a running job ends Failed/Cancelled)",
+                           "responses": {"202": _json(job_ref, "Cancellation requested"), **_errors(404)}},
+            },
+            "/jobs/{name}/events": {
+                "parameters": [NAME_PARAM],
+                "get": {"summary": "The job's events, oldest first (events.k8s.io/v1 shape)",
+                        "responses": {"200": _json({"type": "object", "required": ["items"], "properties": {
+                            "items": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}}}},
+                            "Events"), **_errors(404)}},
+            },
+            "/jobs/{name}/timeline": {
+                "parameters": [NAME_PARAM],
+                "get": {"summary": "Phases with start, end, duration and reason",
+                        "responses": {"200": _json({"$ref": "#/components/schemas/Timeline"}, "Timeline"),
+                                      **_errors(404)}},
+            },
+            "/jobs/{name}/notebook": {
+                "parameters": [NAME_PARAM],
+                "get": {"summary": "The executed notebook",
+                        "responses": {"200": _json({"type": "object"}, "nbformat 4 JSON"), **_errors(404)}},
+            },
+            "/jobs/{name}/buildlog": {
+                "parameters": [NAME_PARAM],
+                "get": {"summary": "The environment build log",
+                        "responses": {"200": {"description": "Log text",
+                                              "content": {"text/plain": {"schema": {"type": "string"}}}},
+                                      **_errors(404)}},
+            },
+            "/health": {
+                "get": {"summary": "Active backend and whether it is usable",
+                        "responses": {"200": _json({"type": "object", "required": ["backend", "usable"]},
+                                                   "Health")}},
+            },
+            "/openapi.json": {
+                "get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "OpenAPI")}},
+            },
+        },
+    }

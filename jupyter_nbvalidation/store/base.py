@@ -1,0 +1,83 @@
+"""The store contract: jobs with optimistic concurrency, and their events.
+
+Both backends implement it (SQLite locally, custom resources + events.k8s.io
+on Kubernetes). ``resourceVersion`` is an opaque string; a write carrying a
+stale one raises :class:`Conflict`, exactly like the Kubernetes API.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from traitlets.config import LoggingConfigurable
+
+
+class StoreError(Exception):
+    """A store operation failed (not a conflict, not a missing object)."""
+
+
+class NotFound(StoreError):
+    pass
+
+
+class AlreadyExists(StoreError):
+    pass
+
+
+class Conflict(StoreError):
+    """The object changed since it was read (stale resourceVersion)."""
+
+
+class JobStore(LoggingConfigurable):
+    """Abstract job + event store. Every method is a coroutine that never
+    blocks the event loop."""
+
+    async def start(self) -> None:
+        """Open connections, start watches."""
+
+    async def stop(self) -> None:
+        """Close connections, stop watches."""
+
+    async def create(self, job: dict) -> dict:
+        """Store a new job; assigns metadata.uid, creationTimestamp and
+        resourceVersion. Raises AlreadyExists."""
+        raise NotImplementedError
+
+    async def get(self, name: str) -> dict:
+        """The job as stored. Raises NotFound."""
+        raise NotImplementedError
+
+    async def list(self, *, notebook: str | None = None, limit: int | None = None,
+                   continue_token: str | None = None) -> tuple[list[dict], str | None]:
+        """Jobs newest first, optionally only those of one notebook; returns
+        (items, continue token or None)."""
+        raise NotImplementedError
+
+    async def list_active(self) -> list[dict]:
+        """Every job that is not terminal (the resync set)."""
+        raise NotImplementedError
+
+    async def update_status(self, name: str, status: dict, resource_version: str) -> dict:
+        """Replace ``status`` if the job is still at ``resource_version``;
+        returns the stored job. Raises Conflict, NotFound, StoreError."""
+        raise NotImplementedError
+
+    async def set_annotation(self, name: str, key: str, value: str) -> dict:
+        """Set one metadata annotation (used to request cancellation)."""
+        raise NotImplementedError
+
+    async def delete(self, name: str) -> None:
+        raise NotImplementedError
+
+    async def add_event(self, event: dict) -> dict:
+        """Record one event (events.k8s.io/v1 shape)."""
+        raise NotImplementedError
+
+    async def list_events(self, job: dict) -> list[dict]:
+        """The events regarding a job (matched by uid), oldest first."""
+        raise NotImplementedError
+
+    def watch(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(name)`` whenever a job changes; returns an
+        unsubscribe function. Callbacks run on the event loop."""
+        raise NotImplementedError
