@@ -1,0 +1,122 @@
+/**
+ * A thin typed client of the nbvalidation REST API. Jupyter's
+ * ServerConnection adds authentication and the XSRF header.
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+import type { IEventList, IHealth, IJob, IJobList, IJobSpec } from './types';
+
+export const API_PREFIX = 'nbvalidation/api/v1';
+
+/** An error answer of the API: HTTP status plus `{"error": {code, message, field}}`. */
+export class APIError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly code: string | null = null,
+    readonly field: string | null = null
+  ) {
+    super(message);
+    this.name = 'APIError';
+  }
+}
+
+export class NBValidationAPI {
+  constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
+
+  /** Absolute URL of an API path (path segments are URL-encoded). */
+  url(parts: string[], query?: Record<string, string | number | undefined | null>): string {
+    let url = URLExt.join(this.settings.baseUrl, API_PREFIX, ...parts.map(encodeURIComponent));
+    const q = Object.entries(query ?? {})
+      .filter(([, v]) => v !== undefined && v !== null && v !== '')
+      .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
+      .join('&');
+    if (q) {
+      url += `?${q}`;
+    }
+    return url;
+  }
+
+  private async request(
+    parts: string[],
+    init: RequestInit = {},
+    query?: Record<string, string | number | undefined | null>
+  ): Promise<Response> {
+    let response: Response;
+    try {
+      response = await ServerConnection.makeRequest(this.url(parts, query), init, this.settings);
+    } catch (error) {
+      throw new APIError(0, `Cannot reach the Jupyter server: ${String(error)}`);
+    }
+    if (!response.ok) {
+      let message = `${response.status} ${response.statusText}`;
+      let code: string | null = null;
+      let field: string | null = null;
+      try {
+        const body = await response.json();
+        const err = body?.error ?? body;
+        message = err?.message || message;
+        code = err?.code ?? null;
+        field = err?.field ?? null;
+      } catch {
+        // not JSON: keep the status line
+      }
+      throw new APIError(response.status, message, code, field);
+    }
+    return response;
+  }
+
+  private async json<T>(
+    parts: string[],
+    init: RequestInit = {},
+    query?: Record<string, string | number | undefined | null>
+  ): Promise<T> {
+    const response = await this.request(parts, init, query);
+    const text = await response.text();
+    return (text ? JSON.parse(text) : {}) as T;
+  }
+
+  health(): Promise<IHealth> {
+    return this.json<IHealth>(['health']);
+  }
+
+  listJobs(notebook?: string | null, limit = 50): Promise<IJobList> {
+    return this.json<IJobList>(['jobs'], {}, { notebook, limit });
+  }
+
+  getJob(name: string): Promise<IJob> {
+    return this.json<IJob>(['jobs', name]);
+  }
+
+  createJob(spec: IJobSpec): Promise<IJob> {
+    return this.json<IJob>(['jobs'], { method: 'POST', body: JSON.stringify(spec) });
+  }
+
+  async cancelJob(name: string): Promise<void> {
+    await this.request(['jobs', name], { method: 'DELETE' });
+  }
+
+  events(name: string): Promise<IEventList> {
+    return this.json<IEventList>(['jobs', name, 'events']);
+  }
+
+  executedNotebookUrl(name: string): string {
+    return this.url(['jobs', name, 'notebook']);
+  }
+
+  buildLogUrl(name: string): string {
+    return this.url(['jobs', name, 'buildlog']);
+  }
+
+  /** The executed notebook JSON, or null while there is none (404). */
+  async executedNotebook(name: string): Promise<Record<string, unknown> | null> {
+    try {
+      return await this.json<Record<string, unknown>>(['jobs', name, 'notebook']);
+    } catch (e) {
+      if (e instanceof APIError && e.status === 404) {
+        return null;
+      }
+      throw e;
+    }
+  }
+}

@@ -1,0 +1,283 @@
+/**
+ * The panel's live model: holds the pure {@link IPanelState}, fetches from
+ * the REST API, merges live job events, and ticks while a job runs.
+ *
+ * Update strategy (no busy polling): a jupyter_events record for a shown job
+ * triggers one GET of that job and one of its events; a slow safety poll
+ * (10 s) reconciles while something runs, in case the event stream dropped.
+ */
+import { ISignal, Signal } from '@lumino/signaling';
+import { APIError } from './api';
+import type { NBValidationAPI } from './api';
+import {
+  IPanelState,
+  Scope,
+  addSubmittedJob,
+  anyRunning,
+  applyLiveEvent,
+  initialState,
+  latestJobFor,
+  mergeJobs,
+  selectJob,
+  selectedJob,
+  setEvents,
+  setNotebook,
+  setScope,
+  visibleJobs
+} from './state';
+import type { IJob, IJobSpec, ILiveJobEvent } from './types';
+
+export type ServerState = 'unknown' | 'ok' | 'missing' | 'unusable' | 'unreachable';
+
+export const SAFETY_POLL_MS = 10_000;
+
+export class ValidationModel {
+  constructor(readonly api: NBValidationAPI) {}
+
+  get state(): IPanelState {
+    return this._state;
+  }
+
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** Last error of a background fetch, shown in the panel; null when fine. */
+  get error(): string | null {
+    return this._error;
+  }
+
+  get server(): ServerState {
+    return this._server;
+  }
+
+  get serverDetail(): string {
+    return this._serverDetail;
+  }
+
+  get loading(): boolean {
+    return this._loading > 0;
+  }
+
+  get visibleJobs(): IJob[] {
+    return visibleJobs(this._state);
+  }
+
+  get selectedJob(): IJob | null {
+    return selectedJob(this._state);
+  }
+
+  /** The newest job of the active notebook (status-bar verdict). */
+  get activeNotebookJob(): IJob | null {
+    return latestJobFor(this._state.jobs, this._state.notebookPath);
+  }
+
+  /** Probe the server extension once: GET /health. */
+  async probe(): Promise<ServerState> {
+    try {
+      const health = await this.api.health();
+      this._server = health.usable === false ? 'unusable' : 'ok';
+      this._serverDetail = String(health.message ?? health.reason ?? health.backend ?? '');
+    } catch (e) {
+      if (e instanceof APIError && e.status === 404) {
+        this._server = 'missing';
+      } else {
+        this._server = 'unreachable';
+      }
+      this._serverDetail = e instanceof Error ? e.message : String(e);
+    }
+    this._emit();
+    return this._server;
+  }
+
+  setNotebook(path: string | null): void {
+    const next = setNotebook(this._state, path);
+    if (next === this._state) {
+      return;
+    }
+    this._update(next);
+    void this.refresh();
+  }
+
+  setScope(scope: Scope): void {
+    this._update(setScope(this._state, scope));
+    void this.refresh();
+  }
+
+  select(name: string | null): void {
+    this._update(selectJob(this._state, name));
+    if (name) {
+      void this.refreshJob(name);
+    }
+  }
+
+  /** Reload the job lists shown (and the selected job's events). */
+  async refresh(): Promise<void> {
+    const { scope, notebookPath } = this._state;
+    this._loading++;
+    this._emit();
+    try {
+      if (notebookPath) {
+        const list = await this.api.listJobs(notebookPath);
+        this._update(mergeJobs(this._state, list.items ?? [], notebookPath));
+      }
+      if (scope === 'all') {
+        const list = await this.api.listJobs(null);
+        // a limited list is complete only when it has no continuation
+        const complete = !list.metadata?.continue;
+        this._update(mergeJobs(this._state, list.items ?? [], complete ? 'all' : null));
+      }
+      this._error = null;
+    } catch (e) {
+      this._error = describe(e);
+    } finally {
+      this._loading--;
+      this._emit();
+    }
+    const selected = this._state.selected;
+    if (selected) {
+      await this.refreshJob(selected, !this._state.events[selected]);
+    }
+    this._schedulePoll();
+  }
+
+  /**
+   * GET one job and its events. Calls for the same job coalesce: while one
+   * is in flight, further requests just ask for one more round.
+   */
+  async refreshJob(name: string, withEvents = true): Promise<void> {
+    const inflight = this._inflight.get(name);
+    if (inflight) {
+      inflight.again = true;
+      return inflight.promise;
+    }
+    const entry = { again: false, promise: Promise.resolve() };
+    entry.promise = (async () => {
+      do {
+        entry.again = false;
+        try {
+          const [job, events] = await Promise.all([
+            this.api.getJob(name),
+            withEvents ? this.api.events(name) : Promise.resolve(null)
+          ]);
+          let next = mergeJobs(this._state, [job], null);
+          if (events) {
+            next = setEvents(next, name, events.items ?? []);
+          }
+          this._update(next);
+          this._error = null;
+        } catch (e) {
+          if (e instanceof APIError && e.status === 404) {
+            // gone: drop it
+            this._update(
+              mergeJobs(
+                { ...this._state, jobs: this._state.jobs.filter(j => j.metadata.name !== name) },
+                [],
+                null
+              )
+            );
+          } else {
+            this._error = describe(e);
+            this._emit();
+          }
+        }
+      } while (entry.again);
+    })();
+    this._inflight.set(name, entry);
+    try {
+      await entry.promise;
+    } finally {
+      this._inflight.delete(name);
+    }
+    this._schedulePoll();
+  }
+
+  /** A jupyter_events record of our schema arrived. */
+  onLiveEvent(data: ILiveJobEvent): void {
+    if (!data || !data.name) {
+      return;
+    }
+    const merged = applyLiveEvent(this._state, data);
+    this._update(merged.state);
+    if (!merged.relevant) {
+      return;
+    }
+    if (merged.known) {
+      void this.refreshJob(data.name);
+    } else {
+      void this.refresh();
+    }
+  }
+
+  /** Submit a job; the new job is added and selected. */
+  async submit(spec: IJobSpec): Promise<IJob> {
+    const job = await this.api.createJob(spec);
+    this._update(addSubmittedJob(this._state, job));
+    void this.refreshJob(job.metadata.name);
+    return job;
+  }
+
+  async cancel(name: string): Promise<void> {
+    await this.api.cancelJob(name);
+    await this.refreshJob(name);
+  }
+
+  dispose(): void {
+    if (this._pollTimer !== null) {
+      clearTimeout(this._pollTimer);
+      this._pollTimer = null;
+    }
+    this._disposed = true;
+    Signal.clearData(this);
+  }
+
+  /** Safety net: while a shown job runs, reconcile every SAFETY_POLL_MS. */
+  private _schedulePoll(): void {
+    if (this._disposed || this._pollTimer !== null) {
+      return;
+    }
+    const watched = [...this.visibleJobs, ...(this.activeNotebookJob ? [this.activeNotebookJob] : [])];
+    if (!anyRunning(watched)) {
+      return;
+    }
+    this._pollTimer = setTimeout(() => {
+      this._pollTimer = null;
+      if (typeof document !== 'undefined' && document.hidden) {
+        this._schedulePoll();
+        return;
+      }
+      void this.refresh();
+    }, SAFETY_POLL_MS);
+  }
+
+  private _update(next: IPanelState): void {
+    if (next !== this._state) {
+      this._state = next;
+      this._emit();
+    }
+  }
+
+  private _emit(): void {
+    if (!this._disposed) {
+      this._changed.emit();
+    }
+  }
+
+  private _state: IPanelState = initialState();
+  private _changed = new Signal<this, void>(this);
+  private _error: string | null = null;
+  private _server: ServerState = 'unknown';
+  private _serverDetail = '';
+  private _loading = 0;
+  private _pollTimer: ReturnType<typeof setTimeout> | null = null;
+  private _disposed = false;
+  private _inflight = new Map<string, { again: boolean; promise: Promise<void> }>();
+}
+
+export function describe(e: unknown): string {
+  if (e instanceof APIError) {
+    return e.field ? `${e.message} (${e.field})` : e.message;
+  }
+  return e instanceof Error ? e.message : String(e);
+}
+

@@ -1,0 +1,66 @@
+/** Status-bar item: the last verdict of the active notebook. */
+import * as React from 'react';
+import { ReactWidget } from '@jupyterlab/ui-components';
+import { validateIcon } from './icons';
+import type { ValidationModel } from './model';
+import { PHASE_LABELS, isTerminal } from './phases';
+import { jobPhase } from './state';
+
+export class ValidationStatus extends ReactWidget {
+  constructor(
+    readonly model: ValidationModel,
+    readonly openPanel: () => void
+  ) {
+    super();
+    this.addClass('jp-NBValidation-status');
+  }
+
+  render(): JSX.Element {
+    return <StatusView model={this.model} openPanel={this.openPanel} />;
+  }
+}
+
+function StatusView(props: { model: ValidationModel; openPanel: () => void }): JSX.Element | null {
+  const { model, openPanel } = props;
+  const [, setVersion] = React.useState(0);
+  React.useEffect(() => {
+    const onChange = () => setVersion(v => v + 1);
+    model.changed.connect(onChange);
+    return () => {
+      model.changed.disconnect(onChange);
+    };
+  }, [model]);
+  const job = model.activeNotebookJob;
+  if (!model.state.notebookPath) {
+    return null;
+  }
+  const phase = job ? jobPhase(job) : '';
+  let text: string;
+  if (!job) {
+    text = 'Not validated';
+  } else if (phase === 'Succeeded') {
+    text = 'Validated ✓';
+  } else if (phase === 'Failed') {
+    text = 'Validation failed ✗';
+  } else {
+    text = `Validating: ${PHASE_LABELS[phase] ?? (phase || 'pending')}…`;
+  }
+  const title = job
+    ? `Last validation of ${model.state.notebookPath}: ${phase || 'pending'}${
+        job.status?.reason ? ` (${job.status.reason})` : ''
+      } — click to open the validation panel`
+    : 'Open the validation panel';
+  return (
+    <button
+      type="button"
+      className="jp-NBValidation-statusButton"
+      data-phase={phase || 'None'}
+      data-terminal={isTerminal(phase)}
+      onClick={openPanel}
+      title={title}
+    >
+      <validateIcon.react tag="span" className="jp-NBValidation-statusIcon" />
+      <span>{text}</span>
+    </button>
+  );
+}
