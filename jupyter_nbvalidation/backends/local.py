@@ -80,6 +80,7 @@ class _Build:
     log_path: str
     waiters: set[str] = field(default_factory=set)
     proc: asyncio.subprocess.Process | None = None
+    pid_file: Path | None = None
 
 
 @dataclass
@@ -95,8 +96,10 @@ class LocalBackend(Backend):
 
     data_dir = Unicode(help="Where jobs, environments, logs and the SQLite store live "
                             "(default: <jupyter data dir>/nbvalidation).").tag(config=True)
-    python = Unicode(help="Base interpreter for built environments, and the interpreter that "
-                          "validates when a job disables its build (default: this server's).").tag(config=True)
+    python = Unicode(help="Base interpreter of built environments (default: the base interpreter "
+                          "of this server's Python).").tag(config=True)
+    unbuilt_python = Unicode(help="Interpreter whose kernel validates jobs that disable their build "
+                                  "(default: this server's own, which has ipykernel).").tag(config=True)
     build_tool = Enum(["auto", "uv", "venv"], default_value="auto",
                       help="How environments are built: uv when available (auto), always uv, "
                            "or venv + pip.").tag(config=True)
@@ -114,6 +117,10 @@ class LocalBackend(Backend):
     @default("python")
     def _python_default(self) -> str:
         return getattr(sys, "_base_executable", None) or sys.executable
+
+    @default("unbuilt_python")
+    def _unbuilt_python_default(self) -> str:
+        return sys.executable
 
     @default("uv_path")
     def _uv_default(self) -> str:
@@ -175,18 +182,20 @@ class LocalBackend(Backend):
         self._runs.clear()
 
     def _sweep_stale_builds(self) -> None:
+        """Remove builds left half-done by an earlier server (killed mid-build)."""
         envs = self.root / "envs"
         if not envs.is_dir():
             return
-        for tmp in envs.glob(".tmp-*"):
-            pid_file = tmp / ".pid"
-            try:
+        for pid_file in envs.glob(".tmp-*.pid"):
+            with contextlib.suppress(OSError, ValueError):
                 pid = int(pid_file.read_text())
-            except (OSError, ValueError):
-                pid = 0
-            if pid and _pid_alive(pid):
-                _kill_group(pid, signal.SIGKILL)
-            shutil.rmtree(tmp, ignore_errors=True)
+                if pid != os.getpid() and _pid_alive(pid):
+                    _kill_group(pid, signal.SIGKILL)
+        for leftover in envs.glob(".tmp-*"):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
 
     # -- spec ------------------------------------------------------------------
     def supported_fields(self) -> set[str]:
@@ -302,6 +311,8 @@ class LocalBackend(Backend):
             start_new_session=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
                                          "PIP_NO_INPUT": "1", "VIRTUAL_ENV": ""})
         build.proc = proc
+        if build.pid_file is not None:
+            await asyncio.to_thread(build.pid_file.write_text, str(proc.pid))
         try:
             return await proc.wait()
         except asyncio.CancelledError:
@@ -327,14 +338,15 @@ class LocalBackend(Backend):
     async def _build_in(self, build: _Build, key: str, requirements: list[str], strategy: str,
                         log_path: str, tmp: Path, started: str) -> Observation:
         def setup() -> Path:
-            tmp.mkdir(parents=True)
-            (tmp / ".pid").write_text(str(os.getpid()))
+            tmp.parent.mkdir(parents=True, exist_ok=True)
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
             req_file = tmp.parent / f"{tmp.name}.requirements.txt"
             req_file.write_text("\n".join(list(self.kernel_packages) + requirements) + "\n")
             return req_file
 
         req_file = await asyncio.to_thread(setup)
+        pid_file = tmp.parent / f"{tmp.name}.pid"
+        build.pid_file = pid_file
         py = str(tmp / "bin" / "python")
         if strategy == "uv":
             steps = [[self.uv_path, "venv", "--quiet", "--python", self.python, str(tmp)],
@@ -357,9 +369,9 @@ class LocalBackend(Backend):
                                            strategy=strategy)
         finally:
             await asyncio.to_thread(req_file.unlink, True)
+            await asyncio.to_thread(pid_file.unlink, True)
 
         def publish() -> None:
-            (tmp / ".pid").unlink(missing_ok=True)
             marker = {"key": key, "requirements": requirements, "strategy": strategy, "python": self.python,
                       "startTime": started, "completionTime": isotime(), "log": log_path}
             (tmp / ENV_MARKER).write_text(json.dumps(marker, indent=1))
@@ -424,7 +436,7 @@ class LocalBackend(Backend):
                                            "or incomplete; refusing to validate elsewhere.")
             python = str(Path(reference) / "bin" / "python")
         else:
-            python = self.python
+            python = self.unbuilt_python
         run = _Run(task=None, run_dir=run_dir)  # type: ignore[arg-type]
         run.task = asyncio.get_running_loop().create_task(self._validate(job, run, python, reference))
         self._runs[uid] = run

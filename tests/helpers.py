@@ -1,0 +1,45 @@
+"""Small helpers for tests (no fixtures here)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+
+
+def write_notebook(path: Path, sources: list[str], *, tags: dict[int, list[str]] | None = None,
+                   metadata: dict | None = None) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata.update({"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb.metadata.update(metadata or {})
+    for i, src in enumerate(sources):
+        if src.startswith("# md\n"):
+            nb.cells.append(nbformat.v4.new_markdown_cell(src[5:]))
+            continue
+        cell = nbformat.v4.new_code_cell(src)
+        if tags and i in tags:
+            cell.metadata["tags"] = tags[i]
+        nb.cells.append(cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def phases(job: dict) -> list[str]:
+    return [t["phase"] for t in job["status"].get("transitions", [])]
+
+
+def reasons(events: list[dict]) -> list[str]:
+    return [e["reason"] for e in events]
+
+
+def pids_alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            alive.append(pid)
+        except ProcessLookupError:
+            pass
+    return alive

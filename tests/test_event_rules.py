@@ -1,0 +1,219 @@
+"""Design §3: every event rule, against the real SQLite store. Each test
+breaks if its rule is broken (faults are injected around the real store)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import pytest_asyncio
+from conftest import make_local
+from helpers import phases, reasons
+
+from jupyter_nbvalidation.engine import StatusWriteFailed, new_status
+from jupyter_nbvalidation.model import Phase, Reason, new_job
+from jupyter_nbvalidation.store.base import JobStore, StoreError
+
+
+class Wrapped(JobStore):
+    """Delegates to a real store; subclasses inject faults and record order."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.log_order: list[str] = []
+
+    async def start(self):
+        await self.inner.start()
+
+    async def stop(self):
+        await self.inner.stop()
+
+    async def create(self, job):
+        return await self.inner.create(job)
+
+    async def get(self, name):
+        return await self.inner.get(name)
+
+    async def list(self, **kw):
+        return await self.inner.list(**kw)
+
+    async def list_active(self):
+        return await self.inner.list_active()
+
+    async def update_status(self, name, status, rv):
+        job = await self.inner.update_status(name, status, rv)
+        self.log_order.append(f"status:{status.get('phase')}:{status.get('reason')}:{time.monotonic()}")
+        return job
+
+    async def set_annotation(self, name, key, value):
+        return await self.inner.set_annotation(name, key, value)
+
+    async def delete(self, name):
+        return await self.inner.delete(name)
+
+    async def add_event(self, event):
+        self.log_order.append(f"event:{event['reason']}:{time.monotonic()}")
+        return await self.inner.add_event(event)
+
+    async def list_events(self, job):
+        return await self.inner.list_events(job)
+
+    def watch(self, cb):
+        return self.inner.watch(cb)
+
+
+async def _new(env) -> dict:
+    job = new_job({"notebook": {"path": "nb.ipynb"}})
+    job["metadata"]["uid"] = "uid-" + job["metadata"]["name"]
+    return await env.store.create(job)
+
+
+async def _events(env, job):
+    await env.engine.recorder.flush()
+    return await env.store.list_events(job)
+
+
+@pytest_asyncio.fixture
+async def started():
+    envs = []
+
+    async def make(tmp_path, wrapper=Wrapped, **kw):
+        env = make_local(tmp_path, store_wrapper=wrapper, **kw)
+        await env.store.start()
+        env.engine.recorder.start()
+        envs.append(env)
+        return env
+
+    yield make
+    for env in envs:
+        await env.engine.recorder.stop()
+        await env.store.stop()
+
+
+@pytest.mark.asyncio
+async def test_flip_not_change(tmp_path, started):
+    env = await started(tmp_path)
+    job = await _new(env)
+    job = await env.engine._move(job, "", Phase.INITIALIZING, Reason.ACCEPTED, "first")
+    # a reason/message-only rewrite of the same phase is not a flip
+    job = await env.engine._write(job, lambda cur: {**new_status(cur, Phase.INITIALIZING, "StillChecking",
+                                                                      "second"), })
+    assert job["status"]["message"] == "second"
+    # a reconcile that decides nothing writes nothing
+    await env.engine._write(job, lambda cur: None)
+    job = await env.engine._move(job, Phase.INITIALIZING, Phase.BUILDING, Reason.BUILD_STARTED, "build")
+    evs = await _events(env, job)
+    assert reasons(evs) == [Reason.ACCEPTED, Reason.BUILD_STARTED]
+    assert phases(job) == [Phase.INITIALIZING, Phase.BUILDING]
+
+
+@pytest.mark.asyncio
+async def test_event_only_after_the_status_write_and_with_its_reason(tmp_path, started):
+    env = await started(tmp_path)
+    job = await _new(env)
+    for frm, to, reason in [("", Phase.INITIALIZING, Reason.ACCEPTED),
+                            (Phase.INITIALIZING, Phase.BUILDING, Reason.BUILD_STARTED),
+                            (Phase.BUILDING, Phase.BUILD_COMPLETE, Reason.BUILD_SUCCEEDED)]:
+        job = await env.engine._move(job, frm, to, reason, f"to {to}")
+    await env.engine.recorder.flush()
+    order = [entry.split(":")[:2] for entry in env.store.log_order]
+    assert order == [["status", Phase.INITIALIZING], ["event", Reason.ACCEPTED],
+                     ["status", Phase.BUILDING], ["event", Reason.BUILD_STARTED],
+                     ["status", Phase.BUILD_COMPLETE], ["event", Reason.BUILD_SUCCEEDED]]
+    stored = await env.store.get(job["metadata"]["name"])
+    evs = await _events(env, job)
+    # events and status never disagree: same reasons, same notes as persisted
+    assert [(e["reason"], e["note"]) for e in evs] == [
+        (t["reason"], t["message"]) for t in stored["status"]["transitions"]]
+
+
+class ConflictOnce(Wrapped):
+    """Another writer changes the job between our read and our write."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.conflicts = 0
+
+    async def update_status(self, name, status, rv):
+        if self.conflicts == 0:
+            self.conflicts += 1
+            await self.inner.set_annotation(name, "other-writer", "was-here")  # bumps resourceVersion
+        return await super().update_status(name, status, rv)
+
+
+@pytest.mark.asyncio
+async def test_conflict_rereads_and_emits_once(tmp_path, started):
+    env = await started(tmp_path, wrapper=ConflictOnce)
+    job = await _new(env)
+    job = await env.engine._move(job, "", Phase.INITIALIZING, Reason.ACCEPTED, "accepted")
+    assert env.store.conflicts == 1
+    assert job["metadata"]["annotations"]["other-writer"] == "was-here"  # re-read, not overwritten
+    assert reasons(await _events(env, job)) == [Reason.ACCEPTED]
+
+
+@pytest.mark.asyncio
+async def test_two_writers_racing_emit_one_event(tmp_path, started):
+    env = await started(tmp_path)
+    job = await _new(env)
+    results = await asyncio.gather(*[
+        env.engine._move(job, "", Phase.INITIALIZING, Reason.ACCEPTED, f"writer {i}") for i in range(4)])
+    assert all(r["status"]["phase"] == Phase.INITIALIZING for r in results)
+    evs = await _events(env, job)
+    assert reasons(evs) == [Reason.ACCEPTED]
+    stored = await env.store.get(job["metadata"]["name"])
+    assert evs[0]["note"] == stored["status"]["message"]
+    assert len(stored["status"]["transitions"]) == 1
+
+
+class StatusWritesFail(Wrapped):
+    async def update_status(self, name, status, rv):
+        raise StoreError("disk I/O error (injected)")
+
+
+@pytest.mark.asyncio
+async def test_failed_status_write_still_emits_a_distinct_warning(tmp_path, started):
+    env = await started(tmp_path, wrapper=StatusWritesFail)
+    job = await _new(env)
+    with pytest.raises(StatusWriteFailed):
+        await env.engine._move(job, "", Phase.INITIALIZING, Reason.ACCEPTED, "accepted")
+    evs = await _events(env, job)
+    assert [(e["reason"], e["type"]) for e in evs] == [("AcceptedStatusUpdateFailed", "Warning")]
+    assert "injected" in evs[0]["note"]
+    assert (await env.store.get(job["metadata"]["name"]))["status"] == {}  # nothing persisted
+    # the fallback reason never correlates with a transition in the timeline
+    from jupyter_nbvalidation.timeline import compute_timeline
+
+    assert compute_timeline(await env.store.get(job["metadata"]["name"]), evs)["phases"] == []
+
+
+class EventPostsFail(Wrapped):
+    async def add_event(self, event):
+        raise StoreError("event sink down (injected)")
+
+
+@pytest.mark.asyncio
+async def test_failing_event_post_never_fails_the_reconcile(tmp_path, notebook):
+    env = make_local(tmp_path, store_wrapper=EventPostsFail)
+    await env.engine.start()
+    try:
+        nb = notebook("ok.ipynb", ["x = 6 * 7", "print(x)"])
+        job = await env.run(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
+        assert job["status"]["phase"] == Phase.SUCCEEDED, job["status"]
+        assert phases(job) == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
+        assert env.engine.recorder.failed == 3 and env.engine.recorder.posted == 0
+        assert env.engine.errors == 0
+    finally:
+        await env.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_transition_table_is_enforced(tmp_path, started):
+    env = await started(tmp_path)
+    job = await _new(env)
+    job = await env.engine._move(job, "", Phase.INITIALIZING, Reason.ACCEPTED, "a")
+    with pytest.raises(ValueError, match="not allowed"):
+        await env.engine._move(job, Phase.INITIALIZING, Phase.BUILD_COMPLETE, Reason.BUILD_SUCCEEDED, "skip")
+    with pytest.raises(ValueError, match="not allowed"):
+        new_status(job, Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED, "skip")

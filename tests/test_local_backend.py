@@ -1,0 +1,262 @@
+"""The local backend end to end: real virtual environments (uv and venv+pip),
+real kernels, real SQLite. Nothing here is mocked."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from conftest import make_local
+from helpers import phases, pids_alive, reasons
+
+from jupyter_nbvalidation.model import Phase, Reason, parse_time
+
+PKG = "tabulate==0.9.0"  # not in the server's environment: only requirements.txt can provide it
+USES_PKG = ["import sys, tabulate\nprint(sys.executable)", "print(tabulate.tabulate([[1, 2]]))"]
+
+
+def _text(output: dict) -> str:
+    text = output.get("text", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+def _write_reqs(root: Path, rel_dir: str, lines: list[str]) -> None:
+    (root / rel_dir).mkdir(parents=True, exist_ok=True)
+    (root / rel_dir / "requirements.txt").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.asyncio
+async def test_adr037_build_then_validate(local, notebook):
+    """The notebook's only source of its package is requirements.txt; the
+    recorded times prove validation started after BuildComplete was persisted."""
+    with pytest.raises(ModuleNotFoundError):
+        import tabulate  # noqa: F401  (the server itself does not have it)
+    nb = notebook("proj/analysis.ipynb", USES_PKG)
+    _write_reqs(local.root, "proj", [PKG])
+
+    persisted_at: dict[str, float] = {}
+    orig = local.store.update_status
+
+    async def recording(name, status, rv):
+        job = await orig(name, status, rv)
+        persisted_at.setdefault(status["phase"], time.time())
+        return job
+
+    local.store.update_status = recording
+    job = await local.run(notebook={"path": nb})
+    st = job["status"]
+    assert st["phase"] == Phase.SUCCEEDED, st
+    assert phases(job) == [Phase.INITIALIZING, Phase.BUILDING, Phase.BUILD_COMPLETE,
+                           Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
+    # validation (the runner process) started after BuildComplete was durably written
+    started = parse_time(st["validationStatus"]["startTime"]).timestamp()
+    assert started >= persisted_at[Phase.BUILD_COMPLETE]
+    run_meta = json.loads(next((local.backend.job_dir(job)).glob("run-*/run.json")).read_text())
+    env_ref = st["buildStatus"]["imageReference"]
+    assert run_meta["python"] == str(Path(env_ref) / "bin" / "python")
+    # the kernel ran in exactly the recorded environment
+    executed = await local.backend.executed_notebook(job)
+    printed = _text(executed["cells"][0]["outputs"][0]).strip()
+    assert Path(printed).parent.parent == Path(env_ref)
+    assert "1  2" in _text(executed["cells"][1]["outputs"][0])
+    bs = st["buildStatus"]
+    assert bs["phase"] == "Complete" and bs["strategy"] in ("uv", "venv") and bs["duration"]
+    assert Path(bs["logPath"]).is_file() and PKG.split("==")[0] in Path(bs["logPath"]).read_text()
+    # per-cell results
+    assert [r["status"] for r in st["results"]] == ["Success", "Success"]
+    assert all(r["executionTime"].endswith("s") for r in st["results"])
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {
+        "Ready": "True", "BuildReady": "True", "ValidationComplete": "True"}
+    evs = await local.events(job)
+    assert reasons(evs) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED,
+                            Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+    assert all(e["regarding"]["uid"] == job["metadata"]["uid"] for e in evs)
+
+
+@pytest.mark.asyncio
+async def test_failed_build_never_starts_validation(local, notebook):
+    nb = notebook("broken/nb.ipynb", ["print('never runs')"])
+    _write_reqs(local.root, "broken", ["nbvalidation-no-such-package-xyz==0.0.1"])
+    job = await local.run(notebook={"path": nb})
+    st = job["status"]
+    assert st["phase"] == Phase.FAILED and st["reason"] == Reason.BUILD_FAILED, st
+    assert phases(job) == [Phase.INITIALIZING, Phase.BUILDING, Phase.FAILED]
+    assert "nbvalidation-no-such-package-xyz" in st["message"]
+    assert st["buildStatus"]["phase"] == "Failed" and Path(st["buildStatus"]["logPath"]).is_file()
+    assert not list(local.backend.job_dir(job).glob("run-*")), "a validation was started"
+    assert "imageReference" not in st["buildStatus"]
+    assert not list((local.backend.root / "envs").glob(".tmp-*")), "half-built environment left behind"
+    evs = await local.events(job)
+    assert [(e["reason"], e["type"]) for e in evs][-1] == (Reason.BUILD_FAILED, "Warning")
+
+
+@pytest.mark.asyncio
+async def test_environment_cache_is_content_addressed(local, notebook):
+    nb1 = notebook("a/one.ipynb", ["import tabulate"])
+    nb2 = notebook("b/two.ipynb", ["import tabulate", "1 + 1"])
+    _write_reqs(local.root, "a", [PKG])
+    _write_reqs(local.root, "b", ["# same requirement, other comment", PKG])
+    first = await local.run(notebook={"path": nb1})
+    second = await local.run(notebook={"path": nb2})
+    assert first["status"]["phase"] == second["status"]["phase"] == Phase.SUCCEEDED
+    ref1, ref2 = first["status"]["buildStatus"]["imageReference"], second["status"]["buildStatus"]["imageReference"]
+    assert ref1 == ref2
+    assert "Reused the cached environment" in second["status"]["buildStatus"]["message"]
+    assert len(list((local.backend.root / "logs").glob("build-*.log"))) == 1  # built once
+    # different requirements -> a different environment
+    nb3 = notebook("c/three.ipynb", ["1"])
+    _write_reqs(local.root, "c", [])
+    third = await local.run(notebook={"path": nb3}, podConfig={"buildConfig": {"requirements": ["six"]}})
+    assert third["status"]["phase"] == Phase.SUCCEEDED
+    assert third["status"]["buildStatus"]["imageReference"] != ref1
+
+
+@pytest.mark.asyncio
+async def test_venv_pip_strategy_and_requirements_file(local, notebook):
+    nb = notebook("v/nb.ipynb", ["import tabulate; print('ok')"])
+    (local.root / "v" / "deps").mkdir(parents=True)
+    (local.root / "v" / "deps" / "reqs.txt").write_text(PKG + "\n")
+    job = await local.run(notebook={"path": nb}, podConfig={"buildConfig": {
+        "strategy": "venv", "requirementsFile": "deps/reqs.txt"}})
+    assert job["status"]["phase"] == Phase.SUCCEEDED, job["status"]
+    assert job["status"]["buildStatus"]["strategy"] == "venv"
+    assert "pip install" in Path(job["status"]["buildStatus"]["logPath"]).read_text()
+
+
+@pytest.mark.asyncio
+async def test_failing_cell_results_and_executed_notebook(local, notebook):
+    nb = notebook("f/nb.ipynb", ["# md\n# Title", "a = 1", "a / 0", "print('after')"])
+    job = await local.run(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
+    st = job["status"]
+    assert st["phase"] == Phase.FAILED and st["reason"] == Reason.VALIDATION_FAILED
+    assert st["failedCellIndex"] == 2
+    by_index = {r["cellIndex"]: r for r in st["results"]}
+    assert by_index[0]["status"] == "Skipped" and by_index[1]["status"] == "Success"
+    assert by_index[2]["status"] == "Failure" and by_index[2]["errorName"] == "ZeroDivisionError"
+    assert "ZeroDivisionError" in by_index[2]["output"]
+    assert by_index[3]["status"] == "Skipped"
+    assert "ZeroDivisionError" in st["message"]
+    executed = await local.backend.executed_notebook(job)
+    assert executed["cells"][2]["outputs"][0]["output_type"] == "error"
+    assert phases(job) == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING, Phase.FAILED]
+
+
+@pytest.mark.asyncio
+async def test_working_directory_is_the_notebook_folder(local, notebook):
+    nb = notebook("data/nb.ipynb", ["print(open('input.csv').read())"])
+    (local.root / "data" / "input.csv").write_text("a,b\n1,2\n")
+    job = await local.run(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
+    assert job["status"]["phase"] == Phase.SUCCEEDED, job["status"]
+
+
+@pytest.mark.asyncio
+async def test_validation_timeout_kills_the_run(local, notebook):
+    nb = notebook("slow/nb.ipynb", ["import time\ntime.sleep(120)"])
+    job = await local.submit(notebook={"path": nb}, timeout="3s", podConfig={"buildConfig": {"enabled": False}})
+    name = job["metadata"]["name"]
+    while not list(local.backend.job_dir(job).glob("run-*/pid")):
+        await asyncio.sleep(0.1)
+    pid = int(next(local.backend.job_dir(job).glob("run-*/pid")).read_text())
+    done = await local.engine.wait_for_terminal(name, 60)
+    assert done["status"]["phase"] == Phase.FAILED
+    assert done["status"]["reason"] in (Reason.VALIDATION_TIMED_OUT, Reason.VALIDATION_FAILED)
+    assert "3s" in done["status"]["message"] or "timed out" in done["status"]["message"].lower()
+    await asyncio.sleep(0.5)
+    assert pids_alive([pid]) == []
+
+
+@pytest.mark.asyncio
+async def test_engine_validation_deadline(tmp_path, notebook):
+    """The engine enforces the phase deadline itself (here shorter than the runner's)."""
+    env = make_local(tmp_path, validation_timeout=2.0)
+    await env.engine.start()
+    try:
+        nb = notebook("slow/nb.ipynb", ["import time\ntime.sleep(120)"])
+        job = await env.run(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
+        assert job["status"]["reason"] == Reason.VALIDATION_TIMED_OUT, job["status"]
+        assert "2s" in job["status"]["message"]
+    finally:
+        await env.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_build_timeout(local, notebook):
+    nb = notebook("bt/nb.ipynb", ["1"])
+    _write_reqs(local.root, "bt", ["six"])
+    job = await local.run(notebook={"path": nb}, podConfig={"buildConfig": {"strategy": "venv", "timeout": "1s"}})
+    st = job["status"]
+    assert st["reason"] == Reason.BUILD_TIMED_OUT, st
+    assert phases(job) == [Phase.INITIALIZING, Phase.BUILDING, Phase.FAILED]
+    assert not list(local.backend.job_dir(job).glob("run-*"))
+    await asyncio.sleep(0.5)
+    assert not list((local.backend.root / "envs").glob(".tmp-*"))
+
+
+@pytest.mark.asyncio
+async def test_cancel_running_validation(local, notebook):
+    nb = notebook("c/nb.ipynb", ["import time\ntime.sleep(120)"])
+    job = await local.submit(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
+    name = job["metadata"]["name"]
+    while not list(local.backend.job_dir(job).glob("run-*/pid")):
+        await asyncio.sleep(0.1)
+    pid = int(next(local.backend.job_dir(job).glob("run-*/pid")).read_text())
+    await local.service.cancel(name)
+    done = await local.engine.wait_for_terminal(name, 30)
+    assert (done["status"]["phase"], done["status"]["reason"]) == (Phase.FAILED, Reason.CANCELLED)
+    await asyncio.sleep(0.5)
+    assert pids_alive([pid]) == []
+    evs = await local.events(done)
+    assert reasons(evs)[-1] == Reason.CANCELLED
+
+
+@pytest.mark.asyncio
+async def test_restart_resumes_from_persisted_status(tmp_path, notebook):
+    """Stop the engine mid-validation; a new engine on the same data dir finishes."""
+    env = make_local(tmp_path)
+    await env.engine.start()
+    nb = notebook("r/nb.ipynb", ["import time\ntime.sleep(3)", "print('done')"])
+    job = await env.submit(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
+    while not list(env.backend.job_dir(job).glob("run-*/pid")):
+        await asyncio.sleep(0.1)
+    await env.engine.stop()
+    again = make_local(tmp_path)
+    await again.engine.start()
+    try:
+        done = await again.engine.wait_for_terminal(job["metadata"]["name"], 120)
+        assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
+        assert phases(done) == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
+        evs = await again.events(done)
+        assert reasons(evs) == [Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+        assert len(list(again.backend.job_dir(job).glob("run-*"))) == 2  # the interrupted attempt was replaced
+    finally:
+        await again.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_golden_comparison_reported(local, notebook):
+    golden = notebook("g/golden.ipynb", ["print(1.00001)", "print('same')"])
+    nb = notebook("g/nb.ipynb", ["print(1.00002)", "print('changed')"])
+    # execute the golden notebook first so it has outputs
+    gjob = await local.run(notebook={"path": golden}, podConfig={"buildConfig": {"enabled": False}})
+    executed = await local.backend.executed_notebook(gjob)
+    (local.root / golden).write_text(json.dumps(executed))
+    job = await local.run(notebook={"path": nb}, goldenNotebook={"path": golden},
+                          comparisonConfig={"strategy": "normalized", "floatingPointTolerance": 0.001},
+                          podConfig={"buildConfig": {"enabled": False}})
+    st = job["status"]
+    assert st["phase"] == Phase.FAILED, st
+    cr = st["comparisonResult"]
+    assert cr["result"] == "failed" and cr["mismatchedCells"] == 1 and cr["matchedCells"] == 1
+    assert [d["cellIndex"] for d in cr["diffs"]] == [1]
+    assert "same" in cr["diffs"][0]["expected"] and "changed" in cr["diffs"][0]["actual"]
+
+
+def test_no_process_leaks():
+    """Guard: kernels from this module's tests are gone."""
+    out = os.popen("ps -eo args").read()
+    assert "ipykernel_launcher" not in "\n".join(
+        ln for ln in out.splitlines() if "nbvalidation" in ln and "pytest" not in ln)
