@@ -1,0 +1,463 @@
+"""Golden comparison: do the outputs of an executed notebook match a golden copy?
+
+Pure functions, no I/O. The rules follow nbval's output comparison:
+
+* cells are aligned by index and only code cells are compared;
+* golden code cells that were never executed (no execution count, no outputs),
+  cells skipped by markers and ``nbval-ignore-output`` cells are not compared;
+* within a cell, stream outputs of the same name are merged and ``\\r`` / ``\\b``
+  are resolved as a terminal would; every output is flattened into keys
+  (``stream:<name>``, one key per MIME type under ``data``, ``error`` for
+  ``ename: evalue``), ignoring ``metadata``, ``execution_count``, ``traceback``,
+  ``transient``, the widget-view MIME type and (by default) images;
+* the key sets, the number of values per key, and the values must agree.
+
+Two strategies:
+
+``exact``
+    values compared verbatim after the structural steps above.
+``normalized``
+    volatile text is sanitised first (memory addresses in ``<... at 0x...>``,
+    ISO timestamps, dates, times, trailing whitespace, runs of blank lines), then the
+    texts are split into alternating non-number / number tokens; non-number tokens
+    must be equal and numbers ``a`` (actual) and ``b`` (golden) are equal when
+    ``|a - b| <= abs_tol + rel_tol * |b|``. A different number of tokens is a
+    mismatch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from .markers import cell_markers, cell_source
+
+EXACT = "exact"
+NORMALIZED = "normalized"
+STRATEGIES = (EXACT, NORMALIZED)
+
+DEFAULT_ABS_TOL = 1e-4
+DEFAULT_REL_TOL = 0.0
+
+TEXT_LIMIT = 2000  # expected / actual in a diff entry
+DIFF_LIMIT = 8000  # unified diff text in a diff entry
+
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+IMAGE_PREFIX = "image/"  # image/png, image/jpeg, image/svg+xml, ...
+
+# diffType values
+OUTPUT_MISMATCH = "output_mismatch"
+MISSING_CELL = "missing_cell"
+EXTRA_CELL = "extra_cell"
+EXECUTION_ERROR = "execution_error"
+
+
+# --- streams ------------------------------------------------------------------
+
+
+def resolve_terminal_controls(text: str) -> str:
+    """Apply carriage returns and backspaces the way a terminal displays them.
+
+    ``\\r`` moves the cursor to the start of the line and later characters overwrite
+    what is there; ``\\b`` moves the cursor one column left (never past the start of
+    the line). ``"50%\\r100%"`` becomes ``"100%"``, ``"hello\\rab"`` becomes
+    ``"abllo"``, ``"ab\\bc"`` becomes ``"ac"``.
+    """
+    if "\r" not in text and "\b" not in text:
+        return text
+    out_lines = []
+    for line in text.split("\n"):
+        if "\r" not in line and "\b" not in line:
+            out_lines.append(line)
+            continue
+        buf: list[str] = []
+        col = 0
+        for ch in line:
+            if ch == "\r":
+                col = 0
+            elif ch == "\b":
+                col = max(0, col - 1)
+            else:
+                if col < len(buf):
+                    buf[col] = ch
+                else:
+                    buf.append(ch)
+                col += 1
+        out_lines.append("".join(buf))
+    return "\n".join(out_lines)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return "".join(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def coalesce_streams(outputs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Merge consecutive stream outputs of the same name; resolve ``\\r``/``\\b`` in them.
+
+    Returns new dicts; the input is not modified.
+    """
+    merged: list[dict[str, Any]] = []
+    for out in outputs:
+        if (
+            out.get("output_type") == "stream"
+            and merged
+            and merged[-1].get("output_type") == "stream"
+            and merged[-1].get("name") == out.get("name")
+        ):
+            merged[-1]["text"] += _text(out.get("text", ""))
+            continue
+        copy = dict(out)
+        if copy.get("output_type") == "stream":
+            copy["text"] = _text(copy.get("text", ""))
+        merged.append(copy)
+    for out in merged:
+        if out.get("output_type") == "stream":
+            out["text"] = resolve_terminal_controls(out["text"])
+    return merged
+
+
+# --- flattening -----------------------------------------------------------------
+
+
+def _skip_mime(mime: str, compare_images: bool) -> bool:
+    if mime == WIDGET_VIEW_MIME:
+        return True
+    return mime.startswith(IMAGE_PREFIX) and not compare_images
+
+
+def flatten_outputs(outputs: Sequence[Mapping[str, Any]], *, compare_images: bool = False) -> dict[str, list[str]]:
+    """Flatten a cell's outputs into ``{key: [values]}`` (keys in first-seen order).
+
+    All text of one stream name becomes one value, so the interleaving of stdout
+    and stderr (which is not deterministic) does not matter.
+    """
+    flat: dict[str, list[str]] = {}
+    raw_streams: dict[str, list[str]] = {}
+    for out in outputs:
+        kind = out.get("output_type")
+        if kind == "stream":
+            key = f"stream:{out.get('name', 'stdout')}"
+            if key not in raw_streams:
+                raw_streams[key] = []
+                flat[key] = [""]  # filled below; reserves the key's position
+            raw_streams[key].append(_text(out.get("text", "")))
+        elif kind in ("execute_result", "display_data", "update_display_data"):
+            for mime, value in (out.get("data") or {}).items():
+                if _skip_mime(mime, compare_images):
+                    continue
+                flat.setdefault(mime, []).append(_text(value))
+        elif kind in ("error", "pyerr"):
+            flat.setdefault("error", []).append(f"{out.get('ename', '')}: {out.get('evalue', '')}")
+        # anything else (unknown output types) carries nothing we compare
+    for key, pieces in raw_streams.items():
+        flat[key] = [resolve_terminal_controls("".join(pieces))]
+    return flat
+
+
+# --- normalisation ---------------------------------------------------------------
+
+_MEMORY_ADDRESS = re.compile(r"(<[^<>\n]*?\bat\s+)0x[0-9a-fA-F]+")
+_ISO_DATETIME = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?(?![\w:])"
+)
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_SLASH_DATE = re.compile(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b")
+_TIME = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b")
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+_SANITIZERS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (_MEMORY_ADDRESS, r"\g<1>0xADDRESS"),
+    (_ISO_DATETIME, "DATETIME"),
+    (_ISO_DATE, "DATE"),
+    (_SLASH_DATE, "DATE"),
+    (_TIME, "TIME"),
+)
+
+
+def sanitize(text: str) -> str:
+    """Remove volatile parts of an output text (normalized mode)."""
+    for pattern, replacement in _SANITIZERS:
+        text = pattern.sub(replacement, text)
+    text = "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n"))
+    text = _BLANK_RUNS.sub("\n\n", text)
+    return text.rstrip()
+
+
+# A number: optional sign (only when not glued to a word, e.g. not the minus in
+# "x-1"), digits with optional fraction, optional exponent. Digits glued to a
+# word ("float64", "x2") belong to that word and are compared as text.
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_INT_LITERAL = re.compile(r"[-+]?\d+")
+
+
+def tokenize(text: str) -> list[tuple[bool, str]]:
+    """Split ``text`` into alternating ``(is_number, token)`` pieces.
+
+    The result always starts and ends with a text token (possibly empty), so two
+    texts with the same shape have tokens in the same positions.
+    """
+    tokens: list[tuple[bool, str]] = []
+    pos = 0
+    for m in _NUMBER.finditer(text):
+        tokens.append((False, text[pos : m.start()]))
+        tokens.append((True, m.group()))
+        pos = m.end()
+    tokens.append((False, text[pos:]))
+    return tokens
+
+
+def numbers_close(actual: str, expected: str, abs_tol: float, rel_tol: float) -> bool:
+    """``|a - b| <= abs_tol + rel_tol * |b|`` with ``b`` the golden value."""
+    if actual == expected:
+        return True
+    try:
+        if _INT_LITERAL.fullmatch(actual) and _INT_LITERAL.fullmatch(expected):
+            a_int, b_int = int(actual), int(expected)  # exact, however large
+            return abs(a_int - b_int) <= abs_tol + rel_tol * abs(b_int)
+        a, b = float(actual), float(expected)
+    except (ValueError, OverflowError):
+        return False
+    if a == b:
+        return True
+    diff = abs(a - b)
+    if diff != diff:  # nan (inf - inf)
+        return False
+    return diff <= abs_tol + rel_tol * abs(b)
+
+
+def texts_equal(
+    expected: str,
+    actual: str,
+    *,
+    strategy: str = NORMALIZED,
+    abs_tol: float = DEFAULT_ABS_TOL,
+    rel_tol: float = DEFAULT_REL_TOL,
+) -> bool:
+    """Compare one golden value with one actual value under ``strategy``."""
+    if strategy == EXACT:
+        return expected == actual
+    expected, actual = sanitize(expected), sanitize(actual)
+    if expected == actual:
+        return True
+    exp_tokens, act_tokens = tokenize(expected), tokenize(actual)
+    if len(exp_tokens) != len(act_tokens):
+        return False
+    for (is_num, exp), (_, act) in zip(exp_tokens, act_tokens):
+        if is_num:
+            if not numbers_close(act, exp, abs_tol, rel_tol):
+                return False
+        elif exp != act:
+            return False
+    return True
+
+
+# --- one cell ------------------------------------------------------------------
+
+
+@dataclass
+class CellComparison:
+    equal: bool
+    diff_type: str | None
+    expected_text: str
+    actual_text: str
+    diff: str
+
+
+def render_flat(flat: Mapping[str, Sequence[str]], *, strategy: str = NORMALIZED) -> str:
+    """A readable text form of flattened outputs (what the unified diff is made of)."""
+    parts = []
+    for key, values in flat.items():
+        for value in values:
+            if strategy == NORMALIZED and not key.startswith(IMAGE_PREFIX):
+                value = sanitize(value)
+            parts.append(f"[{key}]")
+            parts.append(value)
+    return "\n".join(parts)
+
+
+def unified_diff(expected: str, actual: str, *, label: str = "") -> str:
+    suffix = f" {label}" if label else ""
+    lines = difflib.unified_diff(
+        expected.splitlines(),
+        actual.splitlines(),
+        fromfile=f"golden{suffix}",
+        tofile=f"executed{suffix}",
+        lineterm="",
+    )
+    return "\n".join(lines)
+
+
+def flat_equal(
+    expected: Mapping[str, Sequence[str]],
+    actual: Mapping[str, Sequence[str]],
+    *,
+    strategy: str = NORMALIZED,
+    abs_tol: float = DEFAULT_ABS_TOL,
+    rel_tol: float = DEFAULT_REL_TOL,
+) -> bool:
+    if set(expected) != set(actual):
+        return False
+    for key, exp_values in expected.items():
+        act_values = actual[key]
+        if len(exp_values) != len(act_values):
+            return False
+        for exp, act in zip(exp_values, act_values):
+            if key.startswith(IMAGE_PREFIX):  # only when images are compared: verbatim
+                if exp != act:
+                    return False
+            elif not texts_equal(exp, act, strategy=strategy, abs_tol=abs_tol, rel_tol=rel_tol):
+                return False
+    return True
+
+
+def compare_cell_outputs(
+    expected_outputs: Sequence[Mapping[str, Any]],
+    actual_outputs: Sequence[Mapping[str, Any]],
+    *,
+    strategy: str = NORMALIZED,
+    abs_tol: float = DEFAULT_ABS_TOL,
+    rel_tol: float = DEFAULT_REL_TOL,
+    compare_images: bool = False,
+    label: str = "",
+) -> CellComparison:
+    """Compare the outputs of one golden cell with those of the executed cell."""
+    _check_strategy(strategy)
+    exp_flat = flatten_outputs(expected_outputs, compare_images=compare_images)
+    act_flat = flatten_outputs(actual_outputs, compare_images=compare_images)
+    exp_text = render_flat(exp_flat, strategy=strategy)
+    act_text = render_flat(act_flat, strategy=strategy)
+    if flat_equal(exp_flat, act_flat, strategy=strategy, abs_tol=abs_tol, rel_tol=rel_tol):
+        return CellComparison(True, None, exp_text, act_text, "")
+    diff_type = EXECUTION_ERROR if ("error" in act_flat and "error" not in exp_flat) else OUTPUT_MISMATCH
+    return CellComparison(False, diff_type, exp_text, act_text, unified_diff(exp_text, act_text, label=label))
+
+
+# --- whole notebook -----------------------------------------------------------------
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    marker = f"\n[... {len(text) - limit} more characters truncated]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def is_unexecuted(cell: Mapping[str, Any]) -> bool:
+    """A golden code cell that was never run: no execution count and no outputs."""
+    return cell.get("execution_count") is None and not cell.get("outputs")
+
+
+def _cells(nb: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(nb.get("cells") or [])
+
+
+def _check_strategy(strategy: str) -> None:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown comparison strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+
+
+def _diff_entry(index: int, cell_type: str, diff_type: str, expected: str, actual: str, diff: str) -> dict[str, Any]:
+    return {
+        "cellIndex": index,
+        "cellType": cell_type,
+        "diffType": diff_type,
+        "expected": truncate(expected, TEXT_LIMIT),
+        "actual": truncate(actual, TEXT_LIMIT),
+        "diff": truncate(diff, DIFF_LIMIT),
+        "severity": "major",
+    }
+
+
+def compare_notebooks(
+    golden: Mapping[str, Any],
+    actual: Mapping[str, Any],
+    *,
+    strategy: str = NORMALIZED,
+    abs_tol: float = DEFAULT_ABS_TOL,
+    rel_tol: float = DEFAULT_REL_TOL,
+    skip_cells: Iterable[int] = (),
+    compare_images: bool = False,
+) -> dict[str, Any]:
+    """Compare an executed notebook with its golden copy.
+
+    ``skip_cells`` are indices (into ``cells``) that must not be compared, e.g. the
+    cells the runner did not execute. Returns the ``comparisonResult`` document::
+
+        {"strategy", "result": "matched"|"failed", "totalCells", "matchedCells",
+         "mismatchedCells", "skippedCells", "diffs": [...]}
+
+    ``totalCells`` counts the compared-or-skipped code-cell positions and equals
+    matched + mismatched + skipped.
+    """
+    _check_strategy(strategy)
+    if abs_tol < 0 or rel_tol < 0:
+        raise ValueError("tolerances must not be negative")
+    skip = set(skip_cells)
+    golden_cells, actual_cells = _cells(golden), _cells(actual)
+    matched = mismatched = skipped = 0
+    diffs: list[dict[str, Any]] = []
+
+    for index in range(max(len(golden_cells), len(actual_cells))):
+        g = golden_cells[index] if index < len(golden_cells) else None
+        a = actual_cells[index] if index < len(actual_cells) else None
+        g_code = g is not None and g.get("cell_type") == "code"
+        a_code = a is not None and a.get("cell_type") == "code"
+        if not g_code and not a_code:
+            continue
+        if g_code and not a_code:
+            mismatched += 1
+            exp = render_flat(flatten_outputs(g.get("outputs") or [], compare_images=compare_images), strategy=strategy)
+            actual_desc = "" if a is None else f"<{a.get('cell_type')} cell>"
+            expected_desc = f"<code cell>\n{cell_source(g)}" if not exp else exp
+            diffs.append(
+                _diff_entry(index, "code", MISSING_CELL, expected_desc, actual_desc,
+                            unified_diff(expected_desc, actual_desc, label=f"cell {index}"))
+            )
+            continue
+        if a_code and not g_code:
+            mismatched += 1
+            act = render_flat(flatten_outputs(a.get("outputs") or [], compare_images=compare_images), strategy=strategy)
+            expected_desc = "" if g is None else f"<{g.get('cell_type')} cell>"
+            actual_desc = f"<code cell>\n{cell_source(a)}" if not act else act
+            diffs.append(
+                _diff_entry(index, "code", EXTRA_CELL, expected_desc, actual_desc,
+                            unified_diff(expected_desc, actual_desc, label=f"cell {index}"))
+            )
+            continue
+        # both code cells
+        assert g is not None and a is not None
+        if index in skip or not cell_markers(g).compare or not cell_markers(a).compare or is_unexecuted(g):
+            skipped += 1
+            continue
+        result = compare_cell_outputs(
+            g.get("outputs") or [],
+            a.get("outputs") or [],
+            strategy=strategy,
+            abs_tol=abs_tol,
+            rel_tol=rel_tol,
+            compare_images=compare_images,
+            label=f"cell {index}",
+        )
+        if result.equal:
+            matched += 1
+        else:
+            mismatched += 1
+            assert result.diff_type is not None
+            diffs.append(_diff_entry(index, "code", result.diff_type, result.expected_text, result.actual_text, result.diff))
+
+    return {
+        "strategy": strategy,
+        "result": "matched" if mismatched == 0 else "failed",
+        "totalCells": matched + mismatched + skipped,
+        "matchedCells": matched,
+        "mismatchedCells": mismatched,
+        "skippedCells": skipped,
+        "diffs": diffs,
+    }
