@@ -133,9 +133,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     const submit = async (nb: NotebookPanel, options: { goldenPath?: string; buildEnabled?: boolean; timeout?: string }) => {
       try {
-        if (nb.context.model.dirty || !nb.context.contentsModel) {
-          await nb.context.save();
-        }
+        await nb.context.save();
       } catch (e) {
         Notification.error(`Could not save ${nb.context.path}: ${describe(e)}`, { autoClose: 8000 });
         return;
@@ -265,6 +263,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
 
     void app.restored.then(async () => {
+      follow();
       const state = await model.probe();
       if (state === 'missing') {
         Notification.error(
@@ -279,7 +278,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
           autoClose: 10000
         });
       }
-      follow();
       void model.refresh();
     });
   }

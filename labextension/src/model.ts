@@ -72,12 +72,21 @@ export class ValidationModel {
     return latestJobFor(this._state.jobs, this._state.notebookPath);
   }
 
-  /** Probe the server extension once: GET /health. */
-  async probe(): Promise<ServerState> {
+  /**
+   * Probe the server extension: GET /health. A backend that is still
+   * starting says usable=false without a problem; ask again a few times.
+   */
+  async probe(retries = 5, delayMs = 2000): Promise<ServerState> {
     try {
-      const health = await this.api.health();
+      let health = await this.api.health();
+      for (let i = 0; i < retries && health.usable === false && !health.problem; i++) {
+        await new Promise(resolve => setTimeout(resolve, delayMs));
+        health = await this.api.health();
+      }
       this._server = health.usable === false ? 'unusable' : 'ok';
-      this._serverDetail = String(health.message ?? health.reason ?? health.backend ?? '');
+      this._serverDetail = String(
+        health.problem ?? health.message ?? health.reason ?? `backend ${health.backend ?? '?'}`
+      );
     } catch (e) {
       if (e instanceof APIError && e.status === 404) {
         this._server = 'missing';

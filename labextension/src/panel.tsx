@@ -310,14 +310,22 @@ function Timeline(props: { timeline: ITimeline }): JSX.Element {
           {timeline.source === 'events' ? 'from events' : `from ${timeline.source}`}
         </span>
       </h3>
-      <ol className="jp-NBValidation-timeline" aria-label="Phase timeline">
-        {timeline.phases.map(p => (
-          <TimelineRow key={p.phase} timeline={timeline} phase={p} />
-        ))}
-      </ol>
-      <div className="jp-NBValidation-axis" aria-hidden="true">
-        <span>{formatClock(timeline.axisStart)}</span>
-        <span>{formatDuration(totalSeconds(timeline))}</span>
+      <div className="jp-NBValidation-timelineGrid">
+        <ol className="jp-NBValidation-timeline" aria-label="Phase timeline">
+          {timeline.phases.map(p => (
+            <TimelineRow key={p.phase} timeline={timeline} phase={p} />
+          ))}
+        </ol>
+        <div className="jp-NBValidation-row jp-NBValidation-axisRow" aria-hidden="true">
+          <span className="jp-NBValidation-axisStart" title="Start time">
+            {formatClock(timeline.axisStart).slice(0, 8)}
+          </span>
+          <span className="jp-NBValidation-axis">
+            <span>0s</span>
+            <span>{formatDuration(totalSeconds(timeline))}</span>
+          </span>
+          <span />
+        </div>
       </div>
     </div>
   );
@@ -337,7 +345,11 @@ function TimelineRow(props: { timeline: ITimeline; phase: ITimelinePhase }): JSX
     classes.push('jp-mod-terminal');
   }
   const label = PHASE_LABELS[phase.phase] ?? phase.phase;
-  const duration = phase.terminal ? formatClock(phase.start) : formatDuration(phase.durationSeconds);
+  const duration = phase.terminal
+    ? phase.phase === 'Succeeded'
+      ? '✓'
+      : '✗'
+    : formatDuration(phase.durationSeconds);
   const tip = [
     `${label}: ${phase.terminal ? 'at ' + formatClock(phase.start) : formatDuration(phase.durationSeconds)}`,
     phase.reason,
@@ -346,9 +358,11 @@ function TimelineRow(props: { timeline: ITimeline; phase: ITimelinePhase }): JSX
     .filter(Boolean)
     .join('\n');
   return (
-    <li className="jp-NBValidation-row" title={tip}>
-      <span className="jp-NBValidation-phaseLabel">{label}</span>
-      <span className="jp-NBValidation-track">
+    <li className="jp-NBValidation-row">
+      <span className="jp-NBValidation-phaseLabel" title={tip}>
+        {label}
+      </span>
+      <span className="jp-NBValidation-track" title={tip}>
         <span
           className={classes.join(' ')}
           data-phase={phase.phase}
@@ -359,7 +373,7 @@ function TimelineRow(props: { timeline: ITimeline; phase: ITimelinePhase }): JSX
           }
         />
       </span>
-      <span className="jp-NBValidation-duration">
+      <span className="jp-NBValidation-duration" title={tip}>
         {duration}
         {phase.current ? '…' : ''}
       </span>
@@ -536,30 +550,24 @@ function EventsList(props: { events: IJobEvent[] | undefined }): JSX.Element | n
   return (
     <div className="jp-NBValidation-section">
       <h3 className="jp-NBValidation-sectionTitle">Events</h3>
-      <table className="jp-NBValidation-events">
-        <thead>
-          <tr>
-            <th scope="col">Time</th>
-            <th scope="col">Type</th>
-            <th scope="col">Reason</th>
-            <th scope="col">Note</th>
-          </tr>
-        </thead>
-        <tbody>
-          {events.map((e, i) => (
-            <tr
-              key={e.metadata?.name ?? `${e.reason}-${i}`}
-              className={e.type === 'Warning' ? 'jp-mod-warning' : ''}
-              data-reason={e.reason}
-            >
-              <td>{formatClock(parseTime(e.eventTime))}</td>
-              <td>{e.type === 'Warning' ? '⚠ Warning' : e.type ?? ''}</td>
-              <td>{e.reason}</td>
-              <td>{e.note ?? ''}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <ol className="jp-NBValidation-events" aria-label="Events">
+        {events.map((e, i) => (
+          <li
+            key={e.metadata?.name ?? `${e.reason}-${i}`}
+            className={`jp-NBValidation-event${e.type === 'Warning' ? ' jp-mod-warning' : ''}`}
+            data-reason={e.reason}
+          >
+            <div className="jp-NBValidation-eventHead">
+              <time dateTime={e.eventTime}>{formatClock(parseTime(e.eventTime))}</time>
+              <span className="jp-NBValidation-eventType">
+                {e.type === 'Warning' ? '⚠ Warning' : e.type ?? ''}
+              </span>
+              <span className="jp-NBValidation-eventReason">{e.reason}</span>
+            </div>
+            {e.note && <div className="jp-NBValidation-eventNote">{e.note}</div>}
+          </li>
+        ))}
+      </ol>
     </div>
   );
 }

@@ -1,0 +1,248 @@
+/**
+ * End-to-end: a real `jupyter lab` with the real server extension and the
+ * local backend, driven in headless Chromium (Debian's, via playwright-core;
+ * no browser download). Run: `node --test ui-tests/` from labextension/.
+ */
+'use strict';
+
+const { after, before, describe, test } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { chromium } = require('playwright-core');
+const { startLab, chromiumPath, CHROMIUM_ARGS, tail, REPO } = require('./lab');
+
+const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
+const README_SHOT = path.join(REPO, 'docs', 'screenshots', 'validation-panel.png');
+const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 180_000);
+const ALL_PHASES = ['Initializing', 'Building', 'BuildComplete', 'ValidationRunning', 'Succeeded'];
+const PANEL = '#nbvalidation-panel';
+
+let lab;
+let browser;
+let page;
+const pageErrors = [];
+
+before(async () => {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  lab = await startLab();
+  console.log(`# lab at ${lab.base} (backend ${lab.health.backend}, usable ${lab.health.usable})`);
+  browser = await chromium.launch({ executablePath: chromiumPath(), headless: true, args: CHROMIUM_ARGS });
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  page = await context.newPage();
+  page.on('pageerror', e => pageErrors.push(String(e)));
+  page.on('console', m => {
+    if (m.type() === 'error' && /nbvalidation/i.test(m.text())) {
+      pageErrors.push(`console: ${m.text()}`);
+    }
+  });
+});
+
+after(async () => {
+  if (browser) {
+    await browser.close();
+  }
+  if (lab) {
+    await lab.stop();
+    fs.copyFileSync(lab.logFile, path.join(ARTIFACTS, 'lab.log'));
+    fs.rmSync(lab.tmp, { recursive: true, force: true });
+  }
+});
+
+/** Open a notebook in the lab (fresh workspace) and wait for its toolbar button. */
+async function openNotebook(rel) {
+  await page.goto(`${lab.base}lab/tree/${rel}?reset&token=${lab.token}`);
+  await page.waitForSelector('#jp-main-dock-panel', { timeout: 60_000 });
+  const panel = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden)').filter({
+    has: page.locator('.jp-Notebook')
+  });
+  await panel.first().waitFor({ timeout: 60_000 });
+  const button = page.locator(
+    '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-NotebookPanel-toolbar [data-command="nbvalidation:validate"]'
+  );
+  await button.first().waitFor({ timeout: 30_000 });
+  // let the kernel settle so no kernel dialog pops up over the panel
+  await page
+    .locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status="idle"]')
+    .first()
+    .waitFor({ timeout: 30_000 })
+    .catch(() => undefined);
+  return button.first();
+}
+
+/**
+ * Press Validate and follow the verdict until it is terminal, recording every
+ * phase the panel showed on the way (proves the live updates).
+ */
+async function validateAndFollow(button, expected) {
+  const seen = [];
+  await button.click();
+  const verdict = page.locator(`${PANEL} .jp-NBValidation-verdict`);
+  await verdict.waitFor({ timeout: 30_000 });
+  const deadline = Date.now() + JOB_TIMEOUT;
+  for (;;) {
+    const phase = await verdict.getAttribute('data-phase').catch(() => null);
+    if (phase && seen[seen.length - 1] !== phase) {
+      seen.push(phase);
+    }
+    if (phase === 'Succeeded' || phase === 'Failed') {
+      break;
+    }
+    if (Date.now() > deadline) {
+      await page.screenshot({ path: path.join(ARTIFACTS, `timeout-${expected}.png`) });
+      assert.fail(`no verdict after ${JOB_TIMEOUT} ms; phases seen ${seen.join(' → ')}\n${tail(lab.logFile)}`);
+    }
+    await page.waitForTimeout(200);
+  }
+  return seen;
+}
+
+async function barPhases() {
+  return page.locator(`${PANEL} .jp-NBValidation-bar`).evaluateAll(bars =>
+    bars.map(b => ({
+      phase: b.getAttribute('data-phase'),
+      failed: b.classList.contains('jp-mod-failed'),
+      current: b.classList.contains('jp-mod-current'),
+      colour: getComputedStyle(b).backgroundColor,
+      width: b.getBoundingClientRect().width
+    }))
+  );
+}
+
+/** The error colour of the current theme, as the browser resolves it. */
+async function themeErrorColour() {
+  return page.evaluate(() => {
+    const probe = document.createElement('div');
+    probe.style.backgroundColor = 'var(--jp-error-color1)';
+    document.body.appendChild(probe);
+    const c = getComputedStyle(probe).backgroundColor;
+    probe.remove();
+    return c;
+  });
+}
+
+describe('JupyterLab frontend of jupyter-nbvalidation', () => {
+  test('the server extension answers and the panel is registered', async () => {
+    assert.equal(lab.health.usable, true, JSON.stringify(lab.health));
+    await page.goto(`${lab.base}lab?reset&token=${lab.token}`);
+    await page.waitForSelector('#jp-main-dock-panel', { timeout: 60_000 });
+    await page.locator('.lm-TabBar-tab[data-id="nbvalidation-panel"]').waitFor({ timeout: 30_000 });
+  });
+
+  test('Validate a passing notebook: the timeline reaches Succeeded with every phase in order', async () => {
+    const button = await openNotebook('passing/passing.ipynb');
+    const seen = await validateAndFollow(button, 'success');
+    console.log(`# phases seen live: ${seen.join(' → ')}`);
+    assert.equal(seen[seen.length - 1], 'Succeeded', `phases seen: ${seen.join(' → ')}`);
+    // live updates: the panel showed the job before it was done, in phase order
+    assert.ok(seen.length >= 2, `only the verdict was seen: ${seen.join(' → ')}`);
+    const order = seen.map(p => ALL_PHASES.indexOf(p));
+    assert.deepEqual([...order].sort((a, b) => a - b), order, `out of order: ${seen.join(' → ')}`);
+
+    // one bar per phase, in order (events may still be arriving: give it a moment)
+    await page.waitForFunction(
+      n => document.querySelectorAll('#nbvalidation-panel .jp-NBValidation-bar').length >= n,
+      ALL_PHASES.length,
+      { timeout: 15_000 }
+    );
+    const bars = await barPhases();
+    assert.deepEqual(
+      bars.map(b => b.phase),
+      ALL_PHASES
+    );
+    assert.ok(bars.every(b => !b.failed && !b.current), JSON.stringify(bars));
+    assert.ok(bars.every(b => b.width > 0), JSON.stringify(bars));
+    const durations = await page.locator(`${PANEL} .jp-NBValidation-duration`).allTextContents();
+    assert.equal(durations.length, ALL_PHASES.length);
+    assert.ok(durations.slice(0, 4).every(d => /^\d+(\.\d+)?(s|m\d+s|h\d+m\d+s)$|^\d+m\d+s$/.test(d)), durations.join(','));
+    // events list and the status bar verdict
+    const reasons = await page.locator(`${PANEL} .jp-NBValidation-events .jp-NBValidation-event`).evaluateAll(rows =>
+      rows.map(r => r.getAttribute('data-reason'))
+    );
+    for (const r of ['BuildStarted', 'BuildSucceeded', 'ValidationStarted', 'ValidationSucceeded']) {
+      assert.ok(reasons.includes(r), `event ${r} missing from ${reasons.join(',')}`);
+    }
+    await page.locator('.jp-NBValidation-statusButton[data-phase="Succeeded"]').waitFor({ timeout: 10_000 });
+
+    await page.mouse.move(0, 0);
+    await page.waitForTimeout(500);
+    const shot = path.join(ARTIFACTS, 'validation-success.png');
+    await page.screenshot({ path: shot });
+    await page.locator(PANEL).screenshot({ path: path.join(ARTIFACTS, 'validation-success-panel.png') });
+    fs.mkdirSync(path.dirname(README_SHOT), { recursive: true });
+    fs.copyFileSync(shot, README_SHOT);
+  });
+
+  test('a failing notebook shows the failing cell, and Go to cell selects it', async () => {
+    const button = await openNotebook('failing/failing.ipynb');
+    // put the notebook's selection on the first cell so the jump is visible
+    await page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').first().click();
+    const seen = await validateAndFollow(button, 'failure');
+    console.log(`# phases seen live: ${seen.join(' → ')}`);
+    assert.equal(seen[seen.length - 1], 'Failed');
+
+    const failure = page.locator(`${PANEL} .jp-NBValidation-failure`);
+    await failure.waitFor({ timeout: 15_000 });
+    assert.equal((await failure.locator('.jp-NBValidation-cellIndex').textContent()).trim(), 'cell 2');
+    const errorLine = await failure.locator('.jp-NBValidation-errorLine').textContent();
+    assert.match(errorLine, /ZeroDivisionError/);
+    const traceback = await failure.locator('.jp-NBValidation-traceback').textContent();
+    assert.match(traceback, /ZeroDivisionError/);
+    assert.ok(!traceback.includes('\u001b'), 'ANSI escapes left in the traceback');
+
+    // the phase that failed and the verdict are in the theme's error colour
+    const bars = await barPhases();
+    assert.deepEqual(
+      bars.map(b => b.phase),
+      ['Initializing', 'Building', 'BuildComplete', 'ValidationRunning', 'Failed']
+    );
+    const errorColour = await themeErrorColour();
+    const failedBars = bars.filter(b => b.failed);
+    assert.deepEqual(failedBars.map(b => b.phase), ['ValidationRunning', 'Failed']);
+    assert.ok(failedBars.every(b => b.colour === errorColour), `${JSON.stringify(bars)} vs ${errorColour}`);
+    const warning = page.locator(`${PANEL} .jp-NBValidation-event.jp-mod-warning`);
+    assert.ok((await warning.count()) >= 1, 'the failure event is not highlighted');
+    await page.locator('.jp-NBValidation-statusButton[data-phase="Failed"]').waitFor({ timeout: 10_000 });
+
+    await page.mouse.move(0, 0);
+    await page.waitForTimeout(300);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'validation-failure.png') });
+    await page.locator(PANEL).screenshot({ path: path.join(ARTIFACTS, 'validation-failure-panel.png') });
+
+    // Go to cell (keyboard: focus the button and press Enter)
+    const activeIndex = () =>
+      page.evaluate(() => {
+        const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+        const cells = [...nb.querySelectorAll(':scope .jp-Cell')];
+        return {
+          active: cells.findIndex(c => c.classList.contains('jp-mod-active')),
+          selected: cells
+            .map((c, i) => (c.classList.contains('jp-mod-selected') ? i : -1))
+            .filter(i => i >= 0),
+          count: cells.length
+        };
+      });
+    assert.equal((await activeIndex()).active, 0);
+    const goto = failure.locator('.jp-NBValidation-goto');
+    await goto.focus();
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(
+      () => {
+        const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+        const cells = [...nb.querySelectorAll(':scope .jp-Cell')];
+        return cells.findIndex(c => c.classList.contains('jp-mod-active')) === 2;
+      },
+      null,
+      { timeout: 10_000 }
+    );
+    const after = await activeIndex();
+    assert.equal(after.count, 4);
+    assert.equal(after.active, 2);
+    assert.ok(after.selected.length === 0 || (after.selected.length === 1 && after.selected[0] === 2), JSON.stringify(after));
+    await page.screenshot({ path: path.join(ARTIFACTS, 'validation-goto-cell.png') });
+  });
+
+  test('no uncaught page errors or nbvalidation console errors', () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});

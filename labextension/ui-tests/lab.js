@@ -1,0 +1,212 @@
+/**
+ * Start a real `jupyter lab` for the browser tests: a temporary root dir with
+ * the test notebooks, its own config/data/runtime/settings dirs (nothing of
+ * the developer's leaks in or out), a token, and the news toast switched off.
+ */
+'use strict';
+
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const crypto = require('node:crypto');
+
+const REPO = path.resolve(__dirname, '..', '..');
+
+/** The jupyter executable: $NBV_JUPYTER, the repo's .venv, or PATH. */
+function jupyterBin() {
+  if (process.env.NBV_JUPYTER) {
+    return process.env.NBV_JUPYTER;
+  }
+  const venv = path.join(REPO, '.venv', 'bin', 'jupyter');
+  return fs.existsSync(venv) ? venv : 'jupyter';
+}
+
+function chromiumPath() {
+  return process.env.NBV_CHROMIUM || '/usr/bin/chromium';
+}
+
+/** Flags that keep headless Chromium off the network and quiet. */
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-dev-shm-usage'
+];
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function notebook(cells) {
+  return JSON.stringify(
+    {
+      cells: cells.map(([type, source]) =>
+        type === 'code'
+          ? { cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source }
+          : { cell_type: 'markdown', metadata: {}, source }
+      ),
+      metadata: {
+        kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' },
+        language_info: { name: 'python' }
+      },
+      nbformat: 4,
+      nbformat_minor: 5
+    },
+    null,
+    1
+  );
+}
+
+/** The notebooks the tests validate (root-relative path → content). */
+const NOTEBOOKS = {
+  // a folder without requirements.txt: the build makes a bare environment
+  'passing/passing.ipynb': notebook([
+    ['markdown', '# A notebook that runs'],
+    ['code', 'print(1+1)']
+  ]),
+  // 1/0 in the 2nd code cell, which is cell index 2 (a markdown cell precedes it)
+  'failing/failing.ipynb': notebook([
+    ['code', 'x = 1\nprint(x)'],
+    ['markdown', 'The next cell divides by zero.'],
+    ['code', 'y = x + 1\n1/0'],
+    ['code', 'print("never reached")']
+  ])
+};
+
+async function waitForHealth(base, token, proc, logFile, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    if (proc.exitCode !== null) {
+      throw new Error(`jupyter lab exited with ${proc.exitCode}; log:\n${tail(logFile)}`);
+    }
+    try {
+      const r = await fetch(`${base}nbvalidation/api/v1/health`, {
+        headers: { Authorization: `token ${token}` }
+      });
+      last = `${r.status} ${await r.text()}`;
+      if (r.status === 200) {
+        const health = JSON.parse(last.slice(4));
+        // the backend reports usable once it has started (a moment after the server)
+        if (health.usable || health.problem || Date.now() > deadline - 60_000) {
+          return health;
+        }
+      }
+      if (r.status === 404) {
+        // the server answers but our extension is not there (yet?)
+        const lab = await fetch(`${base}lab?token=${token}`);
+        if (lab.status === 200) {
+          throw new Error(
+            `the jupyter_nbvalidation server extension is not enabled (health: ${last}); log:\n${tail(logFile)}`
+          );
+        }
+      }
+    } catch (e) {
+      if (String(e.message).includes('not enabled')) {
+        throw e;
+      }
+      last = String(e);
+    }
+    await new Promise(r => setTimeout(r, 300));
+  }
+  throw new Error(`jupyter lab did not become ready (${last}); log:\n${tail(logFile)}`);
+}
+
+function tail(file, n = 60) {
+  try {
+    return fs.readFileSync(file, 'utf8').split('\n').slice(-n).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+/** Start the lab; resolves to {base, token, root, logFile, health, stop()}. */
+async function startLab() {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nbv-e2e-'));
+  const dirs = {};
+  for (const d of ['root', 'config', 'data', 'runtime', 'settings', 'user-settings', 'workspaces']) {
+    dirs[d] = path.join(tmp, d);
+    fs.mkdirSync(dirs[d], { recursive: true });
+  }
+  for (const [rel, content] of Object.entries(NOTEBOOKS)) {
+    const file = path.join(dirs.root, rel);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, content);
+  }
+  // The news toast would cover the panel and try to reach the internet.
+  fs.writeFileSync(
+    path.join(dirs.settings, 'overrides.json'),
+    JSON.stringify({
+      '@jupyterlab/apputils-extension:notification': { fetchNews: 'false', checkForUpdates: false }
+    })
+  );
+  const port = await freePort();
+  const token = crypto.randomBytes(16).toString('hex');
+  const logFile = path.join(tmp, 'lab.log');
+  const log = fs.openSync(logFile, 'w');
+  const args = [
+    'lab',
+    '--no-browser',
+    '--ip=127.0.0.1',
+    `--port=${port}`,
+    '--port-retries=0',
+    `--ServerApp.token=${token}`,
+    `--ServerApp.root_dir=${dirs.root}`,
+    '--ServerApp.allow_root=True',
+    `--LabApp.app_settings_dir=${dirs.settings}`,
+    `--LabApp.user_settings_dir=${dirs['user-settings']}`,
+    `--LabApp.workspaces_dir=${dirs.workspaces}`
+  ];
+  const env = {
+    ...process.env,
+    JUPYTER_CONFIG_DIR: dirs.config,
+    JUPYTER_DATA_DIR: dirs.data,
+    JUPYTER_RUNTIME_DIR: dirs.runtime,
+    PYTHONUNBUFFERED: '1'
+  };
+  // venv bin first so the lab finds the venv's tools (uv, python) too
+  const bin = path.dirname(jupyterBin());
+  if (bin !== '.') {
+    env.PATH = `${bin}${path.delimiter}${env.PATH}`;
+  }
+  const proc = spawn(jupyterBin(), args, { env, stdio: ['ignore', log, log], detached: false });
+  const base = `http://127.0.0.1:${port}/`;
+  let health;
+  try {
+    health = await waitForHealth(base, token, proc, logFile, 90_000);
+  } catch (e) {
+    proc.kill('SIGTERM');
+    throw e;
+  }
+  const stop = async () => {
+    if (proc.exitCode === null) {
+      proc.kill('SIGTERM');
+      await Promise.race([
+        new Promise(r => proc.once('exit', r)),
+        new Promise(r => setTimeout(r, 15_000))
+      ]);
+      if (proc.exitCode === null) {
+        proc.kill('SIGKILL');
+      }
+    }
+    fs.closeSync(log);
+  };
+  return { base, token, root: dirs.root, tmp, logFile, health, proc, stop };
+}
+
+module.exports = { startLab, chromiumPath, CHROMIUM_ARGS, jupyterBin, NOTEBOOKS, tail, REPO };
