@@ -441,8 +441,10 @@ class Engine:
         self.enqueue(name)
         return job
 
-    async def wait_for_terminal(self, name: str, timeout: float | None = None) -> dict:
-        """Wait until a job is terminal (store watch, no polling)."""
+    async def wait_for_terminal(self, name: str, timeout: float | None = None,
+                                on_update: Callable[[dict], None] | None = None) -> dict:
+        """Wait until a job is terminal (store watch, no polling); ``on_update``
+        sees the job each time it changes."""
         changed = asyncio.Event()
 
         def on_change(n: str) -> None:
@@ -454,6 +456,8 @@ class Engine:
             async def wait() -> dict:
                 while True:
                     job = await self.store.get(name)
+                    if on_update is not None:
+                        on_update(job)
                     if is_terminal((job.get("status") or {}).get("phase")):
                         return job
                     changed.clear()

@@ -145,8 +145,7 @@ class BuildLogHandler(BaseHandler):
     @api
     async def get(self, name: str) -> None:
         log = await self.service.build_log(name)
-        self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.finish(log)
+        self.finish(log, set_content_type="text/plain; charset=utf-8")
 
 
 class HealthHandler(BaseHandler):

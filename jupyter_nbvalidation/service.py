@@ -93,7 +93,8 @@ class JobService:
             explain = getattr(self.backend, "unsupported_reason", lambda f: None)(e.field)
             if explain and reason == "not supported by this backend":
                 reason = f"not supported by the {self.backend.name} backend: {explain}"
-            raise ApiError(400, "InvalidSpec", f"spec.{e.field}: {reason}", f"spec.{e.field}") from None
+            field = e.field if e.field.startswith("spec") else f"spec.{e.field}"
+            raise ApiError(400, "InvalidSpec", f"{field}: {reason}", field) from None
         return spec
 
     def _collect(self, spec: dict) -> tuple[dict[str, bytes], Path]:

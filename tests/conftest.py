@@ -31,6 +31,15 @@ def jp_server_config(tmp_path):
     }
 
 
+@pytest.fixture
+def jp_serverapp(jp_serverapp, jp_asyncio_loop):
+    """pytest-jupyter starts the app without running the post-start hook
+    (which ``jupyter server`` runs once its loop is up); run it, so the
+    extension's reconcile loop starts exactly as in production."""
+    jp_asyncio_loop.run_until_complete(jp_serverapp._post_start())
+    return jp_serverapp
+
+
 class Local(SimpleNamespace):
     """An engine + local backend + service in a temp dir (no HTTP)."""
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import nbformat
 from jupyter_core.paths import jupyter_data_dir
 from traitlets import Enum, Int, List, Unicode, default
 
@@ -534,7 +535,10 @@ class LocalBackend(Backend):
     async def executed_notebook(self, job: dict) -> dict | None:
         def read() -> dict | None:
             run = self._latest_run(job)
-            return _read_json(run / "executed.ipynb") if run else None
+            if run is None or not (run / "executed.ipynb").is_file():
+                return None
+            # nbformat.read rejoins multi-line strings: clients get plain strings
+            return nbformat.read(str(run / "executed.ipynb"), as_version=4)
 
         return await asyncio.to_thread(read)
 

@@ -1,0 +1,312 @@
+"""``jupyter nbvalidation`` — submit, list, describe, events, cancel, install.
+
+Talks to a running Jupyter server through the REST API when one serves the
+notebook's folder; otherwise (local backend) works on the same data dir
+itself, and ``submit`` runs the engine in this process until the verdict.
+Exit code 0 when the job succeeded, 1 when it failed, 2 on a usage or input
+error — so ``jupyter nbvalidation submit nb.ipynb --wait`` can gate CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from . import render
+from .client import ClientError, ServerClient, find_server
+from .model import is_terminal
+
+EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+class InProcess:
+    """The same operations as the REST API, on the local data dir, in this process."""
+
+    def __init__(self, root_dir: str, data_dir: str | None = None):
+        from .backends.local import LocalBackend
+        from .engine import Engine
+        from .service import JobService
+
+        self.loop = asyncio.new_event_loop()
+        kw = {"data_dir": data_dir} if data_dir else {}
+        self.backend = LocalBackend(**kw)
+        log = logging.getLogger("jupyter_nbvalidation")
+        self.engine = Engine(self.backend, log=log)
+        self.service = JobService(self.engine, self.backend, root_dir)
+        self.root_dir = root_dir
+        self.loop.run_until_complete(self.backend.store.start())
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.backend.store.stop())
+        self.loop.close()
+
+    def _call(self, coro: Any) -> Any:
+        from .service import ApiError
+
+        try:
+            return self.loop.run_until_complete(coro)
+        except ApiError as e:
+            raise ClientError(e.message, e.status, e.field) from None
+
+    def api_path(self, local_path: str) -> str:
+        return Path(local_path).resolve().relative_to(Path(self.root_dir).resolve()).as_posix()
+
+    def submit(self, spec: dict) -> dict:
+        return self._call(self.service.submit(spec))
+
+    def list(self, notebook: str | None, limit: int) -> list[dict]:
+        return self._call(self.service.list(notebook, limit, None))["items"]
+
+    def get(self, name: str) -> dict:
+        return self._call(self.service.get(name))
+
+    def events(self, name: str) -> list[dict]:
+        return self._call(self.service.events(name))
+
+    def timeline(self, name: str) -> dict:
+        return self._call(self.service.timeline(name))
+
+    def cancel(self, name: str) -> dict:
+        return self._call(self.service.cancel(name))
+
+    def run(self, spec: dict, on_update: Callable[[dict], None], timeout: float | None) -> dict:
+        async def go() -> dict:
+            await self.engine.start()
+            try:
+                job = await self.service.submit(spec)
+                done = await self.engine.wait_for_terminal(job["metadata"]["name"], timeout, on_update)
+                await self.engine.recorder.flush()
+                return done
+            finally:
+                await self.engine.stop()
+
+        return self._call(go())
+
+
+class Remote:
+    def __init__(self, client: ServerClient):
+        self.client = client
+
+    def api_path(self, local_path: str) -> str:
+        return self.client.api_path(local_path)
+
+    def submit(self, spec: dict) -> dict:
+        return self.client.request("POST", "jobs", spec)
+
+    def list(self, notebook: str | None, limit: int) -> list[dict]:
+        return self.client.request("GET", "jobs", params={"notebook": notebook, "limit": limit})["items"]
+
+    def get(self, name: str) -> dict:
+        return self.client.request("GET", f"jobs/{name}")
+
+    def events(self, name: str) -> list[dict]:
+        return self.client.request("GET", f"jobs/{name}/events")["items"]
+
+    def timeline(self, name: str) -> dict:
+        return self.client.request("GET", f"jobs/{name}/timeline")
+
+    def cancel(self, name: str) -> dict:
+        return self.client.request("DELETE", f"jobs/{name}")
+
+    def wait(self, name: str, on_update: Callable[[dict], None], timeout: float | None) -> dict:
+        deadline = time.monotonic() + timeout if timeout else None
+        last = None
+        while True:
+            job = self.get(name)
+            version = job["metadata"].get("resourceVersion")
+            if version != last:
+                on_update(job)
+                last = version
+            if is_terminal((job.get("status") or {}).get("phase")):
+                return job
+            if deadline and time.monotonic() > deadline:
+                raise ClientError(f"job {name} did not finish within {timeout:.0f}s")
+            time.sleep(0.5)
+
+
+def connect(args: argparse.Namespace, path_hint: str | None = None) -> Remote | InProcess:
+    if args.server:
+        return Remote(ServerClient(args.server, args.token or os.environ.get("JUPYTER_TOKEN", ""), args.root_dir))
+    if not args.local:
+        info = find_server(path_hint or os.getcwd())
+        if info is not None:
+            return Remote(ServerClient.from_info(info))
+    root = args.root_dir or os.getcwd()
+    if path_hint:
+        hint = Path(path_hint).resolve()
+        if Path(root).resolve() not in hint.parents:
+            root = str(hint.parent)
+    return InProcess(root, args.data_dir)
+
+
+def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict:
+    spec: dict[str, Any] = {"notebook": {"path": api.api_path(args.notebook)}}
+    if args.golden:
+        spec["goldenNotebook"] = {"path": api.api_path(args.golden)}
+    bc: dict[str, Any] = {}
+    if args.no_build:
+        bc["enabled"] = False
+    if args.requirements_file:
+        bc["requirementsFile"] = args.requirements_file
+    if args.requirement:
+        bc["requirements"] = args.requirement
+    if args.strategy:
+        bc["strategy"] = args.strategy
+    if args.build_timeout:
+        bc["timeout"] = args.build_timeout
+    if bc:
+        spec["podConfig"] = {"buildConfig": bc}
+    cc: dict[str, Any] = {}
+    if args.comparison:
+        cc["strategy"] = args.comparison
+    if args.tolerance is not None:
+        cc["floatingPointTolerance"] = args.tolerance
+    if cc:
+        spec["comparisonConfig"] = cc
+    if args.timeout:
+        spec["timeout"] = args.timeout
+    if args.cell_timeout:
+        spec["cellTimeout"] = args.cell_timeout
+    return spec
+
+
+def _out(args: argparse.Namespace, obj: Any, text: str) -> None:
+    print(json.dumps(obj, indent=2) if args.output == "json" else text)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    if not Path(args.notebook).is_file():
+        raise ClientError(f"{args.notebook}: no such notebook")
+    api = connect(args, args.notebook)
+    spec = build_spec(args, api)
+    quiet = args.output == "json"
+    seen: list[str] = []
+
+    def on_update(job: dict) -> None:
+        phase = (job.get("status") or {}).get("phase") or "Pending"
+        if not quiet and (not seen or seen[-1] != phase):
+            seen.append(phase)
+            st = job.get("status") or {}
+            print(f"{time.strftime('%H:%M:%S')}  {job['metadata']['name']}  {phase:<18} {st.get('message', '')}",
+                  flush=True)
+
+    if isinstance(api, InProcess):
+        if not args.wait and not quiet:
+            print("No running Jupyter server serves this folder; validating in this process.", flush=True)
+        job = api.run(spec, on_update, args.wait_timeout)
+    else:
+        job = api.submit(spec)
+        if not args.wait:
+            _out(args, job, f"{job['metadata']['name']} submitted")
+            return EXIT_OK
+        job = api.wait(job["metadata"]["name"], on_update, args.wait_timeout)
+    if quiet:
+        print(json.dumps(job, indent=2))
+    else:
+        print(render.verdict_line(job))
+        for line in render.failure_lines(job):
+            print(line)
+    return EXIT_OK if job["status"]["phase"] == "Succeeded" else EXIT_FAILED
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    api = connect(args)
+    notebook = api.api_path(args.notebook) if args.notebook else None
+    jobs = api.list(notebook, args.limit)
+    _out(args, {"items": jobs}, render.job_rows(jobs))
+    return EXIT_OK
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    api = connect(args)
+    job, timeline, events = api.get(args.name), api.timeline(args.name), api.events(args.name)
+    _out(args, {"job": job, "timeline": timeline, "events": events}, render.describe(job, timeline, events))
+    return EXIT_OK
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    api = connect(args)
+    events = api.events(args.name)
+    _out(args, {"items": events}, render.events_table(events))
+    return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    api = connect(args)
+    job = api.cancel(args.name)
+    _out(args, job, f"{args.name}: cancellation requested")
+    return EXIT_OK
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from .k8s.install import install
+
+    return install(namespace=args.namespace, print_only=args.print, kubeconfig=args.kubeconfig)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jupyter nbvalidation", description=__doc__.split("\n\n")[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--server", help="URL of a Jupyter server (default: discovered from runtime files)")
+    common.add_argument("--token", help="that server's token (default: $JUPYTER_TOKEN)")
+    common.add_argument("--local", action="store_true", help="never use a running server; work on the data dir")
+    common.add_argument("--root-dir", help="root for notebook paths (default: the server's, or the current dir)")
+    common.add_argument("--data-dir", help="local backend data dir (default: <jupyter data dir>/nbvalidation)")
+    common.add_argument("--output", "-o", choices=["text", "json"], default="text")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("submit", parents=[common], help="validate a notebook")
+    s.add_argument("notebook")
+    s.add_argument("--golden", help="golden notebook to compare outputs with")
+    s.add_argument("--no-build", action="store_true", help="validate without building an environment")
+    s.add_argument("--requirements-file", help="requirements file, relative to the notebook's folder")
+    s.add_argument("--requirement", action="append", help="a requirement (repeatable) instead of a file")
+    s.add_argument("--strategy", help="build strategy (local: auto, uv, venv)")
+    s.add_argument("--build-timeout", help="build timeout, e.g. 15m")
+    s.add_argument("--timeout", help="validation timeout, e.g. 30m")
+    s.add_argument("--cell-timeout", help="per-cell timeout, e.g. 10m")
+    s.add_argument("--comparison", choices=["exact", "normalized"])
+    s.add_argument("--tolerance", type=float, help="absolute float tolerance for normalized comparison")
+    s.add_argument("--wait", action="store_true", help="wait for the verdict; exit 0 only if it succeeded")
+    s.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after this many seconds")
+    s.set_defaults(func=cmd_submit)
+
+    s = sub.add_parser("list", parents=[common], help="list jobs, newest first")
+    s.add_argument("--notebook", help="only jobs of this notebook")
+    s.add_argument("--limit", type=int, default=50)
+    s.set_defaults(func=cmd_list)
+    for name, func, help_ in [("describe", cmd_describe, "status, timeline and events of a job"),
+                              ("events", cmd_events, "a job's events"),
+                              ("cancel", cmd_cancel, "cancel a job")]:
+        s = sub.add_parser(name, parents=[common], help=help_)
+        s.add_argument("name")
+        s.set_defaults(func=func)
+    s = sub.add_parser("install", help="apply (or print) the CRD and Role on a cluster")
+    s.add_argument("--namespace", "-n", default=None)
+    s.add_argument("--print", action="store_true", help="print the YAML instead of applying it")
+    s.add_argument("--kubeconfig", default=None)
+    s.set_defaults(func=cmd_install)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ClientError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""A small synchronous REST client for the CLI and the magic (never used
+inside the server), plus discovery of running Jupyter servers from their
+runtime files."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+PREFIX = "nbvalidation/api/v1"
+
+
+class ClientError(Exception):
+    def __init__(self, message: str, status: int | None = None, field: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.field = field
+
+
+def running_servers() -> list[dict]:
+    """Jupyter servers this user has running (runtime files), newest first."""
+    try:
+        from jupyter_server.serverapp import list_running_servers
+    except ImportError:  # pragma: no cover
+        return []
+    servers = []
+    for info in list_running_servers():
+        servers.append(info)
+    servers.sort(key=lambda s: s.get("pid", 0), reverse=True)
+    return servers
+
+
+def find_server(path: str | None = None) -> dict | None:
+    """The running server whose root dir contains ``path`` (or any, when no path)."""
+    target = Path(path).resolve() if path else None
+    for info in running_servers():
+        root = Path(info.get("root_dir") or info.get("notebook_dir") or "/").resolve()
+        if target is None or target == root or root in target.parents:
+            if _reachable(info):
+                return info
+    return None
+
+
+def _reachable(info: dict) -> bool:
+    try:
+        ServerClient.from_info(info).request("GET", "health", timeout=3)
+        return True
+    except ClientError as e:
+        return e.status is not None and e.status != 404
+    except Exception:
+        return False
+
+
+class ServerClient:
+    def __init__(self, url: str, token: str = "", root_dir: str | None = None):
+        self.url = url.rstrip("/") + "/"
+        self.token = token
+        self.root_dir = root_dir
+
+    @classmethod
+    def from_info(cls, info: dict) -> "ServerClient":
+        return cls(info["url"], info.get("token", ""), info.get("root_dir"))
+
+    def request(self, method: str, path: str, body: Any = None, *, params: dict | None = None,
+                timeout: float = 30, raw: bool = False) -> Any:
+        url = self.url + PREFIX + "/" + path.lstrip("/")
+        if params:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"token {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback server URL
+                payload = resp.read()
+        except urllib.error.HTTPError as e:
+            text = e.read().decode("utf-8", "replace")
+            try:
+                err = json.loads(text)["error"]
+                raise ClientError(err.get("message") or text, e.code, err.get("field")) from None
+            except (ValueError, KeyError, TypeError):
+                raise ClientError(f"HTTP {e.code}: {text[:300]}", e.code) from None
+        except urllib.error.URLError as e:
+            raise ClientError(f"cannot reach the Jupyter server at {self.url}: {e.reason}") from None
+        if raw:
+            return payload.decode("utf-8", "replace")
+        return json.loads(payload) if payload else None
+
+    def api_path(self, local_path: str) -> str:
+        """A filesystem path as the server's root-relative API path."""
+        root = Path(self.root_dir or os.getcwd()).resolve()
+        full = Path(local_path).resolve()
+        try:
+            return full.relative_to(root).as_posix()
+        except ValueError:
+            raise ClientError(f"{local_path} is outside the Jupyter server's root directory {root}") from None

@@ -1,0 +1,113 @@
+"""Plain-text views of jobs, timelines and events (CLI and magic)."""
+
+from __future__ import annotations
+
+from .model import Phase, format_duration, parse_time, utcnow
+
+MARK = {Phase.SUCCEEDED: "✔", Phase.FAILED: "✘"}
+
+
+def age(ts: str | None) -> str:
+    t = parse_time(ts)
+    return format_duration((utcnow() - t).total_seconds()) if t else "-"
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths)).rstrip()]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def job_rows(jobs: list[dict]) -> str:
+    rows = [[j["metadata"]["name"], (j.get("status") or {}).get("phase") or "Pending",
+             j["spec"]["notebook"]["path"], (j.get("status") or {}).get("reason") or "",
+             age(j["metadata"].get("creationTimestamp"))] for j in jobs]
+    return table(rows, ["NAME", "PHASE", "NOTEBOOK", "REASON", "AGE"]) if rows else "No jobs."
+
+
+def timeline_bars(timeline: dict, width: int = 40) -> str:
+    """A compact text timeline: one bar per phase on a shared axis."""
+    phases = timeline.get("phases", [])
+    if not phases:
+        return "(no transitions yet)"
+    total = sum(p["durationSeconds"] for p in phases) or 1.0
+    out = []
+    offset = 0.0
+    for p in phases:
+        start = int(round(offset / total * width))
+        length = max(1, int(round(p["durationSeconds"] / total * width))) if not (
+            p["phase"] in Phase.TERMINAL) else 1
+        char = "!" if p.get("type") == "Warning" or p["phase"] == Phase.FAILED else "#"
+        bar = (" " * start + char * length)[:width + 1]
+        label = "…" if p.get("current") else format_duration(p["durationSeconds"])
+        out.append(f"{p['phase']:<18} {bar:<{width + 1}} {label:>7}  {p.get('reason') or ''}")
+        offset += p["durationSeconds"]
+    return "\n".join(out)
+
+
+def failure_lines(job: dict) -> list[str]:
+    st = job.get("status") or {}
+    lines = []
+    idx = st.get("failedCellIndex")
+    if idx is not None:
+        for r in st.get("results", []):
+            if r.get("cellIndex") == idx and r.get("status") == "Failure":
+                lines.append(f"Failed cell {idx}: {r.get('errorName', '')}: {r.get('errorMessage', '')}".rstrip(": "))
+                if r.get("output"):
+                    lines += ["  " + ln for ln in r["output"].rstrip().splitlines()[-12:]]
+                break
+        else:
+            lines.append(f"First differing cell: {idx}")
+    cr = st.get("comparisonResult") or {}
+    if cr.get("result") == "failed":
+        lines.append(f"Golden comparison: {cr.get('mismatchedCells')} of "
+                     f"{cr.get('totalCells')} cells differ")
+        for d in cr.get("diffs", [])[:5]:
+            lines.append(f"  cell {d.get('cellIndex')}: {d.get('diffType')}")
+            for ln in (d.get("diff") or "").splitlines()[:12]:
+                lines.append("    " + ln)
+    return lines
+
+
+def describe(job: dict, timeline: dict, events: list[dict]) -> str:
+    st = job.get("status") or {}
+    meta = job["metadata"]
+    bs = st.get("buildStatus") or {}
+    lines = [
+        f"Name:         {meta['name']}",
+        f"UID:          {meta.get('uid', '')}",
+        f"Notebook:     {job['spec']['notebook']['path']}",
+        f"Created:      {meta.get('creationTimestamp', '')} ({age(meta.get('creationTimestamp'))} ago)",
+        f"Phase:        {st.get('phase') or 'Pending'}",
+        f"Reason:       {st.get('reason', '')}",
+        f"Message:      {st.get('message', '')}",
+    ]
+    if bs:
+        lines.append(f"Build:        {bs.get('phase', '')} {bs.get('strategy', '')} "
+                     f"{bs.get('duration', '')} {bs.get('imageReference', '')}".rstrip())
+        if bs.get("logPath"):
+            lines.append(f"Build log:    {bs['logPath']}")
+    if st.get("conditions"):
+        lines.append("Conditions:   " + ", ".join(f"{c['type']}={c['status']}" for c in st["conditions"]))
+    lines += failure_lines(job)
+    lines += ["Timeline:", *("  " + ln for ln in timeline_bars(timeline).splitlines())]
+    lines.append("Events:")
+    if events:
+        rows = [[e.get("type", ""), e.get("reason", ""), age(e.get("eventTime")),
+                 e.get("reportingController", "").split("/")[-1], e.get("note", "")] for e in events]
+        lines += ["  " + ln for ln in table(rows, ["TYPE", "REASON", "AGE", "FROM", "MESSAGE"]).splitlines()]
+    else:
+        lines.append("  <none>")
+    return "\n".join(lines)
+
+
+def events_table(events: list[dict]) -> str:
+    rows = [[e.get("eventTime", ""), e.get("type", ""), e.get("reason", ""), e.get("note", "")] for e in events]
+    return table(rows, ["TIME", "TYPE", "REASON", "MESSAGE"]) if rows else "No events."
+
+
+def verdict_line(job: dict) -> str:
+    st = job.get("status") or {}
+    phase = st.get("phase") or "Pending"
+    return f"{MARK.get(phase, '…')} {job['metadata']['name']}: {phase} ({st.get('reason', '')}) {st.get('message', '')}"
