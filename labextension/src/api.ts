@@ -4,24 +4,14 @@
  */
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
-import type { IEventList, IHealth, IJob, IJobList, IJobSpec } from './types';
+import { APIError } from './errors';
+import type { IEventList, IHealth, IJob, IJobList, IJobSpec, IValidationAPI } from './types';
+
+export { APIError };
 
 export const API_PREFIX = 'nbvalidation/api/v1';
 
-/** An error answer of the API: HTTP status plus `{"error": {code, message, field}}`. */
-export class APIError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly code: string | null = null,
-    readonly field: string | null = null
-  ) {
-    super(message);
-    this.name = 'APIError';
-  }
-}
-
-export class NBValidationAPI {
+export class NBValidationAPI implements IValidationAPI {
   constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
 
   /** Absolute URL of an API path (path segments are URL-encoded). */

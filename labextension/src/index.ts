@@ -143,10 +143,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const job = await model.submit(spec);
         if (settings.openPanelOnValidate) {
           openPanel();
+        } else {
+          Notification.info(`Validation of ${spec.notebook.path} submitted (${job.metadata.name}).`, {
+            autoClose: 4000,
+            actions: [{ label: 'Show', callback: openPanel }]
+          });
         }
-        Notification.info(`Validation of ${spec.notebook.path} submitted (${job.metadata.name}).`, {
-          autoClose: 3000
-        });
       } catch (e) {
         Notification.error(`Validation could not be submitted: ${describe(e)}`, { autoClose: 10000 });
       }
@@ -255,12 +257,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
         model.onLiveEvent(event as unknown as ILiveJobEvent);
       }
     });
-    // Reconcile when the tab comes back (the event socket may have dropped).
+    // Reconcile with one GET when the page comes back or the network returns
+    // (the event socket may have dropped events meanwhile).
     document.addEventListener('visibilitychange', () => {
       if (!document.hidden) {
         void model.refresh();
       }
     });
+    window.addEventListener('online', () => void model.refresh());
 
     void app.restored.then(async () => {
       follow();

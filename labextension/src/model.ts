@@ -7,8 +7,7 @@
  * (10 s) reconciles while something runs, in case the event stream dropped.
  */
 import { ISignal, Signal } from '@lumino/signaling';
-import { APIError } from './api';
-import type { NBValidationAPI } from './api';
+import { APIError } from './errors';
 import {
   IPanelState,
   Scope,
@@ -25,14 +24,14 @@ import {
   setScope,
   visibleJobs
 } from './state';
-import type { IJob, IJobSpec, ILiveJobEvent } from './types';
+import type { IJob, IJobSpec, ILiveJobEvent, IValidationAPI } from './types';
 
 export type ServerState = 'unknown' | 'ok' | 'missing' | 'unusable' | 'unreachable';
 
 export const SAFETY_POLL_MS = 10_000;
 
 export class ValidationModel {
-  constructor(readonly api: NBValidationAPI) {}
+  constructor(readonly api: IValidationAPI) {}
 
   get state(): IPanelState {
     return this._state;
@@ -44,7 +43,7 @@ export class ValidationModel {
 
   /** Last error of a background fetch, shown in the panel; null when fine. */
   get error(): string | null {
-    return this._error;
+    return this._listError ?? this._jobError;
   }
 
   get server(): ServerState {
@@ -136,9 +135,9 @@ export class ValidationModel {
         const complete = !list.metadata?.continue;
         this._update(mergeJobs(this._state, list.items ?? [], complete ? 'all' : null));
       }
-      this._error = null;
+      this._listError = null;
     } catch (e) {
-      this._error = describe(e);
+      this._listError = describe(e);
     } finally {
       this._loading--;
       this._emit();
@@ -174,7 +173,7 @@ export class ValidationModel {
             next = setEvents(next, name, events.items ?? []);
           }
           this._update(next);
-          this._error = null;
+          this._jobError = null;
         } catch (e) {
           if (e instanceof APIError && e.status === 404) {
             // gone: drop it
@@ -186,7 +185,7 @@ export class ValidationModel {
               )
             );
           } else {
-            this._error = describe(e);
+            this._jobError = describe(e);
             this._emit();
           }
         }
@@ -274,7 +273,8 @@ export class ValidationModel {
 
   private _state: IPanelState = initialState();
   private _changed = new Signal<this, void>(this);
-  private _error: string | null = null;
+  private _listError: string | null = null;
+  private _jobError: string | null = null;
   private _server: ServerState = 'unknown';
   private _serverDetail = '';
   private _loading = 0;

@@ -134,3 +134,15 @@ export interface IHealth {
 }
 
 export const JOB_EVENT_SCHEMA = 'https://nbvalidation.dev/events/job/v1';
+
+/** What the panel model needs from the REST client (a fake in unit tests). */
+export interface IValidationAPI {
+  health(): Promise<IHealth>;
+  listJobs(notebook?: string | null, limit?: number): Promise<IJobList>;
+  getJob(name: string): Promise<IJob>;
+  createJob(spec: IJobSpec): Promise<IJob>;
+  cancelJob(name: string): Promise<void>;
+  events(name: string): Promise<IEventList>;
+  buildLogUrl(name: string): string;
+  executedNotebookUrl(name: string): string;
+}

@@ -242,6 +242,58 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
     await page.screenshot({ path: path.join(ARTIFACTS, 'validation-goto-cell.png') });
   });
 
+  test('options from the context menu: golden comparison without a build', async () => {
+    await openNotebook('golden/current.ipynb');
+    await page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').first().click({
+      button: 'right'
+    });
+    await page.locator('.lm-Menu-itemLabel', { hasText: 'Validate Notebook with Options' }).click();
+    const dialog = page.locator('.jp-Dialog');
+    await dialog.waitFor({ timeout: 10_000 });
+    await dialog.locator('input[id$="-golden"]').fill('golden/expected.ipynb');
+    const build = dialog.locator('input[type="checkbox"][id$="-build"]');
+    assert.equal(await build.isChecked(), true, 'build should default to on (settings)');
+    await build.uncheck();
+    const seen = await validateAndFollow(dialog.locator('button.jp-mod-accept'), 'golden');
+    console.log(`# phases seen live: ${seen.join(' → ')}`);
+    const bars = await barPhases();
+    assert.deepEqual(
+      bars.map(b => b.phase).slice(0, 2),
+      ['Initializing', 'ValidationRunning'],
+      'a job without a build has no Building/BuildComplete bars'
+    );
+    assert.equal(bars.length, 3);
+    const comparison = page.locator(`${PANEL} .jp-NBValidation-comparison`);
+    await comparison.waitFor({ timeout: 15_000 });
+    assert.equal(await comparison.locator('.jp-NBValidation-comparisonResult').getAttribute('data-result'), 'failed');
+    const diff = comparison.locator('.jp-NBValidation-diff').first();
+    assert.match(await diff.locator('.jp-NBValidation-expected').textContent(), /hello 1/);
+    assert.match(await diff.locator('.jp-NBValidation-actual').textContent(), /hello 2/);
+    assert.match(await diff.locator('.jp-NBValidation-diffHead').textContent(), /cell 1/);
+    await page.mouse.move(0, 0);
+    await page.locator(PANEL).screenshot({ path: path.join(ARTIFACTS, 'validation-golden-panel.png') });
+  });
+
+  test('the keyboard shortcut validates the notebook in command mode', async () => {
+    await openNotebook('passing/passing.ipynb');
+    await page.locator('.lm-TabBar-tab[data-id="nbvalidation-panel"]').click();
+    const jobs = page.locator(`${PANEL} .jp-NBValidation-job`);
+    await jobs.first().waitFor({ timeout: 15_000 });
+    const before = await jobs.count();
+    await page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').last().click();
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Control+Shift+V');
+    await page.waitForFunction(
+      n => document.querySelectorAll('#nbvalidation-panel .jp-NBValidation-job').length === n + 1,
+      before,
+      { timeout: 15_000 }
+    );
+    // the new job is selected and finishes (the environment is cached by now)
+    await page
+      .locator(`${PANEL} .jp-NBValidation-verdict[data-phase="Succeeded"]`)
+      .waitFor({ timeout: JOB_TIMEOUT });
+  });
+
   test('no uncaught page errors or nbvalidation console errors', () => {
     assert.deepEqual(pageErrors, []);
   });

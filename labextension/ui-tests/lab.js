@@ -55,9 +55,15 @@ function freePort() {
 function notebook(cells) {
   return JSON.stringify(
     {
-      cells: cells.map(([type, source]) =>
+      cells: cells.map(([type, source, stdout], i) =>
         type === 'code'
-          ? { cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source }
+          ? {
+              cell_type: 'code',
+              execution_count: stdout === undefined ? null : i + 1,
+              metadata: {},
+              outputs: stdout === undefined ? [] : [{ output_type: 'stream', name: 'stdout', text: stdout }],
+              source
+            }
           : { cell_type: 'markdown', metadata: {}, source }
       ),
       metadata: {
@@ -85,6 +91,15 @@ const NOTEBOOKS = {
     ['markdown', 'The next cell divides by zero.'],
     ['code', 'y = x + 1\n1/0'],
     ['code', 'print("never reached")']
+  ]),
+  // golden comparison: the golden copy recorded a different output
+  'golden/current.ipynb': notebook([
+    ['code', 'print("same")'],
+    ['code', 'print("hello", 1 + 1)']
+  ]),
+  'golden/expected.ipynb': notebook([
+    ['code', 'print("same")', 'same\n'],
+    ['code', 'print("hello", 1 + 1)', 'hello 1\n']
   ])
 };
 
