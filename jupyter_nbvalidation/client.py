@@ -68,7 +68,14 @@ class ServerClient:
 
     def request(self, method: str, path: str, body: Any = None, *, params: dict | None = None,
                 timeout: float = 30, raw: bool = False) -> Any:
-        url = self.url + PREFIX + "/" + path.lstrip("/")
+        """A call to this extension's API (``nbvalidation/api/v1/<path>``)."""
+        return self.request_root(method, PREFIX + "/" + path.lstrip("/"), body, params=params,
+                                 timeout=timeout, raw=raw)
+
+    def request_root(self, method: str, path: str, body: Any = None, *, params: dict | None = None,
+                     timeout: float = 30, raw: bool = False) -> Any:
+        """A call to any server API path relative to the base URL (e.g. ``api/sessions``)."""
+        url = self.url + path.lstrip("/")
         if params:
             url += "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
         data = json.dumps(body).encode() if body is not None else None

@@ -87,3 +87,101 @@ def notebook(tmp_path):
         return rel
 
     return make
+
+
+class ServerProcess:
+    """A real `jupyter server` subprocess with the extension, on loopback."""
+
+    def __init__(self, tmp_path: Path, name: str = "server"):
+        import secrets
+        import socket
+
+        self.root = tmp_path / "root"
+        self.root.mkdir(exist_ok=True)
+        self.data_dir = tmp_path / "data"
+        self.runtime = tmp_path / "runtime"
+        self.runtime.mkdir(exist_ok=True)
+        self.token = secrets.token_hex(16)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log_path = tmp_path / f"{name}.log"
+        self.proc = None
+
+    @property
+    def env(self) -> dict:
+        import os
+
+        return {**os.environ, "JUPYTER_RUNTIME_DIR": str(self.runtime), "PYTHONUNBUFFERED": "1"}
+
+    def start(self, timeout: float = 60) -> "ServerProcess":
+        import subprocess
+        import time
+        import urllib.request
+
+        argv = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
+                f"--port={self.port}", "--ip=127.0.0.1", f"--ServerApp.token={self.token}",
+                f"--ServerApp.root_dir={self.root}", f"--LocalBackend.data_dir={self.data_dir}",
+                "--ServerApp.port_retries=0"]
+        self._log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter server exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                req = urllib.request.Request(self.url + "nbvalidation/api/v1/health",
+                                             headers={"Authorization": f"token {self.token}"})
+                with urllib.request.urlopen(req, timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except Exception:
+                time.sleep(0.2)
+        raise RuntimeError(f"jupyter server did not come up: {self.log_path.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL, like a crash: no shutdown hooks run."""
+        import os
+        import signal
+
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        import os
+        import signal
+
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except Exception:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        # take the whole process group down (kernels and runners it started)
+        import contextlib
+
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self.proc:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def client(self):
+        from jupyter_nbvalidation.client import ServerClient
+
+        return ServerClient(self.url, self.token, str(self.root))
+
+
+@pytest.fixture
+def server_proc(tmp_path):
+    servers = []
+
+    def make(name: str = "server") -> ServerProcess:
+        s = ServerProcess(tmp_path, name)
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.stop()

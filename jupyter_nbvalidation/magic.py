@@ -1,0 +1,176 @@
+"""``%nbvalidate`` — validate the notebook this kernel belongs to (or another).
+
+    %load_ext jupyter_nbvalidation
+    %nbvalidate                       # this notebook (found from the server's session of this kernel)
+    %nbvalidate other.ipynb --golden golden.ipynb --no-build --timeout 10m --no-wait
+
+It talks to the Jupyter server that runs this kernel through the REST API,
+shows the phase, elapsed time and a compact timeline in the cell output
+(updated in place) and ends with the verdict. Waiting is a plain loop with
+short sleeps, so interrupting the kernel stops the waiting at once (the job
+keeps running on the server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from . import render
+from .client import ClientError, ServerClient, running_servers
+from .model import is_terminal
+
+
+class MagicError(Exception):
+    pass
+
+
+def _kernel_id() -> str | None:
+    try:
+        from ipykernel.connect import get_connection_file
+
+        name = Path(get_connection_file()).name
+    except Exception:
+        return None
+    if name.startswith("kernel-") and name.endswith(".json"):
+        return name[len("kernel-"):-len(".json")]
+    return None
+
+
+def locate_session(kernel_id: str | None) -> tuple[ServerClient, str | None]:
+    """The server that runs this kernel, and the notebook path of its session."""
+    servers = running_servers()
+    if not servers:
+        raise MagicError("No running Jupyter server was found (no runtime files); "
+                         "start JupyterLab, or pass --server URL --token TOKEN.")
+    reachable = []
+    for info in servers:
+        client = ServerClient.from_info(info)
+        try:
+            sessions = client.request_root("GET", "api/sessions", timeout=3)
+        except ClientError:
+            continue
+        reachable.append(client)
+        for s in sessions or []:
+            if kernel_id and (s.get("kernel") or {}).get("id") == kernel_id:
+                return client, s.get("path")
+    if not reachable:
+        raise MagicError(f"None of the {len(servers)} Jupyter server(s) in the runtime files could be reached; "
+                         "start JupyterLab, or pass --server URL --token TOKEN.")
+    return reachable[0], None
+
+
+def parse(line: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="%nbvalidate", add_help=False)
+    p.add_argument("notebook", nargs="?")
+    p.add_argument("--golden")
+    p.add_argument("--no-build", action="store_true")
+    p.add_argument("--timeout")
+    p.add_argument("--no-wait", action="store_true")
+    p.add_argument("--server")
+    p.add_argument("--token", default="")
+    try:
+        return p.parse_args(shlex.split(line))
+    except SystemExit:
+        raise MagicError("usage: %nbvalidate [NOTEBOOK] [--golden G] [--no-build] [--timeout 10m] "
+                         "[--no-wait] [--server URL --token T]") from None
+
+
+def _progress(job: dict, timeline: dict | None, started: float) -> tuple[str, str]:
+    st = job.get("status") or {}
+    phase = st.get("phase") or "Pending"
+    head = (f"{job['metadata']['name']}  {job['spec']['notebook']['path']}\n"
+            f"phase: {phase}   elapsed: {time.monotonic() - started:.1f}s   {st.get('message', '')}")
+    body = render.timeline_bars(timeline) if timeline else ""
+    text = head + ("\n" + body if body else "")
+    if is_terminal(phase):
+        text += "\n" + render.verdict_line(job)
+        extra = render.failure_lines(job)
+        if extra:
+            text += "\n" + "\n".join(extra)
+    colour = {"Succeeded": "var(--jp-success-color1, green)", "Failed": "var(--jp-error-color1, red)"}.get(phase, "inherit")
+    html_text = (f"<pre style='border-left: 3px solid {colour}; padding-left: 6px'>"
+                 f"{html.escape(text)}</pre>")
+    return text, html_text
+
+
+def nbvalidate(line: str, display: Any = None, sleep: float = 0.5) -> dict | None:
+    args = parse(line)
+    if args.server:
+        client = ServerClient(args.server, args.token)
+        session_path = None
+    else:
+        client, session_path = locate_session(_kernel_id())
+    if args.notebook:
+        # a path as the kernel sees it (relative to its cwd = the notebook's folder)
+        base = Path(session_path).parent.as_posix() if session_path else None
+        if os.path.isabs(args.notebook) or base is None:
+            rel = client.api_path(args.notebook) if client.root_dir else args.notebook
+        else:
+            rel = (Path(base) / args.notebook).as_posix() if base not in ("", ".") else args.notebook
+        path = rel
+    elif session_path:
+        path = session_path
+    else:
+        raise MagicError("This kernel has no notebook session on a reachable server; "
+                         "name the notebook: %nbvalidate path/to/notebook.ipynb")
+    spec: dict[str, Any] = {"notebook": {"path": path}}
+    if args.golden:
+        base = Path(path).parent.as_posix()
+        spec["goldenNotebook"] = {"path": args.golden if base in ("", ".") else f"{base}/{args.golden}"}
+    if args.no_build:
+        spec["podConfig"] = {"buildConfig": {"enabled": False}}
+    if args.timeout:
+        spec["timeout"] = args.timeout
+    job = client.request("POST", "jobs", spec)
+    name = job["metadata"]["name"]
+    started = time.monotonic()
+    show = display or _ipython_display()
+    handle = show(job, None, started, None)
+    if args.no_wait:
+        return job
+    try:
+        while True:
+            job = client.request("GET", f"jobs/{name}")
+            timeline = client.request("GET", f"jobs/{name}/timeline")
+            handle = show(job, timeline, started, handle)
+            if is_terminal((job.get("status") or {}).get("phase")):
+                return job
+            time.sleep(sleep)
+    except KeyboardInterrupt:
+        print(f"Stopped waiting; {name} keeps running on the server "
+              f"(`jupyter nbvalidation describe {name}`).")
+        return job
+
+
+def _ipython_display():
+    from IPython.display import display as ipy_display
+
+    def show(job: dict, timeline: dict | None, started: float, handle: Any) -> Any:
+        text, html_text = _progress(job, timeline, started)
+        bundle = {"text/plain": text, "text/html": html_text}
+        if handle is None:
+            return ipy_display(bundle, raw=True, display_id=True)
+        handle.update(bundle, raw=True)
+        return handle
+
+    return show
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    from IPython.core.magic import register_line_magic
+
+    @register_line_magic("nbvalidate")
+    def _nbvalidate(line: str) -> None:
+        try:
+            job = nbvalidate(line)
+        except (MagicError, ClientError) as e:
+            print(f"%nbvalidate: {e}")
+            return None
+        ipython.user_ns["_nbvalidation_job"] = job
+        return None
