@@ -1,0 +1,92 @@
+"""`jupyter nbvalidation ...` through the real entry point, with and without
+a running server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import write_notebook
+
+JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+
+def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def folder(tmp_path):
+    write_notebook(tmp_path / "ok.ipynb", ["print('fine')"])
+    write_notebook(tmp_path / "bad.ipynb", ["x = 1", "x / 0"])
+    return tmp_path
+
+
+def test_without_a_server_runs_in_process_and_gates_ci(folder, tmp_path):
+    env = {"JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")}
+    data = ["--data-dir", str(tmp_path / "data")]
+    ok = cli("submit", "ok.ipynb", "--wait", "--no-build", *data, cwd=folder, env=env)
+    assert ok.returncode == 0, ok.stderr + ok.stdout
+    assert "Succeeded" in ok.stdout and "ValidationRunning" in ok.stdout
+    bad = cli("submit", "bad.ipynb", "--wait", "--no-build", *data, cwd=folder, env=env)
+    assert bad.returncode == 1
+    assert "Failed cell 1: ZeroDivisionError: division by zero" in bad.stdout
+
+    listed = cli("list", "--output", "json", *data, cwd=folder, env=env)
+    items = json.loads(listed.stdout)["items"]
+    assert [j["spec"]["notebook"]["path"] for j in items] == ["bad.ipynb", "ok.ipynb"]
+    name = items[0]["metadata"]["name"]
+
+    described = cli("describe", name, *data, cwd=folder, env=env)
+    assert described.returncode == 0
+    for expected in ("Phase:        Failed", "Timeline:", "Events:", "ValidationFailed", "Failed cell 1"):
+        assert expected in described.stdout, described.stdout
+    # kubectl-describe-like event order
+    lines = described.stdout.split("Events:")[1]
+    assert lines.index("Accepted") < lines.index("ValidationStarted") < lines.index("ValidationFailed")
+
+    events = json.loads(cli("events", name, "-o", "json", *data, cwd=folder, env=env).stdout)["items"]
+    assert [e["reason"] for e in events] == ["Accepted", "ValidationStarted", "ValidationFailed"]
+    assert "Initializing" in json.dumps(json.loads(
+        cli("describe", name, "-o", "json", *data, cwd=folder, env=env).stdout)["timeline"])
+
+
+def test_bad_input_is_a_clear_error(folder, tmp_path):
+    env = {"JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")}
+    data = ["--data-dir", str(tmp_path / "data")]
+    missing = cli("submit", "missing.ipynb", "--wait", *data, cwd=folder, env=env)
+    assert missing.returncode == 2 and "missing.ipynb" in missing.stderr
+    (folder / "broken.ipynb").write_text("{nope")
+    broken = cli("submit", "broken.ipynb", "--wait", *data, cwd=folder, env=env)
+    assert broken.returncode == 2 and "not a valid notebook" in broken.stderr
+    bad_timeout = cli("submit", "ok.ipynb", "--timeout", "later", "--wait", *data, cwd=folder, env=env)
+    assert bad_timeout.returncode == 2 and "spec.timeout" in bad_timeout.stderr
+    unknown = cli("describe", "no-such-job", *data, cwd=folder, env=env)
+    assert unknown.returncode == 2 and "no-such-job" in unknown.stderr
+    assert json.loads(cli("list", "-o", "json", *data, cwd=folder, env=env).stdout)["items"] == []
+
+
+def test_with_a_running_server(server_proc):
+    server = server_proc().start()
+    write_notebook(server.root / "nb.ipynb", ["print(42)"])
+    write_notebook(server.root / "slow.ipynb", ["import time\ntime.sleep(60)"])
+    env = {"JUPYTER_RUNTIME_DIR": str(server.runtime)}
+    done = cli("submit", "nb.ipynb", "--wait", "--no-build", cwd=server.root, env=env)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "Succeeded" in done.stdout
+    # it went through the server (the server's data dir has the job)
+    jobs = server.client().request("GET", "jobs")["items"]
+    assert len(jobs) == 1 and jobs[0]["status"]["phase"] == "Succeeded"
+
+    sub = cli("submit", "slow.ipynb", "--no-build", "-o", "json", cwd=server.root, env=env)
+    name = json.loads(sub.stdout)["metadata"]["name"]
+    cancel = cli("cancel", name, cwd=server.root, env=env)
+    assert cancel.returncode == 0 and "cancellation requested" in cancel.stdout
+    described = cli("describe", name, cwd=server.root, env=env)
+    assert described.returncode == 0 and name in described.stdout
