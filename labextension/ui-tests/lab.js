@@ -150,8 +150,11 @@ function tail(file, n = 60) {
   }
 }
 
-/** Start the lab; resolves to {base, token, root, logFile, health, stop()}. */
-async function startLab() {
+/**
+ * Start the lab; resolves to {base, token, root, logFile, health, stop()}.
+ * `overrides` adds JupyterLab setting overrides (e.g. a theme).
+ */
+async function startLab({ overrides = {} } = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nbv-e2e-'));
   const dirs = {};
   for (const d of ['root', 'config', 'data', 'runtime', 'settings', 'user-settings', 'workspaces']) {
@@ -167,7 +170,8 @@ async function startLab() {
   fs.writeFileSync(
     path.join(dirs.settings, 'overrides.json'),
     JSON.stringify({
-      '@jupyterlab/apputils-extension:notification': { fetchNews: 'false', checkForUpdates: false }
+      '@jupyterlab/apputils-extension:notification': { fetchNews: 'false', checkForUpdates: false },
+      ...overrides
     })
   );
   const port = await freePort();
