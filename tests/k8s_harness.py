@@ -181,7 +181,7 @@ class ApiError(RuntimeError):
 # the control plane
 
 
-@dataclass
+@dataclass(repr=False)
 class KubeApiServer:
     """A running etcd + kube-apiserver. Attributes used by tests:
 
@@ -210,6 +210,15 @@ class KubeApiServer:
     _etcd_data: Path | None = None
     _apiserver_args: list[str] = field(default_factory=list)
     _ssl: ssl.SSLContext | None = None
+
+    def __repr__(self) -> str:
+        return f"KubeApiServer({self.version} at {self.host}, logs in {self.log_dir})"
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        """Verifies the apiserver's serving cert against ``ca_file``."""
+        assert self._ssl is not None
+        return self._ssl
 
     # ---- logs ----------------------------------------------------------
     @property

@@ -73,7 +73,7 @@ async def test_apiserver_up_and_reports_built_version(kube_apiserver):
     assert info.git_tree_state == "clean"
     assert (info.major, info.minor) == ("1", h.version.split(".")[1])
     # /readyz is public (system:public-info-viewer)
-    with urllib.request.urlopen(f"{h.host}/readyz", context=h._ssl, timeout=10) as r:
+    with urllib.request.urlopen(f"{h.host}/readyz", context=h.ssl_context, timeout=10) as r:
         assert r.status == 200
     print(f"kube-apiserver {h.version} ready in {h.ready_seconds:.1f} s")
 
@@ -484,7 +484,7 @@ def test_kubectl_get_nvj_shows_printer_columns(kube_apiserver, k8s_namespace):
         f"{h.host}/apis/{GROUP}/{VERSION}/namespaces/{ns}/{PLURAL}",
         headers={"Authorization": f"Bearer {h.admin_token}",
                  "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
-    with urllib.request.urlopen(req, context=h._ssl, timeout=10) as r:
+    with urllib.request.urlopen(req, context=h.ssl_context, timeout=10) as r:
         table = json.loads(r.read())
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Phase", "Notebook", "Reason", "Age"]
     assert table["rows"][0]["cells"][:4] == ["shown", "Failed", "analysis/report.ipynb", "ValidationFailed"]
@@ -520,7 +520,7 @@ async def test_apiserver_restart_keeps_data(kube_apiserver, k8s_namespace):
     h.stop_apiserver()
     assert not h.apiserver_running
     with pytest.raises(OSError):
-        urllib.request.urlopen(f"{h.host}/readyz", context=h._ssl, timeout=5)
+        urllib.request.urlopen(f"{h.host}/readyz", context=h.ssl_context, timeout=5)
     h.start_apiserver()
     assert h.apiserver_running
     print(f"restarted: ready in {h.ready_seconds:.1f} s")
