@@ -18,7 +18,7 @@ from .service import ApiError, JobService, dumps
 
 PREFIX = "nbvalidation/api/v1"
 AUTH_RESOURCE = "nbvalidation"
-NAME = r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,252})"
+NAME = r"(?P<name>[^/]+)"  # any segment: an unknown name is a JSON 404 from the service
 
 
 def api(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -43,6 +43,20 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
     def service(self) -> JobService:
         return self.settings["nbvalidation_service"]
 
+    # Unauthenticated requests get 401 (Jupyter's default for API handlers is
+    # 403, which hides the difference between "who are you" and "not allowed").
+    def check_xsrf_cookie(self) -> None:
+        if hasattr(self, "_jupyter_current_user") and not self.current_user:
+            self.set_header("WWW-Authenticate", 'token realm="jupyter"')
+            raise web.HTTPError(401, "authentication required")
+        return super().check_xsrf_cookie()
+
+    def get_login_url(self) -> str:
+        if not self.current_user:
+            self.set_header("WWW-Authenticate", 'token realm="jupyter"')
+            raise web.HTTPError(401, "authentication required")
+        return super().get_login_url()
+
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Tornado errors (auth, XSRF, 404 routes, crashes) in our one shape."""
         self.set_header("Content-Type", "application/json")
@@ -52,6 +66,9 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
             message = exc.log_message % exc.args if exc.args else exc.log_message
         code = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
                 405: "MethodNotAllowed", 413: "TooLarge"}.get(status_code, "InternalError")
+        if status_code == 405:
+            self.set_header("Allow", ", ".join(m for m in ("GET", "POST", "DELETE")
+                                               if m.lower() in type(self).__dict__))
         if status_code >= 500:
             message = "Internal error; see the server log."
         self.finish(dumps({"error": {"code": code, "message": message, "field": None}}))

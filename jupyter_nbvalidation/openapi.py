@@ -105,14 +105,11 @@ def _json(schema: dict, description: str) -> dict:
 
 
 def _errors(*codes: int) -> dict:
-    texts = {400: "Bad request (malformed JSON, unknown or invalid field)", 403: "Forbidden",
-             404: "Not found", 413: "Notebook too large"}
-    return {str(c): {"$ref": f"#/components/responses/E{c}"} for c in codes} | {
-        "401": {"$ref": "#/components/responses/E401"}}
+    return {str(c): {"$ref": f"#/components/responses/E{c}"} for c in (*codes, 401, 403)}
 
 
-NAME_PARAM = {"name": "name", "in": "path", "required": True,
-              "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"}}
+NAME_PARAM = {"name": "name", "in": "path", "required": True, "description": "metadata.name of the job",
+              "schema": {"type": "string", "minLength": 1}}
 
 
 def openapi_document(base_url: str = "/") -> dict:
@@ -139,7 +136,8 @@ def openapi_document(base_url: str = "/") -> dict:
                     "parameters": [
                         {"name": "notebook", "in": "query", "schema": {"type": "string"}},
                         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
-                        {"name": "continue", "in": "query", "schema": {"type": "string"}},
+                        {"name": "continue", "in": "query", "schema": {"type": "string"},
+                         "description": "metadata.continue of the previous page (opaque)"},
                     ],
                     "responses": {"200": _json({"type": "object", "required": ["items", "metadata"], "properties": {
                         "items": {"type": "array", "items": job_ref},
@@ -187,10 +185,11 @@ def openapi_document(base_url: str = "/") -> dict:
             "/health": {
                 "get": {"summary": "Active backend and whether it is usable",
                         "responses": {"200": _json({"type": "object", "required": ["backend", "usable"]},
-                                                   "Health")}},
+                                                   "Health"), **_errors()}},
             },
             "/openapi.json": {
-                "get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "OpenAPI")}},
+                "get": {"summary": "This document",
+                        "responses": {"200": _json({"type": "object"}, "OpenAPI"), **_errors()}},
             },
         },
     }
