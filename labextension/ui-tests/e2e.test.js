@@ -294,6 +294,28 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
       .waitFor({ timeout: JOB_TIMEOUT });
   });
 
+  test('without the server extension the lab says so clearly', async () => {
+    const bare = await startLab({ withoutServerExtension: true });
+    const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    try {
+      assert.equal(bare.health.status, 404);
+      const p = await context.newPage();
+      await p.goto(`${bare.base}lab?reset&token=${bare.token}`);
+      const toast = p.locator('.Toastify__toast', { hasText: 'server extension is not enabled' });
+      await toast.first().waitFor({ timeout: 60_000 });
+      // the panel says it too
+      await p.locator('.lm-TabBar-tab[data-id="nbvalidation-panel"]').click();
+      await p
+        .locator(`${PANEL} .jp-NBValidation-error`, { hasText: 'server extension is not enabled' })
+        .waitFor({ timeout: 10_000 });
+      await p.screenshot({ path: path.join(ARTIFACTS, 'server-extension-missing.png') });
+    } finally {
+      await context.close();
+      await bare.stop();
+      fs.rmSync(bare.tmp, { recursive: true, force: true });
+    }
+  });
+
   test('no uncaught page errors or nbvalidation console errors', () => {
     assert.deepEqual(pageErrors, []);
   });

@@ -142,6 +142,27 @@ async function waitForHealth(base, token, proc, logFile, timeoutMs) {
   throw new Error(`jupyter lab did not become ready (${last}); log:\n${tail(logFile)}`);
 }
 
+/** Wait for the lab page alone (used when our server extension is off). */
+async function waitForLab(base, token, proc, logFile, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (proc.exitCode !== null) {
+      throw new Error(`jupyter lab exited with ${proc.exitCode}; log:\n${tail(logFile)}`);
+    }
+    try {
+      const r = await fetch(`${base}lab?token=${token}`);
+      if (r.status === 200) {
+        const h = await fetch(`${base}nbvalidation/api/v1/health?token=${token}`);
+        return { status: h.status };
+      }
+    } catch {
+      // not up yet
+    }
+    await new Promise(r => setTimeout(r, 300));
+  }
+  throw new Error(`jupyter lab did not become ready; log:\n${tail(logFile)}`);
+}
+
 function tail(file, n = 60) {
   try {
     return fs.readFileSync(file, 'utf8').split('\n').slice(-n).join('\n');
@@ -154,7 +175,7 @@ function tail(file, n = 60) {
  * Start the lab; resolves to {base, token, root, logFile, health, stop()}.
  * `overrides` adds JupyterLab setting overrides (e.g. a theme).
  */
-async function startLab({ overrides = {} } = {}) {
+async function startLab({ overrides = {}, withoutServerExtension = false } = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nbv-e2e-'));
   const dirs = {};
   for (const d of ['root', 'config', 'data', 'runtime', 'settings', 'user-settings', 'workspaces']) {
@@ -174,6 +195,13 @@ async function startLab({ overrides = {} } = {}) {
       ...overrides
     })
   );
+  if (withoutServerExtension) {
+    // the user config dir outranks the venv's jupyter_server_config.d
+    fs.writeFileSync(
+      path.join(dirs.config, 'jupyter_server_config.json'),
+      JSON.stringify({ ServerApp: { jpserver_extensions: { jupyter_nbvalidation: false } } })
+    );
+  }
   const port = await freePort();
   const token = crypto.randomBytes(16).toString('hex');
   const logFile = path.join(tmp, 'lab.log');
@@ -207,7 +235,9 @@ async function startLab({ overrides = {} } = {}) {
   const base = `http://127.0.0.1:${port}/`;
   let health;
   try {
-    health = await waitForHealth(base, token, proc, logFile, 90_000);
+    health = withoutServerExtension
+      ? await waitForLab(base, token, proc, logFile, 90_000)
+      : await waitForHealth(base, token, proc, logFile, 90_000);
   } catch (e) {
     proc.kill('SIGTERM');
     throw e;
