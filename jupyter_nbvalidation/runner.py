@@ -304,6 +304,16 @@ class _Execution:
         except Exception:  # a broken progress sink must not break the run
             pass
 
+    def _stopped_by_signal(self) -> None:
+        assert self.stop_signal is not None
+        name = signal.Signals(self.stop_signal).name
+        index = self._current_index
+        where = f" in cell {index}" if index is not None else ""
+        self._fail(Reason.RUNNER_ERROR, index, f"The runner was stopped by {name}{where}; the kernel was shut down")
+        if index is not None:
+            self.results[index].update(status=STATUS_FAILURE, errorName=name, errorMessage=f"the runner was stopped by {name}")
+            self.results[index]["output"] = _partial_output(self.nb.cells[index])
+
     def _on_signal(self, signum: int) -> None:
         if self.stop_signal is None:
             self.stop_signal = signum
@@ -388,7 +398,9 @@ class _Execution:
                 raise
             except Exception as e:
                 remaining = self._remaining()
-                if remaining is not None and remaining <= 0:
+                if self.stop_signal is not None:
+                    self._stopped_by_signal()
+                elif remaining is not None and remaining <= 0:
                     self._fail(
                         Reason.VALIDATION_TIMED_OUT,
                         None,
@@ -406,12 +418,7 @@ class _Execution:
         except asyncio.CancelledError:
             if self.stop_signal is None:
                 raise
-            name = signal.Signals(self.stop_signal).name
-            where = f" in cell {self._current_index}" if self._current_index is not None else ""
-            self._fail(Reason.RUNNER_ERROR, self._current_index, f"The runner was stopped by {name}{where}")
-            if self._current_index is not None:
-                entry = self.results[self._current_index]
-                entry.update(status=STATUS_FAILURE, errorName=name, errorMessage=f"stopped by {name}")
+            self._stopped_by_signal()
         finally:
             await self._shutdown(km, kc, graceful=self.reason is None or self.reason == Reason.CELL_EXECUTION_FAILED)
             if log_file is not None:
@@ -470,8 +477,15 @@ class _Execution:
 
     @staticmethod
     async def _reply(kc: Any, msg_id: str) -> dict[str, Any]:
+        from queue import Empty
+
         while True:
-            msg = await kc.shell_channel.get_msg(timeout=None)
+            try:
+                msg = await kc.shell_channel.get_msg(timeout=1)
+            except Empty:
+                if not await _maybe_await(kc.is_alive()):
+                    raise RuntimeError("the kernel died before it answered") from None
+                continue
             if msg.get("parent_header", {}).get("msg_id") == msg_id:
                 return msg
 
@@ -527,6 +541,8 @@ class _Execution:
             self._progress(entry)
             raise _Stop from None
         except DeadKernelError:
+            if self.stop_signal is not None:  # nbclient turns our cancellation into DeadKernelError
+                raise asyncio.CancelledError from None
             elapsed = time.monotonic() - started
             entry.update(
                 status=STATUS_FAILURE,
@@ -539,6 +555,7 @@ class _Execution:
             self._progress(entry)
             raise _Stop from None
         elapsed = time.monotonic() - started
+        self._current_index = None
         self.code_cells_run += 1
         entry.update(status=STATUS_SUCCESS, executionTime=format_seconds(elapsed))
         error = _error_details(cell, self._last_reply)
@@ -917,10 +934,13 @@ class _Parser(argparse.ArgumentParser):
         raise _ArgumentError(message)
 
 
-def _positive_or_zero(value: str) -> float:
-    number = float(value)
-    if number != number:
-        raise argparse.ArgumentTypeError("not a number")
+def _non_negative(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")) or number < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {value!r}")
     return number
 
 
@@ -936,11 +956,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cwd", default=None, help="kernel working directory (default: the notebook's folder)")
     p.add_argument("--golden", default=None, help="golden notebook to compare outputs with (may be NOTEBOOK itself)")
     p.add_argument("--comparison", choices=_compare.STRATEGIES, default=_compare.NORMALIZED)
-    p.add_argument("--abs-tol", type=_positive_or_zero, default=_compare.DEFAULT_ABS_TOL)
-    p.add_argument("--rel-tol", type=_positive_or_zero, default=_compare.DEFAULT_REL_TOL)
-    p.add_argument("--cell-timeout", type=_positive_or_zero, default=DEFAULT_CELL_TIMEOUT,
+    p.add_argument("--abs-tol", type=_non_negative, default=_compare.DEFAULT_ABS_TOL)
+    p.add_argument("--rel-tol", type=_non_negative, default=_compare.DEFAULT_REL_TOL)
+    p.add_argument("--cell-timeout", type=_non_negative, default=DEFAULT_CELL_TIMEOUT,
                    help="per-cell timeout in seconds (0: none); metadata.execution.timeout overrides it")
-    p.add_argument("--timeout", type=_positive_or_zero, default=None, help="deadline for the whole run, in seconds")
+    p.add_argument("--timeout", type=_non_negative, default=None, help="deadline for the whole run, in seconds")
     p.add_argument("--termination-log", default=None, help="also write a summary of at most 4096 bytes here")
     p.add_argument("--progress", action="store_true", help="print one NBVALIDATION-PROGRESS line per executed cell")
     return p
@@ -985,21 +1005,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     def progress(event: dict[str, Any]) -> None:
         _emit(PROGRESS_PREFIX + json.dumps(event, separators=(",", ":")))
 
-    result = run_notebook(
-        args.notebook,
-        executed=args.executed,
-        result_path=args.result,
-        python=args.python,
-        cwd=args.cwd,
-        golden=args.golden,
-        comparison=args.comparison,
-        abs_tol=args.abs_tol,
-        rel_tol=args.rel_tol,
-        cell_timeout=args.cell_timeout,
-        timeout=args.timeout,
-        termination_log=args.termination_log,
-        progress=progress if args.progress else None,
-    )
+    try:
+        result = run_notebook(
+            args.notebook,
+            executed=args.executed,
+            result_path=args.result,
+            python=args.python,
+            cwd=args.cwd,
+            golden=args.golden,
+            comparison=args.comparison,
+            abs_tol=args.abs_tol,
+            rel_tol=args.rel_tol,
+            cell_timeout=args.cell_timeout,
+            timeout=args.timeout,
+            termination_log=args.termination_log,
+            progress=progress if args.progress else None,
+        )
+    except OSError as e:  # the result or the termination log cannot be written
+        sys.stderr.write(f"nbvalidation: {e}\n")
+        result = error_result(Reason.RUNNER_ERROR, f"Cannot write the result: {e}")
+        _emit(RESULT_PREFIX + result_line(result))
+        return 2
     _emit(RESULT_PREFIX + result_line(result))
     return exit_code(result)
 

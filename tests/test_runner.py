@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -197,25 +198,29 @@ def test_exception_fails_at_the_right_cell_and_skips_the_rest(tmp_path):
 
 @pytest.fixture(scope="module")
 def reply_statuses_from_raw_nbclient():
-    """Run the two error-after-execution fixtures with plain nbclient: the reply is ``ok``.
+    """Run the first cell of both error-after-execution fixtures with plain nbclient.
 
-    This is the trap (nbmake#77): nbclient does not raise, yet the cell has an error output.
+    The reply is ``ok`` and nbclient (without allow_errors) does not raise, yet the
+    cell has an error output: this is the trap of nbmake#77.
     """
     from nbclient import NotebookClient
 
-    statuses_by_fixture = {}
-    for name in ("display_error.ipynb", "post_execute_error.ipynb"):
-        nb = nbformat.read(FIXTURES / name, as_version=4)
-        seen = {}
+    names = ("display_error.ipynb", "post_execute_error.ipynb")
+    cells = [nbformat.read(FIXTURES / name, as_version=4).cells[0] for name in names]
+    for i, cell in enumerate(cells):
+        cell["id"] = f"probe-{i}"
+    nb = nbformat.v4.new_notebook(cells=cells)
+    seen = {}
 
-        async def on_executed(cell, cell_index, execute_reply, seen=seen):
-            seen[cell_index] = execute_reply["content"]["status"]
+    async def on_executed(cell, cell_index, execute_reply):
+        seen[cell_index] = execute_reply["content"]["status"]
 
-        client = NotebookClient(nb, timeout=60, on_cell_executed=on_executed)  # allow_errors=False
-        client.execute(cwd=str(FIXTURES))  # does not raise
-        has_error_output = any(o["output_type"] == "error" for o in nb.cells[0].outputs)
-        statuses_by_fixture[name] = (seen[0], has_error_output)
-    return statuses_by_fixture
+    client = NotebookClient(nb, timeout=60, on_cell_executed=on_executed)  # allow_errors=False
+    client.execute(cwd=str(FIXTURES))  # does not raise
+    return {
+        name: (seen[i], any(o["output_type"] == "error" for o in nb.cells[i].outputs))
+        for i, name in enumerate(names)
+    }
 
 
 @pytest.mark.parametrize(
@@ -312,6 +317,39 @@ def test_kernel_death(tmp_path):
     assert res["message"] == "The kernel died while executing cell 0"
     assert "about to die" in res["results"][0]["output"]
     assert statuses(run) == ["Failure", "Skipped"]
+
+
+def test_sigterm_stops_the_run_and_the_kernel(tmp_path):
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    notebook = folder / "slow.ipynb"
+    shutil.copyfile(FIXTURES / "slow.ipynb", notebook)
+    result_path, executed_path = tmp_path / "result.json", tmp_path / "executed.ipynb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter_nbvalidation.runner", str(notebook), "--result", str(result_path),
+         "--executed", str(executed_path), "--progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )
+    try:
+        first = proc.stdout.readline()  # progress of cell 0: cell 1 (sleep 30) is now running
+        assert first.startswith(PROGRESS_PREFIX), first + proc.stderr.read()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        stdout, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2
+    assert stdout.splitlines()[-1].startswith(RESULT_PREFIX)
+    res = json.loads(result_path.read_text())
+    assert (res["verdict"], res["reason"], res["failedCellIndex"]) == ("Failed", "RunnerError", 1)
+    assert "SIGTERM" in res["message"]
+    assert [r["status"] for r in res["results"]] == ["Success", "Failure", "Skipped"]
+    executed = nbformat.read(executed_path, as_version=4)
+    kernel_pid, child_pid = map(int, stdout_of(executed.cells[0]).split())
+    assert process_gone(kernel_pid), "the kernel is still running"
+    assert process_gone(child_pid), "a process started by the notebook is still running"
 
 
 # --- the kernel's interpreter and working directory --------------------------------------------
