@@ -114,6 +114,7 @@ class Engine:
         self.running = False
         self.reconciles = 0
         self.errors = 0
+        self.max_loop_lag = 0.0  # seconds: the longest the event loop was late (stall monitor)
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
@@ -126,6 +127,7 @@ class Engine:
         for i in range(self.workers):
             self._tasks.append(loop.create_task(self._worker(), name=f"nbvalidation-worker-{i}"))
         self._tasks.append(loop.create_task(self._resync_loop(), name="nbvalidation-resync"))
+        self._tasks.append(loop.create_task(self._lag_monitor(), name="nbvalidation-loop-lag"))
 
     async def stop(self) -> None:
         self.running = False
@@ -145,6 +147,15 @@ class Engine:
         await self.recorder.stop()
         await self.backend.stop()
         await self.store.stop()
+
+    async def _lag_monitor(self, interval: float = 0.01) -> None:
+        """Measure how late the shared event loop wakes us: a blocking call
+        anywhere on the loop shows up here (reported by /health)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(interval)
+            self.max_loop_lag = max(self.max_loop_lag, loop.time() - before - interval)
 
     async def _resync_loop(self) -> None:
         """Safety net: enqueue every non-terminal job now and then."""

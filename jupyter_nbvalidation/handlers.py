@@ -174,7 +174,8 @@ class HealthHandler(BaseHandler):
         health = await self.service.backend.health()
         health["engine"] = {"running": engine.running, "reconciles": engine.reconciles, "errors": engine.errors,
                             "eventsPosted": engine.recorder.posted, "eventsFailed": engine.recorder.failed,
-                            "eventsDropped": engine.recorder.dropped}
+                            "eventsDropped": engine.recorder.dropped,
+                            "maxLoopLagMs": round(engine.max_loop_lag * 1000, 1)}
         self.send(health)
 
 
