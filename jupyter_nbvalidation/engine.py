@@ -14,6 +14,7 @@ that persisted status.
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
 import random
 import time
@@ -115,6 +116,7 @@ class Engine:
         self.reconciles = 0
         self.errors = 0
         self.max_loop_lag = 0.0  # seconds: the longest the event loop was late (stall monitor)
+        self._lag_seconds: collections.deque[list] = collections.deque(maxlen=60)
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
@@ -155,7 +157,22 @@ class Engine:
         while True:
             before = loop.time()
             await asyncio.sleep(interval)
-            self.max_loop_lag = max(self.max_loop_lag, loop.time() - before - interval)
+            now = loop.time()
+            lag = now - before - interval
+            self.max_loop_lag = max(self.max_loop_lag, lag)
+            second = int(now)
+            if self._lag_seconds and self._lag_seconds[-1][0] == second:
+                self._lag_seconds[-1][1] = max(self._lag_seconds[-1][1], lag)
+            else:
+                self._lag_seconds.append([second, lag])
+
+    @property
+    def loop_lag_last_minute(self) -> float:
+        """The longest event-loop stall within the last 60 seconds."""
+        if not self._lag_seconds:
+            return 0.0
+        newest = self._lag_seconds[-1][0]
+        return max(lag for sec, lag in self._lag_seconds if sec > newest - 60)
 
     async def _resync_loop(self) -> None:
         """Safety net: enqueue every non-terminal job now and then."""

@@ -175,7 +175,8 @@ class HealthHandler(BaseHandler):
         health["engine"] = {"running": engine.running, "reconciles": engine.reconciles, "errors": engine.errors,
                             "eventsPosted": engine.recorder.posted, "eventsFailed": engine.recorder.failed,
                             "eventsDropped": engine.recorder.dropped,
-                            "maxLoopLagMs": round(engine.max_loop_lag * 1000, 1)}
+                            "maxLoopLagMs": round(engine.max_loop_lag * 1000, 1),
+                            "loopLagMsLastMinute": round(engine.loop_lag_last_minute * 1000, 1)}
         self.send(health)
 
 

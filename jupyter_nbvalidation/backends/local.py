@@ -171,9 +171,13 @@ class LocalBackend(Backend):
             if b.proc and b.proc.returncode is None:
                 _kill_group(b.proc.pid, signal.SIGKILL)
             b.task.cancel()
+        # runners get SIGTERM first, so they shut their kernels down; what such
+        # a stopped run writes is not a verdict: mark it, a restart runs again
+        for r in self._runs.values():
+            if r.proc is not None and r.proc.returncode is None:
+                await asyncio.to_thread((r.run_dir / "interrupted").write_text, "server stopped")
+        await asyncio.gather(*(_terminate(r.proc) for r in self._runs.values() if r.proc is not None))
         for r in list(self._runs.values()):
-            if r.proc and r.proc.returncode is None:
-                _kill_group(r.proc.pid, signal.SIGKILL)
             r.task.cancel()
         tasks = [b.task for b in self._builds.values()] + [r.task for r in self._runs.values()]
         if tasks:
@@ -413,7 +417,7 @@ class LocalBackend(Backend):
             runs = sorted(self.job_dir(job).glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
             if runs:
                 last = runs[-1]
-                result = _read_json(last / "result.json")
+                result = None if (last / "interrupted").exists() else _read_json(last / "result.json")
                 if result is not None:
                     return last, result
                 with contextlib.suppress(OSError, ValueError):
@@ -508,8 +512,8 @@ class LocalBackend(Backend):
         run = self._runs.pop(job["metadata"]["uid"], None)
         if run is None:
             return
-        if run.proc is not None and run.proc.returncode is None:
-            _kill_group(run.proc.pid, signal.SIGKILL)
+        if run.proc is not None:
+            await _terminate(run.proc)
         if not run.task.done():
             run.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -580,6 +584,18 @@ class LocalBackend(Backend):
             "activeBuilds": sum(1 for b in self._builds.values() if not b.task.done()),
             "activeValidations": sum(1 for r in self._runs.values() if not r.task.done()),
         }
+
+
+async def _terminate(proc: asyncio.subprocess.Process, grace: float = 5.0) -> None:
+    """SIGTERM the process group (the runner then shuts its kernel down and
+    writes what it has), SIGKILL after ``grace`` seconds."""
+    if proc.returncode is not None:
+        return
+    _kill_group(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(asyncio.shield(proc.wait()), grace)
+    except asyncio.TimeoutError:
+        _kill_group(proc.pid, signal.SIGKILL)
 
 
 def _read_json(path: Path) -> dict | None:

@@ -84,7 +84,7 @@ def _decode_token(token: str) -> tuple[str, str]:
 
 
 class SQLiteJobStore(JobStore):
-    path = Unicode("", help="Path of the SQLite file (default: <data dir>/nbvalidation.db).").tag(config=True)
+    path = Unicode("", help="Path of the SQLite file (the local backend puts it in its data dir).")
 
     def __init__(self, path: str | Path | None = None, **kw: Any):
         super().__init__(**kw)

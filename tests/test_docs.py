@@ -1,0 +1,45 @@
+"""The README stays true: every configurable trait is documented, the two
+fresh-machine commands open it, and CI runs the README's test command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def _configurables():
+    from jupyter_nbvalidation.app import NBValidation
+    from jupyter_nbvalidation.backends.local import LocalBackend
+
+    classes = [NBValidation, LocalBackend]
+    try:
+        from jupyter_nbvalidation.k8s.backend import KubernetesBackend
+
+        classes.append(KubernetesBackend)
+    except ImportError:
+        pass
+    for cls in classes:
+        own = set()
+        for klass in cls.__mro__:
+            if klass.__module__.startswith("jupyter_nbvalidation"):
+                own |= set(vars(klass))
+        for name in cls.class_traits(config=True):
+            if name in own:
+                yield f"{cls.__name__}.{name}"
+
+
+def test_every_trait_is_documented():
+    missing = [t for t in _configurables() if f"`{t}`" not in README]
+    assert not missing, f"README lacks: {missing}"
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_second():
+    first_block = re.search(r"```bash\n(.*?)```", README, re.S).group(1)
+    commands = [ln for ln in first_block.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(commands) == 2
+    assert "jupyter lab" in commands[0] and "pip install ." in commands[0]
+    assert commands[1] == "bash tools/setup-and-test.sh"
+    assert "tools/setup-and-test.sh" in (ROOT / ".ci" / "run").read_text()

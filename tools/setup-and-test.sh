@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install everything the tests need, from nothing, then run the whole suite.
+#   bash tools/setup-and-test.sh            (what .ci/run runs)
+# Needs: python3 (>= 3.10), node 20 + npm, go (>= 1.26) for the Kubernetes
+# test binaries, and apt-get (root) for Chromium when it is not installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+step() { printf '\n=== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+
+step "system packages: Chromium for the browser tests"
+if [ ! -x /usr/bin/chromium ]; then
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+fi
+/usr/bin/chromium --version 2>/dev/null | head -1 || true
+
+step "Python environment (.venv) with the project and its test extras"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check uv 2>&1 | grep -v '^WARNING: Location' || true
+# builds the JupyterLab extension (jlpm install + jlpm build:prod in labextension/)
+.venv/bin/uv pip install --python .venv/bin/python -e ".[test]"
+export PATH="$ROOT/.venv/bin:$PATH"
+jupyter labextension list 2>&1 | grep -i nbvalidation
+jupyter server extension list 2>&1 | grep -i -A2 "jupyter_nbvalidation"
+
+step "frontend unit tests (jest)"
+(cd labextension && jlpm install && jlpm test)
+
+step "kube-apiserver + etcd for the Kubernetes tests (cached in ~/.cache/nbv-testbin)"
+bash tools/testbin/build.sh
+
+step "pytest: the whole suite"
+python -m pytest -ra -p no:cacheprovider "$@"
