@@ -13,6 +13,7 @@ import { IDocumentManager } from '@jupyterlab/docmanager';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import { ellipsesIcon } from '@jupyterlab/ui-components';
 import { NBValidationAPI } from './api';
 import { ValidateOptionsBody } from './dialog';
 import { validateIcon } from './icons';
@@ -169,8 +170,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
 
     app.commands.addCommand(CommandIDs.validateWithOptions, {
-      label: 'Validate Notebook with Options…',
-      caption: 'Validate against a golden notebook, with or without a build, with a timeout',
+      label: args => (args.toolbar ? '' : 'Validate Notebook with Options…'),
+      caption: 'Validate with options: golden notebook, build on/off, timeout',
+      icon: args => (args.toolbar ? ellipsesIcon : undefined),
       isEnabled: () => !!currentNotebook(),
       execute: async args => {
         const nb = currentNotebook(args as Record<string, unknown>);
