@@ -1,0 +1,335 @@
+"""KubernetesJobStore: jobs as NotebookValidationJob custom resources in one
+namespace, their events as ``events.k8s.io/v1`` Events.
+
+Plain dict bodies everywhere. Status is written only through the status
+subresource, with the job's ``metadata.resourceVersion`` as precondition
+(``PUT .../status``): a stale write is a 409, raised as :class:`Conflict`, and
+the engine re-reads and decides again.
+
+Three informers (see :mod:`.informer`) keep caches of the jobs and of the
+backend's children (batch Jobs and Pods labelled ``nbvalidation.dev/job``);
+every change of a job or of one of its children calls the subscribers with
+the job's name, which is what makes the engine event-driven. Reads are served
+from the job cache while it is synced and connected (REST stays fast and
+reconciles cost no requests); this process's own writes go into the cache at
+once, so a reconcile always reads what it just wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+from typing import Any, Awaitable, Callable
+
+from traitlets import Float, Unicode
+
+from ..model import API_VERSION, GROUP, KIND, PLURAL, Phase
+from ..store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
+from .client import EVENTS, JOBS, PODS, Kube, KubeApiError, Resource, connect
+from .informer import Informer
+
+NVJ = Resource(API_VERSION, PLURAL)
+JOB_LABEL = f"{GROUP}/job"  # on every child: the job's name (truncated + hashed when > 63 chars)
+CREATED_ANNOTATION = f"{GROUP}/created-at"  # microsecond submit time: orders jobs created in the same second
+
+
+def owner_job_name(obj: dict, build_jobs: Informer | None = None) -> str | None:
+    """The NotebookValidationJob a child belongs to: its controller owner
+    reference, through the batch Job for a builder pod, else its label."""
+    meta = obj.get("metadata") or {}
+    refs = meta.get("ownerReferences") or []
+    for ref in refs:
+        if ref.get("kind") == KIND and str(ref.get("apiVersion", "")).startswith(GROUP + "/"):
+            return ref.get("name")
+    if build_jobs is not None:
+        for ref in refs:
+            if ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1":
+                parent = build_jobs.get(ref.get("name", ""))
+                if parent is not None:
+                    return owner_job_name(parent)
+    return (meta.get("labels") or {}).get(JOB_LABEL)
+
+
+def _sort_key(job: dict) -> tuple[str, str, str]:
+    meta = job["metadata"]
+    return (meta.get("creationTimestamp") or "", (meta.get("annotations") or {}).get(CREATED_ANNOTATION, ""),
+            meta["name"])
+
+
+def _encode_token(key: tuple[str, str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode()
+
+
+def _decode_token(token: str) -> tuple[str, str, str]:
+    try:
+        a, b, c = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(a), str(b), str(c)
+    except Exception:
+        raise ValueError("continue token is malformed") from None
+
+
+class KubernetesJobStore(JobStore):
+    namespace = Unicode("default", help="The one namespace jobs live in.").tag(config=True)
+    kubeconfig = Unicode("", help="Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
+                                  "or the in-cluster service account).").tag(config=True)
+    context = Unicode("", help="Kubeconfig context (default: the current context).").tag(config=True)
+    sync_timeout = Float(10.0, help="How long start() waits for the first LIST before serving "
+                                    "reads from the API server directly.").tag(config=True)
+    watch_timeout = Float(290.0, help="Seconds one WATCH request lasts before it is renewed "
+                                      "from the last resourceVersion.").tag(config=True)
+
+    def __init__(self, connector: Callable[[], Awaitable[Kube]] | None = None, **kw: Any):
+        super().__init__(**kw)
+        self._connector = connector
+        self._kube: Kube | None = None
+        self._owns_kube = True
+        self._watchers: list[Callable[[str], None]] = []
+        self._tasks: list[asyncio.Task] = []
+        self._stale: set[str] = set()  # a write of ours hit a conflict: read these live once
+        self.jobs: Informer | None = None
+        self.build_jobs: Informer | None = None
+        self.pods: Informer | None = None
+
+    # -- lifecycle -------------------------------------------------------------
+    @property
+    def kube(self) -> Kube:
+        if self._kube is None:
+            raise StoreError("the Kubernetes store is not started")
+        return self._kube
+
+    def use_client(self, kube: Kube) -> None:
+        """Share an already connected client (it is then not closed by stop())."""
+        self._kube = kube
+        self._owns_kube = False
+
+    async def connect(self) -> Kube:
+        if self._kube is None:
+            try:
+                if self._connector is not None:
+                    self._kube = await self._connector()
+                else:
+                    self._kube = await connect(self.kubeconfig or None, self.context or None)
+            except KubeApiError as e:
+                raise StoreError(e.message) from None
+        return self._kube
+
+    async def start(self) -> None:
+        if self._tasks:
+            return
+        kube = await self.connect()
+        ns = self.namespace
+        sel = JOB_LABEL
+        self.jobs = Informer(kube, NVJ.path(ns), on_change=self._job_changed, log=self.log,
+                             api_version=API_VERSION, kind=KIND, watch_timeout=int(self.watch_timeout),
+                             name=f"informer {PLURAL}/{ns}")
+        self.build_jobs = Informer(kube, JOBS.path(ns), label_selector=sel, on_change=self._child_changed,
+                                   log=self.log, api_version="batch/v1", kind="Job",
+                                   watch_timeout=int(self.watch_timeout), name=f"informer jobs/{ns}")
+        self.pods = Informer(kube, PODS.path(ns), label_selector=sel, on_change=self._child_changed,
+                             log=self.log, api_version="v1", kind="Pod", watch_timeout=int(self.watch_timeout),
+                             name=f"informer pods/{ns}")
+        loop = asyncio.get_running_loop()
+        for inf in (self.jobs, self.build_jobs, self.pods):
+            self._tasks.append(loop.create_task(inf.run(), name=f"nbvalidation-{inf.name}"))
+        try:
+            await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in (self.jobs, self.build_jobs,
+                                                                            self.pods))), self.sync_timeout)
+        except asyncio.TimeoutError:
+            self.log.warning("nbvalidation: the caches of namespace %s are not synced after %.0fs; "
+                             "reading from the API server meanwhile", ns, self.sync_timeout)
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        if self._kube is not None and self._owns_kube:
+            await self._kube.close()
+            self._kube = None
+
+    @property
+    def synced(self) -> bool:
+        return all(i is not None and i.usable for i in (self.jobs, self.build_jobs, self.pods))
+
+    # -- subscribers -------------------------------------------------------------
+    def _notify(self, name: str) -> None:
+        for cb in list(self._watchers):
+            try:
+                cb(name)
+            except Exception:
+                self.log.exception("nbvalidation: store watcher failed")
+
+    def _job_changed(self, obj: dict, deleted: bool) -> None:
+        self._notify(obj["metadata"]["name"])
+
+    def _child_changed(self, obj: dict, deleted: bool) -> None:
+        name = owner_job_name(obj, self.build_jobs)
+        if name:
+            self._notify(name)
+
+    def watch(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        self._watchers.append(callback)
+        return lambda: self._watchers.remove(callback) if callback in self._watchers else None
+
+    # -- errors ------------------------------------------------------------------
+    @staticmethod
+    def _error(e: KubeApiError, what: str, *, conflict: type[StoreError] = Conflict) -> StoreError:
+        if e.status == 404:
+            return NotFound(f"{what} not found")
+        if e.status == 409:
+            return conflict(f"{what}: {e.message}")
+        return StoreError(f"{what}: {e.reason}: {e.message}")
+
+    # -- jobs ----------------------------------------------------------------------
+    def _cached(self, name: str) -> dict | None:
+        if self.jobs is not None and self.jobs.usable and name not in self._stale:
+            return self.jobs.get(name)
+        return None
+
+    def _remember(self, obj: dict) -> dict:
+        obj.setdefault("apiVersion", API_VERSION)
+        obj.setdefault("kind", KIND)
+        obj.setdefault("status", {})
+        if self.jobs is not None:
+            self.jobs.put(obj)
+        return copy.deepcopy(obj)
+
+    async def create(self, job: dict) -> dict:
+        body = copy.deepcopy(job)
+        body.pop("status", None)
+        meta = body["metadata"]
+        for k in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
+            meta.pop(k, None)
+        meta["namespace"] = self.namespace
+        try:
+            obj = await self.kube.request("POST", NVJ.path(self.namespace), body=body)
+        except KubeApiError as e:
+            raise self._error(e, f"job {meta.get('name')!r}", conflict=AlreadyExists) from None
+        return self._remember(obj)
+
+    async def _live_get(self, name: str) -> dict:
+        try:
+            obj = await self.kube.request("GET", NVJ.path(self.namespace, name))
+        except KubeApiError as e:
+            raise self._error(e, f"job {name!r}") from None
+        self._stale.discard(name)
+        return self._remember(obj)
+
+    async def get(self, name: str) -> dict:
+        cached = self._cached(name)
+        if cached is not None:
+            return copy.deepcopy(cached)
+        return await self._live_get(name)  # not cached (yet): ask, rather than a false 404
+
+    async def _all(self) -> list[dict]:
+        if self.jobs is not None and self.jobs.usable:
+            return list(self.jobs.cache.values())
+        items: list[dict] = []
+        cont = None
+        while True:
+            try:
+                page = await self.kube.request("GET", NVJ.path(self.namespace), query={"limit": 500, "continue": cont})
+            except KubeApiError as e:
+                raise self._error(e, f"listing jobs in {self.namespace}") from None
+            for obj in page.get("items") or []:
+                obj.setdefault("apiVersion", API_VERSION)
+                obj.setdefault("kind", KIND)
+                obj.setdefault("status", {})
+                items.append(obj)
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return items
+
+    async def list(self, *, notebook: str | None = None, limit: int | None = None,
+                   continue_token: str | None = None) -> tuple[list[dict], str | None]:
+        after = _decode_token(continue_token) if continue_token else None
+        items = await self._all()
+        if notebook is not None:
+            items = [j for j in items if ((j.get("spec") or {}).get("notebook") or {}).get("path") == notebook]
+        items.sort(key=_sort_key, reverse=True)
+        if after is not None:
+            items = [j for j in items if _sort_key(j) < after]
+        token = None
+        if limit and len(items) > limit:
+            items = items[:limit]
+            token = _encode_token(_sort_key(items[-1]))
+        return [copy.deepcopy(j) for j in items], token
+
+    async def list_active(self) -> list[dict]:
+        items = await self._all()
+        active = [j for j in items if (j.get("status") or {}).get("phase") not in Phase.TERMINAL]
+        active.sort(key=_sort_key)
+        return [copy.deepcopy(j) for j in active]
+
+    async def update_status(self, name: str, status: dict, resource_version: str) -> dict:
+        body = {"apiVersion": API_VERSION, "kind": KIND,
+                "metadata": {"name": name, "namespace": self.namespace, "resourceVersion": resource_version},
+                "status": status}
+        try:
+            obj = await self.kube.request("PUT", NVJ.path(self.namespace, name, "status"), body=body)
+        except KubeApiError as e:
+            if e.status == 409:
+                self._stale.add(name)
+            raise self._error(e, f"status of job {name!r}") from None
+        self._stale.discard(name)
+        return self._remember(obj)
+
+    async def set_annotation(self, name: str, key: str, value: str) -> dict:
+        patch = {"metadata": {"annotations": {key: value}}}
+        try:
+            obj = await self.kube.request("PATCH", NVJ.path(self.namespace, name), body=patch,
+                                          content_type="application/merge-patch+json")
+        except KubeApiError as e:
+            raise self._error(e, f"job {name!r}") from None
+        return self._remember(obj)
+
+    async def delete(self, name: str) -> None:
+        try:
+            await self.kube.request("DELETE", NVJ.path(self.namespace, name),
+                                    body={"apiVersion": "v1", "kind": "DeleteOptions",
+                                          "propagationPolicy": "Background"})
+        except KubeApiError as e:
+            raise self._error(e, f"job {name!r}") from None
+        if self.jobs is not None:
+            self.jobs.forget(name)
+
+    # -- events ----------------------------------------------------------------------
+    async def add_event(self, event: dict) -> dict:
+        ns = event["metadata"].get("namespace") or self.namespace
+        try:
+            return await self.kube.request("POST", EVENTS.path(ns), body=event)
+        except KubeApiError as e:
+            raise self._error(e, f"event {event['reason']} for {event['regarding']['name']!r}") from None
+
+    async def list_events(self, job: dict) -> list[dict]:
+        uid = job["metadata"]["uid"]
+        ns = job["metadata"].get("namespace") or self.namespace
+        selector: str | None = f"regarding.uid={uid}"
+        items: list[dict] = []
+        cont = None
+        while True:
+            try:
+                page = await self.kube.request("GET", EVENTS.path(ns), query={
+                    "fieldSelector": selector, "limit": 500, "continue": cont})
+            except KubeApiError as e:
+                if e.status == 400 and selector is not None:  # field selector not supported: filter here
+                    selector, items, cont = None, [], None
+                    continue
+                raise self._error(e, f"events of job {job['metadata']['name']!r}") from None
+            items += page.get("items") or []
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                break
+        mine = [e for e in items if (e.get("regarding") or {}).get("uid") == uid]
+        for e in mine:  # list items come without them
+            e.setdefault("apiVersion", "events.k8s.io/v1")
+            e.setdefault("kind", "Event")
+        mine.sort(key=lambda e: (e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "",
+                                 e["metadata"]["name"]))
+        return mine
