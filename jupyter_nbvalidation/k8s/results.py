@@ -1,0 +1,164 @@
+"""Reading what a finished Pod says: the build's image digest, the runner's
+verdict (termination message summary, or the full result from the log), and
+the executed notebook (a log line, when the runner printed it).
+
+The runner's exit status (see :mod:`jupyter_nbvalidation.runner`): 0 the
+notebook succeeded, 1 it failed (deterministic: never retried), 2 the runner
+could not run. Anything else (OOM kill, eviction, deadline, a missing image)
+is an infrastructure failure, reported with its reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..runner import RESULT_PREFIX
+
+EXECUTED_PREFIX = "NBVALIDATION-EXECUTED "
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+# waiting reasons after which a container will not start by itself (ErrImagePull
+# alone may be a passing network problem: the kubelet retries it, then backs off)
+FATAL_WAITING = frozenset({"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+                           "CreateContainerConfigError"})
+
+
+def container_status(pod: dict, name: str) -> dict | None:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == name:
+            return cs
+    return None
+
+
+def terminated(pod: dict, name: str) -> dict | None:
+    cs = container_status(pod, name) or {}
+    return (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+
+
+def fatal_waiting(pod: dict, name: str) -> tuple[str, str] | None:
+    cs = container_status(pod, name) or {}
+    waiting = (cs.get("state") or {}).get("waiting") or {}
+    if waiting.get("reason") in FATAL_WAITING:
+        return waiting["reason"], waiting.get("message") or ""
+    return None
+
+
+def digest_of(pod: dict, container: str) -> str | None:
+    term = terminated(pod, container) or {}
+    if term.get("exitCode") != 0:
+        return None
+    text = (term.get("message") or "").strip()
+    return text if DIGEST_RE.match(text) else None
+
+
+def parse_summary(message: str | None) -> dict | None:
+    """The runner's compact termination-message JSON, or None."""
+    if not message:
+        return None
+    try:
+        summary = json.loads(message)
+    except ValueError:
+        return None
+    if not isinstance(summary, dict) or summary.get("verdict") not in ("Succeeded", "Failed"):
+        return None
+    return summary
+
+
+def result_from_summary(summary: dict) -> dict:
+    """A result document from the summary alone (no pod log): the per-cell
+    list holds what the summary knows, the failing cell."""
+    result: dict[str, Any] = {
+        "verdict": summary.get("verdict"),
+        "reason": summary.get("reason"),
+        "message": summary.get("message"),
+        "failedCellIndex": summary.get("failedCellIndex"),
+        "durationSeconds": summary.get("durationSeconds"),
+        "results": [],
+        "comparisonResult": None,
+        "detail": "summary",  # the full per-cell results were not readable
+    }
+    failed = summary.get("failedCellIndex")
+    if failed is not None:
+        entry: dict[str, Any] = {"cellIndex": failed, "status": "Failure"}
+        err = summary.get("error") or {}
+        if err.get("name"):
+            entry["errorName"] = err["name"]
+        if err.get("message"):
+            entry["errorMessage"] = err["message"]
+        result["results"].append(entry)
+    cmp_ = summary.get("comparison")
+    if cmp_:
+        result["comparisonResult"] = {**cmp_, "diffs": []}
+    if summary.get("cells"):
+        result["cells"] = summary["cells"]
+    return result
+
+
+def parse_log(text: str) -> tuple[dict | None, str | None]:
+    """(the full result of the last ``NBVALIDATION-RESULT`` line, the payload
+    of the last ``NBVALIDATION-EXECUTED`` line)."""
+    result = executed = None
+    for line in text.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            try:
+                doc = json.loads(line[len(RESULT_PREFIX):])
+                if isinstance(doc, dict) and doc.get("verdict") in ("Succeeded", "Failed"):
+                    result = doc
+            except ValueError:
+                pass
+        elif line.startswith(EXECUTED_PREFIX):
+            executed = line[len(EXECUTED_PREFIX):].strip()
+    return result, executed
+
+
+def decode_executed(payload: str) -> dict | None:
+    try:
+        nb = json.loads(gzip.decompress(base64.b64decode(payload, validate=False)))
+    except (ValueError, OSError, EOFError):
+        return None
+    return nb if isinstance(nb, dict) and "cells" in nb else None
+
+
+@dataclass
+class PodOutcome:
+    """What a validation Pod says about the run."""
+
+    finished: bool
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+    started_at: str | None = None
+    finished_at: str | None = None
+    summary: dict | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def pod_outcome(pod: dict, container: str) -> PodOutcome:
+    st = pod.get("status") or {}
+    phase = st.get("phase") or "Pending"
+    term = terminated(pod, container)
+    started = st.get("startTime")
+    if term is not None and phase in ("Succeeded", "Failed"):
+        return PodOutcome(True, exit_code=term.get("exitCode"), reason=term.get("reason") or "",
+                          message=term.get("message") or "", started_at=term.get("startedAt") or started,
+                          finished_at=term.get("finishedAt"), summary=parse_summary(term.get("message")))
+    if phase == "Failed":  # e.g. Evicted or DeadlineExceeded before/without a container result
+        return PodOutcome(True, reason=st.get("reason") or "PodFailed",
+                          message=st.get("message") or "the validation pod failed", started_at=started)
+    if phase == "Succeeded":
+        return PodOutcome(True, reason="NoResult", message="the pod succeeded without a container status",
+                          started_at=started)
+    waiting = fatal_waiting(pod, container)
+    if waiting is not None:
+        return PodOutcome(True, reason=waiting[0], message=waiting[1], started_at=started)
+    return PodOutcome(False, started_at=started)
+
+
+def failure_result(reason: str, message: str) -> dict:
+    return {"verdict": "Failed", "reason": reason, "message": message, "failedCellIndex": None,
+            "results": [], "comparisonResult": None}
