@@ -166,13 +166,12 @@ class Engine:
             else:
                 self._lag_seconds.append([second, lag])
 
-    @property
-    def loop_lag_last_minute(self) -> float:
-        """The longest event-loop stall within the last 60 seconds."""
+    def loop_lag_within(self, seconds: int) -> float:
+        """The longest event-loop stall within the last ``seconds`` (≤ 60)."""
         if not self._lag_seconds:
             return 0.0
         newest = self._lag_seconds[-1][0]
-        return max(lag for sec, lag in self._lag_seconds if sec > newest - 60)
+        return max(lag for sec, lag in self._lag_seconds if sec > newest - seconds)
 
     async def _resync_loop(self) -> None:
         """Safety net: enqueue every non-terminal job now and then."""

@@ -175,8 +175,9 @@ class HealthHandler(BaseHandler):
         health["engine"] = {"running": engine.running, "reconciles": engine.reconciles, "errors": engine.errors,
                             "eventsPosted": engine.recorder.posted, "eventsFailed": engine.recorder.failed,
                             "eventsDropped": engine.recorder.dropped,
-                            "maxLoopLagMs": round(engine.max_loop_lag * 1000, 1),
-                            "loopLagMsLastMinute": round(engine.loop_lag_last_minute * 1000, 1)}
+                            "loopLagMs": {"sinceStart": round(engine.max_loop_lag * 1000, 1),
+                                          "lastMinute": round(engine.loop_lag_within(60) * 1000, 1),
+                                          "last10s": round(engine.loop_lag_within(10) * 1000, 1)}}
         self.send(health)
 
 

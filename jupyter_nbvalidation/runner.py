@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from . import compare as _compare
+from .priority import deprioritize, own_niceness
 from .markers import cell_markers, notebook_execution_settings
 
 RESULT_PREFIX = "NBVALIDATION-RESULT "
@@ -391,6 +392,11 @@ class _Execution:
                 )
                 provisioner = getattr(km, "provisioner", None)
                 self._pgid = getattr(provisioner, "pgid", None)
+                # the kernel is a new session (its own scheduling autogroup):
+                # give it this runner's lowered priority too
+                kernel_pid = getattr(provisioner, "pid", None)
+                if kernel_pid:
+                    deprioritize(kernel_pid, own_niceness())
                 await client.async_start_new_kernel_client()
                 kc = client.kc
                 await self._kernel_info(client, kc)

@@ -34,6 +34,7 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Enum, Int, List, Unicode, default
 
 from ..model import WORKDIR_ANNOTATION, SpecError, isotime, parse_duration, spec_fields
+from ..priority import deprioritize
 from ..store.sqlite import SQLiteJobStore
 from .base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
 
@@ -110,6 +111,9 @@ class LocalBackend(Backend):
     max_parallel_builds = Int(2, help="Environment builds run at once.").tag(config=True)
     max_parallel_validations = Int(2, help="Notebook validations run at once.").tag(config=True)
     default_cell_timeout = Int(600, help="Per-cell timeout in seconds unless the job or notebook sets one.").tag(config=True)
+    niceness = Int(10, help="Builds, runners and their kernels run at this `nice` level, so the Jupyter "
+                            "server (and the user's own kernels) stay responsive while jobs compute; "
+                            "0 disables it.").tag(config=True)
 
     @default("data_dir")
     def _data_dir_default(self) -> str:
@@ -142,6 +146,10 @@ class LocalBackend(Backend):
         self._run_slots = asyncio.Semaphore(self.max_parallel_validations)
         self._python_version: str | None = None
         self._keys: dict[str, str] = {}
+
+    def _niced(self, argv: list[str]) -> list[str]:
+        nice = shutil.which("nice") if self.niceness > 0 else None
+        return [nice, "-n", str(self.niceness), *argv] if nice else argv
 
     # -- paths ---------------------------------------------------------------
     @property
@@ -312,10 +320,11 @@ class LocalBackend(Backend):
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
+            *self._niced(argv), stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
             start_new_session=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
                                          "PIP_NO_INPUT": "1", "VIRTUAL_ENV": ""})
         build.proc = proc
+        deprioritize(proc.pid, self.niceness)
         if build.pid_file is not None:
             await asyncio.to_thread(build.pid_file.write_text, str(proc.pid))
         try:
@@ -487,9 +496,10 @@ class LocalBackend(Backend):
             log_path = run.run_dir / "runner.log"
             with open(log_path, "w", encoding="utf-8") as log:
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
+                    *self._niced(argv), stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
                     start_new_session=True)
                 run.proc = proc
+                deprioritize(proc.pid, self.niceness)
                 await asyncio.to_thread((run.run_dir / "pid").write_text, str(proc.pid))
                 try:
                     code = await proc.wait()
@@ -571,9 +581,13 @@ class LocalBackend(Backend):
                 return False, f"data dir not writable: {e}"
 
         usable, problem = await asyncio.to_thread(check)
+        if self._python_version is None:
+            usable, problem = False, "starting: the backend has not checked its interpreter yet"
+        elif self._python_version == "unknown":
+            usable, problem = False, f"the base interpreter {self.python} could not be run"
         return {
             "backend": self.name,
-            "usable": usable and self._python_version not in (None, "unknown"),
+            "usable": usable,
             "problem": problem or None,
             "dataDir": self.data_dir,
             "python": self.python,
