@@ -1,0 +1,850 @@
+"""The Kubernetes backend on a REAL API server (tests/k8s_harness.py: etcd +
+kube-apiserver, no kubelet, no controllers).
+
+The tests play the missing components by writing exactly what those write:
+the Job controller (a builder Pod owned by the build Job, then the Job's
+status in the 1.35 order, via ``complete_job``) and the kubelet (pod status
+with the container's termination message, via ``complete_pod``). Pod logs
+need a kubelet, so the backend's "full result from the log" path degrades to
+the termination-message summary here, as it must.
+
+Run: ``.venv/bin/python -m pytest -p tests.k8s_harness tests/test_k8s_backend.py -q``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import pytest_asyncio
+import yaml
+from helpers import write_notebook
+
+from jupyter_nbvalidation.engine import Engine
+from jupyter_nbvalidation.k8s import objects as obj
+from jupyter_nbvalidation.k8s.backend import KubernetesBackend
+from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, CONFIGMAPS, Kube, KubeApiError, connect
+from jupyter_nbvalidation.k8s.store import NVJ
+from jupyter_nbvalidation.model import Phase, Reason
+from jupyter_nbvalidation.runner import termination_summary
+from jupyter_nbvalidation.service import ApiError, JobService
+
+try:  # the harness is loaded as a plugin; import it by whichever name is on sys.path
+    import k8s_harness as harness
+except ImportError:  # pragma: no cover
+    from tests import k8s_harness as harness
+
+pytestmark = pytest.mark.k8s
+
+REGISTRY = "registry.test:5000/nbv"
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+RUNNER_IMAGE = "registry.test:5000/nbv/runner:1"
+NOBUILD = {"podConfig": {"containerImage": RUNNER_IMAGE, "buildConfig": {"enabled": False}}}
+LOG = logging.getLogger("nbvalidation.test.k8s")
+WAIT = 20.0
+
+
+# --------------------------------------------------------------------------
+# an engine + KubernetesBackend + service against the harness
+
+
+class K8sEnv(SimpleNamespace):
+    async def submit(self, **spec) -> dict:
+        return await self.service.submit(spec)
+
+    async def terminal(self, name: str, timeout: float = WAIT) -> dict:
+        job = await self.engine.wait_for_terminal(name, timeout)
+        await self.engine.recorder.flush()
+        return job
+
+
+def make_env(h, ns: str, root: Path, *, kubeconfig: str | None = None, instance: str | None = None,
+             **traits) -> K8sEnv:
+    root.mkdir(parents=True, exist_ok=True)
+    traits = {"registry": REGISTRY, **traits}
+    backend = KubernetesBackend(namespace=ns, kubeconfig=kubeconfig or h.admin_kubeconfig, **traits)
+    engine = Engine(backend, log=LOG, resync_period=3600)
+    if instance:
+        engine.recorder.instance = instance
+    service = JobService(engine, backend, str(root))
+    return K8sEnv(engine=engine, backend=backend, service=service, root=root, ns=ns, store=backend.store)
+
+
+@pytest_asyncio.fixture
+async def admin(kube_apiserver):
+    """A plain-dict client as the admin (the tests' eyes and hands)."""
+    kube = await connect(kube_apiserver.admin_kubeconfig)
+    yield kube
+    await kube.close()
+
+
+@pytest_asyncio.fixture
+async def aio_admin(kube_apiserver):
+    """A kubernetes.aio ApiClient as the admin (for the harness helpers)."""
+    async with await kube_apiserver.admin_client() as api:
+        yield api
+
+
+@pytest_asyncio.fixture
+async def env(kube_apiserver, k8s_namespace, tmp_path):
+    e = make_env(kube_apiserver, k8s_namespace, tmp_path / "root")
+    write_notebook(e.root / "nb.ipynb", ["x = 1", "print(x + 1)"])
+    await e.engine.start()
+    yield e
+    await e.engine.stop()
+
+
+# --------------------------------------------------------------------------
+# playing the Job controller and the kubelet
+
+
+async def wait_for(fn, timeout: float = WAIT, interval: float = 0.02, what: str = "condition"):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await fn()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+async def get_or_none(kube: Kube, path: str) -> dict | None:
+    try:
+        return await kube.request("GET", path)
+    except KubeApiError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+async def wait_object(kube: Kube, path: str, timeout: float = WAIT) -> dict:
+    return await wait_for(lambda: get_or_none(kube, path), timeout, what=path)
+
+
+async def run_builder(admin: Kube, api, ns: str, job_name: str, *, ok: bool = True, digest: str = DIGEST,
+                      output: str = "error: pip install failed: No matching distribution found for nosuchpkg"):
+    """The Job controller: a pod from the build Job's template (owned by the
+    Job), finished by the kubelet with the digest as termination message,
+    then the Job's status written in the 1.35 order."""
+    bj_name = obj.build_job_name(job_name)
+    bj = await wait_object(admin, JOBS.path(ns, bj_name))
+    tmpl = bj["spec"]["template"]
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{bj_name}-{uuid.uuid4().hex[:5]}", "namespace": ns,
+                     "labels": {**tmpl["metadata"]["labels"], "batch.kubernetes.io/job-name": bj_name,
+                                "job-name": bj_name, "batch.kubernetes.io/controller-uid": bj["metadata"]["uid"]},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": bj_name,
+                                          "uid": bj["metadata"]["uid"], "controller": True}]},
+        "spec": copy.deepcopy(tmpl["spec"]),
+    }
+    pod = await admin.request("POST", PODS.path(ns), body=pod)
+    await harness.complete_pod(api, ns, pod["metadata"]["name"], exit_code=0 if ok else 1,
+                               message=digest if ok else output, container=obj.BUILD_CONTAINER)
+    return await harness.complete_job(api, ns, bj_name, succeeded=ok)
+
+
+def summary(verdict: str = "Succeeded", **kw) -> str:
+    result = {"verdict": verdict, "reason": "ValidationSucceeded" if verdict == "Succeeded" else "CellExecutionFailed",
+              "message": "2 code cells ran without errors", "failedCellIndex": None, "durationSeconds": 1.5,
+              "results": [{"cellIndex": 0, "status": "Success"}, {"cellIndex": 1, "status": "Success"}],
+              "comparisonResult": None, "executedNotebook": "/tmp/executed.ipynb"}
+    result.update(kw)
+    return termination_summary(result)
+
+
+async def run_validation(admin: Kube, api, ns: str, job_name: str, *, exit_code: int = 0,
+                         message: str | None = None) -> dict:
+    """The kubelet: the validation pod ran and its runner wrote the summary."""
+    pod_name = obj.validation_pod_name(job_name)
+    await wait_object(admin, PODS.path(ns, pod_name))
+    return await harness.complete_pod(api, ns, pod_name, exit_code=exit_code,
+                                      message=summary() if message is None else message,
+                                      container=obj.RUNNER_CONTAINER)
+
+
+async def events_of(admin: Kube, ns: str, uid: str) -> list[dict]:
+    page = await admin.request("GET", EVENTS.path(ns))
+    evs = [e for e in page.get("items") or [] if (e.get("regarding") or {}).get("uid") == uid]
+    return sorted(evs, key=lambda e: (e["eventTime"], e["metadata"]["name"]))
+
+
+def reasons(events: list[dict]) -> list[str]:
+    return [e["reason"] for e in events]
+
+
+def phases(job: dict) -> list[str]:
+    return [t["phase"] for t in job["status"].get("transitions", [])]
+
+
+class Recorder:
+    """Every change of the jobs and pods of a namespace, as the API server
+    orders them (resourceVersion: one etcd revision counter for all kinds)."""
+
+    def __init__(self, admin: Kube, ns: str):
+        self.admin, self.ns = admin, ns
+        self.changes: list[tuple[int, str, str, dict]] = []  # (rv, kind, event type, object)
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> "Recorder":
+        for kind, path in (("nvj", NVJ.path(self.ns)), ("pod", PODS.path(self.ns))):
+            rv = (await self.admin.request("GET", path))["metadata"]["resourceVersion"]
+            self._tasks.append(asyncio.create_task(self._watch(kind, path, rv)))
+        return self
+
+    async def _watch(self, kind: str, path: str, rv: str) -> None:
+        async for ev in self.admin.watch(path, {"resourceVersion": rv}, 600):
+            if ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                o = ev["object"]
+                self.changes.append((int(o["metadata"]["resourceVersion"]), kind, ev["type"], o))
+
+    async def stop(self) -> list[tuple[int, str, str, dict]]:
+        await asyncio.sleep(0.2)  # let the last events arrive
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        return sorted(self.changes, key=lambda c: c[0])
+
+
+@pytest.fixture(scope="session")
+def runner_outputs(tmp_path_factory):
+    """The real runner on a passing and a failing notebook: (exit code,
+    termination message, stdout) of each, as a validation pod would produce."""
+    d = tmp_path_factory.mktemp("runner")
+    out = {}
+    for key, cells in (("ok", ["x = 1", "print(x + 1)"]), ("bad", ["x = 1", "x / 0", "print(3)"])):
+        nb = write_notebook(d / f"{key}.ipynb", cells)
+        term = d / f"{key}.termination"
+        p = subprocess.run([sys.executable, "-m", "jupyter_nbvalidation.runner", str(nb),
+                            "--result", str(d / f"{key}.json"), "--executed", str(d / f"{key}.out.ipynb"),
+                            "--termination-log", str(term)], capture_output=True, text=True, timeout=120)
+        out[key] = (p.returncode, term.read_text(), p.stdout)
+    return out
+
+
+# --------------------------------------------------------------------------
+# 1. the full phase sequence with a build
+
+
+@pytest.mark.asyncio
+async def test_build_then_validate_full_sequence(env, admin, aio_admin, runner_outputs):
+    rec = await Recorder(admin, env.ns).start()
+    write_notebook(env.root / "nb.ipynb", ["x = 1", "print(x + 1)"])
+    (env.root / "requirements.txt").write_text("numpy>=2\n# a comment\n")
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"baseImage": "python:3.12"}})
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    ns = env.ns
+
+    # the snapshot: one immutable ConfigMap owned by the job
+    cm = await admin.request("GET", CONFIGMAPS.path(ns, obj.input_configmap_name(name)))
+    assert set(cm["data"]) == {"notebook.ipynb", "requirements.txt"}
+    assert cm["metadata"]["ownerReferences"][0]["uid"] == uid and cm["immutable"] is True
+
+    # the build: a context ConfigMap and a batch Job, owned and labelled
+    bj = await wait_object(admin, JOBS.path(ns, obj.build_job_name(name)))
+    ctx = await admin.request("GET", CONFIGMAPS.path(ns, obj.build_context_name(name)))
+    assert ctx["data"]["Dockerfile"].splitlines()[1] == "FROM python:3.12"
+    assert "pip install --no-cache-dir" in ctx["data"]["Dockerfile"]
+    reqs = ctx["data"]["requirements.txt"].splitlines()
+    assert "numpy>=2" in reqs and any(r.startswith("jupyter-nbvalidation") for r in reqs) and "ipykernel" in reqs
+    spec = bj["spec"]
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 15 * 60
+    assert "ttlSecondsAfterFinished" not in spec
+    (ctr,) = spec["template"]["spec"]["containers"]
+    args = ctr["args"]
+    dest = next(a.split("=", 1)[1] for a in args if a.startswith("--destination="))
+    assert dest.startswith(f"{REGISTRY}/{name}:") and len(dest.rsplit(":", 1)[1]) == 16
+    assert {"--dockerfile=/workspace/Dockerfile", "--context=dir:///workspace",
+            "--digest-file=/dev/termination-log"} <= set(args)
+    for o in (bj, ctx):
+        assert o["metadata"]["labels"]["nbvalidation.dev/job"] == name
+        assert [(r["kind"], r["uid"], r.get("controller")) for r in o["metadata"]["ownerReferences"]] == [
+            ("NotebookValidationJob", uid, True)]
+    assert bj["spec"]["template"]["metadata"]["labels"]["nbvalidation.dev/job"] == name
+
+    cur = await env.store.get(name)
+    assert cur["status"]["phase"] == Phase.BUILDING
+    assert cur["status"]["buildStatus"]["strategy"] == "job"
+    assert (await admin.request("GET", PODS.path(ns), query={"labelSelector": "nbvalidation.dev/component=validation"}))["items"] == []
+
+    await run_builder(admin, aio_admin, ns, name)
+    pod = await wait_object(admin, PODS.path(ns, obj.validation_pod_name(name)))
+    code, term, _ = runner_outputs["ok"]
+    assert code == 0
+    await harness.complete_pod(aio_admin, ns, pod["metadata"]["name"], message=term, container=obj.RUNNER_CONTAINER)
+    done = await env.terminal(name)
+    changes = await rec.stop()
+
+    st = done["status"]
+    assert st["phase"] == Phase.SUCCEEDED, st
+    assert phases(done) == [Phase.INITIALIZING, Phase.BUILDING, Phase.BUILD_COMPLETE, Phase.VALIDATION_RUNNING,
+                            Phase.SUCCEEDED]
+    reference = st["buildStatus"]["imageReference"]
+    assert reference == f"{REGISTRY}/{name}@{DIGEST}"  # digest-pinned
+    assert st["buildStatus"]["phase"] == "Complete" and st["validationStatus"]["environment"] == reference
+    assert st["results"] == []  # no kubelet, no log: the summary has no per-cell list of a success
+
+    # the pod runs exactly the recorded image, safely
+    (runner,) = pod["spec"]["containers"]
+    assert runner["image"] == reference
+    assert runner["command"][:4] == ["python", "-m", "jupyter_nbvalidation.runner", "/input/notebook.ipynb"]
+    assert {"--termination-log", "/dev/termination-log", "--result", "--executed"} <= set(runner["command"])
+    assert runner["terminationMessagePolicy"] == "File"
+    assert runner["securityContext"] == {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                                         "capabilities": {"drop": ["ALL"]}}
+    assert {"name": "input", "mountPath": "/input", "readOnly": True} in runner["volumeMounts"]
+    assert pod["spec"]["restartPolicy"] == "Never" and pod["spec"]["activeDeadlineSeconds"] == 30 * 60 + 30
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == uid
+
+    # no validation pod before the status durably said BuildComplete (etcd order)
+    complete_rv = min(rv for rv, kind, _, o in changes
+                      if kind == "nvj" and (o.get("status") or {}).get("phase") == Phase.BUILD_COMPLETE)
+    pod_rvs = [rv for rv, kind, t, o in changes if kind == "pod"
+               and o["metadata"]["labels"].get("nbvalidation.dev/component") == "validation"]
+    assert pod_rvs and min(pod_rvs) > complete_rv
+    at_complete = next(o for rv, kind, _, o in changes if rv == complete_rv)
+    assert at_complete["status"]["buildStatus"]["imageReference"] == runner["image"]
+
+    # exactly one events.k8s.io/v1 Event per transition, about the job
+    events = await events_of(admin, ns, uid)
+    assert reasons(events) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED,
+                               Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+    for e in events:
+        assert e["type"] == "Normal" and e["eventTime"]  # listed from /apis/events.k8s.io/v1
+        assert e["regarding"] == {"apiVersion": "nbvalidation.dev/v1alpha1", "kind": "NotebookValidationJob",
+                                  "name": name, "namespace": ns, "uid": uid}
+        assert e["reportingController"] == "nbvalidation.dev/notebook-validation-controller"
+        assert e["reportingInstance"] and e["action"] and e["note"]
+    listed = await env.store.list_events(done)
+    assert reasons(listed) == reasons(events)
+    assert {(e["apiVersion"], e["kind"]) for e in listed} == {("events.k8s.io/v1", "Event")}
+    assert events[2]["note"].startswith(f"Environment ready: {reference}")
+
+
+# --------------------------------------------------------------------------
+# 2. failure paths, build disabled, idempotent children
+
+
+@pytest.mark.asyncio
+async def test_build_failed_never_creates_a_pod(env, admin, aio_admin):
+    rec = await Recorder(admin, env.ns).start()
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["nosuchpkg"]}})
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    await run_builder(admin, aio_admin, env.ns, name, ok=False)
+    done = await env.terminal(name)
+    changes = await rec.stop()
+    st = done["status"]
+    assert (st["phase"], st["reason"]) == (Phase.FAILED, Reason.BUILD_FAILED)
+    assert st["buildStatus"]["phase"] == "Failed" and "imageReference" not in st["buildStatus"]
+    assert "BackoffLimitExceeded" in st["message"] and "No matching distribution found for nosuchpkg" in st["message"]
+    assert phases(done) == [Phase.INITIALIZING, Phase.BUILDING, Phase.FAILED]
+    assert st["conditions"] and {c["type"]: c["status"] for c in st["conditions"]}["BuildReady"] == "False"
+    # no validation pod, ever (only the builder pod the "Job controller" made)
+    assert [o["metadata"]["name"] for _, kind, t, o in changes if kind == "pod" and t == "ADDED"] == [
+        o["metadata"]["name"] for _, kind, t, o in changes if kind == "pod" and t == "ADDED"
+        and o["metadata"]["name"].startswith(obj.build_job_name(name))]
+    events = await events_of(admin, env.ns, uid)
+    assert reasons(events) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_FAILED]
+    assert events[-1]["type"] == "Warning"
+
+
+@pytest.mark.asyncio
+async def test_validation_exit_1_records_the_failing_cell(env, admin, aio_admin, runner_outputs):
+    job = await env.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    code, term, _ = runner_outputs["bad"]
+    assert code == 1
+    await run_validation(admin, aio_admin, env.ns, name, exit_code=code, message=term)
+    done = await env.terminal(name)
+    st = done["status"]
+    assert (st["phase"], st["reason"]) == (Phase.FAILED, Reason.VALIDATION_FAILED)
+    assert st["message"] == "Cell 1 raised ZeroDivisionError: division by zero"
+    assert st["failedCellIndex"] == 1
+    assert st["results"] == [{"cellIndex": 1, "status": "Failure", "errorName": "ZeroDivisionError",
+                              "errorMessage": "division by zero"}]
+    assert st["validationStatus"]["reason"] == "CellExecutionFailed"
+    assert reasons(await events_of(admin, env.ns, uid)) == [Reason.ACCEPTED, Reason.VALIDATION_STARTED,
+                                                          Reason.VALIDATION_FAILED]
+    # deterministic: the pod is not replaced or re-run
+    pods = await admin.request("GET", PODS.path(env.ns), query={"labelSelector": f"nbvalidation.dev/job={name}"})
+    assert len(pods["items"]) == 1
+
+
+@pytest.mark.asyncio
+async def test_infrastructure_failures_name_their_reason(env, admin, aio_admin):
+    job = await env.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
+    name = job["metadata"]["name"]
+    await run_validation(admin, aio_admin, env.ns, name, exit_code=137, message="")
+    done = await env.terminal(name)
+    assert done["status"]["reason"] == Reason.VALIDATION_FAILED
+    assert done["status"]["message"] == "The validation container exited with code 137 (Error)."
+    assert done["status"]["validationStatus"]["reason"] == "Error"
+
+    # exit 0 without a readable result is never a success
+    job = await env.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
+    await run_validation(admin, aio_admin, env.ns, job["metadata"]["name"], exit_code=0, message="not json")
+    done = await env.terminal(job["metadata"]["name"])
+    assert done["status"]["phase"] == Phase.FAILED
+    assert "could not be read" in done["status"]["message"]
+
+
+@pytest.mark.asyncio
+async def test_build_disabled_uses_container_image(env, admin, aio_admin):
+    job = await env.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
+    name = job["metadata"]["name"]
+    pod = await wait_object(admin, PODS.path(env.ns, obj.validation_pod_name(name)))
+    assert pod["spec"]["containers"][0]["image"] == RUNNER_IMAGE
+    assert await get_or_none(admin, JOBS.path(env.ns, obj.build_job_name(name))) is None
+    await run_validation(admin, aio_admin, env.ns, name)
+    done = await env.terminal(name)
+    assert phases(done) == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
+    assert "buildStatus" not in done["status"]
+    assert done["status"]["validationStatus"]["environment"] == RUNNER_IMAGE
+
+
+@pytest.mark.asyncio
+async def test_repeated_child_creation_is_a_no_op(env, admin, aio_admin):
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+    name = job["metadata"]["name"]
+    first = await wait_object(admin, JOBS.path(env.ns, obj.build_job_name(name)))
+    job = await env.store.get(name)
+    for _ in range(3):  # as a second engine (or a restart) would
+        env.backend.store.build_jobs.forget(obj.build_job_name(name))  # even with a cold cache: 409 -> adopt
+        obs = await env.backend.ensure_build(job)
+        assert obs.state == "Running"
+    again = await admin.request("GET", JOBS.path(env.ns, obj.build_job_name(name)))
+    assert again["metadata"]["uid"] == first["metadata"]["uid"]
+    jobs = await admin.request("GET", JOBS.path(env.ns), query={"labelSelector": f"nbvalidation.dev/job={name}"})
+    assert len(jobs["items"]) == 1
+
+    await run_builder(admin, aio_admin, env.ns, name)
+    pod = await wait_object(admin, PODS.path(env.ns, obj.validation_pod_name(name)))
+    job = await env.store.get(name)
+    ref = job["status"]["buildStatus"]["imageReference"]
+    for _ in range(3):
+        env.backend.store.pods.forget(pod["metadata"]["name"])
+        assert (await env.backend.ensure_validation(job, ref)).state == "Running"
+    pods = await admin.request("GET", PODS.path(env.ns), query={"labelSelector": "nbvalidation.dev/component=validation"})
+    assert [p["metadata"]["uid"] for p in pods["items"]] == [pod["metadata"]["uid"]]
+
+    # a same-named object that is not ours is never adopted
+    other = copy.deepcopy(job)
+    other["metadata"]["uid"] = str(uuid.uuid4())
+    env.backend.store.build_jobs.forget(obj.build_job_name(name))
+    obs = await env.backend.ensure_build(other)
+    assert obs.state == "Failed" and "does not belong to this job" in obs.message
+
+
+# --------------------------------------------------------------------------
+# 3. two engines racing on the same jobs
+
+
+@pytest.mark.asyncio
+async def test_two_engines_race_without_duplicates(kube_apiserver, k8s_namespace, tmp_path, admin, aio_admin):
+    ns = k8s_namespace
+    a = make_env(kube_apiserver, ns, tmp_path / "root", instance="engine-a")
+    b = make_env(kube_apiserver, ns, tmp_path / "root", instance="engine-b")
+    write_notebook(a.root / "nb.ipynb", ["print(1)"])
+    await a.engine.start()
+    await b.engine.start()
+    try:
+        names = []
+        for i in range(6):
+            build = {} if i % 2 else {"podConfig": {"buildConfig": {"requirements": [f"pkg{i}"]}}}
+            spec = NOBUILD if i % 2 else build
+            job = await (a if i % 3 else b).submit(notebook={"path": "nb.ipynb"}, **spec)
+            names.append((job["metadata"]["name"], not i % 2))
+        for name, builds in names:
+            if builds:
+                await run_builder(admin, aio_admin, ns, name)
+            await run_validation(admin, aio_admin, ns, name)
+        done = [await a.terminal(name) for name, _ in names]
+        await b.engine.recorder.flush()
+    finally:
+        await a.engine.stop()
+        await b.engine.stop()
+
+    instances = set()
+    for job, (name, builds) in zip(done, names):
+        assert job["status"]["phase"] == Phase.SUCCEEDED, job["status"]
+        expected = ([Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED, Reason.VALIDATION_STARTED,
+                     Reason.VALIDATION_SUCCEEDED] if builds else
+                    [Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED])
+        events = await events_of(admin, ns, job["metadata"]["uid"])
+        assert reasons(events) == expected, (name, reasons(events))
+        assert len(job["status"]["transitions"]) == len(expected)
+        instances |= {e["reportingInstance"] for e in events}
+        sel = {"labelSelector": f"nbvalidation.dev/job={name}"}
+        pods = (await admin.request("GET", PODS.path(ns), query=sel))["items"]
+        validation_pods = [p for p in pods if p["metadata"]["labels"]["nbvalidation.dev/component"] == "validation"]
+        assert len(validation_pods) == 1
+        assert len((await admin.request("GET", JOBS.path(ns), query=sel))["items"]) == (1 if builds else 0)
+    assert instances <= {"engine-a", "engine-b"}
+    print(f"events reported by: {sorted(instances)}")
+
+
+# --------------------------------------------------------------------------
+# 4. RBAC: a Role without notebookvalidationjobs/status
+
+
+def _role_without_status(ns: str) -> dict:
+    role = yaml.safe_load(harness.ROLE_FILE.read_text())
+    role["metadata"] = {"name": "nbv-no-status", "namespace": ns}
+    role["rules"] = [r for r in role["rules"] if "notebookvalidationjobs/status" not in r["resources"]]
+    assert len(role["rules"]) == len(yaml.safe_load(harness.ROLE_FILE.read_text())["rules"]) - 1
+    return role
+
+
+@pytest.mark.asyncio
+async def test_status_write_denied_posts_the_fallback_event(kube_apiserver, k8s_namespace, tmp_path, admin):
+    h, ns = kube_apiserver, k8s_namespace
+    h.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles", _role_without_status(ns))
+    h.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "nbv-no-status-alice", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "nbv-no-status"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": harness.LIMITED_USER}]})
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": {"user": harness.LIMITED_USER, "groups": [harness.LIMITED_GROUP],
+                       "resourceAttributes": {"namespace": ns, "verb": "create", "group": "nbvalidation.dev",
+                                              "resource": "notebookvalidationjobs"}}}
+    await wait_for(lambda: asyncio.to_thread(
+        lambda: h.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)["status"].get("allowed")),
+        what="RBAC to apply")
+
+    e = make_env(h, ns, tmp_path / "root", kubeconfig=h.limited_kubeconfig)
+    write_notebook(e.root / "nb.ipynb", ["print(1)"])
+    await e.engine.start()
+    try:
+        job = await e.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)  # create is allowed
+        uid = job["metadata"]["uid"]
+        fallback = await wait_for(lambda: _fallbacks(admin, ns, uid), what="the fallback event")
+    finally:
+        await e.engine.stop()
+    ev = fallback[0]
+    assert ev["reason"] == f"{Reason.ACCEPTED}StatusUpdateFailed" and ev["type"] == "Warning"
+    assert ev["regarding"]["uid"] == uid and "forbidden" in ev["note"].lower()
+    assert e.store is not None
+    all_events = await events_of(admin, ns, uid)
+    assert Reason.ACCEPTED not in reasons(all_events)  # no transition event for a write that failed
+    cr = await admin.request("GET", NVJ.path(ns, job["metadata"]["name"]))
+    assert not (cr.get("status") or {}).get("phase")
+
+    # the limited identity gets 403 outside its namespace
+    other = h.create_namespace()
+    alice = await connect(h.limited_kubeconfig)
+    try:
+        for path in (NVJ.path(other), PODS.path(other), "/apis/nbvalidation.dev/v1alpha1/notebookvalidationjobs"):
+            with pytest.raises(KubeApiError) as err:
+                await alice.request("GET", path)
+            assert (err.value.status, err.value.reason) == (403, "Forbidden")
+    finally:
+        await alice.close()
+
+
+async def _fallbacks(admin: Kube, ns: str, uid: str) -> list[dict]:
+    return [e for e in await events_of(admin, ns, uid) if e["reason"].endswith("StatusUpdateFailed")]
+
+
+# --------------------------------------------------------------------------
+# 5. too large for a ConfigMap
+
+
+@pytest.mark.asyncio
+async def test_notebook_too_large_for_a_configmap_is_refused(env, admin):
+    write_notebook(env.root / "big.ipynb", ["s = '" + "x" * (1100 * 1024) + "'"])
+    with pytest.raises(ApiError) as err:
+        await env.submit(notebook={"path": "big.ipynb"}, **NOBUILD)
+    e = err.value
+    assert (e.status, e.code, e.field) == (413, "TooLarge", "spec.notebook.path")
+    limit = env.backend.max_notebook_bytes_configmap
+    assert f"limited here to {limit} bytes" in e.message and "max_notebook_bytes_configmap" in e.message
+    assert (await admin.request("GET", NVJ.path(env.ns)))["items"] == []
+    assert [c["metadata"]["name"] for c in (await admin.request("GET", CONFIGMAPS.path(env.ns)))["items"]
+            if c["metadata"]["name"].startswith("nvj-")] == []
+
+
+@pytest.mark.asyncio
+async def test_spec_checks_refuse_before_anything_is_created(env, admin, kube_apiserver, tmp_path):
+    for spec, field, text in [
+        ({"podConfig": {"buildConfig": {"strategy": "tekton"}}}, "spec.podConfig.buildConfig.strategy",
+         "not implemented"),
+        ({"podConfig": {"buildConfig": {"enabled": False}}}, "spec.podConfig.containerImage", "runner_image"),
+    ]:
+        with pytest.raises(ApiError) as err:
+            await env.submit(notebook={"path": "nb.ipynb"}, **spec)
+        assert (err.value.status, err.value.field) == (400, field) and text in err.value.message
+    no_registry = make_env(kube_apiserver, env.ns, tmp_path / "root2", registry="")
+    write_notebook(no_registry.root / "nb.ipynb", ["1"])
+    with pytest.raises(ApiError) as err:
+        await no_registry.submit(notebook={"path": "nb.ipynb"})
+    assert err.value.field == "spec.podConfig.buildConfig.enabled" and "registry" in err.value.message
+    assert (await admin.request("GET", NVJ.path(env.ns)))["items"] == []
+
+
+# --------------------------------------------------------------------------
+# 6. kubectl describe shows the transition events in order
+
+
+@pytest.mark.asyncio
+async def test_kubectl_describe_lists_the_events_in_order(env, admin, aio_admin, kube_apiserver):
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+    name = job["metadata"]["name"]
+    await run_builder(admin, aio_admin, env.ns, name)
+    await run_validation(admin, aio_admin, env.ns, name)
+    done = await env.terminal(name)
+    assert done["status"]["phase"] == Phase.SUCCEEDED
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: only the `kubectl describe nvj` assertion is skipped "
+                    "(the same events were asserted through the API above)")
+    p = await asyncio.to_thread(subprocess.run, [kubectl, "--kubeconfig", kube_apiserver.admin_kubeconfig,
+                                                 "-n", env.ns, "describe", "nvj", name],
+                                capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "Events:" in out, out
+    listed = [line.split()[1] for line in out.split("Events:", 1)[1].splitlines()
+              if line.strip().startswith(("Normal", "Warning"))]
+    assert listed == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED, Reason.VALIDATION_STARTED,
+                      Reason.VALIDATION_SUCCEEDED], out
+    # `kubectl get nvj` shows the printer columns
+    p = await asyncio.to_thread(subprocess.run, [kubectl, "--kubeconfig", kube_apiserver.admin_kubeconfig,
+                                                 "-n", env.ns, "get", "nvj", name], capture_output=True, text=True)
+    assert p.returncode == 0 and "Succeeded" in p.stdout and "nb.ipynb" in p.stdout, p.stdout + p.stderr
+
+
+# --------------------------------------------------------------------------
+# results without a kubelet: parsing what the real runner prints
+
+
+def test_runner_output_parsing(runner_outputs):
+    from jupyter_nbvalidation.k8s import results as res
+
+    code, term, stdout = runner_outputs["bad"]
+    full, executed = res.parse_log(stdout)
+    assert full["verdict"] == "Failed" and [r["status"] for r in full["results"]] == ["Success", "Failure", "Skipped"]
+    assert executed is None  # the runner prints the executed notebook only with --print-executed
+    degraded = res.result_from_summary(res.parse_summary(term))
+    assert degraded["failedCellIndex"] == 1 and degraded["results"][0]["errorName"] == "ZeroDivisionError"
+    assert degraded["cells"] == {"total": 3, "succeeded": 1, "failed": 1, "skipped": 1}
+
+
+# --------------------------------------------------------------------------
+# 7. the REST API, unchanged, with this backend behind a real Jupyter server
+
+API = ("nbvalidation", "api", "v1")
+
+
+@pytest.fixture
+def jp_server_config(kube_apiserver, k8s_namespace):
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_nbvalidation": True}, "allow_unauthenticated_access": False},
+        "NBValidation": {"backend": "kubernetes"},
+        "KubernetesBackend": {"kubeconfig": kube_apiserver.admin_kubeconfig, "namespace": k8s_namespace,
+                              "registry": REGISTRY, "runner_image": RUNNER_IMAGE},
+    }
+
+
+async def rest(jp_fetch, *parts, method="GET", body=None, params=None):
+    kw = {"method": method, "params": params or {}}
+    if body is not None or method == "POST":
+        kw["body"] = json.dumps(body) if body is not None else ""
+    r = await jp_fetch(*API, *parts, **kw)
+    return r.code, json.loads(r.body) if r.body else None
+
+
+async def test_rest_api_with_the_kubernetes_backend(jp_fetch, jp_root_dir, kube_apiserver, k8s_namespace):
+    from tornado.httpclient import HTTPClientError
+
+    ns = k8s_namespace
+    write_notebook(jp_root_dir / "ok.ipynb", ["print(2 + 2)"])
+    code, health = await rest(jp_fetch, "health")
+    assert code == 200 and health["backend"] == "kubernetes" and health["usable"] is True, health
+    assert health["namespace"] == ns and health["crdEstablished"] is True and health["buildStrategies"] == ["job"]
+
+    code, job = await rest(jp_fetch, "jobs", method="POST",
+                           body={"notebook": {"path": "ok.ipynb"}, "podConfig": {"buildConfig": {"enabled": False}}})
+    assert code == 201 and job["kind"] == "NotebookValidationJob" and job["metadata"]["namespace"] == ns
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    async with await kube_apiserver.admin_client() as api:
+        admin = await connect(kube_apiserver.admin_kubeconfig)
+        try:
+            await run_validation(admin, api, ns, name)
+            for _ in range(400):
+                _, cur = await rest(jp_fetch, "jobs", name)
+                if cur["status"].get("phase") in Phase.TERMINAL:
+                    break
+                await asyncio.sleep(0.025)
+            assert cur["status"]["phase"] == Phase.SUCCEEDED, cur["status"]
+            assert cur["metadata"]["uid"] == uid
+
+            # a second job, building, cancelled through DELETE
+            _, second = await rest(jp_fetch, "jobs", method="POST",
+                                   body={"notebook": {"path": "ok.ipynb"},
+                                         "podConfig": {"buildConfig": {"requirements": ["six"]}}})
+            second_name = second["metadata"]["name"]
+            await wait_object(admin, JOBS.path(ns, obj.build_job_name(second_name)))
+            for _ in range(400):
+                _, cur2 = await rest(jp_fetch, "jobs", second_name)
+                if cur2["status"].get("phase") == Phase.BUILDING:
+                    break
+                await asyncio.sleep(0.025)
+            code, _ = await rest(jp_fetch, "jobs", second_name, method="DELETE")
+            assert code == 202
+            for _ in range(400):
+                _, cur2 = await rest(jp_fetch, "jobs", second_name)
+                if cur2["status"].get("phase") in Phase.TERMINAL:
+                    break
+                await asyncio.sleep(0.025)
+            assert (cur2["status"]["phase"], cur2["status"]["reason"]) == (Phase.FAILED, Reason.CANCELLED)
+            assert await get_or_none(admin, JOBS.path(ns, obj.build_job_name(second_name))) is None
+        finally:
+            await admin.close()
+
+    _, listed = await rest(jp_fetch, "jobs")
+    assert [j["metadata"]["name"] for j in listed["items"]] == [second_name, name]
+    _, page = await rest(jp_fetch, "jobs", params={"limit": "1"})
+    assert len(page["items"]) == 1 and page["metadata"]["continue"]
+    _, rest_page = await rest(jp_fetch, "jobs", params={"limit": "1", "continue": page["metadata"]["continue"]})
+    assert [j["metadata"]["name"] for j in page["items"] + rest_page["items"]] == [second_name, name]
+    _, filtered = await rest(jp_fetch, "jobs", params={"notebook": "other.ipynb"})
+    assert filtered["items"] == []
+
+    for _ in range(40):  # events are posted just after the status write
+        _, events = await rest(jp_fetch, "jobs", name, "events")
+        if len(events["items"]) == 3:
+            break
+        await asyncio.sleep(0.05)
+    assert events["apiVersion"] == "events.k8s.io/v1"
+    assert reasons(events["items"]) == [Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+    for e in events["items"]:
+        assert e["regarding"]["name"] == name and e["regarding"]["uid"] == uid
+
+    _, tl = await rest(jp_fetch, "jobs", name, "timeline")
+    assert tl["source"] == "events" and tl["terminal"]
+    assert [p["phase"] for p in tl["phases"]] == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
+
+    with pytest.raises(HTTPClientError) as err:  # no kubelet: no pod log, so no executed notebook
+        await rest(jp_fetch, "jobs", name, "notebook")
+    assert err.value.code == 404
+    with pytest.raises(HTTPClientError) as err:
+        await rest(jp_fetch, "jobs", "no-such-job")
+    assert err.value.code == 404
+
+
+# --------------------------------------------------------------------------
+# the informer: resume after a disconnect, LIST again on 410 Gone
+
+
+class ScriptedKube:
+    """Answers LISTs and WATCHes from a script (no server): each watch call
+    pops the next scripted stream; an exception in a stream is raised there."""
+
+    def __init__(self, lists, streams):
+        self.lists, self.streams = list(lists), list(streams)
+        self.calls: list[tuple[str, dict]] = []
+
+    async def request(self, method, path, query=None, **kw):
+        self.calls.append(("LIST", dict(query or {})))
+        return self.lists.pop(0)
+
+    async def watch(self, path, query, timeout_seconds):
+        self.calls.append(("WATCH", dict(query)))
+        if not self.streams:
+            await asyncio.sleep(3600)
+        stream = self.streams.pop(0)
+        if isinstance(stream, Exception):
+            raise stream
+        yield {"type": "OPEN"}
+        for ev in stream:
+            if isinstance(ev, Exception):
+                raise ev
+            yield ev
+
+
+def _o(name, rv, **status):
+    return {"metadata": {"name": name, "resourceVersion": str(rv)}, "status": status}
+
+
+@pytest.mark.asyncio
+async def test_informer_resumes_and_relists_on_410():
+    from jupyter_nbvalidation.k8s.informer import Informer
+
+    seen = []
+    kube = ScriptedKube(
+        lists=[{"metadata": {"resourceVersion": "10"}, "items": [_o("a", 5), _o("b", 7)]},
+               {"metadata": {"resourceVersion": "40"}, "items": [_o("a", 30, phase="x")]}],
+        streams=[
+            [{"type": "MODIFIED", "object": _o("a", 11)}, {"type": "BOOKMARK", "object": _o("", 15)},
+             KubeApiError(0, "Unreachable", "connection reset")],  # resume from 15
+            [{"type": "ADDED", "object": _o("c", 16)},
+             {"type": "ERROR", "object": {"code": 410, "reason": "Expired", "message": "too old"}}],  # LIST again
+            KubeApiError(410, "Expired", "too old resource version"),  # the HTTP form of 410
+        ])
+    kube.lists.insert(2, {"metadata": {"resourceVersion": "50"}, "items": [_o("a", 30, phase="x")]})
+    inf = Informer(kube, "/x", on_change=lambda o, d: seen.append((o["metadata"]["name"], d)), log=LOG,
+                   max_backoff=0.01)
+    task = asyncio.create_task(inf.run())
+    await wait_for(lambda: asyncio.sleep(0, len([c for c in kube.calls if c[0] == "WATCH"]) >= 4), timeout=5)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    watches = [q["resourceVersion"] for kind, q in kube.calls if kind == "WATCH"]
+    assert watches == ["10", "15", "40", "50"]
+    assert all(q["allowWatchBookmarks"] == "true" for kind, q in kube.calls if kind == "WATCH")
+    assert [k for k, _ in kube.calls] == ["LIST", "WATCH", "WATCH", "LIST", "WATCH", "LIST", "WATCH"]
+    assert set(inf.cache) == {"a"} and inf.cache["a"]["status"] == {"phase": "x"}
+    assert ("b", True) in seen and ("c", True) in seen  # gone at the re-LIST: reported deleted
+    assert inf.errors == 1 and inf.lists == 3
+
+
+@pytest.mark.asyncio
+async def test_engine_keeps_going_across_an_apiserver_restart(env, admin, aio_admin, kube_apiserver):
+    job = await env.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
+    name = job["metadata"]["name"]
+    await wait_object(admin, PODS.path(env.ns, obj.validation_pod_name(name)))
+    watches_before = env.store.pods.watches
+    await asyncio.to_thread(kube_apiserver.restart_apiserver)
+    await run_validation(admin, aio_admin, env.ns, name)
+    done = await env.terminal(name, timeout=90)
+    assert done["status"]["phase"] == Phase.SUCCEEDED
+    assert env.store.pods.watches > watches_before  # the watch was resumed (or re-listed), not lost
+    assert reasons(await events_of(admin, env.ns, done["metadata"]["uid"])) == [
+        Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+
+
+# --------------------------------------------------------------------------
+# jupyter nbvalidation install
+
+
+def test_install_prints_and_applies(kube_apiserver, k8s_namespace, capsys):
+    from jupyter_nbvalidation.k8s.install import install
+
+    h, ns = kube_apiserver, k8s_namespace
+    assert install(ns, True, None) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in docs] == ["CustomResourceDefinition", "Role", "ServiceAccount", "RoleBinding"]
+    assert all(d["metadata"]["namespace"] == ns for d in docs[1:])
+    assert docs[3]["subjects"][0]["namespace"] == ns
+
+    for what in ("created", "replaced"):  # idempotent; the CRD exists already (harness)
+        assert install(ns, False, h.admin_kubeconfig) == 0
+        out = capsys.readouterr().out
+        assert f"role/nbvalidation-server in {ns} {what}" in out, out
+        assert "customresourcedefinition/notebookvalidationjobs.nbvalidation.dev replaced" in out
+    rb = h.request("GET", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/nbvalidation-server")
+    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "nbvalidation", "namespace": ns}]
+    # the limited identity cannot install the CRD: a clear error, exit 1
+    assert install(ns, False, h.limited_kubeconfig) == 1
+    assert "403" in capsys.readouterr().err
