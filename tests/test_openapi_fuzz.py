@@ -25,7 +25,7 @@ def _schemathesis(server, tmp_path, extra_config: str = "") -> subprocess.Comple
          "--wait-for-schema", "30", "-H", f"Authorization: token {server.token}",
          "--checks", "all", "--exclude-checks", "positive_data_acceptance",
          "--max-examples", "40", "--seed", "20261129", "--workers", "1", "--max-failures", "20"],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
 
 
 def test_openapi_fuzz(server_proc, tmp_path):
