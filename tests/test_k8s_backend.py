@@ -63,6 +63,9 @@ class K8sEnv(SimpleNamespace):
 
     async def terminal(self, name: str, timeout: float = WAIT) -> dict:
         job = await self.engine.wait_for_terminal(name, timeout)
+        # the watch can report the write before the writer emits its event:
+        # let the reconcile that wrote it finish, then the poster
+        await self.engine.wait_idle(timeout)
         await self.engine.recorder.flush()
         return job
 
@@ -266,6 +269,7 @@ async def test_build_then_validate_full_sequence(env, admin, aio_admin, runner_o
     assert dest.startswith(f"{REGISTRY}/{name}:") and len(dest.rsplit(":", 1)[1]) == 16
     assert {"--dockerfile=/workspace/Dockerfile", "--context=dir:///workspace",
             "--digest-file=/dev/termination-log"} <= set(args)
+    assert ctr["terminationMessagePolicy"] == "FallbackToLogsOnError" and ctr["image"] == env.backend.builder_image
     for o in (bj, ctx):
         assert o["metadata"]["labels"]["nbvalidation.dev/job"] == name
         assert [(r["kind"], r["uid"], r.get("controller")) for r in o["metadata"]["ownerReferences"]] == [
@@ -470,6 +474,7 @@ async def test_two_engines_race_without_duplicates(kube_apiserver, k8s_namespace
                 await run_builder(admin, aio_admin, ns, name)
             await run_validation(admin, aio_admin, ns, name)
         done = [await a.terminal(name) for name, _ in names]
+        await b.engine.wait_idle(WAIT)
         await b.engine.recorder.flush()
     finally:
         await a.engine.stop()

@@ -147,8 +147,11 @@ def build_job(job: dict, *, builder_image: str, destination: str, deadline_secon
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
+        # success: the digest file is the termination message; failure: the file
+        # is empty and the kubelet uses the log's tail, which Failed carries
         "containers": [{"name": BUILD_CONTAINER, "image": builder_image, "args": args,
-                        "volumeMounts": mounts, "terminationMessagePolicy": "File"}],
+                        "volumeMounts": mounts, "terminationMessagePath": "/dev/termination-log",
+                        "terminationMessagePolicy": "FallbackToLogsOnError"}],
         "volumes": volumes,
     }
     if service_account:
