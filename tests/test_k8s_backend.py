@@ -558,6 +558,29 @@ async def test_status_write_denied_posts_the_fallback_event(kube_apiserver, k8s_
         await alice.close()
 
 
+@pytest.mark.asyncio
+async def test_the_shipped_role_is_enough(kube_apiserver, k8s_namespace, tmp_path, admin, aio_admin):
+    """role.yaml, bound to a plain user, runs a job with a build end to end."""
+    h, ns = kube_apiserver, k8s_namespace
+    await asyncio.to_thread(harness.limited_in_namespace, h, ns)
+    e = make_env(h, ns, tmp_path / "root", kubeconfig=h.limited_kubeconfig)
+    write_notebook(e.root / "nb.ipynb", ["print(1)"])
+    await e.engine.start()
+    try:
+        health = await e.backend.health()
+        assert health["usable"] is True and health["crdEstablished"] is True, health  # via discovery
+        job = await e.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+        name = job["metadata"]["name"]
+        await run_builder(admin, aio_admin, ns, name)
+        await run_validation(admin, aio_admin, ns, name)
+        done = await e.terminal(name)
+        assert len(await e.store.list_events(done)) == 5
+    finally:
+        await e.engine.stop()
+    assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
+    assert e.engine.errors == 0 and e.engine.recorder.failed == 0
+
+
 async def _fallbacks(admin: Kube, ns: str, uid: str) -> list[dict]:
     return [e for e in await events_of(admin, ns, uid) if e["reason"].endswith("StatusUpdateFailed")]
 
@@ -827,6 +850,15 @@ async def test_engine_keeps_going_across_an_apiserver_restart(env, admin, aio_ad
     assert env.store.pods.watches > watches_before  # the watch was resumed (or re-listed), not lost
     assert reasons(await events_of(admin, env.ns, done["metadata"]["uid"])) == [
         Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+
+
+@pytest.mark.asyncio
+async def test_client_reads_long_text_answers_whole_and_bounded(admin):
+    """Kube.text (pod logs) on a multi-megabyte answer: all of it, or at most the limit."""
+    whole = await admin.text("/openapi/v2", timeout=60)
+    assert len(whole) > 2**20 and json.loads(whole)["swagger"] == "2.0"
+    part = await admin.text("/openapi/v2", timeout=60, limit=300_000)
+    assert len(part) == 300_000 and whole.startswith(part)
 
 
 # --------------------------------------------------------------------------

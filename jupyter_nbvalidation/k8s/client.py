@@ -226,7 +226,17 @@ class Kube:
         """A plain-text GET (pod logs), at most ``limit`` bytes."""
         resp = await self._send("GET", path, query, None, JSON, timeout, accept="*/*")
         try:
-            raw = await resp.response.content.read(limit + 1) if resp.status < 300 else await resp.read()
+            if resp.status < 300:
+                chunks, total = [], 0
+                while total <= limit:  # read() returns what one chunk holds: loop to the end
+                    chunk = await resp.response.content.read(min(2**16, limit + 1 - total))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    total += len(chunk)
+                raw = b"".join(chunks)
+            else:
+                raw = await resp.read()
         except (aiohttp.ClientError, asyncio.TimeoutError) as e:
             raise KubeApiError(0, "Unreachable", f"GET {path}: reading the answer failed: {e}") from None
         finally:
