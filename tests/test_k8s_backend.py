@@ -861,6 +861,34 @@ async def test_client_reads_long_text_answers_whole_and_bounded(admin):
     assert len(part) == 300_000 and whole.startswith(part)
 
 
+@pytest.mark.asyncio
+async def test_client_with_an_exec_credential_plugin(kube_apiserver, tmp_path):
+    """Kubeconfigs of managed clusters get short-lived tokens from a plugin:
+    loaded off the loop, then renewed by a background task closed with the client."""
+    h = kube_apiserver
+    plugin = tmp_path / "token-plugin"
+    plugin.write_text("#!/bin/sh\n" "cat <<EOF\n" + json.dumps({
+        "apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+        "status": {"token": h.admin_token}}) + "\nEOF\n")
+    plugin.chmod(0o700)
+    cfg = yaml.safe_load(Path(h.admin_kubeconfig).read_text())
+    cfg["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                                        "interactiveMode": "Never"}}
+    path = tmp_path / "exec.kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    kube = await connect(str(path))
+    try:
+        assert kube._refresher is not None and not kube._refresher.done()
+        assert (await kube.request("GET", "/version"))["gitVersion"] == h.version
+        assert (await kube.request("GET", "/api/v1/namespaces"))["kind"] == "NamespaceList"  # authenticated
+    finally:
+        await kube.close()
+    assert kube._refresher is None
+    with pytest.raises(KubeApiError) as err:
+        await connect(str(tmp_path / "missing.kubeconfig"))
+    assert err.value.reason == "ConfigError" and "missing.kubeconfig" in err.value.message
+
+
 # --------------------------------------------------------------------------
 # jupyter nbvalidation install
 

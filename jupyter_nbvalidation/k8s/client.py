@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator
 
 import aiohttp
 from kubernetes.aio.client import ApiClient, Configuration
-from kubernetes.aio.config import ConfigException, load_kube_config
+from kubernetes.aio.config import ConfigException, load_kube_config, refresh_token
 from kubernetes.aio.config.incluster_config import (
     SERVICE_CERT_FILENAME,
     SERVICE_HOST_ENV_NAME,
@@ -67,14 +67,20 @@ def default_namespace() -> str:
         return "default"
 
 
-def _load_kubeconfig(path: str | None, context: str | None) -> Configuration:
+def _load_kubeconfig(path: str | None, context: str | None) -> tuple[Configuration, Any]:
     """Runs in a worker thread (file I/O, possibly an exec credential plugin):
     a private event loop drives the library's async loader there."""
     cfg = type.__call__(Configuration)
     path = os.path.expanduser(path) if path else None
-    asyncio.run(load_kube_config(config_file=path, context=context or None, client_configuration=cfg,
-                                 persist_config=False))
-    return cfg
+    loader = asyncio.run(load_kube_config(config_file=path, context=context or None, client_configuration=cfg,
+                                          persist_config=False))
+    return cfg, loader
+
+
+def _refreshes(loader: Any) -> bool:
+    """Short-lived credentials (an exec plugin, e.g. EKS/GKE) must be renewed."""
+    user = getattr(loader, "_user", None)
+    return getattr(loader, "provider", None) == "gcp" or (user is not None and "exec" in user)
 
 
 def _load_in_cluster() -> tuple[Configuration, float]:
@@ -116,13 +122,14 @@ async def connect(kubeconfig: str | None = None, context: str | None = None, *,
     ~/.kube/config), or from the in-cluster service account when no kubeconfig
     is given and the process runs in a pod. Raises KubeApiError(0, ...) with
     a message that names the source (never its contents) when it cannot."""
+    loader = None
     try:
         if not kubeconfig and not os.environ.get("KUBECONFIG") and in_cluster():
             cfg, _ = await asyncio.to_thread(_load_in_cluster)
             cfg.refresh_api_key_hook = _token_refresher()
         else:
-            cfg = await asyncio.to_thread(_load_kubeconfig, kubeconfig or os.environ.get("KUBECONFIG") or None,
-                                          context)
+            cfg, loader = await asyncio.to_thread(_load_kubeconfig,
+                                                  kubeconfig or os.environ.get("KUBECONFIG") or None, context)
     except (ConfigException, OSError, ValueError, KeyError, TypeError) as e:
         source = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config (or in-cluster)"
         raise KubeApiError(0, "ConfigError", f"cannot load the Kubernetes configuration from {source}: "
@@ -130,7 +137,11 @@ async def connect(kubeconfig: str | None = None, context: str | None = None, *,
     cfg.connection_pool_maxsize = pool_size
     if trace_configs:
         cfg.trace_configs = list(trace_configs)
-    return Kube(ApiClient(configuration=cfg))
+    kube = Kube(ApiClient(configuration=cfg))
+    if loader is not None and _refreshes(loader):  # the library's renewal loop (every 60 s)
+        kube._refresher = asyncio.get_running_loop().create_task(refresh_token(loader, cfg),
+                                                                 name="nbvalidation-kube-credentials")
+    return kube
 
 
 @dataclass
@@ -162,12 +173,17 @@ class Kube:
     def __init__(self, api: ApiClient):
         self.api = api
         self.requests = 0
+        self._refresher: asyncio.Task | None = None
 
     @property
     def host(self) -> str:
         return self.api.configuration.host
 
     async def close(self) -> None:
+        if self._refresher is not None:
+            self._refresher.cancel()
+            await asyncio.gather(self._refresher, return_exceptions=True)
+            self._refresher = None
         await self.api.close()
 
     async def __aenter__(self) -> "Kube":
