@@ -112,6 +112,7 @@ class Engine:
         self._tasks: list[asyncio.Task] = []
         self._unwatch: Callable[[], None] | None = None
         self._idle = asyncio.Event()
+        self.leading = asyncio.Event()  # set while this engine may reconcile
         self.running = False
         self.reconciles = 0
         self.errors = 0
@@ -130,6 +131,33 @@ class Engine:
             self._tasks.append(loop.create_task(self._worker(), name=f"nbvalidation-worker-{i}"))
         self._tasks.append(loop.create_task(self._resync_loop(), name="nbvalidation-resync"))
         self._tasks.append(loop.create_task(self._lag_monitor(), name="nbvalidation-loop-lag"))
+        if self.backend.elects_leader:
+            # several servers on one store: only the leader reconciles; the
+            # others serve the REST API and the UI from the same store
+            self._tasks.append(loop.create_task(
+                self.backend.run_election(self.became_leader, self.lost_leadership), name="nbvalidation-election"))
+        else:
+            self.became_leader()
+
+    def became_leader(self) -> None:
+        """Start reconciling: every active job is looked at again."""
+        self.leading.set()
+        self.log.info("nbvalidation: this server reconciles jobs")
+        self._tasks.append(asyncio.get_running_loop().create_task(self._resync_once()))
+
+    def lost_leadership(self) -> None:
+        """Stop picking up work; an in-flight reconcile finishes (its writes
+        are conditional on resourceVersion, so an overlap cannot duplicate)."""
+        if self.leading.is_set():
+            self.log.warning("nbvalidation: lost leadership; another server reconciles now")
+        self.leading.clear()
+
+    async def _resync_once(self) -> None:
+        try:
+            for job in await self.store.list_active():
+                self.enqueue(job["metadata"]["name"])
+        except Exception as e:
+            self.log.warning("nbvalidation: resync failed: %s", e)
 
     async def stop(self) -> None:
         self.running = False
@@ -176,12 +204,9 @@ class Engine:
     async def _resync_loop(self) -> None:
         """Safety net: enqueue every non-terminal job now and then."""
         while True:
-            try:
-                for job in await self.store.list_active():
-                    self.enqueue(job["metadata"]["name"])
-            except Exception as e:
-                self.log.warning("nbvalidation: resync failed: %s", e)
             await asyncio.sleep(self.resync_period)
+            if self.leading.is_set():
+                await self._resync_once()
 
     # -- work queue (one in-flight reconcile per job) -------------------------
     def enqueue(self, name: str) -> None:
@@ -209,7 +234,11 @@ class Engine:
 
     async def _worker(self) -> None:
         while True:
+            await self.leading.wait()
             name = await self._queue.get()
+            if not self.leading.is_set():  # lost leadership while waiting: leave it queued
+                self._queue.put_nowait(name)
+                continue
             self._dirty.discard(name)
             self._processing.add(name)
             try:
@@ -338,6 +367,9 @@ class Engine:
                 def start_build(st: dict) -> None:
                     st["buildStatus"] = {"phase": "Running", "startTime": st["transitions"][-1]["time"],
                                          "strategy": self.backend.build_strategy(job)}
+                    why = getattr(self.backend, "build_strategy_reason", None)  # optional backend hook
+                    if why is not None:
+                        st["buildStatus"]["strategyReason"] = why(job)
 
                 await self._move(job, phase, Phase.BUILDING, Reason.BUILD_STARTED,
                                  f"Building the environment: {detected}", start_build)
@@ -461,6 +493,8 @@ class Engine:
 
     # -- helpers for tests and the CLI -----------------------------------------
     async def wait_idle(self, timeout: float | None = None) -> None:
+        if not self.leading.is_set() and not self._processing:
+            return  # a follower reconciles nothing: its queue waits for leadership
         await asyncio.wait_for(self._idle.wait(), timeout)
 
     async def request_cancel(self, name: str) -> dict:

@@ -172,7 +172,8 @@ class HealthHandler(BaseHandler):
     async def get(self) -> None:
         engine = self.service.engine
         health = await self.service.backend.health()
-        health["engine"] = {"running": engine.running, "reconciles": engine.reconciles, "errors": engine.errors,
+        health["engine"] = {"running": engine.running, "leading": engine.leading.is_set(),
+                            "reconciles": engine.reconciles, "errors": engine.errors,
                             "eventsPosted": engine.recorder.posted, "eventsFailed": engine.recorder.failed,
                             "eventsDropped": engine.recorder.dropped,
                             "loopLagMs": {"sinceStart": round(engine.max_loop_lag * 1000, 1),

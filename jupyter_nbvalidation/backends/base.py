@@ -52,7 +52,17 @@ class Backend(LoggingConfigurable):
 
     store: JobStore
 
+    #: whether several servers can share this backend's store, so that only
+    #: an elected leader may reconcile (see ``run_election``)
+    elects_leader = False
+
     async def start(self, notify: Callable[[str], None]) -> None:
+        raise NotImplementedError
+
+    async def run_election(self, on_started_leading: Callable[[], None],
+                           on_stopped_leading: Callable[[], None]) -> None:
+        """Campaign for leadership until cancelled, calling the callbacks as
+        leadership is gained and lost (only when ``elects_leader``)."""
         raise NotImplementedError
 
     async def stop(self) -> None:
