@@ -58,6 +58,7 @@ from .priority import deprioritize, own_niceness
 from .markers import cell_markers, notebook_execution_settings
 
 RESULT_PREFIX = "NBVALIDATION-RESULT "
+EXECUTED_PREFIX = "NBVALIDATION-EXECUTED "  # base64 of the gzipped executed notebook (--print-executed)
 PROGRESS_PREFIX = "NBVALIDATION-PROGRESS "
 
 SUCCEEDED = "Succeeded"
@@ -969,6 +970,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_non_negative, default=None, help="deadline for the whole run, in seconds")
     p.add_argument("--termination-log", default=None, help="also write a summary of at most 4096 bytes here")
     p.add_argument("--progress", action="store_true", help="print one NBVALIDATION-PROGRESS line per executed cell")
+    p.add_argument("--print-executed", action="store_true",
+                   help="also print the executed notebook (gzip + base64) on one NBVALIDATION-EXECUTED line "
+                        "before the result line, for where only the logs come back (a Kubernetes Pod)")
     return p
 
 
@@ -1032,8 +1036,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = error_result(Reason.RUNNER_ERROR, f"Cannot write the result: {e}")
         _emit(RESULT_PREFIX + result_line(result))
         return 2
+    if args.print_executed:
+        _emit_executed(args.executed)
     _emit(RESULT_PREFIX + result_line(result))
     return exit_code(result)
+
+
+def _emit_executed(path: str) -> None:
+    import base64
+    import gzip
+
+    try:
+        with open(path, "rb") as f:
+            payload = base64.b64encode(gzip.compress(f.read())).decode("ascii")
+    except OSError:
+        return  # nothing was executed (e.g. the kernel never started)
+    _emit(EXECUTED_PREFIX + payload)
 
 
 def _skip_slow_optional_imports() -> None:

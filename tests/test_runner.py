@@ -542,3 +542,18 @@ def test_termination_summary_fits_4096_bytes():
     data = runner.termination_summary(result).encode("utf-8")
     assert len(data) <= 4096
     assert json.loads(data)["reason"] == "CellExecutionFailed"
+
+
+def test_print_executed_carries_the_executed_notebook_in_the_log(tmp_path):
+    """Where only the logs come back (a Pod), the executed notebook travels on one line."""
+    from jupyter_nbvalidation.k8s.results import decode_executed, parse_log
+
+    run = run_cli(tmp_path, "ok.ipynb", "--print-executed")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[-2].startswith("NBVALIDATION-EXECUTED ") and lines[-1].startswith(RESULT_PREFIX)
+    result, payload = parse_log(run.stdout)
+    assert result == run.result
+    from_log = decode_executed(payload)
+    on_disk = json.loads(nbformat.writes(run.executed))["cells"]
+    assert [c.get("outputs") for c in from_log["cells"]] == [c.get("outputs") for c in on_disk]

@@ -17,9 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runner import RESULT_PREFIX
-
-EXECUTED_PREFIX = "NBVALIDATION-EXECUTED "
+from ..runner import EXECUTED_PREFIX, RESULT_PREFIX
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 # waiting reasons after which a container will not start by itself (ErrImagePull
