@@ -86,6 +86,8 @@ def describe(job: dict, timeline: dict, events: list[dict]) -> str:
     if bs:
         lines.append(f"Build:        {bs.get('phase', '')} {bs.get('strategy', '')} "
                      f"{bs.get('duration', '')} {bs.get('imageReference', '')}".rstrip())
+        if bs.get("strategyReason"):
+            lines.append(f"Strategy:     {bs['strategy']} ({bs['strategyReason']})")
         if bs.get("logPath"):
             lines.append(f"Build log:    {bs['logPath']}")
     if st.get("conditions"):

@@ -607,7 +607,7 @@ async def test_notebook_too_large_for_a_configmap_is_refused(env, admin):
 async def test_spec_checks_refuse_before_anything_is_created(env, admin, kube_apiserver, tmp_path):
     for spec, field, text in [
         ({"podConfig": {"buildConfig": {"strategy": "tekton"}}}, "spec.podConfig.buildConfig.strategy",
-         "not implemented"),
+         "not available on this cluster"),
         ({"podConfig": {"buildConfig": {"enabled": False}}}, "spec.podConfig.containerImage", "runner_image"),
     ]:
         with pytest.raises(ApiError) as err:

@@ -1,5 +1,6 @@
 """The Kubernetes backend: jobs are NotebookValidationJob custom resources,
-builds are kaniko Jobs, validations are Pods running the same runner as the
+builds are kaniko Jobs, Tekton PipelineRuns/TaskRuns or OpenShift Builds
+(``k8s/builders``), validations are Pods running the same runner as the
 local backend. ``c.NBValidation.backend = "kubernetes"`` selects it; every
 setting is ``c.KubernetesBackend.<trait>``.
 
@@ -27,7 +28,7 @@ import asyncio
 import copy
 from typing import Any, Callable
 
-from traitlets import Dict, Enum, Int, List, Unicode, default
+from traitlets import Dict, Enum, Float, Int, List, Unicode, default
 
 from .._version import __version__
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
@@ -37,13 +38,19 @@ from ..model import GROUP, PLURAL, VERSION, SpecError, build_enabled, isotime, p
 from ..store.base import StoreError
 from . import objects as obj
 from . import results as res
+from .builders import Builder, BuildInputs
+from .builders.discovery import discover
+from .builders.job import JobBuilder
+from .builders.openshift import OpenShiftBuilder
+from .builders.tekton import TektonBuilder
 from .client import CONFIGMAPS, JOBS, PODS, KubeApiError, Resource, default_namespace
 from .informer import Informer
+from .leader import LeaseElector, new_identity
 from .store import CREATED_ANNOTATION, KubernetesJobStore
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
-STRATEGIES = ("auto", "job", "kaniko")
-NOT_YET = ("tekton", "openshift")
+STRATEGIES = ("auto", "job", "kaniko", "tekton", "openshift")
+BUILDERS = {"job": JobBuilder, "tekton": TektonBuilder, "openshift": OpenShiftBuilder}
 IMAGE_ANNOTATION = f"{GROUP}/image"  # on the build Job: the repository:tag it pushes
 POD_GRACE_SECONDS = 30  # the runner's own --timeout reports before the pod deadline kills it
 SNAPSHOT_GRACE_SECONDS = 60  # a job younger than this may still be getting its snapshot
@@ -79,11 +86,31 @@ class KubernetesBackend(Backend):
                                        "push credentials for `registry`; mounted into the builder only "
                                        "(its content never leaves the cluster).").tag(config=True)
     image_pull_secrets = List(Unicode(), help="Secrets the validation pods pull images with.").tag(config=True)
-    default_build_strategy = Enum(["auto", "job"], default_value="auto",
+    default_build_strategy = Enum(["auto", "job", "tekton", "openshift"], default_value="auto",
                                   help="Build strategy of jobs that do not choose one. 'job': a batch/v1 Job "
-                                       "running a kaniko executor; 'auto' picks from what the cluster offers "
-                                       "(today always 'job'; Tekton and OpenShift builds come later and are "
-                                       "refused at submit until then).").tag(config=True)
+                                       "running a kaniko executor; 'tekton': a Tekton PipelineRun/TaskRun over "
+                                       "a buildah Task; 'openshift': an OpenShift BuildConfig (Docker "
+                                       "strategy); 'auto': API discovery decides (Tekton, else OpenShift "
+                                       "builds, else 'job'); /health says which and why.").tag(config=True)
+    tekton_task = Unicode("buildah", help="Name of the buildah Task the Tekton builds reference (params IMAGE, "
+                                          "DOCKERFILE, CONTEXT; workspaces source, dockerconfig; results "
+                                          "IMAGE_URL, IMAGE_DIGEST).").tag(config=True)
+    tekton_task_resolver = Unicode("", help="Resolver of the Task reference: '' = a Task of that name in the "
+                                            "job's namespace; 'cluster' = the cluster resolver, Task in "
+                                            "tekton_task_namespace (e.g. openshift-pipelines); another "
+                                            "resolver name gets params kind+name.").tag(config=True)
+    tekton_task_namespace = Unicode("", help="Namespace of the Task for the cluster resolver (default: the "
+                                             "job's namespace).").tag(config=True)
+    tekton_run_kind = Enum(["PipelineRun", "TaskRun"], default_value="PipelineRun",
+                           help="Which Tekton object a build is: a PipelineRun with an inline one-task "
+                                "pipeline, or a single TaskRun.").tag(config=True)
+    lease_name = Unicode("nbvalidation-controller", help="Name of the coordination.k8s.io Lease that elects "
+                                                          "the one server reconciling the namespace.").tag(config=True)
+    lease_duration = Float(15.0, help="Seconds a Lease is valid without renewal: a dead leader is replaced "
+                                      "after at most this (+ retry_period).").tag(config=True)
+    renew_deadline = Float(10.0, help="Seconds the leader keeps trying to renew before it stops "
+                                      "reconciling (< lease_duration).").tag(config=True)
+    retry_period = Float(2.0, help="Seconds between attempts to acquire or renew the Lease.").tag(config=True)
     builder_image = Unicode("ghcr.io/osscontainertools/kaniko:v1.27.0",
                             help="A kaniko-compatible executor image (args --dockerfile, --context, "
                                  "--destination, --digest-file). The default is the maintained "
@@ -123,6 +150,16 @@ class KubernetesBackend(Backend):
         self._requirements: dict[str, tuple[list[str], str]] = {}  # by job uid
         self._finished: dict[str, Observation] = {}  # by job uid: a read final validation outcome
         self._print_executed = _print_executed_supported()
+        self.NotOurs = _NotOurs
+        self.image_annotation = IMAGE_ANNOTATION
+        self.builders: dict[str, Builder] = {k: cls(self) for k, cls in BUILDERS.items()}
+        self.available_strategies: list[str] | None = None  # from discovery (None: not known yet)
+        self.auto_strategy = "job"
+        self.auto_reason = "auto: API discovery has not run yet"
+        self.identity = new_identity()
+        self.elector: LeaseElector | None = None
+
+    elects_leader = True
 
     @property
     def kube(self):
@@ -132,6 +169,7 @@ class KubernetesBackend(Backend):
     async def start(self, notify: Callable[[str], None]) -> None:
         self._notify = notify
         await self.store.start()
+        await self.discover()
         h = await self.health()
         if not h["usable"]:
             self.log.warning("nbvalidation: the kubernetes backend is not usable yet: %s", h["problem"])
@@ -139,6 +177,30 @@ class KubernetesBackend(Backend):
     async def stop(self) -> None:
         self._requirements.clear()
         self._finished.clear()
+
+    async def discover(self) -> None:
+        """API discovery: which strategies the cluster offers, what ``auto``
+        means here, and an informer for each offered build kind."""
+        try:
+            self.auto_strategy, self.auto_reason, self.available_strategies = await discover(
+                self.kube, self.tekton_run_kind)
+        except (KubeApiError, StoreError) as e:
+            self.auto_reason = f"auto: API discovery failed ({e}); using the Job builder until it succeeds"
+            self.log.warning("nbvalidation: %s", self.auto_reason)
+            return
+        for strategy in self.available_strategies:
+            builder = self.builders[strategy]
+            if builder.watched is not None:
+                await self.store.add_informer(strategy, builder.watched.resource, builder.watched.api_version,
+                                              builder.watched.kind)
+
+    async def run_election(self, on_started_leading: Callable[[], None],
+                           on_stopped_leading: Callable[[], None]) -> None:
+        """One active reconciler per namespace (coordination.k8s.io/v1 Lease)."""
+        self.elector = LeaseElector(self.kube, self.namespace, self.lease_name, identity=self.identity,
+                                    lease_duration=self.lease_duration, renew_deadline=self.renew_deadline,
+                                    retry_period=self.retry_period, log=self.log)
+        await self.elector.run(on_started_leading, on_stopped_leading)
 
     # -- spec --------------------------------------------------------------------
     def supported_fields(self) -> set[str]:
@@ -148,14 +210,16 @@ class KubernetesBackend(Backend):
         pc = spec.get("podConfig") or {}
         bc = pc.get("buildConfig") or {}
         strategy = bc.get("strategy")
-        if strategy in NOT_YET:
-            raise SpecError("podConfig.buildConfig.strategy",
-                            f"{strategy} builds are not implemented by the kubernetes backend yet; "
-                            f"use {', '.join(STRATEGIES)}")
         if strategy is not None and strategy not in STRATEGIES:
             raise SpecError("podConfig.buildConfig.strategy", f"must be one of {', '.join(STRATEGIES)}")
+        resolved = self._strategy_of(spec)
+        if build_enabled(spec) and resolved != "job" and self.available_strategies is not None \
+                and resolved not in self.available_strategies:
+            raise SpecError("podConfig.buildConfig.strategy",
+                            f"{resolved} builds are not available on this cluster (API discovery found: "
+                            f"{', '.join(self.available_strategies)})")
         if build_enabled(spec):
-            if not self.registry:
+            if not self.registry and resolved != "openshift":
                 raise SpecError("podConfig.buildConfig.enabled",
                                 "image builds need a registry to push to (c.KubernetesBackend.registry is not "
                                 "set); set it, or disable the build and give podConfig.containerImage")
@@ -168,8 +232,29 @@ class KubernetesBackend(Backend):
                             "is required when the build is disabled (no c.KubernetesBackend.runner_image "
                             "is configured)")
 
+    def _strategy_of(self, spec: dict) -> str:
+        s = ((spec.get("podConfig") or {}).get("buildConfig") or {}).get("strategy") or "auto"
+        if s == "kaniko":
+            return "job"
+        if s == "auto":
+            s = self.default_build_strategy
+        if s == "auto":
+            s = self.auto_strategy
+        return s
+
     def build_strategy(self, job: dict) -> str:
-        return "job"
+        """The strategy a job builds with: the one recorded when its build
+        started (a later discovery never switches a running build)."""
+        recorded = ((job.get("status") or {}).get("buildStatus") or {}).get("strategy")
+        return recorded if recorded in BUILDERS else self._strategy_of(job["spec"])
+
+    def build_strategy_reason(self, job: dict) -> str:
+        s = ((job["spec"].get("podConfig") or {}).get("buildConfig") or {}).get("strategy") or "auto"
+        if s != "auto":
+            return f"requested by the job (podConfig.buildConfig.strategy={s})"
+        if self.default_build_strategy != "auto":
+            return f"configured (c.KubernetesBackend.default_build_strategy={self.default_build_strategy})"
+        return self.auto_reason
 
     # -- helpers -------------------------------------------------------------------
     def _ns(self, job: dict) -> str:
@@ -330,7 +415,33 @@ class KubernetesBackend(Backend):
         bj["metadata"].setdefault("annotations", {})[IMAGE_ANNOTATION] = destination
         return ctx, bj
 
+    async def build_inputs(self, job: dict) -> BuildInputs:
+        uid = job["metadata"]["uid"]
+        if uid not in self._requirements:
+            await self.prepare(job)
+        reqs, _ = self._requirements[uid]
+        docker_file = obj.dockerfile(self._base_image(job))
+        reqs_txt = obj.build_requirements(list(self.runner_requirements), reqs)
+        digest = obj.content_hash(docker_file, reqs_txt)
+        destination = f"{self.registry}/{job['metadata']['name']}:{digest}" if self.registry else ""
+        return BuildInputs(dockerfile=docker_file, requirements_txt=reqs_txt, destination=destination,
+                           base_image=self._base_image(job), content_hash=digest,
+                           timeout_seconds=int(self._build_timeout(job)))
+
+    async def _create_context(self, job: dict, inputs: BuildInputs) -> None:
+        await self._create(CONFIGMAPS, obj.build_context_configmap(job, inputs.dockerfile, inputs.requirements_txt),
+                           job)
+
     async def ensure_build(self, job: dict) -> Observation:
+        return await self.builders[self.build_strategy(job)].ensure(job)
+
+    async def cancel_build(self, job: dict) -> None:
+        await self.builders[self.build_strategy(job)].cancel(job)
+
+    async def build_log(self, job: dict) -> str | None:
+        return await self.builders[self.build_strategy(job)].log(job)
+
+    async def _job_ensure_build(self, job: dict) -> Observation:
         ns, name, uid = self._ns(job), job["metadata"]["name"], job["metadata"]["uid"]
         bj_name = obj.build_job_name(name)
         try:
@@ -411,7 +522,7 @@ class KubernetesBackend(Backend):
                 return f"{waiting[0]}: {waiting[1]}"[:600]
         return ""
 
-    async def cancel_build(self, job: dict) -> None:
+    async def _job_cancel_build(self, job: dict) -> None:
         await self._delete(JOBS, self._ns(job), obj.build_job_name(job["metadata"]["name"]), self.store.build_jobs)
 
     # -- validation ------------------------------------------------------------------------
@@ -526,7 +637,7 @@ class KubernetesBackend(Backend):
         _, payload = res.parse_log(log)
         return res.decode_executed(payload) if payload else None
 
-    async def build_log(self, job: dict) -> str | None:
+    async def _job_build_log(self, job: dict) -> str | None:
         bj = await self._read(JOBS, self.store.build_jobs, self._ns(job), obj.build_job_name(job["metadata"]["name"]))
         if bj is None or not obj.owned_by(bj, job):
             return None
@@ -563,7 +674,9 @@ class KubernetesBackend(Backend):
 
     async def health(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": self.name, "namespace": self.namespace, "usable": False, "problem": None,
-                               "buildStrategies": ["job"], "defaultBuildStrategy": "job",
+                               "buildStrategies": list(self.available_strategies or ["job"]),
+                               "defaultBuildStrategy": self._strategy_of({}),
+                               "buildStrategyReason": self.build_strategy_reason({"spec": {}}),
                                "registry": self.registry or None, "builderImage": self.builder_image,
                                "baseImage": self.base_image, "runnerImage": self.runner_image or None}
         try:
@@ -572,6 +685,14 @@ class KubernetesBackend(Backend):
             out["problem"] = str(e)
             return out
         out["server"] = kube.host
+        out["leader"] = self.elector.state() if self.elector is not None else {"identity": self.identity,
+                                                                             "isLeader": False, "holder": None}
+        out["api"] = self.store.outage()
+        if self.available_strategies is None and out["api"]["apiReachable"]:
+            await self.discover()
+            out["buildStrategies"] = list(self.available_strategies or ["job"])
+            out["defaultBuildStrategy"] = self._strategy_of({})
+            out["buildStrategyReason"] = self.build_strategy_reason({"spec": {}})
         established, problem = await self._crd_state()
         out["crdEstablished"] = established
         out["cacheSynced"] = self.store.synced
@@ -579,6 +700,9 @@ class KubernetesBackend(Backend):
             errors = [i.last_error for i in (self.store.jobs, self.store.build_jobs, self.store.pods)
                       if i is not None and i.last_error]
             problem = "watching the namespace failed: " + (errors[0] if errors else "not synced yet")
+        if not out["api"]["apiReachable"]:
+            problem = (f"the API server is unreachable since {out['api']['since']} ({out['api']['lastError']}); "
+                       "serving the last known state, reconciling resumes when it is back")
         out["usable"] = problem is None
         out["problem"] = problem
         if problem is None and not self.registry:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from typing import Any, Callable
 
 from .client import WATCH_OPEN, Kube, KubeApiError
@@ -49,7 +50,8 @@ class _Gone(Exception):
 class Informer:
     def __init__(self, kube: Kube, path: str, *, on_change: OnChange, log: Any, label_selector: str | None = None,
                  api_version: str | None = None, kind: str | None = None, watch_timeout: int = 290,
-                 page_size: int = 500, max_backoff: float = 30.0, name: str = "informer"):
+                 page_size: int = 500, max_backoff: float = 30.0, name: str = "informer",
+                 on_recovered: Callable[[], None] | None = None):
         self.kube = kube
         self.path = path
         self.on_change = on_change
@@ -69,6 +71,21 @@ class Informer:
         self.watches = 0
         self.errors = 0
         self.last_error: str | None = None
+        self.unhealthy_since: float | None = None  # wall-clock time the watch broke (None: healthy)
+        self.on_recovered = on_recovered
+        self._unreachable = 0  # consecutive failed attempts to reach the API server
+
+    def _up(self) -> None:
+        self.healthy = True
+        self._unreachable = 0
+        if self.unhealthy_since is not None:
+            self.unhealthy_since = None
+            self.last_error = None
+            if self.on_recovered is not None:
+                try:
+                    self.on_recovered()
+                except Exception:
+                    self.log.exception("nbvalidation: %s recovery handler failed", self.name)
 
     @property
     def usable(self) -> bool:
@@ -142,7 +159,7 @@ class Informer:
             async for ev in self.kube.watch(self.path, query, timeout):
                 etype = ev.get("type")
                 if etype == WATCH_OPEN:
-                    self.healthy = True
+                    self._up()
                     continue
                 obj = ev.get("object") or {}
                 if etype == "ERROR":
@@ -177,7 +194,7 @@ class Informer:
             try:
                 if self.resource_version is None:
                     self.resource_version = await self._list()
-                    self.healthy = True
+                    self._up()
                     self.synced.set()
                 await self._watch(self.resource_version)
                 backoff = min(0.2, self.max_backoff)
@@ -190,6 +207,15 @@ class Informer:
                 self.resource_version = None
             except Exception as e:
                 self.healthy = False
+                if self.unhealthy_since is None:
+                    self.unhealthy_since = time.time()
+                if isinstance(e, KubeApiError) and e.status == 0:
+                    # one broken stream resumes from the last resourceVersion; a
+                    # reconnect that fails too is an outage: LIST again when the
+                    # API server answers (nothing seen before it is trusted)
+                    self._unreachable += 1
+                    if self._unreachable >= 2:
+                        self.resource_version = None
                 self.errors += 1
                 self.last_error = str(e)
                 self.log.warning("nbvalidation: %s: %s; retrying in %.1fs", self.name, e, backoff)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import datetime as dt
 import json
 from typing import Any, Awaitable, Callable
 
@@ -79,6 +80,8 @@ class KubernetesJobStore(JobStore):
                                     "reads from the API server directly.").tag(config=True)
     watch_timeout = Float(290.0, help="Seconds one WATCH request lasts before it is renewed "
                                       "from the last resourceVersion.").tag(config=True)
+    max_backoff = Float(5.0, help="Longest pause (seconds) between two attempts of a watch to reconnect "
+                                  "while the API server is unreachable.").tag(config=True)
 
     def __init__(self, connector: Callable[[], Awaitable[Kube]] | None = None, **kw: Any):
         super().__init__(**kw)
@@ -91,6 +94,7 @@ class KubernetesJobStore(JobStore):
         self.jobs: Informer | None = None
         self.build_jobs: Informer | None = None
         self.pods: Informer | None = None
+        self.extra: dict[str, Informer] = {}  # build objects of the offered strategies (tekton, openshift)
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -123,13 +127,15 @@ class KubernetesJobStore(JobStore):
         sel = JOB_LABEL
         self.jobs = Informer(kube, NVJ.path(ns), on_change=self._job_changed, log=self.log,
                              api_version=API_VERSION, kind=KIND, watch_timeout=int(self.watch_timeout),
-                             name=f"informer {PLURAL}/{ns}")
+                             name=f"informer {PLURAL}/{ns}", max_backoff=self.max_backoff,
+                             on_recovered=self._recovered)
         self.build_jobs = Informer(kube, JOBS.path(ns), label_selector=sel, on_change=self._child_changed,
                                    log=self.log, api_version="batch/v1", kind="Job",
-                                   watch_timeout=int(self.watch_timeout), name=f"informer jobs/{ns}")
+                                   watch_timeout=int(self.watch_timeout), name=f"informer jobs/{ns}",
+                                   max_backoff=self.max_backoff)
         self.pods = Informer(kube, PODS.path(ns), label_selector=sel, on_change=self._child_changed,
                              log=self.log, api_version="v1", kind="Pod", watch_timeout=int(self.watch_timeout),
-                             name=f"informer pods/{ns}")
+                             name=f"informer pods/{ns}", max_backoff=self.max_backoff)
         loop = asyncio.get_running_loop()
         for inf in (self.jobs, self.build_jobs, self.pods):
             self._tasks.append(loop.create_task(inf.run(), name=f"nbvalidation-{inf.name}"))
@@ -139,6 +145,43 @@ class KubernetesJobStore(JobStore):
         except asyncio.TimeoutError:
             self.log.warning("nbvalidation: the caches of namespace %s are not synced after %.0fs; "
                              "reading from the API server meanwhile", ns, self.sync_timeout)
+
+    async def add_informer(self, key: str, resource: Resource, api_version: str, kind: str) -> Informer:
+        """Watch one more child kind (a builder's build objects), labelled
+        ``nbvalidation.dev/job`` like every child; waits for its first LIST."""
+        if key in self.extra:
+            return self.extra[key]
+        inf = Informer(self.kube, resource.path(self.namespace), label_selector=JOB_LABEL,
+                       on_change=self._child_changed, log=self.log, api_version=api_version, kind=kind,
+                       watch_timeout=int(self.watch_timeout), name=f"informer {resource.plural}/{self.namespace}",
+                       max_backoff=self.max_backoff)
+        self.extra[key] = inf
+        self._tasks.append(asyncio.get_running_loop().create_task(inf.run(), name=f"nbvalidation-{inf.name}"))
+        try:
+            await asyncio.wait_for(inf.synced.wait(), self.sync_timeout)
+        except asyncio.TimeoutError:
+            self.log.warning("nbvalidation: %s not synced after %.0fs", inf.name, self.sync_timeout)
+        return inf
+
+    def _informers(self) -> list[Informer]:
+        return [i for i in (self.jobs, self.build_jobs, self.pods, *self.extra.values()) if i is not None]
+
+    def _recovered(self) -> None:
+        """The API server answers again: look at every job (their reconciles
+        may be waiting in a back-off)."""
+        self.log.info("nbvalidation: the API server answers again; resynchronising the jobs")
+        if self.jobs is not None:
+            for name in list(self.jobs.cache):
+                self._notify(name)
+
+    def outage(self) -> dict:
+        """Whether the API server is reachable, as the watches see it."""
+        down = [i for i in self._informers() if i.unhealthy_since is not None]
+        if not down:
+            return {"apiReachable": True, "lastError": None, "since": None}
+        since = min(i.unhealthy_since for i in down)
+        return {"apiReachable": False, "lastError": next((i.last_error for i in down if i.last_error), None),
+                "since": dt.datetime.fromtimestamp(since, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -155,7 +198,8 @@ class KubernetesJobStore(JobStore):
 
     @property
     def synced(self) -> bool:
-        return all(i is not None and i.usable for i in (self.jobs, self.build_jobs, self.pods))
+        return all(i is not None and i.usable for i in (self.jobs, self.build_jobs, self.pods)) and \
+            all(i.usable for i in self.extra.values())
 
     # -- subscribers -------------------------------------------------------------
     def _notify(self, name: str) -> None:
@@ -213,10 +257,20 @@ class KubernetesJobStore(JobStore):
             raise self._error(e, f"job {meta.get('name')!r}", conflict=AlreadyExists) from None
         return self._remember(obj)
 
+    def _stale_copy(self, name: str) -> dict | None:
+        """During an outage: the last known state (the cache was synced once)."""
+        if self.jobs is not None and self.jobs.synced.is_set():
+            return self.jobs.get(name)
+        return None
+
     async def _live_get(self, name: str) -> dict:
         try:
             obj = await self.kube.request("GET", NVJ.path(self.namespace, name))
         except KubeApiError as e:
+            if e.status == 0:
+                stale = self._stale_copy(name)
+                if stale is not None:
+                    return copy.deepcopy(stale)
             raise self._error(e, f"job {name!r}") from None
         self._stale.discard(name)
         return self._remember(obj)
@@ -236,6 +290,8 @@ class KubernetesJobStore(JobStore):
             try:
                 page = await self.kube.request("GET", NVJ.path(self.namespace), query={"limit": 500, "continue": cont})
             except KubeApiError as e:
+                if e.status == 0 and self.jobs is not None and self.jobs.synced.is_set():
+                    return list(self.jobs.cache.values())  # unreachable: serve what we know
                 raise self._error(e, f"listing jobs in {self.namespace}") from None
             for obj in page.get("items") or []:
                 obj.setdefault("apiVersion", API_VERSION)

@@ -1,0 +1,188 @@
+"""The ``openshift`` strategy: an OpenShift ``BuildConfig`` (Docker strategy,
+inline Dockerfile, requirements.txt from the build-context ConfigMap),
+instantiated once (``POST buildconfigs/<name>/instantiate``).
+
+- output: ``DockerImage`` ``<registry>/<job>:<content hash>`` when a registry
+  is configured (push Secret: ``registry_secret``), else the ImageStreamTag
+  ``nvj-<job>:<content hash>`` in the namespace;
+- done when the Build's ``status.phase`` is Complete, Failed, Error or
+  Cancelled; the reference is ``status.outputDockerImageReference`` pinned to
+  ``status.output.to.imageDigest``, falling back to the ImageStreamTag's
+  image name when the digest is not set;
+- cancel: ``status.cancelled: true`` on the Build (what ``oc cancel-build``
+  does).
+
+``instantiate`` is not idempotent: before calling it the builder looks for a
+Build of the BuildConfig (live, not from the cache) and uses the
+BuildConfig's ``status.lastVersion``; the Lease makes one server the only
+caller. The Builds are watched through an informer (label
+``nbvalidation.dev/job``, which OpenShift copies from the BuildConfig).
+"""
+
+from __future__ import annotations
+
+from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
+from ...events import scrub
+from ...model import isotime
+from ...store.base import StoreError
+from .. import objects as obj
+from ..client import MERGE_PATCH, KubeApiError, Resource
+from ..store import JOB_LABEL
+from . import Builder, Watched, pinned, strip_tag
+
+BUILDCONFIGS = Resource("build.openshift.io/v1", "buildconfigs")
+BUILDS = Resource("build.openshift.io/v1", "builds")
+IMAGESTREAMTAGS = Resource("image.openshift.io/v1", "imagestreamtags")
+BC_LABEL = "openshift.io/build-config.name"
+BUILD_NUMBER = "openshift.io/build.number"
+TERMINAL = ("Complete", "Failed", "Error", "Cancelled")
+
+
+class OpenShiftBuilder(Builder):
+    strategy = "openshift"
+    watched = Watched(BUILDS, "build.openshift.io/v1", "Build")
+
+    def build_config(self, job: dict, inputs) -> dict:
+        b = self.backend
+        name = job["metadata"]["name"]
+        meta = obj._meta(job, obj.build_job_name(name), "build")
+        if inputs.destination:
+            to = {"kind": "DockerImage", "name": inputs.destination}
+        else:
+            to = {"kind": "ImageStreamTag", "name": f"{obj.child_name(name, 'image')}:{inputs.content_hash}"}
+        output: dict = {"to": to}
+        if b.registry_secret and inputs.destination:
+            output["pushSecret"] = {"name": b.registry_secret}
+        spec = {
+            "runPolicy": "Serial",
+            "source": {"type": "Dockerfile", "dockerfile": inputs.dockerfile,
+                       "configMaps": [{"configMap": {"name": obj.build_context_name(name)}}]},
+            "strategy": {"type": "Docker", "dockerStrategy": {"from": {"kind": "DockerImage",
+                                                                        "name": inputs.base_image}}},
+            "output": output,
+            "completionDeadlineSeconds": max(1, inputs.timeout_seconds),
+            "triggers": [],
+        }
+        if b.service_account:
+            spec["serviceAccount"] = b.service_account
+        return {"apiVersion": "build.openshift.io/v1", "kind": "BuildConfig", "metadata": meta, "spec": spec}
+
+    async def instantiate(self, ns: str, bc: dict) -> dict:
+        """The new Build (the API server creates it from the BuildConfig)."""
+        name = bc["metadata"]["name"]
+        return await self.kube.request("POST", BUILDCONFIGS.path(ns, name, "instantiate"), body={
+            "kind": "BuildRequest", "apiVersion": "build.openshift.io/v1", "metadata": {"name": name}})
+
+    async def _builds_of(self, ns: str, bc_name: str, live: bool) -> list[dict]:
+        inf = self.informer()
+        if not live and inf is not None and inf.usable:
+            found = [x for x in inf.cache.values() if (x["metadata"].get("labels") or {}).get(BC_LABEL) == bc_name
+                     or (x["metadata"].get("annotations") or {}).get(BC_LABEL) == bc_name]
+        else:
+            page = await self.kube.request("GET", BUILDS.path(ns), query={"labelSelector": f"{BC_LABEL}={bc_name}"})
+            found = page.get("items") or []
+            for x in found:
+                x.setdefault("apiVersion", "build.openshift.io/v1")
+                x.setdefault("kind", "Build")
+                if inf is not None:
+                    inf.put(x)
+
+        def number(x: dict) -> int:
+            try:
+                return int((x["metadata"].get("annotations") or {}).get(BUILD_NUMBER) or 0)
+            except ValueError:
+                return 0
+
+        return sorted(found, key=number)
+
+    async def ensure(self, job: dict) -> Observation:
+        b = self.backend
+        ns, name = b._ns(job), job["metadata"]["name"]
+        bc_name = obj.build_job_name(name)
+        try:
+            builds = await self._builds_of(ns, bc_name, live=False)
+            if not builds:
+                bc = await b._read(BUILDCONFIGS, None, ns, bc_name)
+                if bc is None:
+                    inputs = await b.build_inputs(job)
+                    await b._create_context(job, inputs)
+                    bc = await b._create(BUILDCONFIGS, self.build_config(job, inputs), job)
+                elif not obj.owned_by(bc, job):
+                    raise b.NotOurs(f"buildconfigs/{bc_name} already exists in namespace {ns} and does not "
+                                    "belong to this job")
+                builds = await self._builds_of(ns, bc_name, live=True)
+                if not builds:
+                    build = await self.instantiate(ns, bc)
+                    build.setdefault("apiVersion", "build.openshift.io/v1")
+                    build.setdefault("kind", "Build")
+                    inf = self.informer()
+                    if inf is not None:
+                        inf.put(build)
+                    builds = [build]
+        except b.NotOurs as e:
+            return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=self.strategy)
+        except KubeApiError as e:
+            raise StoreError(f"openshift build of {name}: {e.reason}: {e.message}") from None
+        return await self.observe(ns, builds[-1])
+
+    async def observe(self, ns: str, build: dict) -> Observation:
+        st = build.get("status") or {}
+        phase = st.get("phase") or "New"
+        started = st.get("startTimestamp")
+        what = f"build {build['metadata']['name']}"
+        if phase not in TERMINAL:
+            return Observation(RUNNING, strategy=self.strategy, started_at=started,
+                               message=f"OpenShift {what} is {phase}.")
+        finished = st.get("completionTimestamp") or isotime()
+        if phase != "Complete":
+            message = f"{st.get('reason') or phase}: {st.get('message') or 'the OpenShift ' + what + ' ' + phase.lower()}"
+            if st.get("logSnippet"):
+                message += f". Build output: {' '.join(str(st['logSnippet']).split())[-600:]}"
+            return Observation(FAILED, strategy=self.strategy, started_at=started, finished_at=finished,
+                               message=scrub(message)[:1000])
+        ref = st.get("outputDockerImageReference") or ""
+        digest = (((st.get("output") or {}).get("to") or {}).get("imageDigest") or "").strip()
+        to = ((build.get("spec") or {}).get("output") or {}).get("to") or {}
+        if not digest and to.get("kind") == "ImageStreamTag":
+            digest = await self._istag_digest(ns, to.get("name") or "")
+        if not ref or not digest.startswith("sha256:"):
+            return Observation(FAILED, strategy=self.strategy, started_at=started, finished_at=finished,
+                               message=f"OpenShift {what} completed but no image digest could be read "
+                                       "(status.output.to.imageDigest, ImageStreamTag)")
+        return Observation(SUCCEEDED, strategy=self.strategy, reference=pinned(strip_tag(ref), digest),
+                           started_at=started, finished_at=finished, message=f"Pushed {ref} ({what}).")
+
+    async def _istag_digest(self, ns: str, istag: str) -> str:
+        try:
+            tag = await self.kube.request("GET", IMAGESTREAMTAGS.path(ns, istag))
+        except KubeApiError as e:
+            self.backend.log.warning("nbvalidation: reading imagestreamtag %s failed: %s", istag, e)
+            return ""
+        return str(((tag.get("image") or {}).get("metadata") or {}).get("name") or "")
+
+    async def cancel(self, job: dict) -> None:
+        b = self.backend
+        ns = b._ns(job)
+        bc_name = obj.build_job_name(job["metadata"]["name"])
+        try:
+            builds = await self._builds_of(ns, bc_name, live=True)
+        except KubeApiError as e:
+            if e.status == 404:
+                return
+            raise StoreError(f"cancelling the build: {e.reason}: {e.message}") from None
+        for build in builds:
+            if ((build.get("status") or {}).get("phase")) in TERMINAL:
+                continue
+            try:
+                updated = await b.kube.request("PATCH", BUILDS.path(ns, build["metadata"]["name"]),
+                                               body={"status": {"cancelled": True}}, content_type=MERGE_PATCH)
+            except KubeApiError as e:
+                if e.status == 404:
+                    continue
+                raise StoreError(f"cancelling build {build['metadata']['name']}: {e.reason}: {e.message}") from None
+            inf = self.informer()
+            if inf is not None:
+                inf.put(updated)
+
+
+__all__ = ["OpenShiftBuilder", "BUILDCONFIGS", "BUILDS", "IMAGESTREAMTAGS", "JOB_LABEL"]

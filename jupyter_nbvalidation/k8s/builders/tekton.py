@@ -1,0 +1,139 @@
+"""The ``tekton`` strategy: one Tekton ``PipelineRun`` (or ``TaskRun``) per job
+over a buildah Task (the catalog's ``buildah`` or OpenShift Pipelines'),
+referenced through a resolver (``cluster``, with the Task's namespace) or by
+name in the job's namespace -- never the deprecated ClusterTask.
+
+- workspace ``source``: the build-context ConfigMap (Dockerfile +
+  requirements.txt); ``dockerconfig``: the registry Secret, when configured;
+- params ``IMAGE`` (``<registry>/<job>:<content hash>``), ``DOCKERFILE``,
+  ``CONTEXT``;
+- done when ``status.conditions[type=Succeeded]`` is True/False; results
+  ``IMAGE_URL`` + ``IMAGE_DIGEST`` give the digest-pinned reference;
+- cancel: ``spec.status: Cancelled`` (``TaskRunCancelled`` for a TaskRun).
+"""
+
+from __future__ import annotations
+
+from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
+from ...events import scrub
+from ...model import isotime
+from ...store.base import StoreError
+from .. import objects as obj
+from ..client import MERGE_PATCH, KubeApiError, Resource
+from . import Builder, Watched, condition, pinned
+
+PIPELINERUNS = Resource("tekton.dev/v1", "pipelineruns")
+TASKRUNS = Resource("tekton.dev/v1", "taskruns")
+
+
+class TektonBuilder(Builder):
+    strategy = "tekton"
+
+    def __init__(self, backend):
+        super().__init__(backend)
+        self.kind = backend.tekton_run_kind
+        self.resource = PIPELINERUNS if self.kind == "PipelineRun" else TASKRUNS
+        self.watched = Watched(self.resource, "tekton.dev/v1", self.kind)
+
+    # -- the object --------------------------------------------------------------
+    def task_ref(self, ns: str) -> dict:
+        b = self.backend
+        if b.tekton_task_resolver:
+            params = [{"name": "kind", "value": "task"}, {"name": "name", "value": b.tekton_task}]
+            if b.tekton_task_resolver == "cluster":
+                params.append({"name": "namespace", "value": b.tekton_task_namespace or ns})
+            return {"resolver": b.tekton_task_resolver, "params": params}
+        return {"kind": "Task", "name": b.tekton_task}
+
+    def run_object(self, job: dict, inputs) -> dict:
+        b = self.backend
+        ns = job["metadata"]["namespace"]
+        name = job["metadata"]["name"]
+        meta = obj._meta(job, obj.build_job_name(name), "build")
+        meta["annotations"] = {b.image_annotation: inputs.destination}
+        source = {"name": "source", "configMap": {"name": obj.build_context_name(name)}}
+        workspaces = [source]
+        if b.registry_secret:
+            workspaces.append({"name": "dockerconfig", "secret": {"secretName": b.registry_secret}})
+        task_params = [{"name": "IMAGE", "value": inputs.destination},
+                       {"name": "DOCKERFILE", "value": "./Dockerfile"}, {"name": "CONTEXT", "value": "."}]
+        timeout = f"{max(1, inputs.timeout_seconds)}s"
+        if self.kind == "TaskRun":
+            spec = {"taskRef": self.task_ref(ns), "params": task_params, "workspaces": workspaces,
+                    "timeout": timeout}
+            if b.service_account:
+                spec["serviceAccountName"] = b.service_account
+        else:
+            pipeline = {
+                "params": [{"name": "image", "type": "string"}],
+                "workspaces": [{"name": w["name"]} for w in workspaces],
+                "results": [{"name": r, "value": f"$(tasks.build.results.{r})"} for r in ("IMAGE_URL", "IMAGE_DIGEST")],
+                "tasks": [{"name": "build", "taskRef": self.task_ref(ns),
+                           "params": [{"name": "IMAGE", "value": "$(params.image)"}, *task_params[1:]],
+                           "workspaces": [{"name": w["name"], "workspace": w["name"]} for w in workspaces]}],
+            }
+            spec = {"pipelineSpec": pipeline, "params": [{"name": "image", "value": inputs.destination}],
+                    "workspaces": workspaces, "timeouts": {"pipeline": timeout}}
+            if b.service_account:
+                spec["taskRunTemplate"] = {"serviceAccountName": b.service_account}
+        return {"apiVersion": "tekton.dev/v1", "kind": self.kind, "metadata": meta, "spec": spec}
+
+    # -- the interface -----------------------------------------------------------------
+    async def ensure(self, job: dict) -> Observation:
+        b = self.backend
+        ns, name = b._ns(job), job["metadata"]["name"]
+        run_name = obj.build_job_name(name)
+        run = await b._read(self.resource, self.informer(), ns, run_name)
+        if run is None:
+            inputs = await b.build_inputs(job)
+            await b._create_context(job, inputs)
+            try:
+                run = await b._create(self.resource, self.run_object(job, inputs), job, self.informer())
+            except b.NotOurs as e:
+                return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=self.strategy)
+        elif not obj.owned_by(run, job):
+            return Observation(FAILED, finished_at=isotime(), strategy=self.strategy,
+                               message=f"{self.resource.plural}/{run_name} already exists in namespace {ns} and "
+                                       "does not belong to this job")
+        return self.observe(run)
+
+    def observe(self, run: dict) -> Observation:
+        st = run.get("status") or {}
+        started = st.get("startTime")
+        cond = condition(run, "Succeeded")
+        what = f"{self.kind} {run['metadata']['name']}"
+        if cond is None or cond.get("status") not in ("True", "False"):
+            detail = f" ({cond.get('reason')})" if cond and cond.get("reason") else ""
+            return Observation(RUNNING, strategy=self.strategy, started_at=started,
+                               message=f"Building with {what}{detail}.")
+        finished = st.get("completionTime") or cond.get("lastTransitionTime") or isotime()
+        if cond["status"] == "False":
+            message = f"{cond.get('reason') or 'Failed'}: {cond.get('message') or what + ' failed'}"
+            return Observation(FAILED, strategy=self.strategy, started_at=started, finished_at=finished,
+                               message=scrub(message)[:1000])
+        results = {r.get("name"): r.get("value") for r in st.get("results") or []
+                   if isinstance(r, dict) and isinstance(r.get("value"), str)}
+        url = (results.get("IMAGE_URL") or "").strip()
+        digest = (results.get("IMAGE_DIGEST") or "").strip()
+        if not url:
+            url = ((run["metadata"].get("annotations") or {}).get(self.backend.image_annotation) or "")
+        if not digest.startswith("sha256:") or not url:
+            return Observation(FAILED, strategy=self.strategy, started_at=started, finished_at=finished,
+                               message=f"{what} succeeded but reported no IMAGE_DIGEST/IMAGE_URL result")
+        return Observation(SUCCEEDED, strategy=self.strategy, reference=pinned(url, digest), started_at=started,
+                           finished_at=finished, message=f"Pushed {url} ({what}).")
+
+    async def cancel(self, job: dict) -> None:
+        b = self.backend
+        value = "Cancelled" if self.kind == "PipelineRun" else "TaskRunCancelled"
+        path = self.resource.path(b._ns(job), obj.build_job_name(job["metadata"]["name"]))
+        try:
+            updated = await b.kube.request("PATCH", path, body={"spec": {"status": value}},
+                                           content_type=MERGE_PATCH)
+        except KubeApiError as e:
+            if e.status == 404:
+                return
+            raise StoreError(f"cancelling {self.resource.plural}: {e.reason}: {e.message}") from None
+        inf = self.informer()
+        if inf is not None:
+            inf.put(updated)
