@@ -1,0 +1,342 @@
+"""Tekton and OpenShift builders, and the ``auto`` strategy, on the REAL API
+server (tests/k8s_harness.py). The harness plays the Tekton controller and
+the OpenShift build controller on hand-written minimal CRDs
+(tests/k8s_manifests/, notes §2.5): it writes the run's / Build's status the
+way those controllers do. OpenShift's ``instantiate`` subresource cannot be
+served by a CRD: a stand-in builder creates the Build the way the OpenShift
+API server does (name ``<bc>-<n>``, the BuildConfig's labels and spec).
+
+The CRDs are removed again at the end of the module, so ``auto`` means the
+Job builder for the other test modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from helpers import write_notebook
+from test_k8s_backend import (DIGEST, REGISTRY, WAIT, admin, aio_admin, events_of, make_env,  # noqa: F401
+                              reasons, run_validation, wait_object)
+
+from jupyter_nbvalidation.k8s import objects as obj
+from jupyter_nbvalidation.k8s.builders.openshift import BC_LABEL, BUILD_NUMBER, BUILDCONFIGS, BUILDS, \
+    OpenShiftBuilder
+from jupyter_nbvalidation.k8s.builders.tekton import PIPELINERUNS, TASKRUNS
+from jupyter_nbvalidation.k8s.client import MERGE_PATCH, KubeApiError
+from jupyter_nbvalidation.model import Phase, Reason
+from jupyter_nbvalidation.render import describe
+
+pytestmark = pytest.mark.k8s
+MANIFESTS = Path(__file__).parent / "k8s_manifests"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+BUILD_OK = [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED, Reason.VALIDATION_STARTED,
+            Reason.VALIDATION_SUCCEEDED]
+
+
+def _install(h, files: list[str]):
+    for f in files:
+        h.install_crd(MANIFESTS / f)
+
+
+def _remove(h, names: list[str], group: str):
+    for n in names:
+        try:
+            h.request("DELETE", f"{CRD_PATH}/{n}")
+        except Exception:
+            pass
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until discovery stops serving the group
+        groups = {g["name"] for g in h.request("GET", "/apis").get("groups", [])}
+        if group not in groups:
+            return
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def openshift_crds(kube_apiserver):
+    _install(kube_apiserver, ["openshift-buildconfigs.yaml", "openshift-builds.yaml"])
+    yield
+    _remove(kube_apiserver, ["buildconfigs.build.openshift.io", "builds.build.openshift.io"], "build.openshift.io")
+
+
+@pytest.fixture(scope="module")
+def tekton_crds(kube_apiserver, openshift_crds):
+    _install(kube_apiserver, ["tekton-pipelineruns.yaml", "tekton-taskruns.yaml"])
+    yield
+    _remove(kube_apiserver, ["pipelineruns.tekton.dev", "taskruns.tekton.dev"], "tekton.dev")
+
+
+class StandInOpenShift(OpenShiftBuilder):
+    """``instantiate`` as the OpenShift API server does it."""
+
+    async def instantiate(self, ns: str, bc: dict) -> dict:
+        version = int((bc.get("status") or {}).get("lastVersion") or 0) + 1
+        name = f"{bc['metadata']['name']}-{version}"
+        spec = {k: v for k, v in bc["spec"].items() if k not in ("runPolicy", "triggers")}
+        build = {"apiVersion": "build.openshift.io/v1", "kind": "Build",
+                 "metadata": {"name": name, "namespace": ns,
+                              "labels": {**(bc["metadata"].get("labels") or {}), BC_LABEL: bc["metadata"]["name"],
+                                         "buildconfig": bc["metadata"]["name"]},
+                              "annotations": {BC_LABEL: bc["metadata"]["name"], BUILD_NUMBER: str(version)},
+                              "ownerReferences": [{"apiVersion": "build.openshift.io/v1", "kind": "BuildConfig",
+                                                   "name": bc["metadata"]["name"], "uid": bc["metadata"]["uid"],
+                                                   "controller": True}]},
+                 "spec": spec, "status": {"phase": "New", "config": {"kind": "BuildConfig",
+                                                                    "name": bc["metadata"]["name"]}}}
+        created = await self.kube.request("POST", BUILDS.path(ns), body=build)
+        await self.kube.request("PATCH", BUILDCONFIGS.path(ns, bc["metadata"]["name"]),
+                                body={"status": {"lastVersion": version}}, content_type=MERGE_PATCH)
+        return created
+
+
+async def _env(h, ns, tmp_path, **traits):
+    e = make_env(h, ns, tmp_path / "root", **traits)
+    e.backend.builders["openshift"] = StandInOpenShift(e.backend)
+    write_notebook(e.root / "nb.ipynb", ["x = 1", "print(x + 1)"])
+    await e.engine.start()
+    return e
+
+
+@pytest_asyncio.fixture
+async def env_factory(kube_apiserver, k8s_namespace, tmp_path):
+    envs = []
+
+    async def make(**traits):
+        e = await _env(kube_apiserver, k8s_namespace, tmp_path / str(len(envs)), **traits)
+        envs.append(e)
+        return e
+
+    yield make
+    for e in envs:
+        await e.engine.stop()
+
+
+# --------------------------------------------------------------------------
+# the harness as the Tekton controller
+
+
+async def tekton_status(admin, ns, resource, name, status: str, reason: str, message: str = "", results=None):
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    st = {"startTime": now, "conditions": [{"type": "Succeeded", "status": status, "reason": reason,
+                                            "message": message, "lastTransitionTime": now}]}
+    if status != "Unknown":
+        st["completionTime"] = now
+    if results is not None:
+        st["results"] = [{"name": k, "value": v} for k, v in results.items()]
+    return await admin.request("PATCH", resource.path(ns, name, "status"), body={"status": st},
+                               content_type=MERGE_PATCH)
+
+
+async def build_status(admin, ns, name, phase: str, **extra):
+    return await admin.request("PATCH", BUILDS.path(ns, name), body={"status": {"phase": phase, **extra}},
+                               content_type=MERGE_PATCH)
+
+
+async def wait_phase(env, name, phase, timeout=WAIT):
+    async def check():
+        job = await env.store.get(name)
+        return job if (job.get("status") or {}).get("phase") == phase else None
+
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        job = await check()
+        if job:
+            return job
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{name} never reached {phase}: {(await env.store.get(name)).get('status')}")
+        await asyncio.sleep(0.02)
+
+
+# --------------------------------------------------------------------------
+# OpenShift
+
+
+@pytest.mark.asyncio
+async def test_openshift_auto_full_sequence(openshift_crds, env_factory, admin, aio_admin):
+    env = await env_factory()
+    health = await env.backend.health()
+    assert health["defaultBuildStrategy"] == "openshift" and "build.openshift.io" in health["buildStrategyReason"]
+    assert set(health["buildStrategies"]) == {"job", "openshift"}
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+    name = job["metadata"]["name"]
+    bc_name = obj.build_job_name(name)
+    bc = await wait_object(admin, BUILDCONFIGS.path(env.ns, bc_name))
+    assert bc["spec"]["strategy"]["type"] == "Docker" and "FROM python:3.12-slim" in bc["spec"]["source"]["dockerfile"]
+    assert bc["spec"]["source"]["configMaps"] == [{"configMap": {"name": obj.build_context_name(name)}}]
+    dest = bc["spec"]["output"]["to"]["name"]
+    assert bc["spec"]["output"]["to"]["kind"] == "DockerImage" and dest.startswith(f"{REGISTRY}/{name}:")
+    build = await wait_object(admin, BUILDS.path(env.ns, f"{bc_name}-1"))
+    for phase in ("Pending", "Running"):
+        await build_status(admin, env.ns, build["metadata"]["name"], phase)
+    await asyncio.sleep(0.2)
+    assert (await env.store.get(name))["status"]["phase"] == Phase.BUILDING
+    await build_status(admin, env.ns, build["metadata"]["name"], "Complete", outputDockerImageReference=dest,
+                       output={"to": {"imageDigest": DIGEST}})
+    running = await wait_phase(env, name, Phase.VALIDATION_RUNNING)
+    assert running["status"]["buildStatus"]["imageReference"] == f"{dest.rsplit(':', 1)[0]}@{DIGEST}"
+    assert running["status"]["buildStatus"]["strategy"] == "openshift"
+    await run_validation(admin, aio_admin, env.ns, name)
+    done = await env.terminal(name)
+    assert done["status"]["phase"] == Phase.SUCCEEDED
+    assert reasons(await events_of(admin, env.ns, done["metadata"]["uid"])) == BUILD_OK
+    builds = (await admin.request("GET", BUILDS.path(env.ns)))["items"]
+    assert [b["metadata"]["name"] for b in builds] == [f"{bc_name}-1"]  # instantiated once
+    text = describe(done, {"phases": []}, [])
+    assert "Strategy:     openshift (auto: OpenShift builds are available" in text, text
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("phase", ["Failed", "Error"])
+async def test_openshift_failure_is_carried_into_status_and_a_warning(openshift_crds, env_factory, admin, phase):
+    env = await env_factory(default_build_strategy="openshift")
+    name = (await env.submit(notebook={"path": "nb.ipynb"}))["metadata"]["name"]
+    bname = f"{obj.build_job_name(name)}-1"
+    await wait_object(admin, BUILDS.path(env.ns, bname))
+    await build_status(admin, env.ns, bname, phase, reason="DockerBuildFailed",
+                       message="Docker build strategy has failed.", logSnippet="ERROR: No matching distribution")
+    done = await env.terminal(name)
+    st = done["status"]
+    assert st["phase"] == Phase.FAILED and st["reason"] == Reason.BUILD_FAILED
+    assert "DockerBuildFailed: Docker build strategy has failed." in st["message"]
+    assert "No matching distribution" in st["buildStatus"]["message"]
+    events = await events_of(admin, env.ns, done["metadata"]["uid"])
+    assert reasons(events) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_FAILED]
+    assert events[-1]["type"] == "Warning" and "DockerBuildFailed" in events[-1]["note"]
+
+
+@pytest.mark.asyncio
+async def test_openshift_cancel_marks_the_build_cancelled(openshift_crds, env_factory, admin):
+    env = await env_factory(default_build_strategy="openshift")
+    name = (await env.submit(notebook={"path": "nb.ipynb"}))["metadata"]["name"]
+    bname = f"{obj.build_job_name(name)}-1"
+    await wait_object(admin, BUILDS.path(env.ns, bname))
+    await build_status(admin, env.ns, bname, "Running")
+    await wait_phase(env, name, Phase.BUILDING)
+    await env.engine.request_cancel(name)
+    done = await env.terminal(name)
+    assert done["status"]["phase"] == Phase.FAILED and done["status"]["reason"] == Reason.CANCELLED
+    build = await admin.request("GET", BUILDS.path(env.ns, bname))
+    assert build["status"]["cancelled"] is True
+
+
+# --------------------------------------------------------------------------
+# Tekton
+
+
+@pytest.mark.asyncio
+async def test_tekton_auto_pipelinerun_full_sequence(tekton_crds, env_factory, admin, aio_admin):
+    env = await env_factory(tekton_task_resolver="cluster", tekton_task_namespace="openshift-pipelines",
+                            registry_secret="push-secret")
+    health = await env.backend.health()
+    assert health["defaultBuildStrategy"] == "tekton" and "Tekton is installed" in health["buildStrategyReason"]
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+    name = job["metadata"]["name"]
+    run_name = obj.build_job_name(name)
+    pr = await wait_object(admin, PIPELINERUNS.path(env.ns, run_name))
+    task = pr["spec"]["pipelineSpec"]["tasks"][0]
+    assert task["taskRef"] == {"resolver": "cluster", "params": [
+        {"name": "kind", "value": "task"}, {"name": "name", "value": "buildah"},
+        {"name": "namespace", "value": "openshift-pipelines"}]}
+    assert "ClusterTask" not in str(pr)
+    assert {"name": "source", "configMap": {"name": obj.build_context_name(name)}} in pr["spec"]["workspaces"]
+    assert {"name": "dockerconfig", "secret": {"secretName": "push-secret"}} in pr["spec"]["workspaces"]
+    image = pr["spec"]["params"][0]["value"]
+    assert image.startswith(f"{REGISTRY}/{name}:")
+    ctx = await wait_object(admin, f"/api/v1/namespaces/{env.ns}/configmaps/{obj.build_context_name(name)}")
+    assert set(ctx["data"]) == {"Dockerfile", "requirements.txt"} and "six" in ctx["data"]["requirements.txt"]
+    await tekton_status(admin, env.ns, PIPELINERUNS, run_name, "Unknown", "Running")
+    await asyncio.sleep(0.2)
+    assert (await env.store.get(name))["status"]["phase"] == Phase.BUILDING
+    await tekton_status(admin, env.ns, PIPELINERUNS, run_name, "True", "Succeeded",
+                        results={"IMAGE_URL": image, "IMAGE_DIGEST": DIGEST})
+    running = await wait_phase(env, name, Phase.VALIDATION_RUNNING)
+    bs = running["status"]["buildStatus"]
+    assert bs["imageReference"] == f"{REGISTRY}/{name}@{DIGEST}" and bs["strategy"] == "tekton"
+    assert "Tekton is installed" in bs["strategyReason"]
+    pod = await wait_object(admin, f"/api/v1/namespaces/{env.ns}/pods/{obj.validation_pod_name(name)}")
+    assert pod["spec"]["containers"][0]["image"] == f"{REGISTRY}/{name}@{DIGEST}"
+    await run_validation(admin, aio_admin, env.ns, name)
+    done = await env.terminal(name)
+    assert done["status"]["phase"] == Phase.SUCCEEDED
+    assert reasons(await events_of(admin, env.ns, done["metadata"]["uid"])) == BUILD_OK
+
+
+@pytest.mark.asyncio
+async def test_tekton_failure_reason_and_message(tekton_crds, env_factory, admin):
+    env = await env_factory()
+    name = (await env.submit(notebook={"path": "nb.ipynb"}))["metadata"]["name"]
+    run_name = obj.build_job_name(name)
+    await wait_object(admin, PIPELINERUNS.path(env.ns, run_name))
+    await tekton_status(admin, env.ns, PIPELINERUNS, run_name, "False", "Failed",
+                        'Tasks Completed: 1 (Failed: 1), "build" exited with code 1: pip: no matching distribution')
+    done = await env.terminal(name)
+    assert done["status"]["phase"] == Phase.FAILED and done["status"]["reason"] == Reason.BUILD_FAILED
+    assert "Failed: Tasks Completed: 1 (Failed: 1)" in done["status"]["message"]
+    events = await events_of(admin, env.ns, done["metadata"]["uid"])
+    assert reasons(events) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_FAILED]
+    assert events[-1]["type"] == "Warning" and "no matching distribution" in events[-1]["note"]
+
+
+@pytest.mark.asyncio
+async def test_tekton_cancel_sets_spec_status_cancelled(tekton_crds, env_factory, admin):
+    env = await env_factory()
+    name = (await env.submit(notebook={"path": "nb.ipynb"}))["metadata"]["name"]
+    run_name = obj.build_job_name(name)
+    await wait_object(admin, PIPELINERUNS.path(env.ns, run_name))
+    await tekton_status(admin, env.ns, PIPELINERUNS, run_name, "Unknown", "Running")
+    await env.engine.request_cancel(name)
+    done = await env.terminal(name)
+    assert done["status"]["phase"] == Phase.FAILED and done["status"]["reason"] == Reason.CANCELLED
+    assert (await admin.request("GET", PIPELINERUNS.path(env.ns, run_name)))["spec"]["status"] == "Cancelled"
+
+
+@pytest.mark.asyncio
+async def test_tekton_taskrun_by_task_name(tekton_crds, env_factory, admin, aio_admin):
+    env = await env_factory(tekton_run_kind="TaskRun", tekton_task="buildah-ns")
+    name = (await env.submit(notebook={"path": "nb.ipynb"}))["metadata"]["name"]
+    run_name = obj.build_job_name(name)
+    tr = await wait_object(admin, TASKRUNS.path(env.ns, run_name))
+    assert tr["spec"]["taskRef"] == {"kind": "Task", "name": "buildah-ns"}
+    image = tr["spec"]["params"][0]["value"]
+    await tekton_status(admin, env.ns, TASKRUNS, run_name, "True", "Succeeded",
+                        results={"IMAGE_URL": image, "IMAGE_DIGEST": DIGEST})
+    await run_validation(admin, aio_admin, env.ns, name)
+    done = await env.terminal(name)
+    assert done["status"]["phase"] == Phase.SUCCEEDED
+    assert done["status"]["buildStatus"]["imageReference"] == f"{REGISTRY}/{name}@{DIGEST}"
+
+
+@pytest.mark.asyncio
+async def test_a_strategy_the_cluster_lacks_is_refused(env_factory):
+    from jupyter_nbvalidation.service import ApiError
+
+    env = await env_factory()
+    env.backend.available_strategies = ["job"]
+    with pytest.raises(ApiError) as err:
+        await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"strategy": "tekton"}})
+    assert err.value.status == 400 and "not available" in err.value.message
+
+
+def test_openshift_digest_falls_back_to_the_imagestreamtag():
+    class FakeKube:
+        async def request(self, method, path, **kw):
+            assert path.endswith("/imagestreamtags/nvj-x-image:abc"), path
+            return {"image": {"metadata": {"name": DIGEST}}}
+
+    class B:
+        kube = FakeKube()
+        log = None
+
+    builder = OpenShiftBuilder.__new__(OpenShiftBuilder)
+    builder.backend = B()
+    build = {"metadata": {"name": "nvj-x-build-1"},
+             "spec": {"output": {"to": {"kind": "ImageStreamTag", "name": "nvj-x-image:abc"}}},
+             "status": {"phase": "Complete", "outputDockerImageReference":
+                        "image-registry.openshift-image-registry.svc:5000/ns/nvj-x-image:abc"}}
+    obs = asyncio.run(builder.observe("ns", build))
+    assert obs.state == "Succeeded"
+    assert obs.reference == f"image-registry.openshift-image-registry.svc:5000/ns/nvj-x-image@{DIGEST}"
