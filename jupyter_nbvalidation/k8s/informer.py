@@ -51,7 +51,7 @@ class Informer:
     def __init__(self, kube: Kube, path: str, *, on_change: OnChange, log: Any, label_selector: str | None = None,
                  api_version: str | None = None, kind: str | None = None, watch_timeout: int = 290,
                  page_size: int = 500, max_backoff: float = 30.0, name: str = "informer",
-                 on_recovered: Callable[[], None] | None = None):
+                 on_recovered: Callable[[float], None] | None = None):
         self.kube = kube
         self.path = path
         self.on_change = on_change
@@ -79,11 +79,11 @@ class Informer:
         self.healthy = True
         self._unreachable = 0
         if self.unhealthy_since is not None:
-            self.unhealthy_since = None
+            since, self.unhealthy_since = self.unhealthy_since, None
             self.last_error = None
             if self.on_recovered is not None:
                 try:
-                    self.on_recovered()
+                    self.on_recovered(since)
                 except Exception:
                     self.log.exception("nbvalidation: %s recovery handler failed", self.name)
 

@@ -22,6 +22,8 @@ import base64
 import copy
 import datetime as dt
 import json
+import random
+import time
 from typing import Any, Awaitable, Callable
 
 from traitlets import Float, Unicode
@@ -51,6 +53,13 @@ def owner_job_name(obj: dict, build_jobs: Informer | None = None) -> str | None:
                 if parent is not None:
                     return owner_job_name(parent)
     return (meta.get("labels") or {}).get(JOB_LABEL)
+
+
+def _epoch(text: Any) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _sort_key(job: dict) -> tuple[str, str, str]:
@@ -94,7 +103,9 @@ class KubernetesJobStore(JobStore):
         self.jobs: Informer | None = None
         self.build_jobs: Informer | None = None
         self.pods: Informer | None = None
-        self.extra: dict[str, Informer] = {}  # build objects of the offered strategies (tekton, openshift)
+        self.extra: dict[str, Informer] = {}
+        self._outages: list[tuple[float, float]] = []  # (from, to) wall-clock: the API server was unreachable
+        self.event_retry_seconds = 180.0  # how long a transition event is retried while unreachable  # build objects of the offered strategies (tekton, openshift)
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -166,9 +177,11 @@ class KubernetesJobStore(JobStore):
     def _informers(self) -> list[Informer]:
         return [i for i in (self.jobs, self.build_jobs, self.pods, *self.extra.values()) if i is not None]
 
-    def _recovered(self) -> None:
+    def _recovered(self, since: float) -> None:
         """The API server answers again: look at every job (their reconciles
         may be waiting in a back-off)."""
+        self._outages.append((since, time.time()))
+        del self._outages[:-20]
         self.log.info("nbvalidation: the API server answers again; resynchronising the jobs")
         if self.jobs is not None:
             for name in list(self.jobs.cache):
@@ -356,12 +369,41 @@ class KubernetesJobStore(JobStore):
             self.jobs.forget(name)
 
     # -- events ----------------------------------------------------------------------
+    def _during_outage(self, event: dict) -> bool:
+        if ": Unreachable: " in str(event.get("note", "")):  # the failed write could not reach the API server
+            return True
+        t = _epoch(event.get("eventTime"))
+        if t is None:
+            return False
+        if not self.outage()["apiReachable"]:
+            return True
+        return any(a - 1.0 <= t <= b + 1.0 for a, b in self._outages)
+
     async def add_event(self, event: dict) -> dict:
+        """Post one event. A transition event is retried while the API server
+        is unreachable or overloaded (its name is fixed, so a retry of a POST
+        that did arrive is a 409: posted once). A ``...StatusUpdateFailed``
+        fallback raised by an outage is not posted: /health reports the
+        outage, and the write it stands for is retried, its own event follows."""
         ns = event["metadata"].get("namespace") or self.namespace
-        try:
-            return await self.kube.request("POST", EVENTS.path(ns), body=event)
-        except KubeApiError as e:
-            raise self._error(e, f"event {event['reason']} for {event['regarding']['name']!r}") from None
+        fallback = str(event.get("reason", "")).endswith("StatusUpdateFailed")
+        deadline = time.monotonic() + self.event_retry_seconds
+        pause = 0.5
+        while True:
+            if fallback and self._during_outage(event):
+                self.log.info("nbvalidation: not posting %s for %s: the API server was unreachable",
+                              event["reason"], event["regarding"]["name"])
+                return event
+            try:
+                return await self.kube.request("POST", EVENTS.path(ns), body=event)
+            except KubeApiError as e:
+                if e.status == 409 and not fallback:
+                    return event  # an earlier attempt did arrive
+                transient = e.status == 0 or e.status == 429 or e.status >= 500
+                if fallback or not transient or time.monotonic() + pause > deadline:
+                    raise self._error(e, f"event {event['reason']} for {event['regarding']['name']!r}") from None
+            await asyncio.sleep(pause * (0.8 + 0.4 * random.random()))
+            pause = min(10.0, pause * 2)
 
     async def list_events(self, job: dict) -> list[dict]:
         uid = job["metadata"]["uid"]

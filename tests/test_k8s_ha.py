@@ -1,0 +1,261 @@
+"""Several servers on one namespace, and outages, on the REAL API server.
+
+- two `jupyter server` processes with the kubernetes backend on one
+  namespace: exactly one reconciles (the Lease holder), the other serves the
+  REST API; SIGKILL the leader mid-job and the other finishes every job, with
+  no duplicate child and no duplicate event;
+- the kube-apiserver stopped for 30 s in the middle of 20 running jobs, then
+  restarted on the same etcd: /health reports the outage, the last known
+  jobs are still served, every job reaches its right terminal phase, no event
+  is duplicated;
+- a server SIGKILLed mid-Building and restarted: same.
+
+Short lease timings (4 s / 3 s / 0.5 s) keep failover quick here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import pytest_asyncio
+from conftest import ServerProcess
+from helpers import write_notebook
+from test_k8s_backend import (NOBUILD, REGISTRY, WAIT, admin, aio_admin, events_of, make_env,  # noqa: F401
+                              reasons, run_builder, run_validation, wait_object)
+
+from jupyter_nbvalidation.k8s import objects as obj
+from jupyter_nbvalidation.k8s.client import JOBS, PODS
+from jupyter_nbvalidation.model import Phase, Reason
+
+pytestmark = pytest.mark.k8s
+LEASE = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 0.5}
+BUILD_OK = [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED, Reason.VALIDATION_STARTED,
+            Reason.VALIDATION_SUCCEEDED]
+NOBUILD_OK = [Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+
+
+class K8sServer(ServerProcess):
+    """A `jupyter server` with the kubernetes backend on ``ns``."""
+
+    def __init__(self, tmp_path, name, h, ns):
+        super().__init__(tmp_path, name)
+        self.args = ["--NBValidation.backend=kubernetes", f"--KubernetesBackend.kubeconfig={h.admin_kubeconfig}",
+                     f"--KubernetesBackend.namespace={ns}", f"--KubernetesBackend.registry={REGISTRY}",
+                     "--KubernetesBackend.default_build_strategy=job",
+                     *(f"--KubernetesBackend.{k}={v}" for k, v in LEASE.items())]
+
+    def start(self, timeout: float = 60) -> "K8sServer":
+        argv = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
+                f"--port={self.port}", "--ip=127.0.0.1", f"--ServerApp.token={self.token}",
+                f"--ServerApp.root_dir={self.root}", f"--LocalBackend.data_dir={self.data_dir}",
+                "--ServerApp.port_retries=0", *self.args]
+        self._log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter server exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                self.health()
+                return self
+            except Exception:
+                time.sleep(0.2)
+        raise RuntimeError(f"jupyter server did not come up: {self.log_path.read_text()[-3000:]}")
+
+    def api(self, method: str, path: str, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + "nbvalidation/api/v1/" + path, data=data, method=method,
+                                     headers={"Authorization": f"token {self.token}",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read() or b"null")
+
+    def health(self) -> dict:
+        return self.api("GET", "health")
+
+
+async def call(server: K8sServer, method: str, path: str, body=None):
+    return await asyncio.to_thread(server.api, method, path, body)
+
+
+async def until(fn, timeout=WAIT, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = await fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+async def job_phase(admin, ns, name) -> str:
+    job = await admin.request("GET", f"/apis/nbvalidation.dev/v1alpha1/namespaces/{ns}/notebookvalidationjobs/{name}")
+    return (job.get("status") or {}).get("phase", "")
+
+
+async def assert_no_duplicates(admin, ns, name, builds: bool):
+    sel = {"labelSelector": f"nbvalidation.dev/job={name}"}
+    pods = (await admin.request("GET", PODS.path(ns), query=sel))["items"]
+    assert len([p for p in pods if p["metadata"]["labels"]["nbvalidation.dev/component"] == "validation"]) == 1
+    assert len((await admin.request("GET", JOBS.path(ns), query=sel))["items"]) == (1 if builds else 0)
+
+
+@pytest.fixture
+def k8s_servers(tmp_path, kube_apiserver, k8s_namespace):
+    servers = []
+    (tmp_path / "root").mkdir(exist_ok=True)
+    write_notebook(tmp_path / "root" / "nb.ipynb", ["x = 1", "print(x + 1)"])
+
+    def make(name: str) -> K8sServer:
+        s = K8sServer(tmp_path, name, kube_apiserver, k8s_namespace)
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.stop()
+
+
+@pytest.mark.asyncio
+async def test_two_servers_one_leader_and_failover(k8s_servers, k8s_namespace, admin, aio_admin):
+    ns = k8s_namespace
+    a, b = k8s_servers("a"), k8s_servers("b")
+    await asyncio.gather(asyncio.to_thread(a.start), asyncio.to_thread(b.start))
+
+    async def leaders():
+        hs = [await asyncio.to_thread(s.health) for s in (a, b)]
+        lead = [s for s, h in zip((a, b), hs) if h["engine"]["leading"]]
+        return (lead, hs) if len(lead) == 1 else None
+
+    (leader,), hs = await until(leaders, what="exactly one leader")
+    follower = b if leader is a else a
+    fh = hs[(a, b).index(follower)]
+    assert fh["leader"]["holder"] == hs[(a, b).index(leader)]["leader"]["identity"]
+    # the follower serves the REST API: submit through it
+    built = (await call(follower, "POST", "jobs", {"notebook": {"path": "nb.ipynb"}}))["metadata"]["name"]
+    plain = (await call(follower, "POST", "jobs", {"notebook": {"path": "nb.ipynb"}, **NOBUILD}))["metadata"]["name"]
+    await wait_object(admin, JOBS.path(ns, obj.build_job_name(built)))
+    await wait_object(admin, PODS.path(ns, obj.validation_pod_name(plain)))
+    assert (await asyncio.to_thread(follower.health))["engine"]["reconciles"] == 0  # exactly one reconciles
+    assert (await call(follower, "GET", f"jobs/{built}"))["status"]["phase"] == Phase.BUILDING
+    leader.kill()  # mid-job: one Building, one ValidationRunning
+    await until(lambda: asyncio.to_thread(lambda: follower.health()["engine"]["leading"]), timeout=15,
+                what="failover")
+    await run_builder(admin, aio_admin, ns, built)
+    await run_validation(admin, aio_admin, ns, built)
+    await run_validation(admin, aio_admin, ns, plain)
+    for name in (built, plain):
+        await until(lambda: _terminal(admin, ns, name), what=name)
+    await asyncio.sleep(1.0)  # any late duplicate would show up now
+    for name, builds in ((built, True), (plain, False)):
+        job = await call(follower, "GET", f"jobs/{name}")
+        assert job["status"]["phase"] == Phase.SUCCEEDED
+        assert reasons(await events_of(admin, ns, job["metadata"]["uid"])) == (BUILD_OK if builds else NOBUILD_OK)
+        await assert_no_duplicates(admin, ns, name, builds)
+
+
+async def _terminal(admin, ns, name):
+    return await job_phase(admin, ns, name) in (Phase.SUCCEEDED, Phase.FAILED)
+
+
+@pytest.mark.asyncio
+async def test_server_killed_mid_building_and_restarted(k8s_servers, k8s_namespace, admin, aio_admin):
+    ns = k8s_namespace
+    s = k8s_servers("one")
+    await asyncio.to_thread(s.start)
+    await until(lambda: asyncio.to_thread(lambda: s.health()["engine"]["leading"]), what="leading")
+    name = (await call(s, "POST", "jobs", {"notebook": {"path": "nb.ipynb"}}))["metadata"]["name"]
+    await wait_object(admin, JOBS.path(ns, obj.build_job_name(name)))
+    assert await job_phase(admin, ns, name) == Phase.BUILDING
+    s.kill()
+    await run_builder(admin, aio_admin, ns, name)  # the build finishes while no server runs
+    s2 = k8s_servers("two")
+    await asyncio.to_thread(s2.start)
+    await wait_object(admin, PODS.path(ns, obj.validation_pod_name(name)), timeout=20)
+    await run_validation(admin, aio_admin, ns, name)
+    await until(lambda: _terminal(admin, ns, name), what="terminal")
+    await asyncio.sleep(0.5)
+    job = await call(s2, "GET", f"jobs/{name}")
+    assert job["status"]["phase"] == Phase.SUCCEEDED
+    assert reasons(await events_of(admin, ns, job["metadata"]["uid"])) == BUILD_OK
+    await assert_no_duplicates(admin, ns, name, True)
+
+
+@pytest_asyncio.fixture
+async def ha_env(kube_apiserver, k8s_namespace, tmp_path):
+    e = make_env(kube_apiserver, k8s_namespace, tmp_path / "root", default_build_strategy="job", **LEASE)
+    write_notebook(e.root / "nb.ipynb", ["x = 1", "print(x + 1)"])
+    await e.engine.start()
+    yield e
+    await e.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_apiserver_down_30s_in_the_middle_of_20_jobs(ha_env, admin, aio_admin, kube_apiserver):
+    env, ns = ha_env, ha_env.ns
+    await until(lambda: asyncio.sleep(0, env.engine.leading.is_set()), what="leading")
+    jobs = []
+    for i in range(20):
+        builds = i % 2 == 0
+        job = await env.submit(notebook={"path": "nb.ipynb"}, **({} if builds else NOBUILD))
+        jobs.append((job["metadata"]["name"], builds, i % 5 == 4))  # every 5th fails its validation
+    for name, builds, _ in jobs:
+        await wait_object(admin, (JOBS.path(ns, obj.build_job_name(name)) if builds
+                                  else PODS.path(ns, obj.validation_pod_name(name))))
+    for name, builds, _ in jobs[:6]:  # a few builds finish right before the outage
+        if builds:
+            await run_builder(admin, aio_admin, ns, name)
+    t0 = time.monotonic()
+    await asyncio.to_thread(kube_apiserver.stop_apiserver)
+    health = await until(lambda: _down(env), timeout=15, what="outage on /health")
+    assert health["api"]["since"] and health["api"]["lastError"] and not health["usable"]
+    assert "unreachable" in health["problem"]
+    listed, _ = await env.store.list()  # the last known state is still served
+    assert {j["metadata"]["name"] for j in listed} == {n for n, _, _ in jobs}
+    assert (await env.service.get(jobs[0][0]))["metadata"]["name"] == jobs[0][0]
+    await asyncio.sleep(max(0.0, 30 - (time.monotonic() - t0)))
+    await asyncio.to_thread(kube_apiserver.start_apiserver)
+    await until(lambda: _up(env), timeout=30, what="recovery on /health")
+    for name, builds, _ in jobs:
+        if builds:
+            if await job_phase(admin, ns, name) == Phase.BUILDING:
+                await run_builder(admin, aio_admin, ns, name)
+    for name, builds, fails in jobs:
+        await wait_object(admin, PODS.path(ns, obj.validation_pod_name(name)), timeout=40)
+        await run_validation(admin, aio_admin, ns, name, exit_code=1 if fails else 0,
+                             message=None if not fails else _failed_summary())
+    for name, builds, fails in jobs:
+        done = await env.terminal(name, timeout=60)
+        assert done["status"]["phase"] == (Phase.FAILED if fails else Phase.SUCCEEDED), done["status"]
+    await asyncio.sleep(0.5)
+    for name, builds, fails in jobs:
+        job = await env.store.get(name)
+        expected = (BUILD_OK if builds else NOBUILD_OK)[:-1] + [Reason.VALIDATION_FAILED if fails
+                                                                else Reason.VALIDATION_SUCCEEDED]
+        assert reasons(await events_of(admin, ns, job["metadata"]["uid"])) == expected, name
+        await assert_no_duplicates(admin, ns, name, builds)
+
+
+def _failed_summary() -> str:
+    from test_k8s_backend import summary
+
+    return summary("Failed", failedCellIndex=1, message="cell 1 raised ZeroDivisionError",
+                   results=[{"cellIndex": 0, "status": "Success"}, {"cellIndex": 1, "status": "Failed"}])
+
+
+async def _down(env):
+    h = await env.backend.health()
+    return h if not h["api"]["apiReachable"] else None
+
+
+async def _up(env):
+    h = await env.backend.health()
+    return h if h["api"]["apiReachable"] and h["usable"] else None
