@@ -15,12 +15,10 @@ def _configurables():
     from jupyter_nbvalidation.backends.local import LocalBackend
 
     classes = [NBValidation, LocalBackend]
-    try:
-        from jupyter_nbvalidation.k8s.backend import KubernetesBackend
+    from jupyter_nbvalidation.k8s.backend import KubernetesBackend
+    from jupyter_nbvalidation.k8s.store import KubernetesJobStore
 
-        classes.append(KubernetesBackend)
-    except ImportError:
-        pass
+    classes += [KubernetesBackend, KubernetesJobStore]
     for cls in classes:
         own = set()
         for klass in cls.__mro__:
