@@ -367,9 +367,9 @@ class Engine:
                 def start_build(st: dict) -> None:
                     st["buildStatus"] = {"phase": "Running", "startTime": st["transitions"][-1]["time"],
                                          "strategy": self.backend.build_strategy(job)}
-                    why = getattr(self.backend, "build_strategy_reason", None)  # optional backend hook
-                    if why is not None:
-                        st["buildStatus"]["strategyReason"] = why(job)
+                    why = self.backend.build_strategy_reason(job)
+                    if why:
+                        st["buildStatus"]["strategyReason"] = why
 
                 await self._move(job, phase, Phase.BUILDING, Reason.BUILD_STARTED,
                                  f"Building the environment: {detected}", start_build)

@@ -89,6 +89,10 @@ class Backend(LoggingConfigurable):
         """The build strategy this job will use (recorded in buildStatus)."""
         raise NotImplementedError
 
+    def build_strategy_reason(self, job: dict) -> str | None:
+        """Why that strategy (recorded as buildStatus.strategyReason), if worth saying."""
+        return None
+
     async def ensure_build(self, job: dict) -> Observation:
         raise NotImplementedError
 

@@ -231,6 +231,13 @@ class LocalBackend(Backend):
             return "uv" if self.uv_path else "venv"
         return wanted
 
+    def build_strategy_reason(self, job: dict) -> str:
+        if job["spec"].get("podConfig", {}).get("buildConfig", {}).get("strategy") not in (None, "auto"):
+            return "chosen by the job"
+        if self.build_tool != "auto":
+            return "set by c.LocalBackend.build_tool"
+        return f"auto: uv found at {self.uv_path}" if self.uv_path else "auto: uv is not installed"
+
     # -- submit / prepare --------------------------------------------------------
     async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
         job["metadata"]["uid"] = str(uuid.uuid4())
