@@ -138,6 +138,9 @@ export class ValidationModel {
       this._listError = null;
     } catch (e) {
       this._listError = describe(e);
+      if (this._server === 'ok') {
+        void this.probe(0); // is the backend (or its cluster) gone? the banner says so
+      }
     } finally {
       this._loading--;
       this._emit();
@@ -254,7 +257,8 @@ export class ValidationModel {
         this._schedulePoll();
         return;
       }
-      void this.refresh();
+      // the same tick notices a backend outage (and its end): /health says
+      void this.probe(0).then(() => this.refresh());
     }, SAFETY_POLL_MS);
   }
 

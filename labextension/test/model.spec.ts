@@ -173,6 +173,23 @@ describe('probe', () => {
     expect(await model.probe(3, 1)).toBe('ok');
   });
 
+  it('a failed refresh re-probes, so an outage (and its end) reaches the panel', async () => {
+    model.setNotebook('a.ipynb');
+    expect(await model.probe(0, 0)).toBe('ok');
+    const original = api.listJobs.bind(api);
+    api.listJobs = async () => {
+      throw new APIError(503, 'unavailable');
+    };
+    api.healthAnswers = [{ backend: 'kubernetes', usable: false, problem: 'API server unreachable' }];
+    await model.refresh();
+    await flush();
+    expect(model.server).toBe('unusable');
+    expect(model.serverDetail).toBe('API server unreachable');
+    api.listJobs = original;
+    api.healthAnswers = [{ backend: 'kubernetes', usable: true }];
+    expect(await model.probe(0, 0)).toBe('ok');
+  });
+
   it('says unusable with the problem', async () => {
     api.healthAnswers = [{ backend: 'kubernetes', usable: false, problem: 'CRD not installed' }];
     expect(await model.probe(3, 1)).toBe('unusable');
