@@ -1,7 +1,7 @@
 """How fast the Kubernetes backend turns a finished build into a validation Pod,
 and how many API requests a job costs. Prints figures; not a test.
 
-    .venv/bin/python benchmarks/k8s_reaction.py [--jobs 60] [--burst 30] [--workers 4]
+    .venv/bin/python benchmarks/k8s_reaction.py [--jobs 60] [--burst 30] [--workers 16]
 
 Starts the test harness's etcd + kube-apiserver (tests/k8s_harness.py; build
 the binaries once with tools/testbin/build.sh), then runs an Engine +
@@ -296,7 +296,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=60)
     p.add_argument("--burst", type=int, default=30)
-    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--workers", type=int, default=16)  # c.NBValidation.workers default
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(run(args))

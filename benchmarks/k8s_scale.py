@@ -1,7 +1,7 @@
 """300 jobs submitted at once against a real kube-apiserver: do they all get
 through, and at what cost? Prints figures; not a test.
 
-    .venv/bin/python benchmarks/k8s_scale.py [--jobs 300] [--workers 4] [--concurrency 32]
+    .venv/bin/python benchmarks/k8s_scale.py [--jobs 300] [--workers 16] [--concurrency 32]
 
 Starts the test harness's etcd + kube-apiserver, runs an Engine +
 KubernetesBackend (the server side: informers, leader election, event
@@ -158,7 +158,8 @@ async def bench(h, args) -> None:
           f"max {max(reaction) * 1000:.0f} ms")
     print(f"peak RSS of this process (server + fake controllers): {peak_mb:.0f} MiB")
     print(f"engine: reconciles {engine.reconciles}, errors {engine.errors}, "
-          f"max event-loop lag {engine.max_loop_lag * 1000:.0f} ms")
+          f"max event-loop lag {engine.max_loop_lag * 1000:.0f} ms; events posted {engine.recorder.posted}, "
+          f"failed {engine.recorder.failed}, dropped {engine.recorder.dropped}")
     assert phases == {Phase.SUCCEEDED: args.jobs}, phases
     assert mismatched == 0
 
@@ -179,7 +180,7 @@ async def run(args) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=300)
-    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--workers", type=int, default=16)  # c.NBValidation.workers default
     p.add_argument("--concurrency", type=int, default=32)
     args = p.parse_args()
     logging.basicConfig(level=logging.ERROR)

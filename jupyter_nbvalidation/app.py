@@ -44,7 +44,7 @@ class NBValidation(ExtensionApp):
                                         "(a job's spec.podConfig.buildConfig.timeout overrides it).").tag(config=True)
     validation_timeout = Float(30 * 60, help="Default validation-phase timeout in seconds "
                                              "(a job's spec.timeout overrides it).").tag(config=True)
-    workers = Int(4, help="Jobs reconciled at once (one in-flight reconcile per job).").tag(config=True)
+    workers = Int(16, help="Jobs reconciled at once (one in-flight reconcile per job).").tag(config=True)
     resync_period = Float(300.0, help="Seconds between safety-net resyncs of all active jobs; "
                                       "reaction to changes is event-driven.").tag(config=True)
     max_notebook_bytes = Int(10 * 2**20, help="Largest notebook accepted at submit, in bytes.").tag(config=True)

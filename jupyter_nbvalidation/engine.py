@@ -91,7 +91,7 @@ class Engine:
     """Owns the work queue, the workers and the event recorder."""
 
     def __init__(self, backend: Backend, *, log: Any, build_timeout: float = 15 * 60,
-                 validation_timeout: float = 30 * 60, workers: int = 4, resync_period: float = 300.0,
+                 validation_timeout: float = 30 * 60, workers: int = 16, resync_period: float = 300.0,
                  conflict_retries: int = 5, write_retries: int = 3, max_backoff: float = 60.0):
         self.backend = backend
         self.store = backend.store

@@ -12,6 +12,7 @@ import asyncio
 import re
 import socket
 import time
+import zlib
 from typing import Any, Awaitable, Callable
 
 from .model import Reason, isotime
@@ -71,42 +72,50 @@ def make_event(job: dict, *, reason: str, note: str, type_: str = "Normal",
 
 
 class EventRecorder:
-    """Queue + one poster task. ``sink`` stores an event (store.add_event);
+    """Queues + poster tasks. ``sink`` stores an event (store.add_event);
     ``listeners`` are told about each event after the post was attempted
-    (the live stream to the lab)."""
+    (the live stream to the lab).
+
+    Events are spread over ``posters`` queues by the job's uid: the events of
+    one job are posted one after the other, in order, while different jobs'
+    events are posted concurrently (a burst of transitions across hundreds
+    of jobs must not overflow a single serial poster). A full queue drops the
+    event, counted and logged: posting never blocks a reconcile."""
 
     def __init__(self, sink: Callable[[dict], Awaitable[Any]], *, log: Any,
-                 instance: str | None = None, maxsize: int = 1000):
+                 instance: str | None = None, maxsize: int = 1000, posters: int = 8):
         self._sink = sink
         self.log = log
         self.instance = instance or reporting_instance()
-        self._queue: asyncio.Queue[tuple[dict, dict] | None] = asyncio.Queue(maxsize=maxsize)
-        self._task: asyncio.Task | None = None
+        self._queues: list[asyncio.Queue[tuple[dict, dict]]] = [
+            asyncio.Queue(maxsize=maxsize) for _ in range(max(1, posters))]
+        self._tasks: list[asyncio.Task] = []
         self.listeners: list[Callable[[dict, dict], None]] = []
         self.posted = 0
         self.failed = 0
         self.dropped = 0
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._poster(), name="nbvalidation-events")
+        if not self._tasks:
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(self._poster(q), name=f"nbvalidation-events-{i}")
+                           for i, q in enumerate(self._queues)]
 
     async def stop(self) -> None:
-        if self._task is not None:
+        if self._tasks:
             await self.flush()
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+            for t in self._tasks:
+                t.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._tasks = []
 
     def emit(self, job: dict, *, reason: str, note: str, type_: str = "Normal",
              action: str | None = None) -> dict:
         """Queue one event; never raises, never waits."""
         event = make_event(job, reason=reason, note=note, type_=type_, action=action, instance=self.instance)
+        queue = self._queues[zlib.crc32(job["metadata"]["uid"].encode()) % len(self._queues)]
         try:
-            self._queue.put_nowait((event, job))
+            queue.put_nowait((event, job))
         except asyncio.QueueFull:
             self.dropped += 1
             self.log.warning("nbvalidation: event queue full, dropped %s for %s", reason, job["metadata"]["name"])
@@ -114,15 +123,12 @@ class EventRecorder:
 
     async def flush(self) -> None:
         """Wait until every queued event was posted (or failed)."""
-        await self._queue.join()
+        await asyncio.gather(*(q.join() for q in self._queues))
 
-    async def _poster(self) -> None:
+    async def _poster(self, queue: asyncio.Queue[tuple[dict, dict]]) -> None:
         while True:
-            item = await self._queue.get()
+            event, job = await queue.get()
             try:
-                if item is None:
-                    return
-                event, job = item
                 try:
                     await self._sink(event)
                     self.posted += 1
@@ -136,4 +142,4 @@ class EventRecorder:
                     except Exception:
                         self.log.exception("nbvalidation: event listener failed")
             finally:
-                self._queue.task_done()
+                queue.task_done()

@@ -217,3 +217,31 @@ async def test_transition_table_is_enforced(tmp_path, started):
         await env.engine._move(job, Phase.INITIALIZING, Phase.BUILD_COMPLETE, Reason.BUILD_SUCCEEDED, "skip")
     with pytest.raises(ValueError, match="not allowed"):
         new_status(job, Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED, "skip")
+
+
+@pytest.mark.asyncio
+async def test_a_burst_of_transitions_is_posted_completely_and_in_order_per_job():
+    """1500 transitions across 300 jobs at once with a slow sink: none dropped,
+    each job's events posted in the order they were emitted."""
+    import logging
+
+    from jupyter_nbvalidation.events import EventRecorder
+
+    posted: dict[str, list[str]] = {}
+
+    async def slow_sink(event):
+        await asyncio.sleep(0.002)
+        posted.setdefault(event["regarding"]["uid"], []).append(event["reason"])
+
+    recorder = EventRecorder(slow_sink, log=logging.getLogger("test"))
+    recorder.start()
+    order = [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED, Reason.VALIDATION_STARTED,
+             Reason.VALIDATION_SUCCEEDED]
+    for reason in order:
+        for i in range(300):
+            job = {"apiVersion": "v", "kind": "k", "metadata": {"name": f"j{i}", "uid": f"u{i}"}}
+            recorder.emit(job, reason=reason, note=reason)
+    await recorder.flush()
+    await recorder.stop()
+    assert recorder.dropped == 0 and recorder.posted == 1500
+    assert all(reasons_ == order for reasons_ in posted.values()) and len(posted) == 300
