@@ -38,6 +38,7 @@ from .model import (
     utcnow,
 )
 from .store.base import Conflict, NotFound
+from .tasks import cancel_all
 
 _AGAIN = object()  # a step wrote a transition: look at the job again now
 
@@ -166,14 +167,7 @@ class Engine:
         for t in self._timers.values():
             t.cancel()
         self._timers.clear()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._tasks.clear()
+        await cancel_all(self._tasks)
         await self.recorder.stop()
         await self.backend.stop()
         await self.store.stop()

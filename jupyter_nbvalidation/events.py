@@ -16,6 +16,7 @@ import zlib
 from typing import Any, Awaitable, Callable
 
 from .model import Reason, isotime
+from .tasks import cancel_all
 
 REPORTING_CONTROLLER = "nbvalidation.dev/notebook-validation-controller"
 NOTE_LIMIT = 1024
@@ -104,10 +105,7 @@ class EventRecorder:
     async def stop(self) -> None:
         if self._tasks:
             await self.flush()
-            for t in self._tasks:
-                t.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-            self._tasks = []
+            await cancel_all(self._tasks)
 
     def emit(self, job: dict, *, reason: str, note: str, type_: str = "Normal",
              action: str | None = None) -> dict:

@@ -92,9 +92,11 @@ def notebook(tmp_path):
 class ServerProcess:
     """A real `jupyter server` subprocess with the extension, on loopback."""
 
-    def __init__(self, tmp_path: Path, name: str = "server"):
+    def __init__(self, tmp_path: Path, name: str = "server", extra_args: list[str] | None = None):
         import secrets
         import socket
+
+        self.extra_args = list(extra_args or [])
 
         self.root = tmp_path / "root"
         self.root.mkdir(exist_ok=True)
@@ -123,7 +125,7 @@ class ServerProcess:
         argv = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
                 f"--port={self.port}", "--ip=127.0.0.1", f"--ServerApp.token={self.token}",
                 f"--ServerApp.root_dir={self.root}", f"--LocalBackend.data_dir={self.data_dir}",
-                "--ServerApp.port_retries=0"]
+                "--ServerApp.port_retries=0", *self.extra_args]
         self._log = open(self.log_path, "a")
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
                                      start_new_session=True)

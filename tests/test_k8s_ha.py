@@ -16,11 +16,7 @@ Short lease timings (4 s / 3 s / 0.5 s) keep failover quick here.
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
 import pytest_asyncio
@@ -44,38 +40,14 @@ class K8sServer(ServerProcess):
     """A `jupyter server` with the kubernetes backend on ``ns``."""
 
     def __init__(self, tmp_path, name, h, ns):
-        super().__init__(tmp_path, name)
-        self.args = ["--NBValidation.backend=kubernetes", f"--KubernetesBackend.kubeconfig={h.admin_kubeconfig}",
-                     f"--KubernetesBackend.namespace={ns}", f"--KubernetesBackend.registry={REGISTRY}",
-                     "--KubernetesBackend.default_build_strategy=job",
-                     *(f"--KubernetesBackend.{k}={v}" for k, v in LEASE.items())]
-
-    def start(self, timeout: float = 60) -> "K8sServer":
-        argv = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
-                f"--port={self.port}", "--ip=127.0.0.1", f"--ServerApp.token={self.token}",
-                f"--ServerApp.root_dir={self.root}", f"--LocalBackend.data_dir={self.data_dir}",
-                "--ServerApp.port_retries=0", *self.args]
-        self._log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
-                                     start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter server exited: {self.log_path.read_text()[-3000:]}")
-            try:
-                self.health()
-                return self
-            except Exception:
-                time.sleep(0.2)
-        raise RuntimeError(f"jupyter server did not come up: {self.log_path.read_text()[-3000:]}")
+        super().__init__(tmp_path, name, extra_args=[
+            "--NBValidation.backend=kubernetes", f"--KubernetesBackend.kubeconfig={h.admin_kubeconfig}",
+            f"--KubernetesBackend.namespace={ns}", f"--KubernetesBackend.registry={REGISTRY}",
+            "--KubernetesBackend.default_build_strategy=job",
+            *(f"--KubernetesBackend.{k}={v}" for k, v in LEASE.items())])
 
     def api(self, method: str, path: str, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + "nbvalidation/api/v1/" + path, data=data, method=method,
-                                     headers={"Authorization": f"token {self.token}",
-                                              "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read() or b"null")
+        return self.client().request(method, path, body)
 
     def health(self) -> dict:
         return self.api("GET", "health")
@@ -133,9 +105,11 @@ async def test_two_servers_one_leader_and_failover(k8s_servers, k8s_namespace, a
     async def leaders():
         hs = [await asyncio.to_thread(s.health) for s in (a, b)]
         lead = [s for s, h in zip((a, b), hs) if h["engine"]["leading"]]
-        return (lead, hs) if len(lead) == 1 else None
+        # and the follower has read the Lease at least once (it campaigns every retry_period)
+        seen = all(h["leader"]["holder"] for h in hs)
+        return (lead, hs) if len(lead) == 1 and seen else None
 
-    (leader,), hs = await until(leaders, what="exactly one leader")
+    (leader,), hs = await until(leaders, what="exactly one leader, known to both")
     follower = b if leader is a else a
     fh = hs[(a, b).index(follower)]
     assert fh["leader"]["holder"] == hs[(a, b).index(leader)]["leader"]["identity"]

@@ -30,6 +30,7 @@ from traitlets import Float, Unicode
 
 from ..model import API_VERSION, GROUP, KIND, PLURAL, Phase
 from ..store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
+from ..tasks import cancel_all
 from .client import EVENTS, JOBS, PODS, Kube, KubeApiError, Resource, connect
 from .informer import Informer
 
@@ -197,14 +198,7 @@ class KubernetesJobStore(JobStore):
                 "since": dt.datetime.fromtimestamp(since, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._tasks.clear()
+        await cancel_all(self._tasks)
         if self._kube is not None and self._owns_kube:
             await self._kube.close()
             self._kube = None
