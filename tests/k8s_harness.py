@@ -100,6 +100,15 @@ def find_binaries() -> tuple[Path, Path]:
     return etcd, apiserver
 
 
+def kubectl_binary() -> str:
+    """The kubectl that build.sh builds beside the API server (the harness
+    never depends on one being installed on the machine)."""
+    path = testbin_dir() / "kubectl"
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"kubectl missing: {path}\nBuild it with:  bash {TESTBIN_SRC / 'build.sh'}", pytrace=False)
+    return str(path)
+
+
 # --------------------------------------------------------------------------
 # small utilities
 

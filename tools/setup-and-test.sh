@@ -27,7 +27,7 @@ jupyter server extension list 2>&1 | grep -i -A2 "jupyter_nbvalidation"
 step "frontend unit tests (jest)"
 (cd labextension && jlpm install && jlpm test)
 
-step "kube-apiserver + etcd for the Kubernetes tests (cached in ~/.cache/nbv-testbin)"
+step "kube-apiserver, etcd and kubectl for the Kubernetes tests (cached in ~/.cache/nbv-testbin)"
 bash tools/testbin/build.sh
 
 step "pytest: the whole suite"

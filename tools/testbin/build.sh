@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Build the etcd and kube-apiserver binaries that the Kubernetes test harness
-# (tests/k8s_harness.py) runs, from the pinned wrapper modules next to this
+# Build the etcd, kube-apiserver and kubectl binaries that the Kubernetes test
+# harness (tests/k8s_harness.py) runs, from the pinned wrapper modules next to this
 # script. Binaries are never committed; they are cached outside the repo in
 #
-#   ${NBV_TESTBIN:-$HOME/.cache/nbv-testbin}/<k8s-version>/{etcd,kube-apiserver}
+#   ${NBV_TESTBIN:-$HOME/.cache/nbv-testbin}/<k8s-version>/{etcd,kube-apiserver,kubectl}
 #
 # Idempotent: a binary is rebuilt only when it is missing or when the stamp
 # written next to it no longer matches the hash of its wrapper sources
@@ -46,8 +46,8 @@ EOF
 fi
 go_version="$("$go_bin" env GOVERSION)"          # e.g. go1.26.8
 go_minor="$(sed -E 's/^go1\.([0-9]+).*/\1/' <<<"$go_version")"
-# The highest `go 1.N` line of the two wrapper modules.
-need_minor="$(sed -nE 's/^go 1\.([0-9]+).*/\1/p' "$here/etcd/go.mod" "$here/kube-apiserver/go.mod" | sort -n | tail -1)"
+# The highest `go 1.N` line of the wrapper modules.
+need_minor="$(sed -nE 's/^go 1\.([0-9]+).*/\1/p' "$here/etcd/go.mod" "$here/kube-apiserver/go.mod" "$here/kubectl/go.mod" | sort -n | tail -1)"
 if ! [[ "$go_minor" =~ ^[0-9]+$ ]]; then
   echo "build.sh: ERROR: cannot parse the Go version of $go_bin ('$go_version')." >&2
   exit 1
@@ -71,6 +71,11 @@ if [[ ! "$k8s_version" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]]; then
 fi
 k8s_minor="${BASH_REMATCH[1]}"
 [[ -n "$etcd_version" ]] || { echo "build.sh: ERROR: cannot read the etcd version from etcd/go.mod" >&2; exit 1; }
+kubectl_version="$(awk '$1=="k8s.io/kubectl" && $2 ~ /^v/ {print $2; exit}' "$here/kubectl/go.mod")"
+if [[ "$kubectl_version" != "v0.${k8s_version#v1.}" ]]; then
+  echo "build.sh: ERROR: kubectl/go.mod pins k8s.io/kubectl $kubectl_version, which is not the staging version of $k8s_version (v0.${k8s_version#v1.})" >&2
+  exit 1
+fi
 
 root="${NBV_TESTBIN:-$HOME/.cache/nbv-testbin}"
 out="$root/${k8s_version#v}"
@@ -129,9 +134,16 @@ build kube-apiserver "$here/kube-apiserver" \
   "-s -w -X $cv.gitVersion=$k8s_version -X $cv.gitMajor=1 -X $cv.gitMinor=$k8s_minor -X $cv.gitTreeState=clean -X $cv.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   "kubernetes $k8s_version"
 
+# kubectl, for the `kubectl get` / `kubectl describe` assertions; the same ldflags.
+build kubectl "$here/kubectl" \
+  "-s -w -X $cv.gitVersion=$k8s_version -X $cv.gitMajor=1 -X $cv.gitMinor=$k8s_minor -X $cv.gitTreeState=clean" \
+  "kubectl $k8s_version"
+
 "$out/etcd" --version | head -1 >&2
 "$out/kube-apiserver" --version >&2
+"$out/kubectl" version --client >&2
 
 # stdout: the paths, one per line (for scripts); the harness finds them itself.
 echo "$out/etcd"
 echo "$out/kube-apiserver"
+echo "$out/kubectl"
