@@ -70,6 +70,16 @@ def _read_notebook(path: Path, field: str, limit: int) -> bytes:
         raise ApiError(400, "InvalidNotebook", f"{field}: not a valid notebook: {reason}", field) from None
     except Exception as e:  # nbformat raises various things on odd JSON
         raise ApiError(400, "InvalidNotebook", f"{field}: not a valid notebook: {e}", field) from None
+    # The environment is a Python virtual environment (or image) and the runner starts an
+    # ipykernel in it: a notebook written for another kernel would fail on its first cell
+    # for a reason that has nothing to do with the notebook, so say so now.
+    meta = nb.get("metadata", {})
+    language = (meta.get("kernelspec") or {}).get("language") or (meta.get("language_info") or {}).get("name")
+    if isinstance(language, str) and language.strip().lower() not in ("", "python", "python3"):
+        raise ApiError(400, "UnsupportedKernel",
+                       f"{field}: the notebook's kernel language is {language!r}; only Python notebooks "
+                       "can be validated (the environment is built from Python requirements and runs ipykernel)",
+                       field)
     return data
 
 

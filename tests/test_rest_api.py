@@ -47,6 +47,9 @@ def nbs(jp_root_dir):
     write_notebook(jp_root_dir / "ok.ipynb", ["print(2 + 2)"])
     write_notebook(jp_root_dir / "sub" / "bad.ipynb", ["x = 1", "x / 0"])
     (jp_root_dir / "notjson.ipynb").write_text("{ this is not json")
+    write_notebook(jp_root_dir / "r.ipynb", ["print(1)"],
+                   metadata={"kernelspec": {"name": "ir", "display_name": "R", "language": "R"}})
+    write_notebook(jp_root_dir / "julia.ipynb", ["1 + 1"], metadata={"kernelspec": {}, "language_info": {"name": "julia"}})
     (jp_root_dir / "invalid.ipynb").write_text(json.dumps({"cells": "nope", "nbformat": 4, "nbformat_minor": 5}))
     return jp_root_dir
 
@@ -143,6 +146,8 @@ async def test_cancel(jp_fetch, nbs, jp_root_dir):
     ({"notebook": {"path": "missing.ipynb"}}, 404, "spec.notebook.path"),
     ({"notebook": {"path": "notjson.ipynb"}}, 400, "spec.notebook.path"),
     ({"notebook": {"path": "invalid.ipynb"}}, 400, "spec.notebook.path"),
+    ({"notebook": {"path": "r.ipynb"}}, 400, "spec.notebook.path"),
+    ({"notebook": {"path": "julia.ipynb"}}, 400, "spec.notebook.path"),
     ({"notebook": {"path": "ok.ipynb"}, "goldenNotebook": {"path": "missing.ipynb"}}, 404,
      "spec.goldenNotebook.path"),
     ({"notebook": {"path": "ok.ipynb"}, "podConfig": {"buildConfig": {"requirementsFile": "nope.txt"}}}, 404,
