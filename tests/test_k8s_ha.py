@@ -3,7 +3,8 @@
 - two `jupyter server` processes with the kubernetes backend on one
   namespace: exactly one reconciles (the Lease holder), the other serves the
   REST API; SIGKILL the leader mid-job and the other finishes every job, with
-  no duplicate child and no duplicate event;
+  no duplicate child and no duplicate event; SIGTERM the leader and it hands
+  the Lease over on the way out, so the follower leads within a retry period;
 - the kube-apiserver stopped for 30 s in the middle of 20 running jobs, then
   restarted on the same etcd: /health reports the outage, the last known
   jobs are still served, every job reaches its right terminal phase, no event
@@ -96,11 +97,9 @@ def k8s_servers(tmp_path, kube_apiserver, k8s_namespace):
         s.stop()
 
 
-@pytest.mark.asyncio
-async def test_two_servers_one_leader_and_failover(k8s_servers, k8s_namespace, admin, aio_admin):
-    ns = k8s_namespace
-    a, b = k8s_servers("a"), k8s_servers("b")
-    await asyncio.gather(asyncio.to_thread(a.start), asyncio.to_thread(b.start))
+async def one_leader(a: K8sServer, b: K8sServer):
+    """Wait until exactly one of the two leads and both have read the Lease;
+    answer (leader, follower, their /health answers)."""
 
     async def leaders():
         hs = [await asyncio.to_thread(s.health) for s in (a, b)]
@@ -111,8 +110,16 @@ async def test_two_servers_one_leader_and_failover(k8s_servers, k8s_namespace, a
 
     (leader,), hs = await until(leaders, what="exactly one leader, known to both")
     follower = b if leader is a else a
-    fh = hs[(a, b).index(follower)]
-    assert fh["leader"]["holder"] == hs[(a, b).index(leader)]["leader"]["identity"]
+    return leader, follower, hs[(a, b).index(leader)], hs[(a, b).index(follower)]
+
+
+@pytest.mark.asyncio
+async def test_two_servers_one_leader_and_failover(k8s_servers, k8s_namespace, admin, aio_admin):
+    ns = k8s_namespace
+    a, b = k8s_servers("a"), k8s_servers("b")
+    await asyncio.gather(asyncio.to_thread(a.start), asyncio.to_thread(b.start))
+    leader, follower, lh, fh = await one_leader(a, b)
+    assert fh["leader"]["holder"] == lh["leader"]["identity"]
     # the follower serves the REST API: submit through it
     built = (await call(follower, "POST", "jobs", {"notebook": {"path": "nb.ipynb"}}))["metadata"]["name"]
     plain = (await call(follower, "POST", "jobs", {"notebook": {"path": "nb.ipynb"}, **NOBUILD}))["metadata"]["name"]
@@ -134,6 +141,31 @@ async def test_two_servers_one_leader_and_failover(k8s_servers, k8s_namespace, a
         assert job["status"]["phase"] == Phase.SUCCEEDED
         assert reasons(await events_of(admin, ns, job["metadata"]["uid"])) == (BUILD_OK if builds else NOBUILD_OK)
         await assert_no_duplicates(admin, ns, name, builds)
+
+
+@pytest.mark.asyncio
+async def test_graceful_stop_hands_the_lease_over_at_once(k8s_servers, k8s_namespace, admin):
+    """A leader stopped with SIGTERM (a rolling restart) releases its Lease on the
+    way out, so the follower takes over in about one retry period instead of
+    waiting for the lease to expire."""
+    ns = k8s_namespace
+    a, b = k8s_servers("a"), k8s_servers("b")
+    await asyncio.gather(asyncio.to_thread(a.start), asyncio.to_thread(b.start))
+    leader, follower, lh, fh = await one_leader(a, b)
+    lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lh['leader']['lease'].split('/', 1)[1]}"
+    assert (await admin.request("GET", lease_path))["spec"]["holderIdentity"] == lh["leader"]["identity"]
+    t0 = time.monotonic()
+    await asyncio.to_thread(leader.stop)  # SIGTERM: the server's shutdown runs the extension's stop
+    assert leader.proc.returncode is not None
+    # released (empty holder) or already taken by the follower; never still the stopped leader's
+    assert (await admin.request("GET", lease_path))["spec"].get("holderIdentity") in ("", fh["leader"]["identity"])
+    await until(lambda: asyncio.to_thread(lambda: follower.health()["engine"]["leading"]),
+                timeout=LEASE["lease_duration"], what="the follower leading")
+    took = time.monotonic() - t0
+    assert (await admin.request("GET", lease_path))["spec"]["holderIdentity"] == fh["leader"]["identity"]
+    # An unreleased lease is taken no sooner than lease_duration after the follower saw its
+    # last renewal (renewals come every retry_period), so this bound holds only if it was released.
+    assert took < LEASE["lease_duration"] - 2 * LEASE["retry_period"], took
 
 
 async def _terminal(admin, ns, name):
