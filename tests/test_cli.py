@@ -65,6 +65,10 @@ def test_bad_input_is_a_clear_error(folder, tmp_path):
     (folder / "broken.ipynb").write_text("{nope")
     broken = cli("submit", "broken.ipynb", "--wait", *data, cwd=folder, env=env)
     assert broken.returncode == 2 and "not a valid notebook" in broken.stderr
+    write_notebook(folder / "r.ipynb", ["print(1)"], metadata={"kernelspec": {"name": "ir", "language": "R",
+                                                                             "display_name": "R"}})
+    r = cli("submit", "r.ipynb", "--wait", *data, cwd=folder, env=env)
+    assert r.returncode == 2 and "'R'" in r.stderr and "spec.notebook.path" in r.stderr, r.stderr
     bad_timeout = cli("submit", "ok.ipynb", "--timeout", "later", "--wait", *data, cwd=folder, env=env)
     assert bad_timeout.returncode == 2 and "spec.timeout" in bad_timeout.stderr
     unknown = cli("describe", "no-such-job", *data, cwd=folder, env=env)
