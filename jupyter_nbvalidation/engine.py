@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable
 
 from .backends.base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
-from .events import EventRecorder, scrub
+from .events import EventRecorder, scrub, transition_event_name
 from .model import (
     ALLOWED_TRANSITIONS,
     CANCEL_ANNOTATION,
@@ -35,6 +35,7 @@ from .model import (
     parse_duration,
     parse_time,
     set_condition,
+    transition_event_type,
     utcnow,
 )
 from .store.base import Conflict, NotFound
@@ -93,7 +94,8 @@ class Engine:
 
     def __init__(self, backend: Backend, *, log: Any, build_timeout: float = 15 * 60,
                  validation_timeout: float = 30 * 60, workers: int = 16, resync_period: float = 300.0,
-                 conflict_retries: int = 5, write_retries: int = 3, max_backoff: float = 60.0):
+                 conflict_retries: int = 5, write_retries: int = 3, max_backoff: float = 60.0,
+                 event_recovery_window: float = 24 * 3600.0, recovery_timeout: float = 60.0):
         self.backend = backend
         self.store = backend.store
         self.log = log
@@ -104,6 +106,10 @@ class Engine:
         self.conflict_retries = conflict_retries
         self.write_retries = write_retries
         self.max_backoff = max_backoff
+        self.event_recovery_window = event_recovery_window
+        self.recovery_timeout = recovery_timeout
+        self.events_recovered = 0
+        self._term = 0  # counts leadership gains and losses
         self.recorder = EventRecorder(self.store.add_event, log=log)
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._dirty: set[str] = set()
@@ -141,17 +147,79 @@ class Engine:
             self.became_leader()
 
     def became_leader(self) -> None:
-        """Start reconciling: every active job is looked at again."""
+        """Start reconciling: missing transition events are posted first,
+        then every active job is looked at again."""
+        self._term += 1
+        self._tasks.append(asyncio.get_running_loop().create_task(self._take_over(self._term)))
+
+    async def _take_over(self, term: int) -> None:
+        try:
+            await asyncio.wait_for(self.recover_events(), self.recovery_timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # best effort (design §3.5): never keeps the engine from reconciling
+            self.log.warning("nbvalidation: recovering missing events failed: %s", e)
+        if term != self._term:  # lost leadership meanwhile
+            return
         self.leading.set()
         self.log.info("nbvalidation: this server reconciles jobs")
-        self._tasks.append(asyncio.get_running_loop().create_task(self._resync_once()))
+        await self._resync_once()
 
     def lost_leadership(self) -> None:
         """Stop picking up work; an in-flight reconcile finishes (its writes
         are conditional on resourceVersion, so an overlap cannot duplicate)."""
+        self._term += 1
         if self.leading.is_set():
             self.log.warning("nbvalidation: lost leadership; another server reconciles now")
         self.leading.clear()
+
+    async def recover_events(self) -> int:
+        """Post the event of every recorded transition that has none.
+
+        A transition's event is posted after its status write; a process that
+        dies in between (or with events still queued) leaves the transition in
+        ``status.transitions`` without its event. Each missing one is posted
+        now, with the transition's own time, under the transition's fixed event
+        name, so that a copy still on its way from another process is recorded
+        once. Runs before this engine reconciles, so a job's events stay in
+        order. Transitions older than the store keeps events (or than
+        ``event_recovery_window``) are left alone: their events would have
+        expired anyway. Returns how many were posted."""
+        now = time.time()
+        window = self.event_recovery_window
+        if self.store.event_ttl is not None:
+            window = min(window, self.store.event_ttl - 300)
+        cutoff = now - window
+        jobs: list[dict] = []
+        token = None
+        while True:
+            page, token = await self.store.list(limit=500, continue_token=token)
+            jobs += page
+            if not token:
+                break
+        recent: dict[str, tuple[dict, list[tuple[int, dict]]]] = {}
+        for job in jobs:
+            transitions = (job.get("status") or {}).get("transitions") or []
+            mine = [(i, t) for i, t in enumerate(transitions)
+                    if (when := parse_time(t.get("time"))) is not None and when.timestamp() >= cutoff]
+            if mine:
+                recent[job["metadata"]["uid"]] = (job, mine)
+        events = await self.store.list_events_of([job for job, _ in recent.values()])
+        posted = 0
+        for uid, (job, mine) in recent.items():
+            names = {e["metadata"]["name"] for e in events.get(uid, [])}
+            reasons = {e.get("reason") for e in events.get(uid, [])}  # a phase, so its reason, comes once per job
+            for i, t in mine:
+                if transition_event_name(job, i) in names or t.get("reason") in reasons:
+                    continue
+                self.recorder.emit(job, reason=t.get("reason", ""), note=t.get("message", ""),
+                                   type_=transition_event_type(t.get("phase", "")), transition=i,
+                                   event_time=t.get("time"))
+                posted += 1
+        if posted:
+            self.log.warning("nbvalidation: posted %d transition event(s) missing after a restart", posted)
+        self.events_recovered += posted
+        return posted
 
     async def _resync_once(self) -> None:
         try:
@@ -291,8 +359,11 @@ class Engine:
                 raise StatusWriteFailed(f"status write for {name} failed: {e}") from e
             after = written.get("status") or {}
             if flipped(before, after):
+                # a phase change records status.transitions[-1]: its event gets that entry's fixed name
+                index = (len(after.get("transitions") or []) - 1
+                         if before.get("phase", "") != after.get("phase", "") else None)
                 self.recorder.emit(written, reason=after.get("reason", ""), note=after.get("message", ""),
-                                   type_="Warning" if after.get("phase") == Phase.FAILED else "Normal")
+                                   type_=transition_event_type(after.get("phase", "")), transition=index)
             return written
         raise Conflict(f"status of {name} kept changing; giving up for now")
 

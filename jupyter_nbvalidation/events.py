@@ -1,8 +1,9 @@
 """Transition events: built in the events.k8s.io/v1 shape, posted best effort.
 
-Posting goes through a bounded queue drained by one background task, so a
-slow or failing event sink never blocks or fails a reconcile (design §3.5).
-Failures are logged and counted. Secrets never get here: notes are built
+Posting goes through bounded queues drained by background tasks (one queue
+per shard of jobs), so a slow or failing event sink never blocks or fails a
+reconcile (design §3.5). Failures are logged and counted. The event of a
+transition has a fixed name, so posting it twice records it once. Secrets never get here: notes are built
 from reasons and messages the engine writes, and are scrubbed again anyway.
 """
 
@@ -45,17 +46,31 @@ def reporting_instance(prefix: str = "jupyter-nbvalidation") -> str:
     return f"{prefix}-{socket.gethostname()}"[:128]
 
 
+def transition_event_name(job: dict, index: int) -> str:
+    """The name of the event of ``status.transitions[index]``: fixed, so that
+    posting it twice (a retry, a recovery after a crash, two leaders during a
+    failover) records it once. The uid part tells a job from an earlier one of
+    the same name."""
+    meta = job["metadata"]
+    uid = re.sub(r"[^a-z0-9]", "", str(meta.get("uid", "")).lower())[:12] or "0"
+    return f"{meta['name'][:200]}.{uid}.t{index}"
+
+
 def make_event(job: dict, *, reason: str, note: str, type_: str = "Normal",
-               action: str | None = None, instance: str | None = None) -> dict:
+               action: str | None = None, instance: str | None = None,
+               transition: int | None = None, event_time: str | None = None) -> dict:
+    """``transition``: the index in ``status.transitions`` this event records
+    (its name is then fixed); ``event_time``: when it happened (default now)."""
     meta = job["metadata"]
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": {
-            "name": f"{meta['name'][:200]}.{time.time_ns():x}",
+            "name": (transition_event_name(job, transition) if transition is not None
+                     else f"{meta['name'][:200]}.{time.time_ns():x}"),
             "namespace": meta.get("namespace", "default"),
         },
-        "eventTime": isotime(),
+        "eventTime": event_time or isotime(),
         "reason": reason[:128],
         "action": (action or Reason.ACTIONS.get(reason.removesuffix("StatusUpdateFailed"), "Reconcile"))[:128],
         "type": type_,
@@ -108,9 +123,10 @@ class EventRecorder:
             await cancel_all(self._tasks)
 
     def emit(self, job: dict, *, reason: str, note: str, type_: str = "Normal",
-             action: str | None = None) -> dict:
+             action: str | None = None, transition: int | None = None, event_time: str | None = None) -> dict:
         """Queue one event; never raises, never waits."""
-        event = make_event(job, reason=reason, note=note, type_=type_, action=action, instance=self.instance)
+        event = make_event(job, reason=reason, note=note, type_=type_, action=action, instance=self.instance,
+                           transition=transition, event_time=event_time)
         queue = self._queues[zlib.crc32(job["metadata"]["uid"].encode()) % len(self._queues)]
         try:
             queue.put_nowait((event, job))

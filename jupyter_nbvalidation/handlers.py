@@ -175,7 +175,7 @@ class HealthHandler(BaseHandler):
         health["engine"] = {"running": engine.running, "leading": engine.leading.is_set(),
                             "reconciles": engine.reconciles, "errors": engine.errors,
                             "eventsPosted": engine.recorder.posted, "eventsFailed": engine.recorder.failed,
-                            "eventsDropped": engine.recorder.dropped,
+                            "eventsDropped": engine.recorder.dropped, "eventsRecovered": engine.events_recovered,
                             "loopLagMs": {"sinceStart": round(engine.max_loop_lag * 1000, 1),
                                           "lastMinute": round(engine.loop_lag_within(60) * 1000, 1),
                                           "last10s": round(engine.loop_lag_within(10) * 1000, 1)}}

@@ -101,6 +101,11 @@ def utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
+def transition_event_type(phase: str) -> str:
+    """The event type of a transition into ``phase``: failures are Warnings."""
+    return "Warning" if phase == Phase.FAILED else "Normal"
+
+
 def isotime(t: _dt.datetime | None = None) -> str:
     """RFC 3339 with microseconds, UTC, ``Z`` suffix (MicroTime shape)."""
     t = t or utcnow()

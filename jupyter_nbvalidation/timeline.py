@@ -4,7 +4,7 @@ and reason. Built from the job's transition events; when those have expired
 
 from __future__ import annotations
 
-from .model import REASON_PHASE, Phase, isotime, parse_time, utcnow
+from .model import REASON_PHASE, Phase, isotime, parse_time, transition_event_type, utcnow
 
 
 def _from_events(events: list[dict]) -> list[dict]:
@@ -27,7 +27,7 @@ def compute_timeline(job: dict, events: list[dict], now: str | None = None) -> d
     history = status.get("transitions") or []
     if len(transitions) < len(history):
         # some events expired or were never recorded: the status history is complete
-        transitions = [{**t, "type": "Warning" if t.get("phase") == Phase.FAILED else "Normal"} for t in history]
+        transitions = [{**t, "type": transition_event_type(t.get("phase", ""))} for t in history]
         source = "transitions"
     transitions.sort(key=lambda t: parse_time(t["time"]) or utcnow())
     now_t = parse_time(now) if now else utcnow()

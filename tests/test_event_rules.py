@@ -245,3 +245,70 @@ async def test_a_burst_of_transitions_is_posted_completely_and_in_order_per_job(
     await recorder.stop()
     assert recorder.dropped == 0 and recorder.posted == 1500
     assert all(reasons_ == order for reasons_ in posted.values()) and len(posted) == 300
+
+
+# --------------------------------------------------------------------------
+# a process that dies between a status write and its event
+
+
+async def _crash_after_write(env, job, to: str, reason: str, *, now: str | None = None) -> dict:
+    """What the engine persists for a transition, without its event: the state a
+    process leaves when it dies right after the status write (or with the event
+    still queued)."""
+    status = new_status(job, to, reason, f"to {to}", now=now)
+    return await env.store.update_status(job["metadata"]["name"], status, job["metadata"]["resourceVersion"])
+
+
+@pytest.mark.asyncio
+async def test_transition_events_lost_in_a_crash_are_posted_once_on_restart(tmp_path, started):
+    from jupyter_nbvalidation.events import transition_event_name
+
+    env = await started(tmp_path)
+    job = await _new(env)
+    job = await env.engine._move(job, "", Phase.INITIALIZING, Reason.ACCEPTED, "accepted")
+    job = await _crash_after_write(env, job, Phase.BUILDING, Reason.BUILD_STARTED)
+    job = await _crash_after_write(env, job, Phase.BUILD_COMPLETE, Reason.BUILD_SUCCEEDED)
+    # an old job whose last event is missing too, but from before the recovery window
+    old = await _new(env)
+    old = await _crash_after_write(env, old, Phase.INITIALIZING, Reason.ACCEPTED, now="2026-01-01T00:00:00.000000Z")
+    assert reasons(await _events(env, job)) == [Reason.ACCEPTED]
+
+    assert await env.engine.recover_events() == 2
+    evs = await _events(env, job)
+    assert reasons(evs) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED]
+    transitions = job["status"]["transitions"]
+    # each carries its transition's own time and the transition's fixed name
+    assert [e["eventTime"] for e in evs[1:]] == [t["time"] for t in transitions[1:]]
+    assert [e["metadata"]["name"] for e in evs] == [transition_event_name(job, i) for i in range(3)]
+    assert await _events(env, old) == []  # older than the window: it would have expired
+
+    # again (a second restart), and a late copy from the dead process: still once each
+    assert await env.engine.recover_events() == 0
+    env.engine.recorder.emit(job, reason=Reason.BUILD_STARTED, note="late copy", transition=1)
+    assert reasons(await _events(env, job)) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED]
+    assert env.engine.events_recovered == 2
+
+
+@pytest.mark.asyncio
+async def test_engine_start_recovers_events_before_it_reconciles(tmp_path, notebook):
+    """Started on a store that holds a transition without its event, the engine
+    posts that event before any later one of the same job: the order stays."""
+    nb = notebook("ok.ipynb", ["print(6 * 7)"])
+    dead = make_local(tmp_path)  # the process that died: it accepted the job, its event was lost
+    await dead.store.start()
+    job = await dead.service.submit({"notebook": {"path": nb}, "podConfig": {"buildConfig": {"enabled": False}}})
+    job = await _crash_after_write(dead, job, Phase.INITIALIZING, Reason.ACCEPTED)
+    await dead.store.stop()
+
+    env = make_local(tmp_path)
+    await env.engine.start()
+    try:
+        done = await env.engine.wait_for_terminal(job["metadata"]["name"], 120)
+        await env.engine.wait_idle(30)
+        assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
+        evs = await _events(env, done)
+        assert reasons(evs) == [Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+        assert evs[0]["eventTime"] == done["status"]["transitions"][0]["time"]
+        assert env.engine.events_recovered == 1
+    finally:
+        await env.engine.stop()

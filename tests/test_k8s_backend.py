@@ -651,6 +651,52 @@ async def test_kubectl_describe_lists_the_events_in_order(env, admin, aio_admin,
 
 
 # --------------------------------------------------------------------------
+# a server that died between a status write and its event
+
+
+@pytest.mark.asyncio
+async def test_a_lost_transition_event_is_posted_once_by_the_next_server(kube_apiserver, k8s_namespace, tmp_path,
+                                                                      admin, aio_admin):
+    from jupyter_nbvalidation.events import transition_event_name
+
+    first = make_env(kube_apiserver, k8s_namespace, tmp_path / "root")
+    write_notebook(first.root / "nb.ipynb", ["x = 1", "print(x + 1)"])
+    await first.engine.start()
+    try:
+        job = await first.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
+        name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+        await wait_object(admin, PODS.path(k8s_namespace, obj.validation_pod_name(name)))
+        await first.engine.wait_idle(WAIT)
+        await first.engine.recorder.flush()
+    finally:
+        await first.engine.stop()
+    evs = await events_of(admin, k8s_namespace, uid)
+    assert reasons(evs) == [Reason.ACCEPTED, Reason.VALIDATION_STARTED]
+    # the ValidationStarted event never arrived: the process died after the status write
+    lost = evs[1]
+    assert lost["metadata"]["name"] == transition_event_name(job, 1)
+    await admin.request("DELETE", EVENTS.path(k8s_namespace, lost["metadata"]["name"]))
+
+    second = make_env(kube_apiserver, k8s_namespace, tmp_path / "root")
+    await second.engine.start()
+    try:
+        await wait_for(lambda: asyncio.sleep(0, second.engine.leading.is_set()), what="leading")
+        assert second.engine.events_recovered == 1
+        await run_validation(admin, aio_admin, k8s_namespace, name)
+        done = await second.terminal(name)
+        assert done["status"]["phase"] == Phase.SUCCEEDED
+        # a late copy of the lost event (from a process that was only slow) is a 409: recorded once
+        second.engine.recorder.emit(done, reason=Reason.VALIDATION_STARTED, note="late copy", transition=1)
+        await second.engine.recorder.flush()
+    finally:
+        await second.engine.stop()
+    evs = await events_of(admin, k8s_namespace, uid)
+    assert reasons(evs) == [Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+    assert evs[1]["eventTime"] == done["status"]["transitions"][1]["time"]  # when it happened, not when re-posted
+    assert [e["metadata"]["name"] for e in evs] == [transition_event_name(done, i) for i in range(3)]
+
+
+# --------------------------------------------------------------------------
 # results without a kubelet: parsing what the real runner prints
 
 

@@ -92,6 +92,9 @@ class KubernetesJobStore(JobStore):
                                       "from the last resourceVersion.").tag(config=True)
     max_backoff = Float(5.0, help="Longest pause (seconds) between two attempts of a watch to reconnect "
                                   "while the API server is unreachable.").tag(config=True)
+    event_ttl = Float(3600.0, help="The API server's --event-ttl in seconds (its default: 1 h). After a "
+                                   "restart, a transition whose event is missing is posted again only while "
+                                   "younger than this (an older one would have expired).").tag(config=True)
 
     def __init__(self, connector: Callable[[], Awaitable[Kube]] | None = None, **kw: Any):
         super().__init__(**kw)
@@ -104,9 +107,9 @@ class KubernetesJobStore(JobStore):
         self.jobs: Informer | None = None
         self.build_jobs: Informer | None = None
         self.pods: Informer | None = None
-        self.extra: dict[str, Informer] = {}
+        self.extra: dict[str, Informer] = {}  # build objects of the offered strategies (tekton, openshift)
         self._outages: list[tuple[float, float]] = []  # (from, to) wall-clock: the API server was unreachable
-        self.event_retry_seconds = 180.0  # how long a transition event is retried while unreachable  # build objects of the offered strategies (tekton, openshift)
+        self.event_retry_seconds = 180.0  # how long a transition event is retried while unreachable
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -399,10 +402,7 @@ class KubernetesJobStore(JobStore):
             await asyncio.sleep(pause * (0.8 + 0.4 * random.random()))
             pause = min(10.0, pause * 2)
 
-    async def list_events(self, job: dict) -> list[dict]:
-        uid = job["metadata"]["uid"]
-        ns = job["metadata"].get("namespace") or self.namespace
-        selector: str | None = f"regarding.uid={uid}"
+    async def _list_events(self, ns: str, selector: str | None, what: str) -> list[dict]:
         items: list[dict] = []
         cont = None
         while True:
@@ -413,15 +413,30 @@ class KubernetesJobStore(JobStore):
                 if e.status == 400 and selector is not None:  # field selector not supported: filter here
                     selector, items, cont = None, [], None
                     continue
-                raise self._error(e, f"events of job {job['metadata']['name']!r}") from None
+                raise self._error(e, what) from None
             items += page.get("items") or []
             cont = (page.get("metadata") or {}).get("continue")
             if not cont:
                 break
-        mine = [e for e in items if (e.get("regarding") or {}).get("uid") == uid]
-        for e in mine:  # list items come without them
+        for e in items:  # list items come without them
             e.setdefault("apiVersion", "events.k8s.io/v1")
             e.setdefault("kind", "Event")
-        mine.sort(key=lambda e: (e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "",
-                                 e["metadata"]["name"]))
-        return mine
+        items.sort(key=lambda e: (e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "",
+                                  e["metadata"]["name"]))
+        return items
+
+    async def list_events(self, job: dict) -> list[dict]:
+        uid = job["metadata"]["uid"]
+        ns = job["metadata"].get("namespace") or self.namespace
+        items = await self._list_events(ns, f"regarding.uid={uid}", f"events of job {job['metadata']['name']!r}")
+        return [e for e in items if (e.get("regarding") or {}).get("uid") == uid]
+
+    async def list_events_of(self, jobs: list[dict]) -> dict[str, list[dict]]:
+        """One LIST of the namespace's events (they live an hour), grouped by job."""
+        out: dict[str, list[dict]] = {job["metadata"]["uid"]: [] for job in jobs}
+        if jobs:
+            for e in await self._list_events(self.namespace, None, "events"):
+                uid = (e.get("regarding") or {}).get("uid")
+                if uid in out:
+                    out[uid].append(e)
+        return out

@@ -32,6 +32,9 @@ class JobStore(LoggingConfigurable):
     """Abstract job + event store. Every method is a coroutine that never
     blocks the event loop."""
 
+    #: seconds an event is kept before the store drops it (None: as long as its job)
+    event_ttl: float | None = None
+
     async def start(self) -> None:
         """Open connections, start watches."""
 
@@ -70,12 +73,18 @@ class JobStore(LoggingConfigurable):
         raise NotImplementedError
 
     async def add_event(self, event: dict) -> dict:
-        """Record one event (events.k8s.io/v1 shape)."""
+        """Record one event (events.k8s.io/v1 shape). An event whose
+        ``metadata.name`` is already recorded is not recorded again."""
         raise NotImplementedError
 
     async def list_events(self, job: dict) -> list[dict]:
         """The events regarding a job (matched by uid), oldest first."""
         raise NotImplementedError
+
+    async def list_events_of(self, jobs: list[dict]) -> dict[str, list[dict]]:
+        """The events of several jobs, by job uid (one read per job unless a
+        store can do better)."""
+        return {job["metadata"]["uid"]: await self.list_events(job) for job in jobs}
 
     def watch(self, callback: Callable[[str], None]) -> Callable[[], None]:
         """Call ``callback(name)`` whenever a job changes; returns an

@@ -49,6 +49,12 @@ MIGRATIONS: list[list[str]] = [
         # the phase column lets the resync query skip terminal jobs cheaply
         "CREATE INDEX jobs_by_phase ON jobs (phase)",
     ],
+    [
+        # an event's name is unique, as in the API server: a transition event posted
+        # twice (retry, recovery after a crash) is recorded once. Older rows keep NULL.
+        "ALTER TABLE events ADD COLUMN name TEXT",
+        "CREATE UNIQUE INDEX events_by_name ON events (name)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 TERMINAL = tuple(sorted(Phase.TERMINAL))
@@ -270,8 +276,14 @@ class SQLiteJobStore(JobStore):
             assert self._conn is not None
             with self._conn:
                 cur = self._conn.execute(
-                    "INSERT INTO events (job_uid, event_time, doc) VALUES (?,?,?)",
-                    (event["regarding"]["uid"], event["eventTime"], json.dumps(event)))
+                    "INSERT OR IGNORE INTO events (job_uid, event_time, doc, name) VALUES (?,?,?,?)",
+                    (event["regarding"]["uid"], event["eventTime"], json.dumps(event), event["metadata"]["name"]))
+                if cur.rowcount == 0:  # already recorded under this name: keep the first
+                    seq, doc = self._conn.execute("SELECT seq, doc FROM events WHERE name = ?",
+                                                  (event["metadata"]["name"],)).fetchone()
+                    stored = json.loads(doc)
+                    stored["metadata"]["resourceVersion"] = str(seq)
+                    return stored
             event["metadata"]["resourceVersion"] = str(cur.lastrowid)
             return event
 
