@@ -77,6 +77,11 @@ async def test_events_are_stored_per_job_in_order(store):
         await store.add_event({"metadata": {"name": f"ev{i}"}, "eventTime": f"2026-01-01T00:00:0{i}Z",
                                "reason": f"R{i}", "regarding": {"uid": j["metadata"]["uid"]}})
     assert [e["reason"] for e in await store.list_events(job)] == ["R0", "R2"]
+    # a name is recorded once, like on the API server: the first stays
+    again = await store.add_event({"metadata": {"name": "ev0"}, "eventTime": "2026-01-01T00:00:09Z",
+                                   "reason": "Again", "regarding": {"uid": job["metadata"]["uid"]}})
+    assert again["reason"] == "R0"
+    assert [e["reason"] for e in await store.list_events(job)] == ["R0", "R2"]
     await store.delete("e")
     assert await store.list_events(job) == []
 
@@ -93,12 +98,15 @@ def test_migrations_from_every_older_version(tmp_path):
         if start >= 1:  # a database with data in it keeps its data
             conn.execute("INSERT INTO jobs VALUES ('old', 'u', 'nb.ipynb', 'Succeeded', '2026', 3, ?)",
                          (json.dumps(_job(name="old")),))
+            for _ in range(2):  # events from before they had a unique name
+                conn.execute("INSERT INTO events (job_uid, event_time, doc) VALUES ('u', '2026', '{}')")
         assert migrate(conn) == start
         assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-        assert {"jobs_by_created", "jobs_by_notebook", "events_by_job", "jobs_by_phase"} <= indexes
+        assert {"jobs_by_created", "jobs_by_notebook", "events_by_job", "jobs_by_phase", "events_by_name"} <= indexes
         if start >= 1:
             assert conn.execute("SELECT name FROM jobs").fetchall() == [("old",)]
+            assert conn.execute("SELECT count(*) FROM events WHERE job_uid = 'u'").fetchone() == (2,)
         assert migrate(conn) == SCHEMA_VERSION  # idempotent
         conn.close()
 
