@@ -168,6 +168,14 @@ def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict:
         cc["strategy"] = args.comparison
     if args.tolerance is not None:
         cc["floatingPointTolerance"] = args.tolerance
+    if args.timestamp_pattern:
+        cc["customTimestampPatterns"] = args.timestamp_pattern
+    if args.ignore_output:
+        cc["ignoreOutputTypes"] = args.ignore_output
+    if args.keep_timestamps:
+        cc["ignoreTimestamps"] = False
+    if args.compare_execution_count:
+        cc["ignoreExecutionCount"] = False
     if cc:
         spec["comparisonConfig"] = cc
     if args.timeout:
@@ -274,6 +282,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--cell-timeout", help="per-cell timeout, e.g. 10m")
     s.add_argument("--comparison", choices=["exact", "normalized"])
     s.add_argument("--tolerance", type=float, help="absolute float tolerance for normalized comparison")
+    s.add_argument("--timestamp-pattern", action="append", metavar="REGEX",
+                   help="normalized comparison: also replace what REGEX matches (repeatable)")
+    s.add_argument("--ignore-output", action="append", metavar="SELECTOR",
+                   help="leave out outputs of this type (stream, execute_result, display_data, error), "
+                        "stream (stream:stderr) or MIME type (text/html, image/*) (repeatable)")
+    s.add_argument("--keep-timestamps", action="store_true", help="compare dates and times too")
+    s.add_argument("--compare-execution-count", action="store_true", help="compare execution counts too")
     s.add_argument("--wait", action="store_true", help="wait for the verdict; exit 0 only if it succeeded")
     s.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after this many seconds")
     s.set_defaults(func=cmd_submit)

@@ -10,7 +10,11 @@ Pure functions, no I/O. The rules follow nbval's output comparison:
   (``stream:<name>``, one key per MIME type under ``data``, ``error`` for
   ``ename: evalue``), ignoring ``metadata``, ``execution_count``, ``traceback``,
   ``transient``, the widget-view MIME type and (by default) images;
-* the key sets, the number of values per key, and the values must agree.
+* the key sets, the number of values per key, and the values must agree;
+* ``ignore_output_types`` leaves out whole outputs by nbformat type
+  (``stream``, ``execute_result``, ``display_data``, ``error``), streams by name
+  (``stream:stderr``) and data by MIME type (``text/html``, ``image/*``);
+* execution counts are compared only with ``compare_execution_count=True``.
 
 Two strategies:
 
@@ -18,7 +22,9 @@ Two strategies:
     values compared verbatim after the structural steps above.
 ``normalized``
     volatile text is sanitised first (memory addresses in ``<... at 0x...>``,
-    ISO timestamps, dates, times, trailing whitespace, runs of blank lines), then the
+    ISO timestamps, dates, times unless ``ignore_timestamps=False``, what the
+    caller's ``timestamp_patterns`` match, trailing whitespace, runs of blank
+    lines), then the
     texts are split into alternating non-number / number tokens; non-number tokens
     must be equal and numbers ``a`` (actual) and ``b`` (golden) are equal when
     ``|a - b| <= abs_tol + rel_tol * |b|``. A different number of tokens is a
@@ -126,34 +132,60 @@ def coalesce_streams(outputs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
 # --- flattening -----------------------------------------------------------------
 
 
-def _skip_mime(mime: str, compare_images: bool) -> bool:
-    if mime == WIDGET_VIEW_MIME:
+OUTPUT_TYPES = ("stream", "execute_result", "display_data", "error")
+# an output type, a stream by name, or a MIME type (``major/*`` for all of a major type);
+# the OpenAPI document and the CRD carry the same pattern
+OUTPUT_SELECTOR_PATTERN = (r"^(stream|execute_result|display_data|error|stream:[A-Za-z0-9_-]+"
+                           r"|[a-z0-9][a-z0-9.+-]*/(\*|[A-Za-z0-9][A-Za-z0-9.+_-]*))$")
+_OUTPUT_SELECTOR = re.compile(OUTPUT_SELECTOR_PATTERN)
+
+
+def check_output_selector(selector: str) -> None:
+    """Raise ValueError unless ``selector`` names an output type, a stream or a MIME type."""
+    if not isinstance(selector, str) or not _OUTPUT_SELECTOR.match(selector):
+        raise ValueError(f"{selector!r} is not an output type ({', '.join(OUTPUT_TYPES)}), "
+                         "a stream (stream:stderr) or a MIME type (text/html, image/*)")
+
+
+def _mime_ignored(mime: str, ignore: Sequence[str]) -> bool:
+    major = mime.split("/", 1)[0]
+    return mime in ignore or f"{major}/*" in ignore
+
+
+def _skip_mime(mime: str, compare_images: bool, ignore: Sequence[str] = ()) -> bool:
+    if mime == WIDGET_VIEW_MIME or _mime_ignored(mime, ignore):
         return True
     return mime.startswith(IMAGE_PREFIX) and not compare_images
 
 
-def flatten_outputs(outputs: Sequence[Mapping[str, Any]], *, compare_images: bool = False) -> dict[str, list[str]]:
+def flatten_outputs(outputs: Sequence[Mapping[str, Any]], *, compare_images: bool = False,
+                    ignore: Sequence[str] = ()) -> dict[str, list[str]]:
     """Flatten a cell's outputs into ``{key: [values]}`` (keys in first-seen order).
 
     All text of one stream name becomes one value, so the interleaving of stdout
-    and stderr (which is not deterministic) does not matter.
+    and stderr (which is not deterministic) does not matter. ``ignore`` lists
+    output selectors (see :func:`check_output_selector`) to leave out.
     """
     flat: dict[str, list[str]] = {}
     raw_streams: dict[str, list[str]] = {}
     for out in outputs:
         kind = out.get("output_type")
+        if kind in ignore:
+            continue
         if kind == "stream":
             key = f"stream:{out.get('name', 'stdout')}"
+            if key in ignore:
+                continue
             if key not in raw_streams:
                 raw_streams[key] = []
                 flat[key] = [""]  # filled below; reserves the key's position
             raw_streams[key].append(_text(out.get("text", "")))
         elif kind in ("execute_result", "display_data", "update_display_data"):
             for mime, value in (out.get("data") or {}).items():
-                if _skip_mime(mime, compare_images):
+                if _skip_mime(mime, compare_images, ignore):
                     continue
                 flat.setdefault(mime, []).append(_text(value))
-        elif kind in ("error", "pyerr"):
+        elif kind in ("error", "pyerr") and "error" not in ignore:
             flat.setdefault("error", []).append(f"{out.get('ename', '')}: {out.get('evalue', '')}")
         # anything else (unknown output types) carries nothing we compare
     for key, pieces in raw_streams.items():
@@ -172,18 +204,29 @@ _SLASH_DATE = re.compile(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b")
 _TIME = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
-_SANITIZERS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (_MEMORY_ADDRESS, r"\g<1>0xADDRESS"),
+Sanitizers = Sequence[tuple["re.Pattern[str]", str]]
+_ADDRESSES: tuple[tuple[re.Pattern[str], str], ...] = ((_MEMORY_ADDRESS, r"\g<1>0xADDRESS"),)
+_TIMESTAMPS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_ISO_DATETIME, "DATETIME"),
     (_ISO_DATE, "DATE"),
     (_SLASH_DATE, "DATE"),
     (_TIME, "TIME"),
 )
+_SANITIZERS = _ADDRESSES + _TIMESTAMPS
 
 
-def sanitize(text: str) -> str:
+def make_sanitizers(*, ignore_timestamps: bool = True, timestamp_patterns: Iterable[str] = ()) -> Sanitizers:
+    """The sanitizers of normalized mode: the caller's ``timestamp_patterns``
+    (regular expressions, replaced by ``TIMESTAMP``) first, then memory
+    addresses, then the built-in dates and times unless ``ignore_timestamps``
+    is false. Raises ``re.error`` for a pattern that does not compile."""
+    custom = tuple((re.compile(p), "TIMESTAMP") for p in timestamp_patterns)
+    return custom + _ADDRESSES + (_TIMESTAMPS if ignore_timestamps else ())
+
+
+def sanitize(text: str, sanitizers: Sanitizers = _SANITIZERS) -> str:
     """Remove volatile parts of an output text (normalized mode)."""
-    for pattern, replacement in _SANITIZERS:
+    for pattern, replacement in sanitizers:
         text = pattern.sub(replacement, text)
     text = "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n"))
     text = _BLANK_RUNS.sub("\n\n", text)
@@ -239,11 +282,12 @@ def texts_equal(
     strategy: str = NORMALIZED,
     abs_tol: float = DEFAULT_ABS_TOL,
     rel_tol: float = DEFAULT_REL_TOL,
+    sanitizers: Sanitizers = _SANITIZERS,
 ) -> bool:
     """Compare one golden value with one actual value under ``strategy``."""
     if strategy == EXACT:
         return expected == actual
-    expected, actual = sanitize(expected), sanitize(actual)
+    expected, actual = sanitize(expected, sanitizers), sanitize(actual, sanitizers)
     if expected == actual:
         return True
     exp_tokens, act_tokens = tokenize(expected), tokenize(actual)
@@ -270,13 +314,14 @@ class CellComparison:
     diff: str
 
 
-def render_flat(flat: Mapping[str, Sequence[str]], *, strategy: str = NORMALIZED) -> str:
+def render_flat(flat: Mapping[str, Sequence[str]], *, strategy: str = NORMALIZED,
+                sanitizers: Sanitizers = _SANITIZERS) -> str:
     """A readable text form of flattened outputs (what the unified diff is made of)."""
     parts = []
     for key, values in flat.items():
         for value in values:
             if strategy == NORMALIZED and not key.startswith(IMAGE_PREFIX):
-                value = sanitize(value)
+                value = sanitize(value, sanitizers)
             parts.append(f"[{key}]")
             parts.append(value)
     return "\n".join(parts)
@@ -301,6 +346,7 @@ def flat_equal(
     strategy: str = NORMALIZED,
     abs_tol: float = DEFAULT_ABS_TOL,
     rel_tol: float = DEFAULT_REL_TOL,
+    sanitizers: Sanitizers = _SANITIZERS,
 ) -> bool:
     if set(expected) != set(actual):
         return False
@@ -312,7 +358,8 @@ def flat_equal(
             if key.startswith(IMAGE_PREFIX):  # only when images are compared: verbatim
                 if exp != act:
                     return False
-            elif not texts_equal(exp, act, strategy=strategy, abs_tol=abs_tol, rel_tol=rel_tol):
+            elif not texts_equal(exp, act, strategy=strategy, abs_tol=abs_tol, rel_tol=rel_tol,
+                                 sanitizers=sanitizers):
                 return False
     return True
 
@@ -326,14 +373,16 @@ def compare_cell_outputs(
     rel_tol: float = DEFAULT_REL_TOL,
     compare_images: bool = False,
     label: str = "",
+    sanitizers: Sanitizers = _SANITIZERS,
+    ignore: Sequence[str] = (),
 ) -> CellComparison:
     """Compare the outputs of one golden cell with those of the executed cell."""
     _check_strategy(strategy)
-    exp_flat = flatten_outputs(expected_outputs, compare_images=compare_images)
-    act_flat = flatten_outputs(actual_outputs, compare_images=compare_images)
-    exp_text = render_flat(exp_flat, strategy=strategy)
-    act_text = render_flat(act_flat, strategy=strategy)
-    if flat_equal(exp_flat, act_flat, strategy=strategy, abs_tol=abs_tol, rel_tol=rel_tol):
+    exp_flat = flatten_outputs(expected_outputs, compare_images=compare_images, ignore=ignore)
+    act_flat = flatten_outputs(actual_outputs, compare_images=compare_images, ignore=ignore)
+    exp_text = render_flat(exp_flat, strategy=strategy, sanitizers=sanitizers)
+    act_text = render_flat(act_flat, strategy=strategy, sanitizers=sanitizers)
+    if flat_equal(exp_flat, act_flat, strategy=strategy, abs_tol=abs_tol, rel_tol=rel_tol, sanitizers=sanitizers):
         return CellComparison(True, None, exp_text, act_text, "")
     diff_type = EXECUTION_ERROR if ("error" in act_flat and "error" not in exp_flat) else OUTPUT_MISMATCH
     return CellComparison(False, diff_type, exp_text, act_text, unified_diff(exp_text, act_text, label=label))
@@ -384,11 +433,19 @@ def compare_notebooks(
     rel_tol: float = DEFAULT_REL_TOL,
     skip_cells: Iterable[int] = (),
     compare_images: bool = False,
+    ignore_timestamps: bool = True,
+    timestamp_patterns: Iterable[str] = (),
+    ignore_output_types: Iterable[str] = (),
+    compare_execution_count: bool = False,
 ) -> dict[str, Any]:
     """Compare an executed notebook with its golden copy.
 
     ``skip_cells`` are indices (into ``cells``) that must not be compared, e.g. the
-    cells the runner did not execute. Returns the ``comparisonResult`` document::
+    cells the runner did not execute. ``ignore_timestamps``,
+    ``timestamp_patterns`` (normalized mode), ``ignore_output_types`` and
+    ``compare_execution_count`` are the spec's ``comparisonConfig`` fields of the
+    same names (``ignoreExecutionCount`` inverted). Returns the
+    ``comparisonResult`` document::
 
         {"strategy", "result": "matched"|"failed", "totalCells", "matchedCells",
          "mismatchedCells", "skippedCells", "diffs": [...]}
@@ -399,6 +456,10 @@ def compare_notebooks(
     _check_strategy(strategy)
     if abs_tol < 0 or rel_tol < 0:
         raise ValueError("tolerances must not be negative")
+    sanitizers = make_sanitizers(ignore_timestamps=ignore_timestamps, timestamp_patterns=timestamp_patterns)
+    ignore = tuple(ignore_output_types)
+    for selector in ignore:
+        check_output_selector(selector)
     skip = set(skip_cells)
     golden_cells, actual_cells = _cells(golden), _cells(actual)
     matched = mismatched = skipped = 0
@@ -413,7 +474,8 @@ def compare_notebooks(
             continue
         if g_code and not a_code:
             mismatched += 1
-            exp = render_flat(flatten_outputs(g.get("outputs") or [], compare_images=compare_images), strategy=strategy)
+            exp = render_flat(flatten_outputs(g.get("outputs") or [], compare_images=compare_images, ignore=ignore),
+                              strategy=strategy, sanitizers=sanitizers)
             actual_desc = "" if a is None else f"<{a.get('cell_type')} cell>"
             expected_desc = f"<code cell>\n{cell_source(g)}" if not exp else exp
             diffs.append(
@@ -423,7 +485,8 @@ def compare_notebooks(
             continue
         if a_code and not g_code:
             mismatched += 1
-            act = render_flat(flatten_outputs(a.get("outputs") or [], compare_images=compare_images), strategy=strategy)
+            act = render_flat(flatten_outputs(a.get("outputs") or [], compare_images=compare_images, ignore=ignore),
+                              strategy=strategy, sanitizers=sanitizers)
             expected_desc = "" if g is None else f"<{g.get('cell_type')} cell>"
             actual_desc = f"<code cell>\n{cell_source(a)}" if not act else act
             diffs.append(
@@ -444,7 +507,14 @@ def compare_notebooks(
             rel_tol=rel_tol,
             compare_images=compare_images,
             label=f"cell {index}",
+            sanitizers=sanitizers,
+            ignore=ignore,
         )
+        if result.equal and compare_execution_count and g.get("execution_count") != a.get("execution_count"):
+            exp_text = f"execution_count: {g.get('execution_count')}\n{result.expected_text}"
+            act_text = f"execution_count: {a.get('execution_count')}\n{result.actual_text}"
+            result = CellComparison(False, OUTPUT_MISMATCH, exp_text, act_text,
+                                    unified_diff(exp_text, act_text, label=f"cell {index}"))
         if result.equal:
             matched += 1
         else:

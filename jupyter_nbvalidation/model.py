@@ -13,6 +13,8 @@ import re
 import uuid
 from typing import Any
 
+from .compare import check_output_selector
+
 GROUP = "nbvalidation.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -162,7 +164,9 @@ class SpecError(ValueError):
 
 # --- the spec schema --------------------------------------------------------
 # Each entry: field -> (kind, extra). kind is "object" (nested dict), "str",
-# "bool", "duration", "number", "strlist", or "enum" (extra = allowed values).
+# "bool", "duration", "number", "strlist", "regexlist" (regular expressions),
+# "outputlist" (output selectors, see compare.check_output_selector), or
+# "enum" (extra = allowed values).
 # Which fields a backend supports is declared by the backend (``supports``).
 
 SPEC_SCHEMA: dict[str, Any] = {
@@ -183,6 +187,10 @@ SPEC_SCHEMA: dict[str, Any] = {
         "strategy": ("enum", ("exact", "normalized")),
         "floatingPointTolerance": ("number", None),
         "relativeTolerance": ("number", None),
+        "ignoreTimestamps": ("bool", None),
+        "customTimestampPatterns": ("regexlist", None),
+        "ignoreOutputTypes": ("outputlist", None),
+        "ignoreExecutionCount": ("bool", None),
     },
     "timeout": ("duration", None),
     "cellTimeout": ("duration", None),
@@ -232,6 +240,20 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
     if kind == "strlist":
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             raise SpecError(path, "must be a list of non-empty strings")
+        return list(value)
+    if kind in ("regexlist", "outputlist"):
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise SpecError(path, "must be a list of non-empty strings")
+        for i, item in enumerate(value):
+            try:
+                if kind == "regexlist":
+                    re.compile(item)
+                else:
+                    check_output_selector(item)
+            except re.error as e:
+                raise SpecError(f"{path}[{i}]", f"not a valid regular expression: {e}") from None
+            except ValueError as e:
+                raise SpecError(f"{path}[{i}]", str(e)) from None
         return list(value)
     if kind == "enum":
         if value not in extra:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._version import __version__
+from .compare import OUTPUT_SELECTOR_PATTERN
 
 _DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
 _PATH = {"type": "string", "minLength": 1}
@@ -35,6 +36,10 @@ SPEC_SCHEMA = _obj({
         "strategy": {"type": "string", "enum": ["exact", "normalized"]},
         "floatingPointTolerance": {"type": "number", "minimum": 0},
         "relativeTolerance": {"type": "number", "minimum": 0},
+        "ignoreTimestamps": {"type": "boolean"},
+        "customTimestampPatterns": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        "ignoreOutputTypes": {"type": "array", "items": {"type": "string", "pattern": OUTPUT_SELECTOR_PATTERN}},
+        "ignoreExecutionCount": {"type": "boolean"},
     }),
     "timeout": _DURATION,
     "cellTimeout": _DURATION,

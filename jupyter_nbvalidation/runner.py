@@ -702,6 +702,7 @@ def run_notebook(
     comparison: str = _compare.NORMALIZED,
     abs_tol: float = _compare.DEFAULT_ABS_TOL,
     rel_tol: float = _compare.DEFAULT_REL_TOL,
+    compare_options: Mapping[str, Any] | None = None,
     cell_timeout: float | None = DEFAULT_CELL_TIMEOUT,
     timeout: float | None = None,
     termination_log: str | os.PathLike[str] | None = None,
@@ -714,7 +715,9 @@ def run_notebook(
     result document to ``result_path`` / ``termination_log`` when given, and returns
     the result document. ``cell_timeout`` / ``timeout`` of ``None`` or ``<= 0`` mean
     no limit. ``progress`` is called with ``{"cellIndex", "status", "executionTime"}``
-    after every executed cell.
+    after every executed cell. ``compare_options`` are further keyword arguments of
+    :func:`compare.compare_notebooks` (``ignore_timestamps``, ``timestamp_patterns``,
+    ``ignore_output_types``, ``compare_execution_count``).
     """
     started = time.monotonic()
     notebook = os.path.abspath(os.fspath(notebook))
@@ -805,7 +808,8 @@ def run_notebook(
         not_run = [i for i in range(len(work_nb.cells)) if i not in execution.executed]
         try:
             result["comparisonResult"] = _compare.compare_notebooks(
-                golden_nb, work_nb, strategy=comparison, abs_tol=abs_tol, rel_tol=rel_tol, skip_cells=not_run
+                golden_nb, work_nb, strategy=comparison, abs_tol=abs_tol, rel_tol=rel_tol, skip_cells=not_run,
+                **(compare_options or {}),
             )
         except Exception as e:
             execution._fail(Reason.RUNNER_ERROR, None, f"The golden comparison failed: {type(e).__name__}: {e}")
@@ -965,6 +969,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--comparison", choices=_compare.STRATEGIES, default=_compare.NORMALIZED)
     p.add_argument("--abs-tol", type=_non_negative, default=_compare.DEFAULT_ABS_TOL)
     p.add_argument("--rel-tol", type=_non_negative, default=_compare.DEFAULT_REL_TOL)
+    p.add_argument("--keep-timestamps", action="store_true",
+                   help="normalized mode: compare dates and times too (comparisonConfig.ignoreTimestamps: false)")
+    p.add_argument("--timestamp-pattern", action="append", default=[], metavar="REGEX",
+                   help="normalized mode: also replace what REGEX matches (repeatable)")
+    p.add_argument("--ignore-output-type", action="append", default=[], metavar="SELECTOR",
+                   help="leave out outputs of this type, stream (stream:stderr) or MIME type (repeatable)")
+    p.add_argument("--compare-execution-count", action="store_true",
+                   help="compare execution counts too (comparisonConfig.ignoreExecutionCount: false)")
     p.add_argument("--cell-timeout", type=_non_negative, default=DEFAULT_CELL_TIMEOUT,
                    help="per-cell timeout in seconds (0: none); metadata.execution.timeout overrides it")
     p.add_argument("--timeout", type=_non_negative, default=None, help="deadline for the whole run, in seconds")
@@ -989,6 +1001,27 @@ def _sniff_option(argv: Sequence[str], name: str) -> str | None:
 def _emit(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def comparison_args(spec: Mapping[str, Any]) -> list[str]:
+    """The runner arguments for a job spec's ``comparisonConfig`` (both backends)."""
+    cc = spec.get("comparisonConfig") or {}
+    args: list[str] = []
+    if cc.get("strategy"):
+        args += ["--comparison", cc["strategy"]]
+    if cc.get("floatingPointTolerance") is not None:
+        args += ["--abs-tol", str(float(cc["floatingPointTolerance"]))]
+    if cc.get("relativeTolerance") is not None:
+        args += ["--rel-tol", str(float(cc["relativeTolerance"]))]
+    if cc.get("ignoreTimestamps") is False:
+        args.append("--keep-timestamps")
+    for pattern in cc.get("customTimestampPatterns") or []:
+        args.append(f"--timestamp-pattern={pattern}")  # one token: a pattern may start with "-"
+    for selector in cc.get("ignoreOutputTypes") or []:
+        args.append(f"--ignore-output-type={selector}")
+    if cc.get("ignoreExecutionCount") is False:
+        args.append("--compare-execution-count")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1026,6 +1059,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             comparison=args.comparison,
             abs_tol=args.abs_tol,
             rel_tol=args.rel_tol,
+            compare_options={"ignore_timestamps": not args.keep_timestamps,
+                             "timestamp_patterns": args.timestamp_pattern,
+                             "ignore_output_types": args.ignore_output_type,
+                             "compare_execution_count": args.compare_execution_count},
             cell_timeout=args.cell_timeout,
             timeout=args.timeout,
             termination_log=args.termination_log,

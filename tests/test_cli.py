@@ -76,6 +76,24 @@ def test_bad_input_is_a_clear_error(folder, tmp_path):
     assert json.loads(cli("list", "-o", "json", *data, cwd=folder, env=env).stdout)["items"] == []
 
 
+def test_comparison_options(folder, tmp_path):
+    env = {"JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")}
+    data = ["--data-dir", str(tmp_path / "data")]
+    write_notebook(folder / "noisy.ipynb", ["import sys, uuid\nprint(uuid.uuid4(), file=sys.stderr)\nprint('same')"])
+    golden = json.loads((folder / "noisy.ipynb").read_text())
+    golden["cells"][0].update(execution_count=1, outputs=[
+        {"output_type": "stream", "name": "stderr", "text": "an id of an earlier run\n"},
+        {"output_type": "stream", "name": "stdout", "text": "same\n"}])
+    (folder / "golden.ipynb").write_text(json.dumps(golden))
+    strict = cli("submit", "noisy.ipynb", "--golden", "golden.ipynb", "--no-build", "--wait", *data, cwd=folder, env=env)
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    loose = cli("submit", "noisy.ipynb", "--golden", "golden.ipynb", "--no-build", "--wait",
+                "--ignore-output", "stream:stderr", *data, cwd=folder, env=env)
+    assert loose.returncode == 0, loose.stdout + loose.stderr
+    bad = cli("submit", "noisy.ipynb", "--ignore-output", "pictures", "--wait", *data, cwd=folder, env=env)
+    assert bad.returncode == 2 and "comparisonConfig.ignoreOutputTypes[0]" in bad.stderr, bad.stderr
+
+
 def test_with_a_running_server(server_proc):
     server = server_proc().start()
     write_notebook(server.root / "nb.ipynb", ["print(42)"])

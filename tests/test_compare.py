@@ -432,3 +432,47 @@ def test_notebook_execution_settings():
     assert notebook_execution_settings(meta) == {"timeout": 5, "allow_errors": True}
     weird = new_notebook(metadata={"execution": {"timeout": "soon", "allow_errors": "yes"}})
     assert notebook_execution_settings(weird) == {"timeout": None, "allow_errors": False}
+
+
+# --- the upstream CRD's comparisonConfig fields ---------------------------------------
+
+
+def test_output_selectors_leave_out_types_streams_and_mime_types():
+    outs = [stream("x\n"), stream("warn\n", "stderr"), result({"text/plain": "1", "text/html": "<b>1</b>"}),
+            new_output("display_data", data={"image/png": "AAA", "text/plain": "<Figure>"}),
+            error("ValueError", "bad")]
+    full = compare.flatten_outputs(outs, compare_images=True)
+    assert set(full) == {"stream:stdout", "stream:stderr", "text/plain", "text/html", "image/png", "error"}
+    assert set(compare.flatten_outputs(outs, compare_images=True, ignore=["stream"])) == \
+        {"text/plain", "text/html", "image/png", "error"}
+    assert "stream:stderr" not in compare.flatten_outputs(outs, ignore=["stream:stderr"])
+    assert "stream:stdout" in compare.flatten_outputs(outs, ignore=["stream:stderr"])
+    assert set(compare.flatten_outputs(outs, compare_images=True, ignore=["image/*", "text/html"])) == \
+        {"stream:stdout", "stream:stderr", "text/plain", "error"}
+    assert compare.flatten_outputs(outs, ignore=["execute_result"])["text/plain"] == ["<Figure>"]
+    assert "error" not in compare.flatten_outputs(outs, ignore=["error"])
+    for bad in ("pictures", "image", "stream:", "/png", "text/html; charset=utf-8"):
+        with pytest.raises(ValueError):
+            compare.check_output_selector(bad)
+    with pytest.raises(ValueError):
+        compare.compare_notebooks(nb(), nb(), ignore_output_types=["pictures"])
+
+
+def test_timestamps_and_custom_patterns():
+    g = nb(executed("print(now)", [stream("at 2026-11-30T10:00:00Z run=ab12\n")]))
+    a = nb(executed("print(now)", [stream("at 2026-11-30T10:05:00Z run=ff99\n")]))
+    assert compare.compare_notebooks(g, a)["diffs"][0]["cellIndex"] == 0  # the run id differs
+    assert compare.compare_notebooks(g, a, timestamp_patterns=[r"run=\w+"])["result"] == "matched"
+    kept = compare.compare_notebooks(g, a, timestamp_patterns=[r"run=\w+"], ignore_timestamps=False)
+    assert kept["result"] == "failed" and "10:05:00" in kept["diffs"][0]["actual"]
+    # exact mode never sanitises
+    assert compare.compare_notebooks(g, a, strategy="exact", timestamp_patterns=[r"run=\w+"])["result"] == "failed"
+
+
+def test_execution_counts_only_on_request():
+    g = nb(executed("1", [result({"text/plain": "1"}, count=1)], count=1))
+    a = nb(executed("1", [result({"text/plain": "1"}, count=3)], count=3))
+    assert compare.compare_notebooks(g, a)["result"] == "matched"
+    cr = compare.compare_notebooks(g, a, compare_execution_count=True)
+    assert cr["result"] == "failed" and "execution_count: 1" in cr["diffs"][0]["expected"]
+    assert "execution_count: 3" in cr["diffs"][0]["actual"]

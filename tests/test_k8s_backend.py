@@ -650,6 +650,25 @@ async def test_kubectl_describe_lists_the_events_in_order(env, admin, aio_admin,
     assert p.returncode == 0 and "Succeeded" in p.stdout and "nb.ipynb" in p.stdout, p.stdout + p.stderr
 
 
+@pytest.mark.asyncio
+async def test_comparison_config_reaches_the_runner_in_the_pod(env, admin):
+    """The upstream CRD's comparisonConfig fields pass the API server's schema and
+    become the runner's arguments (the local backend runs the same arguments for real)."""
+    cc = {"strategy": "normalized", "ignoreTimestamps": False, "customTimestampPatterns": ["-run \\d+"],
+          "ignoreOutputTypes": ["stream:stderr", "image/*"], "ignoreExecutionCount": False}
+    job = await env.submit(notebook={"path": "nb.ipynb"}, goldenNotebook={"path": "nb.ipynb"},
+                           comparisonConfig=cc, **NOBUILD)
+    stored = await admin.request("GET", f"/apis/nbvalidation.dev/v1alpha1/namespaces/{env.ns}/notebookvalidationjobs/"
+                                        f"{job['metadata']['name']}")
+    assert stored["spec"]["comparisonConfig"] == cc  # nothing pruned
+    pod = await wait_object(admin, PODS.path(env.ns, obj.validation_pod_name(job["metadata"]["name"])))
+    cmd = pod["spec"]["containers"][0]["command"]
+    assert cmd[cmd.index("--golden") + 1] == "/input/golden.ipynb"
+    for arg in ("--keep-timestamps", "--timestamp-pattern=-run \\d+", "--ignore-output-type=stream:stderr",
+                "--ignore-output-type=image/*", "--compare-execution-count"):
+        assert arg in cmd, cmd
+
+
 # --------------------------------------------------------------------------
 # a server that died between a status write and its event
 

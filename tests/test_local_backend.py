@@ -255,6 +255,46 @@ async def test_golden_comparison_reported(local, notebook):
     assert "same" in cr["diffs"][0]["expected"] and "changed" in cr["diffs"][0]["actual"]
 
 
+@pytest.mark.asyncio
+async def test_comparison_config_of_the_upstream_crd(local, notebook):
+    """ignoreTimestamps, customTimestampPatterns, ignoreOutputTypes and
+    ignoreExecutionCount (the upstream operator's comparisonConfig fields) each
+    change the verdict of a real run against a real golden notebook."""
+    golden = notebook("u/golden.ipynb", [
+        "import sys, uuid, datetime\nprint('run', uuid.uuid4().hex[:8])",
+        "print('slow', file=sys.stderr)\nprint('ok')",
+        "from IPython.display import HTML\nHTML(f'<b>{uuid.uuid4().hex}</b>')",
+        "print(datetime.datetime.now().isoformat())",
+    ])
+    gjob = await local.run(notebook={"path": golden}, podConfig={"buildConfig": {"enabled": False}})
+    executed = await local.backend.executed_notebook(gjob)
+    (local.root / golden).write_text(json.dumps(executed))
+    base = {"notebook": {"path": golden}, "goldenNotebook": {"path": golden},
+            "podConfig": {"buildConfig": {"enabled": False}}}
+    tolerant = {"customTimestampPatterns": [r"run [0-9a-f]{8}"], "ignoreOutputTypes": ["text/html"]}
+
+    async def diffs(**cc) -> list[int]:
+        job = await local.run(**base, comparisonConfig=cc)
+        cr = job["status"]["comparisonResult"]
+        assert (job["status"]["phase"] == Phase.SUCCEEDED) == (cr["result"] == "matched"), job["status"]
+        return [d["cellIndex"] for d in cr["diffs"]]
+
+    # random ids and HTML differ; the timestamp is sanitised by default
+    assert await diffs() == [0, 2]
+    assert await diffs(**tolerant) == []
+    assert await diffs(**tolerant, ignoreTimestamps=False) == [3]
+
+    executed["cells"][1]["execution_count"] = 7
+    for out in executed["cells"][1]["outputs"]:
+        if out.get("name") == "stderr":
+            out["text"] = "fast\n"
+    (local.root / golden).write_text(json.dumps(executed))
+    assert await diffs(**tolerant) == [1]
+    assert await diffs(**{**tolerant, "ignoreOutputTypes": ["text/html", "stream:stderr"]}) == []
+    assert await diffs(**{**tolerant, "ignoreOutputTypes": ["text/html", "stream:stderr"]},
+                       ignoreExecutionCount=False) == [1]
+
+
 def test_no_process_leaks():
     """Guard: kernels from this module's tests are gone."""
     out = os.popen("ps -eo args").read()

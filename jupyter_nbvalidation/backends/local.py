@@ -35,6 +35,7 @@ from traitlets import Enum, Int, List, Unicode, default
 
 from ..model import WORKDIR_ANNOTATION, SpecError, isotime, parse_duration, spec_fields
 from ..priority import deprioritize
+from ..runner import comparison_args
 from ..store.sqlite import SQLiteJobStore
 from .base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
 
@@ -473,13 +474,7 @@ class LocalBackend(Backend):
                 "--progress"]
         if spec.get("goldenNotebook"):
             argv += ["--golden", str(inp / "golden.ipynb")]
-        cc = spec.get("comparisonConfig", {})
-        if cc.get("strategy"):
-            argv += ["--comparison", cc["strategy"]]
-        if cc.get("floatingPointTolerance") is not None:
-            argv += ["--abs-tol", str(float(cc["floatingPointTolerance"]))]
-        if cc.get("relativeTolerance") is not None:
-            argv += ["--rel-tol", str(float(cc["relativeTolerance"]))]
+        argv += comparison_args(spec)
         cell_timeout = parse_duration(spec["cellTimeout"]) if spec.get("cellTimeout") else self.default_cell_timeout
         argv += ["--cell-timeout", str(cell_timeout)]
         if spec.get("timeout"):

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ..model import API_VERSION, GROUP, KIND
+from ..runner import comparison_args
 from .store import JOB_LABEL
 
 COMPONENT_LABEL = f"{GROUP}/component"
@@ -171,13 +172,7 @@ def runner_command(job: dict, *, cell_timeout: float, timeout: float | None, pri
            "--termination-log", "/dev/termination-log", "--cwd", "/tmp"]
     if spec.get("goldenNotebook"):
         cmd += ["--golden", f"{INPUT_MOUNT}/golden.ipynb"]
-    cc = spec.get("comparisonConfig") or {}
-    if cc.get("strategy"):
-        cmd += ["--comparison", cc["strategy"]]
-    if cc.get("floatingPointTolerance") is not None:
-        cmd += ["--abs-tol", str(float(cc["floatingPointTolerance"]))]
-    if cc.get("relativeTolerance") is not None:
-        cmd += ["--rel-tol", str(float(cc["relativeTolerance"]))]
+    cmd += comparison_args(spec)
     cmd += ["--cell-timeout", f"{cell_timeout:g}"]
     if timeout:
         cmd += ["--timeout", f"{timeout:g}"]

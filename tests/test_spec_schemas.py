@@ -1,0 +1,41 @@
+"""The spec is described three times: the validator (model.SPEC_SCHEMA), the
+REST API's OpenAPI document and the CRD's structural schema. They must name
+the same fields, so a field accepted by one is never rejected (or pruned) by
+another."""
+
+from __future__ import annotations
+
+import yaml
+
+from jupyter_nbvalidation import compare, openapi
+from jupyter_nbvalidation.model import spec_fields
+
+CRD = "jupyter_nbvalidation/k8s/manifests/crd.yaml"
+
+
+def leaves(schema: dict, prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for key, sub in (schema.get("properties") or {}).items():
+        path = f"{prefix}.{key}" if prefix else key
+        out |= leaves(sub, path) if sub.get("type") == "object" and "properties" in sub else {path}
+    return out
+
+
+def crd_spec_schema() -> dict:
+    from pathlib import Path
+
+    crd = yaml.safe_load((Path(__file__).resolve().parents[1] / CRD).read_text())
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+def test_the_three_spec_schemas_name_the_same_fields():
+    fields = spec_fields()
+    assert "comparisonConfig.ignoreOutputTypes" in fields
+    assert leaves(openapi.SPEC_SCHEMA) == fields
+    assert leaves(crd_spec_schema()) == fields
+
+
+def test_output_selector_pattern_is_the_same_everywhere():
+    crd = crd_spec_schema()["properties"]["comparisonConfig"]["properties"]["ignoreOutputTypes"]["items"]
+    api = openapi.SPEC_SCHEMA["properties"]["comparisonConfig"]["properties"]["ignoreOutputTypes"]["items"]
+    assert crd["pattern"] == api["pattern"] == compare.OUTPUT_SELECTOR_PATTERN
