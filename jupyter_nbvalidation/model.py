@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import decimal
 import re
 import uuid
 from typing import Any
@@ -165,8 +166,9 @@ class SpecError(ValueError):
 # --- the spec schema --------------------------------------------------------
 # Each entry: field -> (kind, extra). kind is "object" (nested dict), "str",
 # "bool", "duration", "number", "strlist", "regexlist" (regular expressions),
-# "outputlist" (output selectors, see compare.check_output_selector), or
-# "enum" (extra = allowed values).
+# "outputlist" (output selectors, see compare.check_output_selector), "envlist"
+# (``[{name, value}]``), "quantities" (``{resource: quantity}``, Kubernetes
+# quantities), or "enum" (extra = allowed values).
 # Which fields a backend supports is declared by the backend (``supports``).
 
 SPEC_SCHEMA: dict[str, Any] = {
@@ -174,6 +176,8 @@ SPEC_SCHEMA: dict[str, Any] = {
     "goldenNotebook": {"path": ("str", None)},
     "podConfig": {
         "containerImage": ("str", None),
+        "env": ("envlist", None),
+        "resources": {"requests": ("quantities", None), "limits": ("quantities", None)},
         "buildConfig": {
             "enabled": ("bool", None),
             "strategy": ("str", None),
@@ -255,11 +259,92 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
             except ValueError as e:
                 raise SpecError(f"{path}[{i}]", str(e)) from None
         return list(value)
+    if kind == "envlist":
+        return _check_env(value, path)
+    if kind == "quantities":
+        return _check_quantities(value, path)
     if kind == "enum":
         if value not in extra:
             raise SpecError(path, f"must be one of {', '.join(extra)}")
         return value
     raise AssertionError(kind)
+
+
+# Environment variables the runner sets itself (the kernel's interpreter, its
+# home and runtime folders): a job may not replace them.
+RESERVED_ENV = frozenset({"PATH", "VIRTUAL_ENV", "PYTHONHOME", "HOME", "PYTHONUNBUFFERED",
+                          "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"})
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+def _check_env(value: Any, path: str) -> list[dict]:
+    """``[{name, value}]`` with literal values only: ``valueFrom`` (Secrets,
+    ConfigMaps) is not supported, it would hand any namespace Secret to a notebook."""
+    if not isinstance(value, list):
+        raise SpecError(path, "must be a list of {name, value} objects")
+    out, seen = [], set()
+    for i, item in enumerate(value):
+        where = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            raise SpecError(where, "must be an object with name and value")
+        for key in item:
+            if key not in ("name", "value"):
+                why = ("not supported: only literal values (a notebook must not read Secrets through its job)"
+                       if key == "valueFrom" else "unknown field")
+                raise SpecError(f"{where}.{key}", why)
+        name, val = item.get("name"), item.get("value", "")
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise SpecError(f"{where}.name", "must be an environment variable name (letters, digits, '_', '-', '.')")
+        if name in RESERVED_ENV:
+            raise SpecError(f"{where}.name", f"{name} is set by the runner and cannot be replaced")
+        if name in seen:
+            raise SpecError(f"{where}.name", f"{name} is given twice")
+        if not isinstance(val, str):
+            raise SpecError(f"{where}.value", "must be a string")
+        seen.add(name)
+        out.append({"name": name, "value": val})
+    return out
+
+
+QUANTITY_PATTERN = r"^(\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+_QUANTITY = re.compile(QUANTITY_PATTERN)
+_SUFFIX = {"": 1, "n": 10**-9, "u": 10**-6, "m": 10**-3, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+           "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$")
+
+
+def parse_quantity(q: Any) -> float:
+    """A Kubernetes quantity (``"500m"``, ``"2Gi"``, ``1.5``) as a number; ValueError when it is not one."""
+    if isinstance(q, bool) or not isinstance(q, (str, int, float)):
+        raise ValueError("must be a quantity such as 500m, 2Gi or 1")
+    if not isinstance(q, str):
+        if q != q or q < 0:
+            raise ValueError("must be a non-negative quantity")
+        return float(q)
+    m = _QUANTITY.match(q.strip())
+    if not m:
+        raise ValueError(f"{q!r} is not a quantity (e.g. 500m, 2Gi, 1)")
+    number, suffix = decimal.Decimal(m.group(1)), m.group(2) or ""
+    if suffix in _SUFFIX:
+        value = number * decimal.Decimal(_SUFFIX[suffix])
+    else:  # a decimal exponent, e.g. 1e3
+        value = number * decimal.Decimal(10) ** int(suffix[1:])
+    if value < 0:
+        raise ValueError("must be a non-negative quantity")
+    return float(value)
+
+
+def _check_quantities(value: Any, path: str) -> dict:
+    if not isinstance(value, dict):
+        raise SpecError(path, "must be an object of resource: quantity (e.g. {cpu: 500m, memory: 2Gi})")
+    for name, q in value.items():
+        if not _RESOURCE_NAME.match(str(name)):
+            raise SpecError(f"{path}.{name}", "is not a resource name")
+        try:
+            parse_quantity(q)
+        except ValueError as e:
+            raise SpecError(f"{path}.{name}", str(e)) from None
+    return dict(value)
 
 
 def validate_spec(spec: Any, supported: set[str] | None = None) -> dict:
@@ -279,6 +364,11 @@ def validate_spec(spec: Any, supported: set[str] | None = None) -> dict:
     golden = out.get("goldenNotebook")
     if golden is not None and "path" not in golden:
         raise SpecError("goldenNotebook.path", "is required when goldenNotebook is given")
+    res = out.get("podConfig", {}).get("resources", {})
+    for name, limit in (res.get("limits") or {}).items():
+        request = (res.get("requests") or {}).get(name)
+        if request is not None and parse_quantity(request) > parse_quantity(limit):
+            raise SpecError(f"podConfig.resources.requests.{name}", f"must not exceed the limit ({limit})")
     bc = out.get("podConfig", {}).get("buildConfig", {})
     if bc.get("requirementsFile") and bc.get("requirements"):
         raise SpecError("podConfig.buildConfig.requirements", "give requirementsFile or requirements, not both")

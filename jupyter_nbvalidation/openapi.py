@@ -6,9 +6,12 @@ from typing import Any
 
 from ._version import __version__
 from .compare import OUTPUT_SELECTOR_PATTERN
+from .model import QUANTITY_PATTERN
 
 _DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
 _PATH = {"type": "string", "minLength": 1}
+_QUANTITIES = {"type": "object", "additionalProperties": {
+    "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": QUANTITY_PATTERN}]}}
 
 
 def _obj(props: dict, required: list[str] | None = None, additional: bool = False) -> dict:
@@ -23,6 +26,9 @@ SPEC_SCHEMA = _obj({
     "goldenNotebook": _obj({"path": {**_PATH, "pattern": r"\.ipynb$"}}, ["path"]),
     "podConfig": _obj({
         "containerImage": {"type": "string"},
+        "env": {"type": "array", "items": _obj({"name": {"type": "string", "pattern": r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"},
+                                                "value": {"type": "string"}}, ["name"])},
+        "resources": _obj({"requests": _QUANTITIES, "limits": _QUANTITIES}),
         "buildConfig": _obj({
             "enabled": {"type": "boolean"},
             "strategy": {"type": "string"},

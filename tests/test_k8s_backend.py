@@ -669,6 +669,30 @@ async def test_comparison_config_reaches_the_runner_in_the_pod(env, admin):
         assert arg in cmd, cmd
 
 
+@pytest.mark.asyncio
+async def test_pod_config_env_and_resources_reach_the_validation_pod(kube_apiserver, k8s_namespace, tmp_path, admin):
+    e = make_env(kube_apiserver, k8s_namespace, tmp_path / "root",
+                 validation_resources={"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}})
+    write_notebook(e.root / "nb.ipynb", ["print(1)"])
+    await e.engine.start()
+    try:
+        with pytest.raises(ApiError) as err:  # checked at submit, not when the Pod is refused later
+            await e.submit(notebook={"path": "nb.ipynb"}, podConfig={
+                **NOBUILD["podConfig"], "resources": {"requests": {"memory": "3Gi"}, "limits": {"memory": "2Gi"}}})
+        assert err.value.status == 400 and err.value.field == "spec.podConfig.resources.requests.memory"
+        job = await e.submit(notebook={"path": "nb.ipynb"}, podConfig={
+            **NOBUILD["podConfig"], "env": [{"name": "MPLBACKEND", "value": "Agg"}],
+            "resources": {"limits": {"memory": "4Gi", "cpu": 2}}})
+        pod = await wait_object(admin, PODS.path(k8s_namespace, obj.validation_pod_name(job["metadata"]["name"])))
+    finally:
+        await e.engine.stop()
+    (ctr,) = pod["spec"]["containers"]
+    assert {"name": "MPLBACKEND", "value": "Agg"} in ctr["env"]
+    assert {"name": "HOME", "value": "/tmp"} in ctr["env"]  # the runner's own stay
+    # the job's limits over the server's defaults (the API server writes quantities back as strings)
+    assert ctr["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "4Gi", "cpu": "2"}}
+
+
 # --------------------------------------------------------------------------
 # a server that died between a status write and its event
 

@@ -32,6 +32,8 @@ VALID_SPEC = {
     "goldenNotebook": {"path": "analysis/report.golden.ipynb"},
     "podConfig": {
         "containerImage": "quay.io/jupyter/minimal-notebook:2026-01-01",
+        "env": [{"name": "MPLBACKEND", "value": "Agg"}, {"name": "EMPTY"}],
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi", "nvidia.com/gpu": 1}},
         "buildConfig": {
             "enabled": True,
             "strategy": "kaniko",
@@ -143,6 +145,8 @@ INVALID = {
                                         "spec.comparisonConfig.strategy", "Unsupported value"),
     "negative-tolerance": (_with(VALID_SPEC, -0.5, "comparisonConfig", "floatingPointTolerance"),
                            "spec.comparisonConfig.floatingPointTolerance", "greater than or equal to 0"),
+    "bad-quantity": (_with(VALID_SPEC, {"memory": "lots"}, "podConfig", "resources", "limits"),
+                     "spec.podConfig.resources.limits.memory", "should match"),
     "bad-output-selector": (_with(VALID_SPEC, ["pictures"], "comparisonConfig", "ignoreOutputTypes"),
                             "spec.comparisonConfig.ignoreOutputTypes[0]", "should match"),
     "enabled-not-bool": (_with(VALID_SPEC, "yes", "podConfig", "buildConfig", "enabled"),

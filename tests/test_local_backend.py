@@ -256,6 +256,16 @@ async def test_golden_comparison_reported(local, notebook):
 
 
 @pytest.mark.asyncio
+async def test_pod_config_env_reaches_the_kernel(local, notebook):
+    nb = notebook("e/nb.ipynb", ["import os\nassert os.environ['NBV_GREETING'] == 'hi there', os.environ.get('NBV_GREETING')"])
+    plain = await local.run(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
+    assert plain["status"]["phase"] == Phase.FAILED and plain["status"]["results"][0]["errorName"] == "KeyError"
+    job = await local.run(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False},
+                                                            "env": [{"name": "NBV_GREETING", "value": "hi there"}]})
+    assert job["status"]["phase"] == Phase.SUCCEEDED, job["status"]
+
+
+@pytest.mark.asyncio
 async def test_comparison_config_of_the_upstream_crd(local, notebook):
     """ignoreTimestamps, customTimestampPatterns, ignoreOutputTypes and
     ignoreExecutionCount (the upstream operator's comparisonConfig fields) each

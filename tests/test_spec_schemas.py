@@ -39,3 +39,13 @@ def test_output_selector_pattern_is_the_same_everywhere():
     crd = crd_spec_schema()["properties"]["comparisonConfig"]["properties"]["ignoreOutputTypes"]["items"]
     api = openapi.SPEC_SCHEMA["properties"]["comparisonConfig"]["properties"]["ignoreOutputTypes"]["items"]
     assert crd["pattern"] == api["pattern"] == compare.OUTPUT_SELECTOR_PATTERN
+
+
+def test_quantity_pattern_is_the_same_everywhere():
+    from jupyter_nbvalidation.model import QUANTITY_PATTERN
+
+    for kind in ("requests", "limits"):
+        crd = crd_spec_schema()["properties"]["podConfig"]["properties"]["resources"]["properties"][kind]
+        api = openapi.SPEC_SCHEMA["properties"]["podConfig"]["properties"]["resources"]["properties"][kind]
+        assert crd["additionalProperties"]["pattern"] == QUANTITY_PATTERN
+        assert api["additionalProperties"]["anyOf"][1]["pattern"] == QUANTITY_PATTERN

@@ -43,6 +43,8 @@ ENV_MARKER = ".nbvalidation-env.json"
 UNSUPPORTED_LOCALLY = {
     "podConfig.containerImage": "needs the kubernetes backend (the local backend runs no containers)",
     "podConfig.buildConfig.baseImage": "needs the kubernetes backend (locally the base is the configured interpreter, c.LocalBackend.python)",
+    "podConfig.resources.requests": "needs the kubernetes backend (the local backend sets no resource requests)",
+    "podConfig.resources.limits": "needs the kubernetes backend (the local backend sets no resource limits)",
 }
 
 
@@ -497,9 +499,11 @@ class LocalBackend(Backend):
             argv = self.runner_argv(job, run.run_dir, python)
             log_path = run.run_dir / "runner.log"
             with open(log_path, "w", encoding="utf-8") as log:
+                # the job's podConfig.env reaches the kernel through the runner's environment
+                env = {**os.environ, **{e["name"]: e["value"] for e in job["spec"].get("podConfig", {}).get("env", [])}}
                 proc = await asyncio.create_subprocess_exec(
                     *self._niced(argv), stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
-                    start_new_session=True)
+                    start_new_session=True, env=env)
                 run.proc = proc
                 deprioritize(proc.pid, self.niceness)
                 await asyncio.to_thread((run.run_dir / "pid").write_text, str(proc.pid))

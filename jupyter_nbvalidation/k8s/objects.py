@@ -181,17 +181,29 @@ def runner_command(job: dict, *, cell_timeout: float, timeout: float | None, pri
     return cmd
 
 
+def merged_resources(defaults: dict | None, spec: dict) -> dict:
+    """The server's default requests/limits with the job's ``podConfig.resources`` over them."""
+    out = {k: dict(v) for k, v in (defaults or {}).items()}
+    for kind, values in ((spec.get("podConfig") or {}).get("resources") or {}).items():
+        out.setdefault(kind, {}).update(values)
+    return out
+
+
 def validation_pod(job: dict, *, image: str, command: list[str], deadline_seconds: int, run_as_user: int,
                    service_account: str = "", resources: dict | None = None,
                    image_pull_secrets: list[str] | None = None) -> dict:
+    """``resources``: the server's defaults; the job's own ``podConfig.resources`` and
+    ``podConfig.env`` are applied here."""
     name = job["metadata"]["name"]
+    pod_config = job["spec"].get("podConfig") or {}
     container: dict[str, Any] = {
         "name": RUNNER_CONTAINER,
         "image": image,
         "command": command,
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONUNBUFFERED", "value": "1"},
                 {"name": "JUPYTER_RUNTIME_DIR", "value": "/tmp/.jupyter-runtime"},
-                {"name": "IPYTHONDIR", "value": "/tmp/.ipython"}],
+                {"name": "IPYTHONDIR", "value": "/tmp/.ipython"},
+                *({"name": e["name"], "value": e["value"]} for e in pod_config.get("env") or [])],
         "volumeMounts": [{"name": "input", "mountPath": INPUT_MOUNT, "readOnly": True},
                          {"name": "scratch", "mountPath": "/tmp"}],
         "terminationMessagePath": "/dev/termination-log",
@@ -199,6 +211,7 @@ def validation_pod(job: dict, *, image: str, command: list[str], deadline_second
         "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"]}},
     }
+    resources = merged_resources(resources, job["spec"])
     if resources:
         container["resources"] = resources
     spec: dict[str, Any] = {
