@@ -117,8 +117,10 @@ async function waitForHealth(base, token, proc, logFile, timeoutMs) {
       last = `${r.status} ${await r.text()}`;
       if (r.status === 200) {
         const health = JSON.parse(last.slice(4));
-        // the backend reports usable once it has started (a moment after the server)
-        if (health.usable || health.problem || Date.now() > deadline - 60_000) {
+        // the backend reports usable once it has started (a moment after the server);
+        // "starting: ..." is not an answer yet, any other problem is
+        const starting = String(health.problem || '').startsWith('starting');
+        if (health.usable || (health.problem && !starting) || Date.now() > deadline - 60_000) {
           return health;
         }
       }
