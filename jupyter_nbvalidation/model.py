@@ -168,7 +168,8 @@ class SpecError(ValueError):
 # "bool", "duration", "number", "strlist", "regexlist" (regular expressions),
 # "outputlist" (output selectors, see compare.check_output_selector), "envlist"
 # (``[{name, value}]``), "quantities" (``{resource: quantity}``, Kubernetes
-# quantities), or "enum" (extra = allowed values).
+# quantities), "labels" (``{label key: value}``), "tolerations" (Kubernetes
+# tolerations), or "enum" (extra = allowed values).
 # Which fields a backend supports is declared by the backend (``supports``).
 
 SPEC_SCHEMA: dict[str, Any] = {
@@ -178,6 +179,8 @@ SPEC_SCHEMA: dict[str, Any] = {
         "containerImage": ("str", None),
         "env": ("envlist", None),
         "resources": {"requests": ("quantities", None), "limits": ("quantities", None)},
+        "nodeSelector": ("labels", None),
+        "tolerations": ("tolerations", None),
         "buildConfig": {
             "enabled": ("bool", None),
             "strategy": ("str", None),
@@ -263,6 +266,10 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
         return _check_env(value, path)
     if kind == "quantities":
         return _check_quantities(value, path)
+    if kind == "labels":
+        return _check_labels(value, path)
+    if kind == "tolerations":
+        return _check_tolerations(value, path)
     if kind == "enum":
         if value not in extra:
             raise SpecError(path, f"must be one of {', '.join(extra)}")
@@ -345,6 +352,53 @@ def _check_quantities(value: Any, path: str) -> dict:
         except ValueError as e:
             raise SpecError(f"{path}.{name}", str(e)) from None
     return dict(value)
+
+
+LABEL_KEY_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+_LABEL_KEY, _LABEL_VALUE = re.compile(LABEL_KEY_PATTERN), re.compile(LABEL_VALUE_PATTERN)
+TOLERATION_OPERATORS = ("Exists", "Equal")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _check_labels(value: Any, path: str) -> dict:
+    if not isinstance(value, dict):
+        raise SpecError(path, "must be an object of label: value")
+    for key, val in value.items():
+        if not _LABEL_KEY.match(str(key)) or len(str(key).rsplit("/", 1)[-1]) > 63:
+            raise SpecError(f"{path}.{key}", "is not a label key")
+        if not isinstance(val, str) or not _LABEL_VALUE.match(val) or len(val) > 63:
+            raise SpecError(f"{path}.{key}", "must be a label value (at most 63 letters, digits, '-', '_', '.')")
+    return dict(value)
+
+
+def _check_tolerations(value: Any, path: str) -> list[dict]:
+    if not isinstance(value, list):
+        raise SpecError(path, "must be a list of tolerations")
+    fields = {"key": str, "operator": str, "value": str, "effect": str, "tolerationSeconds": int}
+    out = []
+    for i, item in enumerate(value):
+        where = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            raise SpecError(where, "must be an object")
+        for key, val in item.items():
+            if key not in fields:
+                raise SpecError(f"{where}.{key}", "unknown field")
+            if not isinstance(val, fields[key]) or isinstance(val, bool):
+                raise SpecError(f"{where}.{key}", f"must be a{'n integer' if fields[key] is int else ' string'}")
+        op = item.get("operator", "Equal")
+        if op not in TOLERATION_OPERATORS:
+            raise SpecError(f"{where}.operator", f"must be one of {', '.join(TOLERATION_OPERATORS)}")
+        if "effect" in item and item["effect"] not in TAINT_EFFECTS:
+            raise SpecError(f"{where}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}")
+        if op == "Exists" and item.get("value"):
+            raise SpecError(f"{where}.value", "must be empty when operator is Exists")
+        if op == "Equal" and not item.get("key"):
+            raise SpecError(f"{where}.key", "is required when operator is Equal")
+        if "tolerationSeconds" in item and item.get("effect") != "NoExecute":
+            raise SpecError(f"{where}.tolerationSeconds", "needs effect NoExecute")
+        out.append(dict(item))
+    return out
 
 
 def validate_spec(spec: Any, supported: set[str] | None = None) -> dict:

@@ -6,7 +6,7 @@ from typing import Any
 
 from ._version import __version__
 from .compare import OUTPUT_SELECTOR_PATTERN
-from .model import QUANTITY_PATTERN
+from .model import LABEL_VALUE_PATTERN, QUANTITY_PATTERN
 
 _DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
 _PATH = {"type": "string", "minLength": 1}
@@ -29,6 +29,13 @@ SPEC_SCHEMA = _obj({
         "env": {"type": "array", "items": _obj({"name": {"type": "string", "pattern": r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"},
                                                 "value": {"type": "string"}}, ["name"])},
         "resources": _obj({"requests": _QUANTITIES, "limits": _QUANTITIES}),
+        "nodeSelector": {"type": "object", "additionalProperties": {
+            "type": "string", "maxLength": 63, "pattern": LABEL_VALUE_PATTERN}},
+        "tolerations": {"type": "array", "items": _obj({
+            "key": {"type": "string"}, "operator": {"type": "string", "enum": ["Exists", "Equal"]},
+            "value": {"type": "string"},
+            "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]},
+            "tolerationSeconds": {"type": "integer"}})},
         "buildConfig": _obj({
             "enabled": {"type": "boolean"},
             "strategy": {"type": "string"},

@@ -670,7 +670,7 @@ async def test_comparison_config_reaches_the_runner_in_the_pod(env, admin):
 
 
 @pytest.mark.asyncio
-async def test_pod_config_env_and_resources_reach_the_validation_pod(kube_apiserver, k8s_namespace, tmp_path, admin):
+async def test_pod_config_env_resources_and_scheduling_reach_the_validation_pod(kube_apiserver, k8s_namespace, tmp_path, admin):
     e = make_env(kube_apiserver, k8s_namespace, tmp_path / "root",
                  validation_resources={"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}})
     write_notebook(e.root / "nb.ipynb", ["print(1)"])
@@ -680,9 +680,15 @@ async def test_pod_config_env_and_resources_reach_the_validation_pod(kube_apiser
             await e.submit(notebook={"path": "nb.ipynb"}, podConfig={
                 **NOBUILD["podConfig"], "resources": {"requests": {"memory": "3Gi"}, "limits": {"memory": "2Gi"}}})
         assert err.value.status == 400 and err.value.field == "spec.podConfig.resources.requests.memory"
+        with pytest.raises(ApiError) as err:
+            await e.submit(notebook={"path": "nb.ipynb"}, podConfig={
+                **NOBUILD["podConfig"], "tolerations": [{"key": "gpu", "operator": "Exists", "value": "yes"}]})
+        assert err.value.status == 400 and err.value.field == "spec.podConfig.tolerations[0].value"
+        gpu = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
         job = await e.submit(notebook={"path": "nb.ipynb"}, podConfig={
             **NOBUILD["podConfig"], "env": [{"name": "MPLBACKEND", "value": "Agg"}],
-            "resources": {"limits": {"memory": "4Gi", "cpu": 2}}})
+            "resources": {"limits": {"memory": "4Gi", "cpu": 2}},
+            "nodeSelector": {"nvidia.com/gpu.present": "true"}, "tolerations": gpu})
         pod = await wait_object(admin, PODS.path(k8s_namespace, obj.validation_pod_name(job["metadata"]["name"])))
     finally:
         await e.engine.stop()
@@ -691,6 +697,9 @@ async def test_pod_config_env_and_resources_reach_the_validation_pod(kube_apiser
     assert {"name": "HOME", "value": "/tmp"} in ctr["env"]  # the runner's own stay
     # the job's limits over the server's defaults (the API server writes quantities back as strings)
     assert ctr["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "4Gi", "cpu": "2"}}
+    assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    # (the API server's DefaultTolerationSeconds admission adds its not-ready/unreachable ones after ours)
+    assert pod["spec"]["tolerations"][:1] == gpu
 
 
 # --------------------------------------------------------------------------

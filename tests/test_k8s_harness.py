@@ -33,6 +33,8 @@ VALID_SPEC = {
     "podConfig": {
         "containerImage": "quay.io/jupyter/minimal-notebook:2026-01-01",
         "env": [{"name": "MPLBACKEND", "value": "Agg"}, {"name": "EMPTY"}],
+        "nodeSelector": {"nvidia.com/gpu.present": "true"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi", "nvidia.com/gpu": 1}},
         "buildConfig": {
             "enabled": True,
@@ -147,6 +149,8 @@ INVALID = {
                            "spec.comparisonConfig.floatingPointTolerance", "greater than or equal to 0"),
     "bad-quantity": (_with(VALID_SPEC, {"memory": "lots"}, "podConfig", "resources", "limits"),
                      "spec.podConfig.resources.limits.memory", "should match"),
+    "bad-toleration-operator": (_with(VALID_SPEC, [{"key": "k", "operator": "Maybe"}], "podConfig", "tolerations"),
+                                "spec.podConfig.tolerations[0].operator", "Unsupported value"),
     "bad-output-selector": (_with(VALID_SPEC, ["pictures"], "comparisonConfig", "ignoreOutputTypes"),
                             "spec.comparisonConfig.ignoreOutputTypes[0]", "should match"),
     "enabled-not-bool": (_with(VALID_SPEC, "yes", "podConfig", "buildConfig", "enabled"),

@@ -149,6 +149,8 @@ async def test_cancel(jp_fetch, nbs, jp_root_dir):
      "spec.podConfig.env[0].name"),
     ({"notebook": {"path": "ok.ipynb"}, "podConfig": {"resources": {"limits": {"memory": "1Gi"}}}}, 400,
      "spec.podConfig.resources.limits"),
+    ({"notebook": {"path": "ok.ipynb"}, "podConfig": {"nodeSelector": {"gpu": "true"}}}, 400,
+     "spec.podConfig.nodeSelector"),
     ({"notebook": {}}, 400, "spec.notebook.path"),
     ({"notebook": {"path": "ok.txt"}}, 400, "spec.notebook.path"),
     ({"notebook": {"path": "../outside.ipynb"}}, 403, "spec.notebook.path"),

@@ -45,6 +45,8 @@ UNSUPPORTED_LOCALLY = {
     "podConfig.buildConfig.baseImage": "needs the kubernetes backend (locally the base is the configured interpreter, c.LocalBackend.python)",
     "podConfig.resources.requests": "needs the kubernetes backend (the local backend sets no resource requests)",
     "podConfig.resources.limits": "needs the kubernetes backend (the local backend sets no resource limits)",
+    "podConfig.nodeSelector": "needs the kubernetes backend (the local backend schedules nothing)",
+    "podConfig.tolerations": "needs the kubernetes backend (the local backend schedules nothing)",
 }
 
 

@@ -192,8 +192,8 @@ def merged_resources(defaults: dict | None, spec: dict) -> dict:
 def validation_pod(job: dict, *, image: str, command: list[str], deadline_seconds: int, run_as_user: int,
                    service_account: str = "", resources: dict | None = None,
                    image_pull_secrets: list[str] | None = None) -> dict:
-    """``resources``: the server's defaults; the job's own ``podConfig.resources`` and
-    ``podConfig.env`` are applied here."""
+    """``resources``: the server's defaults; the job's own ``podConfig.resources``,
+    ``env``, ``nodeSelector`` and ``tolerations`` are applied here."""
     name = job["metadata"]["name"]
     pod_config = job["spec"].get("podConfig") or {}
     container: dict[str, Any] = {
@@ -225,6 +225,10 @@ def validation_pod(job: dict, *, image: str, command: list[str], deadline_second
         "volumes": [{"name": "input", "configMap": {"name": input_configmap_name(name)}},
                     {"name": "scratch", "emptyDir": {}}],
     }
+    if pod_config.get("nodeSelector"):
+        spec["nodeSelector"] = dict(pod_config["nodeSelector"])
+    if pod_config.get("tolerations"):
+        spec["tolerations"] = [dict(t) for t in pod_config["tolerations"]]
     if service_account:
         spec["serviceAccountName"] = service_account
     if image_pull_secrets:
