@@ -205,6 +205,33 @@ SPEC_SCHEMA: dict[str, Any] = {
 
 REQUIRED = ("notebook.path",)
 
+# Fields of the upstream Go operator's CRD that this project deliberately does not
+# take, with the reason given when a spec carries one (any other unknown field is
+# just "unknown field").
+NOT_TAKEN_FROM_UPSTREAM: dict[str, str] = {
+    "notebook.git": "not supported: the notebook is read from the Jupyter server's files at submit",
+    "goldenNotebook.git": "not supported: the golden notebook is read from the Jupyter server's files at submit",
+    "podConfig.serviceAccountName": "not supported: validation Pods run as the server's configured service "
+                                    "account (c.KubernetesBackend.service_account), never one a job picks",
+    "podConfig.envFrom": "not supported: a notebook must not read Secrets or ConfigMaps through its job; "
+                         "use podConfig.env with literal values",
+    "podConfig.credentials": "not supported: a notebook must not read Secrets through its job",
+    "podConfig.volumes": "not supported: the notebook's inputs are the snapshot taken at submit",
+    "podConfig.volumeMounts": "not supported: the notebook's inputs are the snapshot taken at submit",
+    "podConfig.affinity": "not supported: use podConfig.nodeSelector and podConfig.tolerations",
+    "podConfig.buildConfig.dockerfile": "not supported: the Dockerfile is generated from baseImage and the "
+                                        "requirements",
+    "podConfig.buildConfig.autoGenerateRequirements": "not supported: requirements come from requirements.txt "
+                                                      "beside the notebook, requirementsFile or requirements",
+    "podConfig.buildConfig.requirementsSources": "not supported: use requirementsFile or requirements",
+    "podConfig.buildConfig.preferDockerfile": "not supported: the Dockerfile is always generated",
+    "podConfig.buildConfig.fallbackStrategy": "not supported: a failed build fails the job (BuildFailed)",
+    "podConfig.buildConfig.strategyConfig": "not supported: builders are configured on the server "
+                                            "(c.KubernetesBackend traits)",
+    "modelValidation": "not supported: model-serving checks are not part of notebook validation here",
+    "validationConfig": "not supported",
+}
+
 
 def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> Any:
     if isinstance(schema, dict):
@@ -214,7 +241,7 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
         for key, sub in value.items():
             sub_path = f"{path}.{key}" if path else key
             if key not in schema:
-                raise SpecError(sub_path, "unknown field")
+                raise SpecError(sub_path, NOT_TAKEN_FROM_UPSTREAM.get(sub_path, "unknown field"))
             if supported is not None and not isinstance(schema[key], dict) and sub_path not in supported:
                 raise SpecError(sub_path, "not supported by this backend")
             if sub is None:

@@ -49,3 +49,21 @@ def test_quantity_pattern_is_the_same_everywhere():
         api = openapi.SPEC_SCHEMA["properties"]["podConfig"]["properties"]["resources"]["properties"][kind]
         assert crd["additionalProperties"]["pattern"] == QUANTITY_PATTERN
         assert api["additionalProperties"]["anyOf"][1]["pattern"] == QUANTITY_PATTERN
+
+
+def test_upstream_fields_not_taken_are_refused_with_their_reason():
+    import pytest
+
+    from jupyter_nbvalidation.model import NOT_TAKEN_FROM_UPSTREAM, SpecError, validate_spec
+
+    for path, reason in NOT_TAKEN_FROM_UPSTREAM.items():
+        assert path not in spec_fields()
+        spec: dict = {"notebook": {"path": "nb.ipynb"}}
+        cur = spec
+        *parents, leaf = path.split(".")
+        for part in parents:
+            cur = cur.setdefault(part, {})
+        cur[leaf] = {}
+        with pytest.raises(SpecError) as err:
+            validate_spec(spec)
+        assert err.value.field == path and err.value.reason == reason
