@@ -150,6 +150,7 @@ class Engine:
         """Start reconciling: missing transition events are posted first,
         then every active job is looked at again."""
         self._term += 1
+        self._tasks = [t for t in self._tasks if not t.done()]  # earlier take-overs (a flapping lease)
         self._tasks.append(asyncio.get_running_loop().create_task(self._take_over(self._term)))
 
     async def _take_over(self, term: int) -> None:
