@@ -276,8 +276,7 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
             raise SpecError(path, "must be a list of non-empty strings")
         return list(value)
     if kind in ("regexlist", "outputlist"):
-        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-            raise SpecError(path, "must be a list of non-empty strings")
+        value = _check(value, ("strlist", None), path, supported)
         for i, item in enumerate(value):
             try:
                 if kind == "regexlist":
@@ -288,7 +287,7 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
                 raise SpecError(f"{path}[{i}]", f"not a valid regular expression: {e}") from None
             except ValueError as e:
                 raise SpecError(f"{path}[{i}]", str(e)) from None
-        return list(value)
+        return value
     if kind == "envlist":
         return _check_env(value, path)
     if kind == "quantities":
@@ -308,7 +307,8 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
 # home and runtime folders): a job may not replace them.
 RESERVED_ENV = frozenset({"PATH", "VIRTUAL_ENV", "PYTHONHOME", "HOME", "PYTHONUNBUFFERED",
                           "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"})
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+_ENV_NAME = re.compile(ENV_NAME_PATTERN)
 
 
 def _check_env(value: Any, path: str) -> list[dict]:

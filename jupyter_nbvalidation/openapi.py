@@ -6,7 +6,7 @@ from typing import Any
 
 from ._version import __version__
 from .compare import OUTPUT_SELECTOR_PATTERN
-from .model import LABEL_VALUE_PATTERN, QUANTITY_PATTERN
+from .model import ENV_NAME_PATTERN, LABEL_VALUE_PATTERN, QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
 
 _DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
 _PATH = {"type": "string", "minLength": 1}
@@ -26,15 +26,15 @@ SPEC_SCHEMA = _obj({
     "goldenNotebook": _obj({"path": {**_PATH, "pattern": r"\.ipynb$"}}, ["path"]),
     "podConfig": _obj({
         "containerImage": {"type": "string"},
-        "env": {"type": "array", "items": _obj({"name": {"type": "string", "pattern": r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"},
+        "env": {"type": "array", "items": _obj({"name": {"type": "string", "pattern": ENV_NAME_PATTERN},
                                                 "value": {"type": "string"}}, ["name"])},
         "resources": _obj({"requests": _QUANTITIES, "limits": _QUANTITIES}),
         "nodeSelector": {"type": "object", "additionalProperties": {
             "type": "string", "maxLength": 63, "pattern": LABEL_VALUE_PATTERN}},
         "tolerations": {"type": "array", "items": _obj({
-            "key": {"type": "string"}, "operator": {"type": "string", "enum": ["Exists", "Equal"]},
+            "key": {"type": "string"}, "operator": {"type": "string", "enum": list(TOLERATION_OPERATORS)},
             "value": {"type": "string"},
-            "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]},
+            "effect": {"type": "string", "enum": list(TAINT_EFFECTS)},
             "tolerationSeconds": {"type": "integer"}})},
         "buildConfig": _obj({
             "enabled": {"type": "boolean"},

@@ -67,3 +67,15 @@ def test_upstream_fields_not_taken_are_refused_with_their_reason():
         with pytest.raises(SpecError) as err:
             validate_spec(spec)
         assert err.value.field == path and err.value.reason == reason
+
+
+def test_pod_config_patterns_and_enums_are_the_same_everywhere():
+    from jupyter_nbvalidation.model import ENV_NAME_PATTERN, LABEL_VALUE_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
+
+    for pc in (crd_spec_schema()["properties"]["podConfig"]["properties"],
+               openapi.SPEC_SCHEMA["properties"]["podConfig"]["properties"]):
+        assert pc["env"]["items"]["properties"]["name"]["pattern"] == ENV_NAME_PATTERN
+        assert pc["nodeSelector"]["additionalProperties"]["pattern"] == LABEL_VALUE_PATTERN
+        toleration = pc["tolerations"]["items"]["properties"]
+        assert toleration["operator"]["enum"] == list(TOLERATION_OPERATORS)
+        assert toleration["effect"]["enum"] == list(TAINT_EFFECTS)
