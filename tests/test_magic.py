@@ -21,7 +21,18 @@ def _kernel_in_session(server, path: str) -> BlockingKernelClient:
     kc = BlockingKernelClient()
     kc.load_connection_file(str(conn))
     kc.start_channels()
-    kc.wait_for_ready(timeout=60)
+    # A client not made by the kernel's manager judges "alive" by heartbeats alone, and one beat
+    # missed while the kernel starts on a loaded machine reads as "died" (seen once in CI, with
+    # the kernel alive). The server still lists the kernel then: ask again; a dead one stays dead.
+    for attempt in range(3):
+        try:
+            kc.wait_for_ready(timeout=60)
+            return kc
+        except RuntimeError:
+            state = api.request_root("GET", f"api/kernels/{session['kernel']['id']}")["execution_state"]
+            if attempt == 2 or state == "dead":
+                raise
+            time.sleep(1)
     return kc
 
 
