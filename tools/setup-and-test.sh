@@ -13,11 +13,12 @@ if [ ! -x /usr/bin/chromium ]; then
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 fi
-/usr/bin/chromium --version 2>/dev/null | head -1 || true
+/usr/bin/chromium --version 2>/dev/null | sed -n 1p || true
 
 step "Python environment (.venv) with the project and its test extras"
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check uv 2>&1 | grep -v '^WARNING: Location' || true
+# no filter pipe here: a failing pip install must fail the run
+.venv/bin/python -m pip install -q --disable-pip-version-check uv
 # builds the JupyterLab extension (jlpm install + jlpm build:prod in labextension/)
 .venv/bin/uv pip install --python .venv/bin/python -e ".[test]"
 export PATH="$ROOT/.venv/bin:$PATH"

@@ -139,7 +139,8 @@ build kubectl "$here/kubectl" \
   "-s -w -X $cv.gitVersion=$k8s_version -X $cv.gitMajor=1 -X $cv.gitMinor=$k8s_minor -X $cv.gitTreeState=clean" \
   "kubectl $k8s_version"
 
-"$out/etcd" --version | head -1 >&2
+# the first line only; sed reads to the end, so etcd never gets SIGPIPE (with pipefail, `| head -1` failed CI with 141)
+"$out/etcd" --version | sed -n 1p >&2
 "$out/kube-apiserver" --version >&2
 "$out/kubectl" version --client >&2
 
