@@ -310,3 +310,42 @@ def test_no_process_leaks():
     out = os.popen("ps -eo args").read()
     assert "ipykernel_launcher" not in "\n".join(
         ln for ln in out.splitlines() if "nbvalidation" in ln and "pytest" not in ln)
+
+
+async def _slow_to_stop(stopping: asyncio.Event) -> None:
+    """A run/build task that needs a moment to clean up once cancelled
+    (as a real one does while its runner shuts a kernel down)."""
+    try:
+        await asyncio.sleep(3600)
+    finally:
+        stopping.set()
+        await asyncio.sleep(0.5)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("what", ["validation", "build"])
+async def test_cancelling_a_job_does_not_swallow_the_callers_own_cancellation(tmp_path, what):
+    """CI hung for good in a server's shutdown: a worker was cancelled (engine
+    stop) while it waited, inside cancel_validation, for the run's task to end;
+    the wait suppressed CancelledError, so the worker went back to its queue
+    and the stop waited on it forever. The caller must end cancelled."""
+    from jupyter_nbvalidation.backends.local import LocalBackend, _Build, _Run
+
+    backend = LocalBackend(data_dir=str(tmp_path / "data"))
+    stopping = asyncio.Event()
+    inner = asyncio.create_task(_slow_to_stop(stopping))
+    job = {"metadata": {"uid": "uid-1", "name": "job-1"}}
+    if what == "validation":
+        backend._runs["uid-1"] = _Run(task=inner, run_dir=tmp_path)
+        caller = asyncio.create_task(backend.cancel_validation(job))
+    else:
+        rec = _Build(key="k", task=inner, log_path=str(tmp_path / "log"), waiters={"job-1"})
+        backend._builds["k"] = rec
+        backend._job_build["uid-1"] = rec
+        caller = asyncio.create_task(backend.cancel_build(job))
+    await asyncio.wait_for(stopping.wait(), 5)  # the caller now waits for the inner task
+    caller.cancel()
+    done, _ = await asyncio.wait({caller}, timeout=5)
+    assert caller in done and caller.cancelled(), "the caller's cancellation was swallowed"
+    await asyncio.wait({inner}, timeout=5)
+    assert inner.cancelled()

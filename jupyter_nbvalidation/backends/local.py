@@ -37,6 +37,7 @@ from ..model import WORKDIR_ANNOTATION, SpecError, isotime, parse_duration, spec
 from ..priority import deprioritize
 from ..runner import comparison_args
 from ..store.sqlite import SQLiteJobStore
+from ..tasks import cancel_and_wait
 from .base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
 
 ENV_MARKER = ".nbvalidation-env.json"
@@ -420,9 +421,7 @@ class LocalBackend(Backend):
             return
         rec.waiters.discard(job["metadata"]["name"])
         if not rec.waiters and not rec.task.done():
-            rec.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await rec.task
+            await cancel_and_wait(rec.task)
 
     # -- validation ------------------------------------------------------------
     async def ensure_validation(self, job: dict, reference: str | None) -> Observation:
@@ -533,9 +532,7 @@ class LocalBackend(Backend):
         if run.proc is not None:
             await _terminate(run.proc)
         if not run.task.done():
-            run.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await run.task
+            await cancel_and_wait(run.task)
 
     async def cleanup(self, job: dict) -> None:
         uid = job["metadata"]["uid"]
