@@ -39,7 +39,7 @@ from .model import (
     utcnow,
 )
 from .store.base import Conflict, NotFound
-from .tasks import cancel_all
+from .tasks import cancel_all, wait_within
 
 _AGAIN = object()  # a step wrote a transition: look at the job again now
 
@@ -155,7 +155,7 @@ class Engine:
 
     async def _take_over(self, term: int) -> None:
         try:
-            await asyncio.wait_for(self.recover_events(), self.recovery_timeout)
+            await wait_within(self.recover_events(), self.recovery_timeout)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # best effort (design §3.5): never keeps the engine from reconciling
@@ -296,7 +296,9 @@ class Engine:
         self._timers[name] = loop.call_at(when, fire)
 
     async def _worker(self) -> None:
-        while True:
+        # not `while True`: should anything below swallow the stop's
+        # cancellation (asyncio code that does exists), the worker still ends
+        while self.running:
             await self.leading.wait()
             name = await self._queue.get()
             if not self.leading.is_set():  # lost leadership while waiting: leave it queued
@@ -561,7 +563,7 @@ class Engine:
     async def wait_idle(self, timeout: float | None = None) -> None:
         if not self.leading.is_set() and not self._processing:
             return  # a follower reconciles nothing: its queue waits for leadership
-        await asyncio.wait_for(self._idle.wait(), timeout)
+        await wait_within(self._idle.wait(), timeout)
 
     async def request_cancel(self, name: str) -> dict:
         job = await self.store.set_annotation(name, CANCEL_ANNOTATION, isotime())
@@ -590,6 +592,6 @@ class Engine:
                     changed.clear()
                     await changed.wait()
 
-            return await asyncio.wait_for(wait(), timeout)
+            return await wait_within(wait(), timeout)
         finally:
             unwatch()

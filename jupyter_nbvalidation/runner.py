@@ -56,6 +56,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import compare as _compare
 from .priority import deprioritize, own_niceness
 from .markers import cell_markers, notebook_execution_settings
+from .tasks import wait_within
 
 RESULT_PREFIX = "NBVALIDATION-RESULT "
 EXECUTED_PREFIX = "NBVALIDATION-EXECUTED "  # base64 of the gzipped executed notebook (--print-executed)
@@ -465,7 +466,7 @@ class _Execution:
     async def _kernel_info(self, client: Any, kc: Any) -> None:
         """language_info into the notebook (as nbclient does) and the kernel's interpreter."""
         msg_id = kc.kernel_info()
-        reply = await asyncio.wait_for(self._reply(kc, msg_id), 60)
+        reply = await wait_within(self._reply(kc, msg_id), 60)
         info = (reply or {}).get("content", {}).get("language_info")
         if info:
             self.nb.metadata["language_info"] = info
@@ -475,7 +476,7 @@ class _Execution:
             store_history=False,
             user_expressions={"python": "__import__('sys').executable"},
         )
-        reply = await asyncio.wait_for(self._reply(kc, msg_id), 60)
+        reply = await wait_within(self._reply(kc, msg_id), 60)
         try:
             value = reply["content"]["user_expressions"]["python"]["data"]["text/plain"]
             self.kernel_python = str(ast.literal_eval(value))
@@ -606,7 +607,7 @@ class _Execution:
         if km is not None:
             try:
                 if km.has_kernel:
-                    await asyncio.wait_for(km.shutdown_kernel(now=not graceful), 15)
+                    await wait_within(km.shutdown_kernel(now=not graceful), 15)
             except BaseException:
                 try:
                     if km.has_kernel:

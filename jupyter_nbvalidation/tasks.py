@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Awaitable, TypeVar
+
+T = TypeVar("T")
 
 
 async def cancel_all(tasks: list[asyncio.Task]) -> None:
@@ -23,3 +26,23 @@ async def cancel_and_wait(task: asyncio.Task) -> None:
     await asyncio.wait({task})
     if not task.cancelled():
         task.exception()  # retrieved: the cancelled work's failure is not the caller's
+
+
+async def wait_within(aw: Awaitable[T], timeout: float | None) -> T:
+    """``asyncio.wait_for`` that never swallows the caller's cancellation.
+
+    Before Python 3.12, ``wait_for`` returns the result instead of raising
+    when the caller is cancelled in the moment after ``aw`` finished; a
+    worker cancelled by the engine's stop then went back to its queue and
+    the stop waited on it forever. On timeout ``aw`` is cancelled and
+    ``asyncio.TimeoutError`` raised, as with ``wait_for``."""
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        await cancel_and_wait(task)  # as wait_for does: the inner work has ended when we raise
+        raise
+    if not done:
+        await cancel_and_wait(task)
+        raise asyncio.TimeoutError
+    return task.result()

@@ -349,3 +349,38 @@ async def test_cancelling_a_job_does_not_swallow_the_callers_own_cancellation(tm
     assert caller in done and caller.cancelled(), "the caller's cancellation was swallowed"
     await asyncio.wait({inner}, timeout=5)
     assert inner.cancelled()
+
+
+@pytest.mark.asyncio
+async def test_engine_stop_ends_a_worker_whose_cancellation_was_swallowed(tmp_path, notebook):
+    """Defence in depth for the CI hang: whatever a worker awaits may swallow
+    the stop's cancellation (two such places were found, asyncio.wait_for in
+    Python 3.11 is another); the stop must end anyway."""
+    env = make_local(tmp_path)
+    inside, swallowed = asyncio.Event(), asyncio.Event()
+    real_cancel = env.backend.cancel_validation
+
+    async def swallowing_cancel(job):
+        inside.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            swallowed.set()  # as the faulty code did: carry on as if nothing happened
+        await real_cancel(job)
+
+    env.backend.cancel_validation = swallowing_cancel
+    await env.engine.start()
+    nb = notebook("sw/nb.ipynb", ["import time\ntime.sleep(120)"])
+    job = await env.submit(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
+    while not list(env.backend.job_dir(job).glob("run-*/pid")):
+        await asyncio.sleep(0.1)
+    pid = int(next(env.backend.job_dir(job).glob("run-*/pid")).read_text())
+    await env.service.cancel(job["metadata"]["name"])
+    await asyncio.wait_for(inside.wait(), 30)
+    stop = asyncio.create_task(env.engine.stop())
+    done, _ = await asyncio.wait({stop}, timeout=30)
+    assert swallowed.is_set()
+    assert stop in done, "Engine.stop() waits forever for a worker that swallowed its cancellation"
+    stop.result()
+    await asyncio.sleep(0.5)
+    assert pids_alive([pid]) == []

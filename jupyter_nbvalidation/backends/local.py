@@ -37,7 +37,7 @@ from ..model import WORKDIR_ANNOTATION, SpecError, isotime, parse_duration, spec
 from ..priority import deprioritize
 from ..runner import comparison_args
 from ..store.sqlite import SQLiteJobStore
-from ..tasks import cancel_and_wait
+from ..tasks import cancel_and_wait, wait_within
 from .base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
 
 ENV_MARKER = ".nbvalidation-env.json"
@@ -612,7 +612,7 @@ async def _terminate(proc: asyncio.subprocess.Process, grace: float = 5.0) -> No
         return
     _kill_group(proc.pid, signal.SIGTERM)
     try:
-        await asyncio.wait_for(asyncio.shield(proc.wait()), grace)
+        await wait_within(asyncio.shield(proc.wait()), grace)
     except asyncio.TimeoutError:
         _kill_group(proc.pid, signal.SIGKILL)
 

@@ -36,6 +36,7 @@ from ..events import scrub
 from ..model import GROUP, PLURAL, VERSION, SpecError, build_enabled, isotime, parse_duration, parse_time, \
     spec_fields, utcnow
 from ..store.base import StoreError
+from ..tasks import wait_within
 from . import objects as obj
 from . import results as res
 from .builders import Builder, BuildInputs
@@ -352,7 +353,7 @@ class KubernetesBackend(Backend):
         name = job["metadata"]["name"]
         pending = self._submitting.get(name)
         if pending is not None:  # this process is still storing the snapshot
-            await asyncio.wait_for(pending.wait(), 30)
+            await wait_within(pending.wait(), 30)
         cm_name = (job["metadata"].get("annotations") or {}).get(obj.INPUT_ANNOTATION) or obj.input_configmap_name(name)
         cm = await self._read(CONFIGMAPS, None, self._ns(job), cm_name)
         if cm is None:

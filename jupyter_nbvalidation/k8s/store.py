@@ -30,7 +30,7 @@ from traitlets import Float, Unicode
 
 from ..model import API_VERSION, GROUP, KIND, PLURAL, Phase
 from ..store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
-from ..tasks import cancel_all
+from ..tasks import cancel_all, wait_within
 from .client import EVENTS, JOBS, PODS, Kube, KubeApiError, Resource, connect
 from .informer import Informer
 
@@ -155,7 +155,7 @@ class KubernetesJobStore(JobStore):
         for inf in (self.jobs, self.build_jobs, self.pods):
             self._tasks.append(loop.create_task(inf.run(), name=f"nbvalidation-{inf.name}"))
         try:
-            await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in (self.jobs, self.build_jobs,
+            await wait_within(asyncio.gather(*(i.synced.wait() for i in (self.jobs, self.build_jobs,
                                                                             self.pods))), self.sync_timeout)
         except asyncio.TimeoutError:
             self.log.warning("nbvalidation: the caches of namespace %s are not synced after %.0fs; "
@@ -173,7 +173,7 @@ class KubernetesJobStore(JobStore):
         self.extra[key] = inf
         self._tasks.append(asyncio.get_running_loop().create_task(inf.run(), name=f"nbvalidation-{inf.name}"))
         try:
-            await asyncio.wait_for(inf.synced.wait(), self.sync_timeout)
+            await wait_within(inf.synced.wait(), self.sync_timeout)
         except asyncio.TimeoutError:
             self.log.warning("nbvalidation: %s not synced after %.0fs", inf.name, self.sync_timeout)
         return inf
