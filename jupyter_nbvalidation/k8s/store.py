@@ -155,8 +155,8 @@ class KubernetesJobStore(JobStore):
         for inf in (self.jobs, self.build_jobs, self.pods):
             self._tasks.append(loop.create_task(inf.run(), name=f"nbvalidation-{inf.name}"))
         try:
-            await wait_within(asyncio.gather(*(i.synced.wait() for i in (self.jobs, self.build_jobs,
-                                                                            self.pods))), self.sync_timeout)
+            await wait_within(asyncio.gather(*(i.synced.wait() for i in (self.jobs, self.build_jobs, self.pods))),
+                              self.sync_timeout)
         except asyncio.TimeoutError:
             self.log.warning("nbvalidation: the caches of namespace %s are not synced after %.0fs; "
                              "reading from the API server meanwhile", ns, self.sync_timeout)
