@@ -10,22 +10,23 @@ T = TypeVar("T")
 
 async def cancel_all(tasks: list[asyncio.Task]) -> None:
     """Cancel background tasks and wait until each has ended; empties the list."""
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await cancel_and_wait(*tasks)
     tasks.clear()
 
 
-async def cancel_and_wait(task: asyncio.Task) -> None:
-    """Cancel ``task`` and wait until it has ended, ignoring how it ended.
+async def cancel_and_wait(*tasks: asyncio.Future) -> None:
+    """Cancel ``tasks`` and wait until each has ended, ignoring how it ended.
 
     A cancellation of the *caller* still propagates: ``suppress(CancelledError)``
     around ``await task`` would swallow it too, and a worker cancelled there
     (engine stop during a job's cancel) went on to wait on its queue forever."""
-    task.cancel()
-    await asyncio.wait({task})
-    if not task.cancelled():
-        task.exception()  # retrieved: the cancelled work's failure is not the caller's
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
+    for t in tasks:
+        if not t.cancelled():
+            t.exception()  # retrieved: the cancelled work's failure is not the caller's
 
 
 async def wait_within(aw: Awaitable[T], timeout: float | None) -> T:

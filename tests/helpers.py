@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -43,3 +44,16 @@ def pids_alive(pids: list[int]) -> list[int]:
         except ProcessLookupError:
             pass
     return alive
+
+
+async def slow_to_stop(stopping: asyncio.Event, ended: asyncio.Event | None = None, cleanup: float = 0.3) -> None:
+    """A task that needs ``cleanup`` seconds to end once cancelled (as a run
+    does while its runner shuts a kernel down): ``stopping`` is set when the
+    cancellation arrives, ``ended`` when the cleanup is over."""
+    try:
+        await asyncio.sleep(3600)
+    finally:
+        stopping.set()
+        await asyncio.sleep(cleanup)
+        if ended is not None:
+            ended.set()

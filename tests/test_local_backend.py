@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_local
-from helpers import phases, pids_alive, reasons
+from helpers import phases, pids_alive, reasons, slow_to_stop
 
 from jupyter_nbvalidation.model import Phase, Reason, parse_time
 
@@ -312,16 +312,6 @@ def test_no_process_leaks():
         ln for ln in out.splitlines() if "nbvalidation" in ln and "pytest" not in ln)
 
 
-async def _slow_to_stop(stopping: asyncio.Event) -> None:
-    """A run/build task that needs a moment to clean up once cancelled
-    (as a real one does while its runner shuts a kernel down)."""
-    try:
-        await asyncio.sleep(3600)
-    finally:
-        stopping.set()
-        await asyncio.sleep(0.5)
-
-
 @pytest.mark.asyncio
 @pytest.mark.parametrize("what", ["validation", "build"])
 async def test_cancelling_a_job_does_not_swallow_the_callers_own_cancellation(tmp_path, what):
@@ -333,7 +323,7 @@ async def test_cancelling_a_job_does_not_swallow_the_callers_own_cancellation(tm
 
     backend = LocalBackend(data_dir=str(tmp_path / "data"))
     stopping = asyncio.Event()
-    inner = asyncio.create_task(_slow_to_stop(stopping))
+    inner = asyncio.create_task(slow_to_stop(stopping, cleanup=0.5))
     job = {"metadata": {"uid": "uid-1", "name": "job-1"}}
     if what == "validation":
         backend._runs["uid-1"] = _Run(task=inner, run_dir=tmp_path)

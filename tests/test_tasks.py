@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from helpers import slow_to_stop
 
 import jupyter_nbvalidation
 from jupyter_nbvalidation.tasks import cancel_and_wait, wait_within
@@ -29,15 +30,7 @@ async def test_wait_within_lets_the_callers_cancellation_through_when_the_work_j
 @pytest.mark.asyncio
 async def test_wait_within_cancels_the_work_and_waits_for_it_when_the_caller_is_cancelled():
     ended = asyncio.Event()
-
-    async def work():
-        try:
-            await asyncio.sleep(3600)
-        finally:
-            await asyncio.sleep(0.05)  # cleanup takes a moment
-            ended.set()
-
-    caller = asyncio.create_task(wait_within(work(), 10))
+    caller = asyncio.create_task(wait_within(slow_to_stop(asyncio.Event(), ended, cleanup=0.05), 10))
     await asyncio.sleep(0.01)
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -67,15 +60,7 @@ async def test_wait_within_result_error_and_timeout():
 @pytest.mark.asyncio
 async def test_cancel_and_wait_ends_the_task_and_keeps_the_callers_cancellation():
     stopping = asyncio.Event()
-
-    async def slow_to_stop():
-        try:
-            await asyncio.sleep(3600)
-        finally:
-            stopping.set()
-            await asyncio.sleep(0.3)
-
-    inner = asyncio.create_task(slow_to_stop())
+    inner = asyncio.create_task(slow_to_stop(stopping))
     await asyncio.sleep(0)
     caller = asyncio.create_task(cancel_and_wait(inner))
     await asyncio.wait_for(stopping.wait(), 5)

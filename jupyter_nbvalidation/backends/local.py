@@ -191,11 +191,7 @@ class LocalBackend(Backend):
             if r.proc is not None and r.proc.returncode is None:
                 await asyncio.to_thread((r.run_dir / "interrupted").write_text, "server stopped")
         await asyncio.gather(*(_terminate(r.proc) for r in self._runs.values() if r.proc is not None))
-        for r in list(self._runs.values()):
-            r.task.cancel()
-        tasks = [b.task for b in self._builds.values()] + [r.task for r in self._runs.values()]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*(b.task for b in self._builds.values()), *(r.task for r in self._runs.values()))
         self._builds.clear()
         self._job_build.clear()
         self._runs.clear()
