@@ -1,0 +1,22 @@
+// Command kube-scheduler is a thin wrapper around
+// k8s.io/kubernetes/cmd/kube-scheduler/app, mirroring upstream's
+// cmd/kube-scheduler/scheduler.go, for the real single-node cluster of
+// tools/cluster. Same go.mod as the kube-apiserver wrapper.
+// Built by tools/testbin/build-node.sh; never committed as a binary.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register" // for JSON log format registration
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version" // for version metric registration
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	command := app.NewSchedulerCommand()
+	code := cli.Run(command)
+	os.Exit(code)
+}
