@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Tear down what tools/cluster/up.sh made, and only that: delete the Pods (so the CNI plugin
+# removes their network), stop the processes it started (by their PID files, containerd's shims
+# by their --address, which names this state dir), unmount everything under the state dir, delete
+# the bridge, remove the iptables/ip6tables chains that were not there before up.sh (the CNI NAT
+# chains, the kubelet's KUBE-FIREWALL / KUBE-KUBELET-CANARY / KUBE-IPTABLES-HINT), restore
+# net.ipv4.ip_forward, then delete the state dir and .cluster/env. Ends with check-clean.sh:
+# exit != 0 when anything is left. Safe to run twice.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$CLUSTER_SRC/hostcheck.sh"
+main() {  # the whole script is parsed before it runs (safe to edit while it runs)
+[[ $(id -u) == 0 ]] || die "down.sh needs root"
+T0=$SECONDS
+[[ -d "$STATE" ]] || { log "nothing to tear down ($STATE absent)"; rm -f "$REPO/.cluster/env"; exec bash "$CLUSTER_SRC/check-clean.sh"; }
+B="$STATE/baseline"
+
+stop_pidfile() { # name [timeout]
+  local f="$RUN/$1.pid" pid t=${2:-20}
+  [[ -f "$f" ]] || return 0
+  pid="$(cat "$f")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    local n=0
+    while kill -0 "$pid" 2>/dev/null && (( n < t * 10 )); do sleep 0.1; n=$((n + 1)); done
+    kill -0 "$pid" 2>/dev/null && { log "$1 ($pid) ignored SIGTERM: SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; sleep 0.2; }
+  fi
+  rm -f "$f"
+}
+
+# 1. Pods first, while kubelet + containerd run: the kubelet stops each sandbox and the bridge
+#    plugin removes its veth, IP and NAT chain.
+if pid_alive kube-apiserver && pid_alive kubelet; then
+  kc delete jobs --all -A --wait=false >/dev/null 2>&1 || true
+  stop_pidfile kube-controller-manager   # no controller re-creates anything now
+  kc delete pods --all -A --grace-period=2 --wait=false >/dev/null 2>&1 || true
+  n=0
+  while (( n < 60 )) && [[ -n "$(kc get pods -A -o name 2>/dev/null)" ]]; do sleep 0.5; n=$((n + 1)); done
+  # the pods are gone from the API; wait for the kubelet to stop their sandboxes (netns removed)
+  n=0
+  while (( n < 60 )) && [[ -n "$(comm -13 "$B/netns" <(netns_list))" ]]; do sleep 0.5; n=$((n + 1)); done
+fi
+
+log "pods deleted ($((SECONDS - T0)) s)"
+# 2. processes, in reverse start order
+for p in kube-controller-manager kube-scheduler kubelet kube-apiserver etcd; do stop_pidfile "$p"; done
+# containers still running (none normally): kill their tasks through containerd, then stop it
+if pid_alive containerd; then
+  for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s KILL "$c" >/dev/null 2>&1 || true; done
+fi
+stop_pidfile containerd
+log "processes stopped ($((SECONDS - T0)) s)"
+# containerd-shim-runc-v2 processes of THIS containerd (their command line has -address $CTR_SOCK)
+for pid in $(state_pids); do
+  log "stopping leftover process $pid: $(tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null | cut -c1-120)"
+  pkill -KILL -P "$pid" 2>/dev/null || true   # a shim's container processes (children), then the shim
+  kill -KILL "$pid" 2>/dev/null || true
+done
+sleep 0.3
+
+# 3. network namespaces the CNI made (not there before up.sh), mounts under the state dir
+for ns in $(comm -13 "$B/netns" <(netns_list)); do
+  umount "/var/run/netns/$ns" 2>/dev/null || umount -l "/var/run/netns/$ns" 2>/dev/null || true
+  rm -f "/var/run/netns/$ns"
+done
+for m in $(state_mounts); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "cannot unmount $m"; done
+
+# 4. bridge, iptables chains, ip_forward
+ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
+unchain() { # iptables|ip6tables baseline-file
+  local cmd="$1" t c rule
+  comm -13 "$2" <(chains "$cmd") > "$STATE/chains.new"
+  # rules in any chain that jump to a new chain, then the chains themselves
+  while read -r t c; do
+    "$cmd" -w 5 -t "$t" -S | awk -v c="$c" '$1=="-A" && $2!=c {for (i=3;i<=NF;i++) if (($i=="-j"||$i=="-g") && $(i+1)==c) {print; break}}' \
+      | while read -r rule; do eval "$cmd -w 5 -t $t ${rule/-A /-D }" || true; done
+  done < "$STATE/chains.new"
+  while read -r t c; do "$cmd" -w 5 -t "$t" -F "$c" 2>/dev/null || true; done < "$STATE/chains.new"
+  while read -r t c; do "$cmd" -w 5 -t "$t" -X "$c" 2>/dev/null || log "cannot delete $cmd -t $t $c"; done < "$STATE/chains.new"
+}
+unchain iptables "$B/chains4"
+unchain ip6tables "$B/chains6"
+sysctl -qw net.ipv4.ip_forward="$(cat "$B/ip_forward")"
+if [[ "$(cat "$B/run-containerd")" == no && -d /run/containerd ]]; then rm -rf /run/containerd; fi
+
+# 5. state, env; then prove it
+cp "$B/ip_forward" /tmp/.nbv-cluster-ip_forward.orig 2>/dev/null || true
+cp "$B/chains4" /tmp/.nbv-cluster-chains4.orig; cp "$B/chains6" /tmp/.nbv-cluster-chains6.orig
+rm -rf "$STATE"
+rm -f "$REPO/.cluster/env"; rmdir "$REPO/.cluster" 2>/dev/null || true
+log "cluster down in $((SECONDS - T0)) s"
+echo "down $((SECONDS - T0))" > /tmp/.nbv-cluster-down-time
+exec bash "$CLUSTER_SRC/check-clean.sh"
+}
+main "$@"

@@ -1,0 +1,28 @@
+# What the cluster changes on the host, listed the same way by up.sh (baseline, before it changes
+# anything), down.sh (to undo) and check-clean.sh (to prove it was undone). Sourced.
+chains() { # iptables|ip6tables -> "table chain" lines of the KUBE-*/CNI-* chains
+  local t
+  for t in filter nat mangle; do
+    "$1" -w 5 -t "$t" -S 2>/dev/null | awk -v t="$t" '$1=="-N" && ($2 ~ /^KUBE-/ || $2 ~ /^CNI-/) {print t, $2}'
+  done | LC_ALL=C sort
+}
+netns_list() { ls /var/run/netns 2>/dev/null | grep '^cni-' | LC_ALL=C sort || true; }
+state_mounts() { awk -v s="$STATE" 'index($5, s"/")==1 || $5==s {print $5}' /proc/self/mountinfo | LC_ALL=C sort -r; }
+# processes whose command line names the state dir (containerd, shims, kubelet...) or whose PID file is ours
+state_pids() {
+  local p
+  for p in /proc/[0-9]*; do
+    tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF -- "$STATE/" && echo "${p#/proc/}"
+  done
+  return 0
+}
+baseline() {
+  local b="$STATE/baseline"
+  [[ -f "$b/.done" ]] && return 0
+  mkdir -p "$b"
+  chains iptables > "$b/chains4"; chains ip6tables > "$b/chains6"
+  netns_list > "$b/netns"
+  sysctl -n net.ipv4.ip_forward > "$b/ip_forward"
+  [[ -e /run/containerd ]] && echo yes > "$b/run-containerd" || echo no > "$b/run-containerd"
+  touch "$b/.done"
+}

@@ -1,0 +1,3 @@
+module example.invalid/nbv/cluster/pause
+
+go 1.22

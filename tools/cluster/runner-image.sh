@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Push the runner image of a checkout and point its .cluster/env at it:
+#   <registry>/nbv/base:r-<hash> = nbv.local/base:venvs (images.sh) + one layer holding the
+#   checkout's jupyter_nbvalidation package in /opt/nbv-runner's site-packages.
+# <hash> covers the package's files (not the labextension), so a code change gives a new tag and
+# the tests always run the current checkout's runner; an unchanged checkout costs one HEAD request.
+# Usage: tools/cluster/runner-image.sh [CHECKOUT]   (default: this repo; the cluster must be up)
+# Writes CHECKOUT/.cluster/env: the cluster's env (this repo's .cluster/env) with NBV_BASE_IMAGE.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+CHECKOUT="$(cd "${1:-$REPO}" && pwd)"
+ENV_SRC="$REPO/.cluster/env"
+[[ -f "$ENV_SRC" ]] || die "no $ENV_SRC: run tools/cluster/up.sh first"
+REG_HOST="$(sed -n 's/^NBV_REGISTRY_HOST=//p' "$ENV_SRC")"
+[[ -n "$REG_HOST" ]] || die "NBV_REGISTRY_HOST missing in $ENV_SRC"
+PKG="$CHECKOUT/jupyter_nbvalidation"
+[[ -f "$PKG/runner.py" ]] || die "$PKG/runner.py not found"
+OCI="$CACHE/oci"
+
+files() { (cd "$CHECKOUT" && find jupyter_nbvalidation -type f ! -path '*/labextension/*' ! -path '*/__pycache__/*' ! -name '*.pyc' | LC_ALL=C sort); }
+hash="$( { cat "$CACHE/.venvs.stamp"; files | while read -r f; do printf '%s\0' "$f"; cat "$CHECKOUT/$f"; done; } | sha256sum | cut -c1-16)"
+ref="$REG_HOST/nbv/base:r-$hash"
+
+exists() {
+  curl -fs -o /dev/null -I -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' "http://$REG_HOST/v2/nbv/base/manifests/r-$hash"
+}
+if ! exists; then
+  exec 8>"$CACHE/.images.lock"; flock 8
+  t0=$SECONDS
+  tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+  mkdir -p "$tmp/site"
+  (cd "$CHECKOUT" && files | while read -r f; do install -D -m 0644 "$f" "$tmp/site/$f"; done)
+  version="$(sed -nE 's/^__version__ *= *["'\'']([^"'\'']+)["'\''].*/\1/p' "$PKG/_version.py" | head -1)"
+  di="$tmp/site/jupyter_nbvalidation-${version:-0}.dist-info"
+  mkdir -p "$di"
+  printf 'Metadata-Version: 2.1\nName: jupyter-nbvalidation\nVersion: %s\n' "${version:-0}" > "$di/METADATA"
+  echo "nbv-cluster-runner-image" > "$di/INSTALLER"; : > "$di/RECORD"
+  chmod -R a+rX "$tmp/site"
+  tag="r-$hash"
+  umoci rm --image "$OCI:$tag" 2>/dev/null || true
+  umoci tag --image "$OCI:venvs" "$tag"
+  umoci insert --image "$OCI:$tag" "$tmp/site" "$RUNNER_SITE" >/dev/null
+  umoci config --image "$OCI:$tag" --config.label "dev.nbvalidation.runner-hash=$hash" >/dev/null
+  skopeo copy --quiet --dest-tls-verify=false "oci:$OCI:$tag" "docker://$ref" >/dev/null
+  umoci rm --image "$OCI:$tag"
+  log "runner image $ref pushed in $((SECONDS - t0)) s"
+fi
+mkdir -p "$CHECKOUT/.cluster"
+{ grep -v '^NBV_BASE_IMAGE=' "$ENV_SRC"; echo "NBV_BASE_IMAGE=$ref"; } > "$CHECKOUT/.cluster/env.tmp"
+if [[ "$CHECKOUT" == "$REPO" ]]; then mv "$CHECKOUT/.cluster/env.tmp" "$ENV_SRC"; else mv "$CHECKOUT/.cluster/env.tmp" "$CHECKOUT/.cluster/env"; fi
+echo "$ref"
