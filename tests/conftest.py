@@ -19,7 +19,7 @@ from jupyter_nbvalidation.backends.local import LocalBackend  # noqa: E402
 from jupyter_nbvalidation.engine import Engine  # noqa: E402
 from jupyter_nbvalidation.service import JobService  # noqa: E402
 
-pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness"]
+pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster"]
 
 
 @pytest.fixture
