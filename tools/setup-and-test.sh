@@ -2,7 +2,9 @@
 # Install everything the tests need, from nothing, then run the whole suite.
 #   bash tools/setup-and-test.sh            (what .ci/run runs)
 # Needs: python3 (>= 3.10), node 20 + npm, go (>= 1.26) for the Kubernetes
-# test binaries, and apt-get (root) for Chromium when it is not installed.
+# test binaries, root, and apt-get for Chromium and the real cluster's Debian parts.
+# The real single-node cluster (tools/cluster/up.sh) comes up before pytest and is torn down
+# (tools/cluster/down.sh, which fails when anything is left on the host) when this script exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -30,6 +32,19 @@ step "frontend unit tests (jest)"
 
 step "kube-apiserver, etcd and kubectl for the Kubernetes tests (cached in ~/.cache/nbv-testbin)"
 bash tools/testbin/build.sh
+
+step "kubelet, kube-controller-manager, kube-scheduler and kaniko (cached in ~/.cache/nbv-testbin)"
+bash tools/testbin/build-node.sh
+
+cluster_down() {
+  local rc=$?
+  step "tear the real cluster down (tools/cluster/down.sh)"
+  bash tools/cluster/down.sh || { echo "setup-and-test: tools/cluster/down.sh left something behind" >&2; rc=1; }
+  exit "$rc"
+}
+trap cluster_down EXIT
+step "the real single-node cluster (tools/cluster/up.sh)"
+bash tools/cluster/up.sh
 
 step "pytest: the whole suite"
 python -m pytest -ra -p no:cacheprovider "$@"
