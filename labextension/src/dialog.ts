@@ -15,10 +15,22 @@ export class ValidateOptionsBody extends Widget {
     this.addClass('jp-NBValidation-optionsForm');
     const id = `jp-nbvalidation-opt-${++counter}`;
 
-    this._golden = this._input(`${id}-golden`, 'Golden notebook (optional)', 'text', defaults.goldenPath,
-      'path/to/golden.ipynb', 'Outputs are compared cell by cell with this notebook.');
-    this._timeout = this._input(`${id}-timeout`, 'Timeout', 'text', defaults.timeout, 'e.g. 30m, 1h30m, 90s',
-      'Overall validation timeout; empty means the server default.');
+    this._golden = this._input(
+      `${id}-golden`,
+      'Golden notebook (optional)',
+      'text',
+      defaults.goldenPath,
+      'path/to/golden.ipynb',
+      'Outputs are compared cell by cell with this notebook.'
+    );
+    this._timeout = this._input(
+      `${id}-timeout`,
+      'Timeout',
+      'text',
+      defaults.timeout,
+      'e.g. 30m, 1h30m, 90s',
+      'Overall validation timeout; empty means the server default.'
+    );
 
     const row = document.createElement('div');
     row.className = 'jp-NBValidation-optionRow jp-NBValidation-optionCheck';

@@ -8,4 +8,7 @@ const validateSvg = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="
   </g>
 </svg>`;
 
-export const validateIcon = new LabIcon({ name: 'jupyter-nbvalidation:validate', svgstr: validateSvg });
+export const validateIcon = new LabIcon({
+  name: 'jupyter-nbvalidation:validate',
+  svgstr: validateSvg
+});

@@ -247,7 +247,10 @@ export class ValidationModel {
     if (this._disposed || this._pollTimer !== null) {
       return;
     }
-    const watched = [...this.visibleJobs, ...(this.activeNotebookJob ? [this.activeNotebookJob] : [])];
+    const watched = [
+      ...this.visibleJobs,
+      ...(this.activeNotebookJob ? [this.activeNotebookJob] : [])
+    ];
     if (!anyRunning(watched)) {
       return;
     }
@@ -293,4 +296,3 @@ export function describe(e: unknown): string {
   }
   return e instanceof Error ? e.message : String(e);
 }
-

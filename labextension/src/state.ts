@@ -36,11 +36,7 @@ export function jobPhase(job: IJob): string {
 }
 
 function jobTime(job: IJob): number {
-  return (
-    parseTime(job.metadata?.creationTimestamp) ??
-    parseTime(job.status?.startTime) ??
-    0
-  );
+  return parseTime(job.metadata?.creationTimestamp) ?? parseTime(job.status?.startTime) ?? 0;
 }
 
 /** Newest first; ties broken by name so the order is stable. */
@@ -64,7 +60,10 @@ export function newerJob(existing: IJob | undefined, incoming: IJob): IJob {
   if (isTerminal(before) && !isTerminal(after)) {
     return existing;
   }
-  if (!isTerminal(after) && phaseRank(after || 'Initializing') < phaseRank(before || 'Initializing')) {
+  if (
+    !isTerminal(after) &&
+    phaseRank(after || 'Initializing') < phaseRank(before || 'Initializing')
+  ) {
     return existing;
   }
   return incoming;
@@ -155,13 +154,14 @@ export function addSubmittedJob(state: IPanelState, job: IJob): IPanelState {
   return { ...merged, selected: job.metadata.name, pinned: true };
 }
 
-export function setEvents(state: IPanelState, name: string, events: readonly IJobEvent[]): IPanelState {
+export function setEvents(
+  state: IPanelState,
+  name: string,
+  events: readonly IJobEvent[]
+): IPanelState {
   const sorted = [...events]
     .map((e, i) => ({ e, i }))
-    .sort(
-      (a, b) =>
-        (parseTime(a.e.eventTime) ?? 0) - (parseTime(b.e.eventTime) ?? 0) || a.i - b.i
-    )
+    .sort((a, b) => (parseTime(a.e.eventTime) ?? 0) - (parseTime(b.e.eventTime) ?? 0) || a.i - b.i)
     .map(x => x.e);
   return { ...state, events: { ...state.events, [name]: sorted } };
 }
@@ -193,7 +193,11 @@ export function applyLiveEvent(state: IPanelState, ev: ILiveJobEvent): ILiveMerg
   const job = state.jobs[idx];
   const status = { ...(job.status ?? {}) };
   const current = status.phase ?? '';
-  if (ev.phase && !isTerminal(current) && phaseRank(ev.phase) >= phaseRank(current || 'Initializing')) {
+  if (
+    ev.phase &&
+    !isTerminal(current) &&
+    phaseRank(ev.phase) >= phaseRank(current || 'Initializing')
+  ) {
     status.phase = ev.phase;
     if (ev.reason !== undefined) {
       status.reason = ev.reason;

@@ -76,8 +76,7 @@ function normalise(entries: IPhaseEntry[]): IPhaseEntry[] {
 export function entriesFromEvents(events: readonly IJobEvent[] | undefined | null): IPhaseEntry[] {
   const entries: IPhaseEntry[] = [];
   for (const ev of events ?? []) {
-    const phase =
-      ev.phase && phaseRank(ev.phase) < 6 ? ev.phase : phaseOfReason(ev.reason);
+    const phase = ev.phase && phaseRank(ev.phase) < 6 ? ev.phase : phaseOfReason(ev.reason);
     const time = parseTime(ev.eventTime);
     if (!phase || time === null) {
       continue;

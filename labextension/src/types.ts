@@ -5,12 +5,7 @@
  */
 
 export type Phase =
-  | 'Initializing'
-  | 'Building'
-  | 'BuildComplete'
-  | 'ValidationRunning'
-  | 'Succeeded'
-  | 'Failed';
+  'Initializing' | 'Building' | 'BuildComplete' | 'ValidationRunning' | 'Succeeded' | 'Failed';
 
 export interface IJobSpec {
   notebook: { path: string };

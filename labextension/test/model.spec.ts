@@ -11,7 +11,8 @@ class FakeAPI implements IValidationAPI {
 
   async health(): Promise<IHealth> {
     this.calls.push('health');
-    const next = this.healthAnswers.length > 1 ? this.healthAnswers.shift()! : this.healthAnswers[0];
+    const next =
+      this.healthAnswers.length > 1 ? this.healthAnswers.shift()! : this.healthAnswers[0];
     if (next instanceof APIError) {
       throw next;
     }
@@ -93,7 +94,13 @@ describe('ValidationModel', () => {
       tr('Building', 11),
       tr('BuildComplete', 20)
     ]);
-    model.onLiveEvent({ name: 'a-2', notebook: 'a.ipynb', phase: 'BuildComplete', reason: 'BuildSucceeded', time: '2026-11-29T15:00:20Z' });
+    model.onLiveEvent({
+      name: 'a-2',
+      notebook: 'a.ipynb',
+      phase: 'BuildComplete',
+      reason: 'BuildSucceeded',
+      time: '2026-11-29T15:00:20Z'
+    });
     // merged at once, before the GETs return
     expect(model.selectedJob?.status?.phase).toBe('BuildComplete');
     await flush();
@@ -180,7 +187,9 @@ describe('probe', () => {
     api.listJobs = async () => {
       throw new APIError(503, 'unavailable');
     };
-    api.healthAnswers = [{ backend: 'kubernetes', usable: false, problem: 'API server unreachable' }];
+    api.healthAnswers = [
+      { backend: 'kubernetes', usable: false, problem: 'API server unreachable' }
+    ];
     await model.refresh();
     await flush();
     expect(model.server).toBe('unusable');

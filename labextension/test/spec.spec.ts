@@ -7,7 +7,11 @@ describe('buildSpec', () => {
 
   it('adds golden notebook, timeout and the build switch', () => {
     expect(
-      buildSpec('dir/nb.ipynb', { goldenPath: ' /g/golden.ipynb ', timeout: ' 30m ', buildEnabled: false })
+      buildSpec('dir/nb.ipynb', {
+        goldenPath: ' /g/golden.ipynb ',
+        timeout: ' 30m ',
+        buildEnabled: false
+      })
     ).toEqual({
       notebook: { path: 'dir/nb.ipynb' },
       goldenNotebook: { path: 'g/golden.ipynb' },

@@ -152,11 +152,15 @@ describe('merging a live event', () => {
 
   it('an unknown job is relevant only if it belongs to what is shown', () => {
     const s = mergeJobs(setNotebook(initialState(), 'dir/a.ipynb'), [a1], 'dir/a.ipynb');
-    expect(applyLiveEvent(s, { name: 'new', notebook: 'dir/a.ipynb', phase: 'Initializing' })).toMatchObject({
+    expect(
+      applyLiveEvent(s, { name: 'new', notebook: 'dir/a.ipynb', phase: 'Initializing' })
+    ).toMatchObject({
       known: false,
       relevant: true
     });
-    expect(applyLiveEvent(s, { name: 'new', notebook: 'other.ipynb', phase: 'Initializing' })).toMatchObject({
+    expect(
+      applyLiveEvent(s, { name: 'new', notebook: 'other.ipynb', phase: 'Initializing' })
+    ).toMatchObject({
       known: false,
       relevant: false
     });
@@ -167,7 +171,12 @@ describe('merging a live event', () => {
 
   it('a stale list fetched before the live event does not move the job back', () => {
     let s = mergeJobs(initialState('all'), [a2], 'all');
-    s = applyLiveEvent(s, { name: 'a-2', phase: 'Succeeded', reason: 'ValidationSucceeded', time: at(30) }).state;
+    s = applyLiveEvent(s, {
+      name: 'a-2',
+      phase: 'Succeeded',
+      reason: 'ValidationSucceeded',
+      time: at(30)
+    }).state;
     s = mergeJobs(s, [a2], 'all');
     expect(selectedJob(s)?.status?.phase).toBe('Succeeded');
   });

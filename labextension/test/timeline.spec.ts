@@ -1,9 +1,4 @@
-import {
-  barGeometry,
-  computeTimeline,
-  entriesFromEvents,
-  totalSeconds
-} from '../src/timeline';
+import { barGeometry, computeTimeline, entriesFromEvents, totalSeconds } from '../src/timeline';
 import { FULL_SUCCESS_EVENTS, T0, at, ev, job, tr } from './fixtures';
 
 describe('computeTimeline from events', () => {
@@ -151,11 +146,7 @@ describe('build disabled', () => {
       null,
       T0 + 10_000
     );
-    expect(tl.phases.map(p => p.phase)).toEqual([
-      'Initializing',
-      'ValidationRunning',
-      'Succeeded'
-    ]);
+    expect(tl.phases.map(p => p.phase)).toEqual(['Initializing', 'ValidationRunning', 'Succeeded']);
     expect(tl.phases.map(p => p.durationSeconds)).toEqual([0.25, 2.75, 0]);
   });
 });
@@ -200,7 +191,11 @@ describe('fallback to status.transitions', () => {
     const tl = computeTimeline(undefined, bare, T0 + 5000);
     expect(tl.source).toBe('status');
     expect(tl.phases).toHaveLength(1);
-    expect(tl.phases[0]).toMatchObject({ phase: 'Initializing', current: true, durationSeconds: 2 });
+    expect(tl.phases[0]).toMatchObject({
+      phase: 'Initializing',
+      current: true,
+      durationSeconds: 2
+    });
   });
 
   it('is empty with nothing at all', () => {
@@ -209,7 +204,11 @@ describe('fallback to status.transitions', () => {
   });
 
   it('reads microsecond times', () => {
-    const tl = computeTimeline([], job('x', 'a.ipynb', 'Building', 0, [tr('Initializing', 0), tr('Building', 0.001)]), T0 + 1);
+    const tl = computeTimeline(
+      [],
+      job('x', 'a.ipynb', 'Building', 0, [tr('Initializing', 0), tr('Building', 0.001)]),
+      T0 + 1
+    );
     expect(tl.phases[0].durationSeconds).toBeCloseTo(0.001, 6);
     expect(at(0)).toBe('2026-11-29T15:00:00.000456Z');
   });

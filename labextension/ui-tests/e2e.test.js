@@ -27,7 +27,11 @@ before(async () => {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   lab = await startLab();
   console.log(`# lab at ${lab.base} (backend ${lab.health.backend}, usable ${lab.health.usable})`);
-  browser = await chromium.launch({ executablePath: chromiumPath(), headless: true, args: CHROMIUM_ARGS });
+  browser = await chromium.launch({
+    executablePath: chromiumPath(),
+    headless: true,
+    args: CHROMIUM_ARGS
+  });
   const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
   page = await context.newPage();
   page.on('pageerror', e => pageErrors.push(String(e)));
@@ -63,7 +67,9 @@ async function openNotebook(rel) {
   await button.first().waitFor({ timeout: 30_000 });
   // let the kernel settle so no kernel dialog pops up over the panel
   await page
-    .locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status="idle"]')
+    .locator(
+      '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status="idle"]'
+    )
     .first()
     .waitFor({ timeout: 30_000 })
     .catch(() => undefined);
@@ -90,7 +96,9 @@ async function validateAndFollow(button, expected) {
     }
     if (Date.now() > deadline) {
       await page.screenshot({ path: path.join(ARTIFACTS, `timeout-${expected}.png`) });
-      assert.fail(`no verdict after ${JOB_TIMEOUT} ms; phases seen ${seen.join(' → ')}\n${tail(lab.logFile)}`);
+      assert.fail(
+        `no verdict after ${JOB_TIMEOUT} ms; phases seen ${seen.join(' → ')}\n${tail(lab.logFile)}`
+      );
     }
     await page.waitForTimeout(200);
   }
@@ -137,7 +145,11 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
     // live updates: the panel showed the job before it was done, in phase order
     assert.ok(seen.length >= 2, `only the verdict was seen: ${seen.join(' → ')}`);
     const order = seen.map(p => ALL_PHASES.indexOf(p));
-    assert.deepEqual([...order].sort((a, b) => a - b), order, `out of order: ${seen.join(' → ')}`);
+    assert.deepEqual(
+      [...order].sort((a, b) => a - b),
+      order,
+      `out of order: ${seen.join(' → ')}`
+    );
 
     // one bar per phase, in order (events may still be arriving: give it a moment)
     await page.waitForFunction(
@@ -150,25 +162,43 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
       bars.map(b => b.phase),
       ALL_PHASES
     );
-    assert.ok(bars.every(b => !b.failed && !b.current), JSON.stringify(bars));
-    assert.ok(bars.every(b => b.width > 0), JSON.stringify(bars));
+    assert.ok(
+      bars.every(b => !b.failed && !b.current),
+      JSON.stringify(bars)
+    );
+    assert.ok(
+      bars.every(b => b.width > 0),
+      JSON.stringify(bars)
+    );
     const durations = await page.locator(`${PANEL} .jp-NBValidation-duration`).allTextContents();
     assert.equal(durations.length, ALL_PHASES.length);
-    assert.ok(durations.slice(0, 4).every(d => /^\d+(\.\d+)?(s|m\d+s|h\d+m\d+s)$|^\d+m\d+s$/.test(d)), durations.join(','));
-    // events list and the status bar verdict
-    const reasons = await page.locator(`${PANEL} .jp-NBValidation-events .jp-NBValidation-event`).evaluateAll(rows =>
-      rows.map(r => r.getAttribute('data-reason'))
+    assert.ok(
+      durations.slice(0, 4).every(d => /^\d+(\.\d+)?(s|m\d+s|h\d+m\d+s)$|^\d+m\d+s$/.test(d)),
+      durations.join(',')
     );
-    for (const r of ['BuildStarted', 'BuildSucceeded', 'ValidationStarted', 'ValidationSucceeded']) {
+    // events list and the status bar verdict
+    const reasons = await page
+      .locator(`${PANEL} .jp-NBValidation-events .jp-NBValidation-event`)
+      .evaluateAll(rows => rows.map(r => r.getAttribute('data-reason')));
+    for (const r of [
+      'BuildStarted',
+      'BuildSucceeded',
+      'ValidationStarted',
+      'ValidationSucceeded'
+    ]) {
       assert.ok(reasons.includes(r), `event ${r} missing from ${reasons.join(',')}`);
     }
-    await page.locator('.jp-NBValidation-statusButton[data-phase="Succeeded"]').waitFor({ timeout: 10_000 });
+    await page
+      .locator('.jp-NBValidation-statusButton[data-phase="Succeeded"]')
+      .waitFor({ timeout: 10_000 });
 
     await page.mouse.move(0, 0);
     await page.waitForTimeout(500);
     const shot = path.join(ARTIFACTS, 'validation-success.png');
     await page.screenshot({ path: shot });
-    await page.locator(PANEL).screenshot({ path: path.join(ARTIFACTS, 'validation-success-panel.png') });
+    await page
+      .locator(PANEL)
+      .screenshot({ path: path.join(ARTIFACTS, 'validation-success-panel.png') });
     if (process.env.NBV_UPDATE_README_SHOT === '1') {
       // only on request: a test run leaves the checkout as it found it
       fs.mkdirSync(path.dirname(README_SHOT), { recursive: true });
@@ -186,7 +216,10 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
 
     const failure = page.locator(`${PANEL} .jp-NBValidation-failure`);
     await failure.waitFor({ timeout: 15_000 });
-    assert.equal((await failure.locator('.jp-NBValidation-cellIndex').textContent()).trim(), 'cell 2');
+    assert.equal(
+      (await failure.locator('.jp-NBValidation-cellIndex').textContent()).trim(),
+      'cell 2'
+    );
     const errorLine = await failure.locator('.jp-NBValidation-errorLine').textContent();
     assert.match(errorLine, /ZeroDivisionError/);
     const traceback = await failure.locator('.jp-NBValidation-traceback').textContent();
@@ -201,16 +234,26 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
     );
     const errorColour = await themeErrorColour();
     const failedBars = bars.filter(b => b.failed);
-    assert.deepEqual(failedBars.map(b => b.phase), ['ValidationRunning', 'Failed']);
-    assert.ok(failedBars.every(b => b.colour === errorColour), `${JSON.stringify(bars)} vs ${errorColour}`);
+    assert.deepEqual(
+      failedBars.map(b => b.phase),
+      ['ValidationRunning', 'Failed']
+    );
+    assert.ok(
+      failedBars.every(b => b.colour === errorColour),
+      `${JSON.stringify(bars)} vs ${errorColour}`
+    );
     const warning = page.locator(`${PANEL} .jp-NBValidation-event.jp-mod-warning`);
     assert.ok((await warning.count()) >= 1, 'the failure event is not highlighted');
-    await page.locator('.jp-NBValidation-statusButton[data-phase="Failed"]').waitFor({ timeout: 10_000 });
+    await page
+      .locator('.jp-NBValidation-statusButton[data-phase="Failed"]')
+      .waitFor({ timeout: 10_000 });
 
     await page.mouse.move(0, 0);
     await page.waitForTimeout(300);
     await page.screenshot({ path: path.join(ARTIFACTS, 'validation-failure.png') });
-    await page.locator(PANEL).screenshot({ path: path.join(ARTIFACTS, 'validation-failure-panel.png') });
+    await page
+      .locator(PANEL)
+      .screenshot({ path: path.join(ARTIFACTS, 'validation-failure-panel.png') });
 
     // Go to cell (keyboard: focus the button and press Enter)
     const activeIndex = () =>
@@ -241,15 +284,21 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
     const after = await activeIndex();
     assert.equal(after.count, 4);
     assert.equal(after.active, 2);
-    assert.ok(after.selected.length === 0 || (after.selected.length === 1 && after.selected[0] === 2), JSON.stringify(after));
+    assert.ok(
+      after.selected.length === 0 || (after.selected.length === 1 && after.selected[0] === 2),
+      JSON.stringify(after)
+    );
     await page.screenshot({ path: path.join(ARTIFACTS, 'validation-goto-cell.png') });
   });
 
   test('options from the context menu: golden comparison without a build', async () => {
     await openNotebook('golden/current.ipynb');
-    await page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').first().click({
-      button: 'right'
-    });
+    await page
+      .locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')
+      .first()
+      .click({
+        button: 'right'
+      });
     await page.locator('.lm-Menu-itemLabel', { hasText: 'Validate Notebook with Options' }).click();
     const dialog = page.locator('.jp-Dialog');
     await dialog.waitFor({ timeout: 10_000 });
@@ -268,13 +317,18 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
     assert.equal(bars.length, 3);
     const comparison = page.locator(`${PANEL} .jp-NBValidation-comparison`);
     await comparison.waitFor({ timeout: 15_000 });
-    assert.equal(await comparison.locator('.jp-NBValidation-comparisonResult').getAttribute('data-result'), 'failed');
+    assert.equal(
+      await comparison.locator('.jp-NBValidation-comparisonResult').getAttribute('data-result'),
+      'failed'
+    );
     const diff = comparison.locator('.jp-NBValidation-diff').first();
     assert.match(await diff.locator('.jp-NBValidation-expected').textContent(), /hello 1/);
     assert.match(await diff.locator('.jp-NBValidation-actual').textContent(), /hello 2/);
     assert.match(await diff.locator('.jp-NBValidation-diffHead').textContent(), /cell 1/);
     await page.mouse.move(0, 0);
-    await page.locator(PANEL).screenshot({ path: path.join(ARTIFACTS, 'validation-golden-panel.png') });
+    await page
+      .locator(PANEL)
+      .screenshot({ path: path.join(ARTIFACTS, 'validation-golden-panel.png') });
   });
 
   test('the keyboard shortcut validates the notebook in command mode', async () => {

@@ -61,7 +61,10 @@ function notebook(cells) {
               cell_type: 'code',
               execution_count: stdout === undefined ? null : i + 1,
               metadata: {},
-              outputs: stdout === undefined ? [] : [{ output_type: 'stream', name: 'stdout', text: stdout }],
+              outputs:
+                stdout === undefined
+                  ? []
+                  : [{ output_type: 'stream', name: 'stdout', text: stdout }],
               source
             }
           : { cell_type: 'markdown', metadata: {}, source }
@@ -180,7 +183,15 @@ function tail(file, n = 60) {
 async function startLab({ overrides = {}, withoutServerExtension = false } = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nbv-e2e-'));
   const dirs = {};
-  for (const d of ['root', 'config', 'data', 'runtime', 'settings', 'user-settings', 'workspaces']) {
+  for (const d of [
+    'root',
+    'config',
+    'data',
+    'runtime',
+    'settings',
+    'user-settings',
+    'workspaces'
+  ]) {
     dirs[d] = path.join(tmp, d);
     fs.mkdirSync(dirs[d], { recursive: true });
   }

@@ -1,0 +1,88 @@
+import * as React from 'react';
+import type { IPanelActions } from '../actions';
+import type { ValidationModel } from '../model';
+import { JobDetail } from './JobDetail';
+import { JobList } from './JobList';
+import { ServerBanner } from './ServerBanner';
+import { useModel } from './useModel';
+
+export function PanelView(props: { model: ValidationModel; actions: IPanelActions }): JSX.Element {
+  const { model, actions } = props;
+  const now = useModel(model);
+  const state = model.state;
+  const jobs = model.visibleJobs;
+  const job = model.selectedJob;
+  return (
+    <div className="jp-NBValidation-root">
+      <div className="jp-NBValidation-header">
+        <h2 className="jp-NBValidation-title">Notebook validation</h2>
+        <div className="jp-NBValidation-actions">
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-mod-accept jp-NBValidation-validate"
+            disabled={!actions.canValidate()}
+            onClick={() => actions.validate()}
+            title="Save and validate the active notebook"
+          >
+            Validate
+          </button>
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-NBValidation-options"
+            disabled={!actions.canValidate()}
+            onClick={() => actions.validateWithOptions()}
+            title="Validate with a golden notebook, build setting or timeout"
+          >
+            Options…
+          </button>
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-NBValidation-refresh"
+            onClick={() => void model.refresh()}
+            title="Reload jobs"
+            aria-label="Reload jobs"
+          >
+            ⟳
+          </button>
+        </div>
+      </div>
+      <ServerBanner model={model} />
+      <div className="jp-NBValidation-scope" role="group" aria-label="Which jobs to list">
+        <button
+          type="button"
+          className={`jp-NBValidation-scopeButton${state.scope === 'notebook' ? ' jp-mod-active' : ''}`}
+          aria-pressed={state.scope === 'notebook'}
+          onClick={() => model.setScope('notebook')}
+        >
+          This notebook
+        </button>
+        <button
+          type="button"
+          className={`jp-NBValidation-scopeButton${state.scope === 'all' ? ' jp-mod-active' : ''}`}
+          aria-pressed={state.scope === 'all'}
+          onClick={() => model.setScope('all')}
+        >
+          All notebooks
+        </button>
+      </div>
+      {state.scope === 'notebook' && (
+        <div className="jp-NBValidation-notebook" title={state.notebookPath ?? ''}>
+          {state.notebookPath ? state.notebookPath : 'No notebook is active.'}
+        </div>
+      )}
+      {model.error && (
+        <div className="jp-NBValidation-error" role="alert">
+          {model.error}
+        </div>
+      )}
+      <JobList model={model} jobs={jobs} now={now} />
+      {job ? (
+        <JobDetail key={job.metadata.name} model={model} job={job} now={now} actions={actions} />
+      ) : (
+        <div className="jp-NBValidation-empty">
+          {jobs.length ? 'Select a job.' : 'No validation jobs yet. Press Validate to run one.'}
+        </div>
+      )}
+    </div>
+  );
+}
