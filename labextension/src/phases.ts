@@ -1,16 +1,10 @@
-/** Phase order and helpers (mirror of jupyter_nbvalidation.model.Phase). */
-import type { Phase } from './types';
+/**
+ * Phase order and helpers over the vocabulary generated from
+ * jupyter_nbvalidation/model.py (src/vocabulary.ts).
+ */
+import { PHASES, Phase, REASON_PHASE, TERMINAL_PHASES } from './vocabulary';
 
-export const PHASES: readonly Phase[] = [
-  'Initializing',
-  'Building',
-  'BuildComplete',
-  'ValidationRunning',
-  'Succeeded',
-  'Failed'
-];
-
-export const TERMINAL_PHASES: readonly string[] = ['Succeeded', 'Failed'];
+export { PHASES, TERMINAL_PHASES };
 
 export function isTerminal(phase: string | undefined | null): boolean {
   return !!phase && TERMINAL_PHASES.includes(phase);
@@ -22,35 +16,15 @@ export function phaseRank(phase: string): number {
 }
 
 /**
- * The phase a transition reason enters (design §3: one Event per
- * transition, reason = the transition reason). Unknown reasons map to
- * nothing so they never invent a bar.
+ * The phase a transition reason enters (one Event per transition, reason =
+ * the transition reason; docs/architecture.md, "Events"). Any other reason,
+ * such as a …StatusUpdateFailed warning, maps to nothing: it never invents a
+ * bar.
  */
-const REASON_PHASE: Record<string, Phase> = {
-  Accepted: 'Initializing',
-  Submitted: 'Initializing',
-  Initializing: 'Initializing',
-  BuildStarted: 'Building',
-  BuildSucceeded: 'BuildComplete',
-  BuildComplete: 'BuildComplete',
-  ValidationStarted: 'ValidationRunning',
-  ValidationSucceeded: 'Succeeded',
-  Succeeded: 'Succeeded',
-  ValidationFailed: 'Failed',
-  ValidationTimedOut: 'Failed',
-  BuildFailed: 'Failed',
-  BuildTimedOut: 'Failed',
-  Cancelled: 'Failed',
-  InvalidInput: 'Failed',
-  Failed: 'Failed'
-};
-
-/** The phase an event records entering, or null when it is no transition. */
 export function phaseOfReason(reason: string | undefined): Phase | null {
-  if (!reason || reason.endsWith('StatusUpdateFailed')) {
-    return null;
-  }
-  return REASON_PHASE[reason] ?? null;
+  return reason && Object.prototype.hasOwnProperty.call(REASON_PHASE, reason)
+    ? REASON_PHASE[reason]
+    : null;
 }
 
 export const PHASE_LABELS: Record<string, string> = {

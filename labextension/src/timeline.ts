@@ -1,13 +1,26 @@
 /**
- * The phase timeline of one job, computed from its Events (preferred) or,
- * when those have expired, from status.transitions (design §3.7). Pure: the
- * panel calls it on every tick with `now` so the current phase grows live.
+ * The phase timeline of one job: the server's rule (jupyter_nbvalidation/
+ * timeline.py, docs/architecture.md "The timeline rule"), so the panel and
+ * `GET …/timeline` never disagree. Both are run on the same vectors
+ * (tests/vectors/timeline/*.json, by pytest and by jest). Pure: the panel
+ * calls it on every tick with `now` so the current phase grows live.
+ *
+ * The rule:
+ * 1. From the events, every event whose reason is a transition reason
+ *    (model.REASON_PHASE) with a readable time gives an entry; any other
+ *    event (…StatusUpdateFailed warnings, unknown reasons) is no transition.
+ * 2. One entry per phase: the earliest.
+ * 3. When the events give fewer entries than status.transitions holds (some
+ *    expired or were never recorded), the status history is used instead.
+ * 4. Entries in time order; a phase ends when the next begins, a terminal
+ *    phase at its own start; the last non-terminal phase is current and
+ *    lasts until `now` (never negative).
  */
-import { isTerminal, phaseOfReason, phaseRank } from './phases';
+import { isTerminal, phaseOfReason } from './phases';
 import { parseTime } from './format';
 import type { IJob, IJobEvent, ITransition } from './types';
 
-export type TimelineSource = 'events' | 'transitions' | 'status' | 'none';
+export type TimelineSource = 'events' | 'transitions';
 
 /** One phase entered at `time`, as read from an Event or a transition. */
 export interface IPhaseEntry {
@@ -43,40 +56,21 @@ export interface ITimeline {
   axisEnd: number;
 }
 
-/**
- * Keep the first entry of each phase, in time order, and nothing after the
- * first terminal phase (phases never go back, terminal is never left).
- */
-function normalise(entries: IPhaseEntry[]): IPhaseEntry[] {
+/** Rule 2 and the order of rule 4: the earliest entry of each phase, in time order (stable). */
+function firstPerPhase(entries: IPhaseEntry[]): IPhaseEntry[] {
   const sorted = entries
     .map((e, i) => ({ e, i }))
     .sort((a, b) => a.e.time - b.e.time || a.i - b.i)
     .map(x => x.e);
-  const out: IPhaseEntry[] = [];
   const seen = new Set<string>();
-  for (const e of sorted) {
-    if (seen.has(e.phase)) {
-      continue;
-    }
-    const last = out[out.length - 1];
-    if (last && phaseRank(e.phase) < phaseRank(last.phase)) {
-      // An out-of-order straggler for an earlier phase: ignore it.
-      continue;
-    }
-    seen.add(e.phase);
-    out.push(e);
-    if (isTerminal(e.phase)) {
-      break;
-    }
-  }
-  return out;
+  return sorted.filter(e => !seen.has(e.phase) && !!seen.add(e.phase));
 }
 
-/** Phase entries recorded by a job's Events. */
+/** Rule 1: the phase entries recorded by a job's Events. */
 export function entriesFromEvents(events: readonly IJobEvent[] | undefined | null): IPhaseEntry[] {
   const entries: IPhaseEntry[] = [];
   for (const ev of events ?? []) {
-    const phase = ev.phase && phaseRank(ev.phase) < 6 ? ev.phase : phaseOfReason(ev.reason);
+    const phase = phaseOfReason(ev.reason);
     const time = parseTime(ev.eventTime);
     if (!phase || time === null) {
       continue;
@@ -86,13 +80,13 @@ export function entriesFromEvents(events: readonly IJobEvent[] | undefined | nul
       time,
       reason: ev.reason ?? '',
       message: ev.note ?? '',
-      type: ev.type ?? (phase === 'Failed' ? 'Warning' : 'Normal')
+      type: ev.type ?? 'Normal'
     });
   }
-  return normalise(entries);
+  return firstPerPhase(entries);
 }
 
-/** Phase entries recorded in status.transitions. */
+/** The phase entries recorded in status.transitions. */
 export function entriesFromTransitions(
   transitions: readonly ITransition[] | undefined | null
 ): IPhaseEntry[] {
@@ -110,57 +104,20 @@ export function entriesFromTransitions(
       type: t.phase === 'Failed' ? 'Warning' : 'Normal'
     });
   }
-  return normalise(entries);
+  return firstPerPhase(entries);
 }
 
-/** A single entry from status alone, when there is no history at all. */
-function entriesFromStatus(job: IJob | undefined | null): IPhaseEntry[] {
-  const phase = job?.status?.phase;
-  if (!phase) {
-    return [];
-  }
-  const time =
-    parseTime(isTerminal(phase) ? job?.status?.completionTime : undefined) ??
-    parseTime(job?.status?.startTime) ??
-    parseTime(job?.metadata?.creationTimestamp);
-  if (time === null) {
-    return [];
-  }
-  return [
-    {
-      phase,
-      time,
-      reason: job?.status?.reason ?? '',
-      message: job?.status?.message ?? '',
-      type: phase === 'Failed' ? 'Warning' : 'Normal'
-    }
-  ];
-}
-
-/**
- * Choose the history: Events when they cover every phase the status history
- * knows (they carry the notes and types), else status.transitions (Events
- * expired or lag behind), else whatever exists.
- */
+/** Rule 3: the events, unless they know fewer phases than status.transitions. */
 export function chooseEntries(
   events: readonly IJobEvent[] | undefined | null,
   job: IJob | undefined | null
 ): { source: TimelineSource; entries: IPhaseEntry[] } {
   const fromEvents = entriesFromEvents(events);
   const fromStatus = entriesFromTransitions(job?.status?.transitions);
-  const phasesInEvents = new Set(fromEvents.map(e => e.phase));
-  const covers = fromStatus.every(t => phasesInEvents.has(t.phase));
-  if (fromEvents.length && covers) {
-    return { source: 'events', entries: fromEvents };
-  }
-  if (fromStatus.length) {
+  if (fromEvents.length < fromStatus.length) {
     return { source: 'transitions', entries: fromStatus };
   }
-  const fromJob = entriesFromStatus(job);
-  if (fromJob.length) {
-    return { source: 'status', entries: fromJob };
-  }
-  return { source: 'none', entries: [] };
+  return { source: 'events', entries: fromEvents };
 }
 
 /** The timeline at time `now` (ms since the epoch). */
@@ -173,21 +130,13 @@ export function computeTimeline(
   const phases: ITimelinePhase[] = entries.map((e, i) => {
     const next = entries[i + 1];
     const terminal = isTerminal(e.phase);
-    let end: number | null;
-    if (next) {
-      end = next.time;
-    } else if (terminal) {
-      end = e.time;
-    } else {
-      end = null;
-    }
-    const until = end ?? Math.max(now, e.time);
+    const end = next ? next.time : terminal ? e.time : null;
     return {
       ...e,
       start: e.time,
       end,
-      durationSeconds: Math.max(0, until - e.time) / 1000,
-      current: !next && !terminal,
+      durationSeconds: Math.max(0, (end ?? now) - e.time) / 1000,
+      current: end === null,
       failed: e.phase === 'Failed' || next?.phase === 'Failed',
       terminal
     };

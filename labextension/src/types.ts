@@ -4,8 +4,8 @@
  * logic modules that use them stay testable without JupyterLab.
  */
 
-export type Phase =
-  'Initializing' | 'Building' | 'BuildComplete' | 'ValidationRunning' | 'Succeeded' | 'Failed';
+export type { Phase } from './vocabulary';
+import type { Phase } from './vocabulary';
 
 export interface IJobSpec {
   notebook: { path: string };
@@ -98,8 +98,6 @@ export interface IJobEvent {
   regarding?: { name?: string; uid?: string; kind?: string };
   reportingController?: string;
   reportingInstance?: string;
-  /** Not part of events.k8s.io/v1; honoured when a server adds it. */
-  phase?: string;
 }
 
 export interface IJobList {

@@ -46,13 +46,12 @@ describe('computeTimeline from events', () => {
     expect(tl.currentPhase).toBe('ValidationRunning');
   });
 
-  it('keeps the first event of a phase and stops at the terminal phase', () => {
+  it('keeps the earliest event of each phase', () => {
     const events = [
-      ev('Accepted', 0),
       ev('Accepted', 0.5),
+      ev('Accepted', 0),
       ev('ValidationStarted', 1),
-      ev('ValidationFailed', 2),
-      ev('ValidationSucceeded', 3)
+      ev('ValidationFailed', 2)
     ];
     const entries = entriesFromEvents(events);
     expect(entries.map(e => [e.phase, e.time - T0])).toEqual([
@@ -62,9 +61,14 @@ describe('computeTimeline from events', () => {
     ]);
   });
 
-  it('honours an explicit phase field on an event', () => {
-    const entries = entriesFromEvents([ev('Custom', 0, { phase: 'Initializing' })]);
-    expect(entries.map(e => e.phase)).toEqual(['Initializing']);
+  it("knows only the server's transition reasons", () => {
+    const entries = entriesFromEvents([
+      ev('Submitted', 0),
+      ev('Succeeded', 1),
+      ev('constructor', 2),
+      ev('Cancelled', 3)
+    ]);
+    expect(entries.map(e => [e.phase, e.reason])).toEqual([['Failed', 'Cancelled']]);
   });
 });
 
@@ -186,21 +190,15 @@ describe('fallback to status.transitions', () => {
     expect(tl.phases[1].message).toBe('BuildStarted note');
   });
 
-  it('falls back to the status phase alone without any history', () => {
+  it('has no phases without any history (the status phase alone is no timeline)', () => {
     const bare = job('nb-2', 'nb.ipynb', 'Initializing', 3);
     const tl = computeTimeline(undefined, bare, T0 + 5000);
-    expect(tl.source).toBe('status');
-    expect(tl.phases).toHaveLength(1);
-    expect(tl.phases[0]).toMatchObject({
-      phase: 'Initializing',
-      current: true,
-      durationSeconds: 2
-    });
+    expect(tl).toMatchObject({ source: 'events', phases: [], terminal: false, verdict: null });
   });
 
   it('is empty with nothing at all', () => {
     const tl = computeTimeline(null, null, T0);
-    expect(tl).toMatchObject({ source: 'none', phases: [], terminal: false, verdict: null });
+    expect(tl).toMatchObject({ source: 'events', phases: [], terminal: false, verdict: null });
   });
 
   it('reads microsecond times', () => {
