@@ -14,6 +14,7 @@ import nbformat
 
 from .backends.base import Backend
 from .engine import Engine
+from .errors import InputRejected
 from .model import WORKDIR_ANNOTATION, SpecError, build_enabled, is_terminal, new_job, validate_spec
 from .store.base import NotFound
 from .timeline import compute_timeline
@@ -142,7 +143,10 @@ class JobService:
         spec = self._validate(spec)
         files, nb_path = await asyncio.to_thread(self._collect, spec)
         job = new_job(spec, annotations={WORKDIR_ANNOTATION: str(nb_path.parent)})
-        job = await self.backend.submit(job, files)
+        try:
+            job = await self.backend.submit(job, files)
+        except InputRejected as e:  # the one mapping of the ports' input errors to HTTP
+            raise ApiError(e.status, e.code, e.message, e.field) from None
         self.engine.enqueue(job["metadata"]["name"])
         return job
 

@@ -32,6 +32,7 @@ from traitlets import Dict, Enum, Float, Int, List, Unicode, default
 
 from .._version import __version__
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
+from ..errors import InputRejected
 from ..events import scrub
 from ..model import GROUP, PLURAL, VERSION, SpecError, build_enabled, isotime, parse_duration, parse_time, \
     spec_fields, utcnow
@@ -309,22 +310,19 @@ class KubernetesBackend(Backend):
 
     # -- submit / prepare -------------------------------------------------------------
     async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
-        from ..service import ApiError
-
         data = {}
         for key, value in files.items():
             try:
                 data[key] = value.decode("utf-8")
             except UnicodeDecodeError:
-                raise ApiError(400, "InvalidField", f"{key} is not UTF-8 text", "spec.notebook.path") from None
+                raise InputRejected(f"{key} is not UTF-8 text", "spec.notebook.path") from None
         size = obj.configmap_size(data)
         limit = self.max_notebook_bytes_configmap
         if size > limit:
-            raise ApiError(413, "TooLarge",
-                           f"spec.notebook.path: the notebook snapshot ({' + '.join(files)}) is {size} bytes; the "
-                           f"kubernetes backend stores it in a ConfigMap, limited here to {limit} bytes "
-                           "(c.KubernetesBackend.max_notebook_bytes_configmap; Kubernetes caps ConfigMaps at "
-                           "1 MiB)", "spec.notebook.path")
+            raise InputRejected(f"spec.notebook.path: the notebook snapshot ({' + '.join(files)}) is {size} bytes; the "
+                                f"kubernetes backend stores it in a ConfigMap, limited here to {limit} bytes "
+                                "(c.KubernetesBackend.max_notebook_bytes_configmap; Kubernetes caps ConfigMaps at "
+                                "1 MiB)", "spec.notebook.path", status=413, code="TooLarge")
         job = copy.deepcopy(job)
         meta = job["metadata"]
         name = meta["name"]

@@ -1,0 +1,37 @@
+"""Domain errors the ports raise, free of HTTP (docs/architecture.md, "Walls").
+
+A backend or a store says *what* went wrong; the service layer
+(``service.py``) is the one place that turns it into an HTTP status and the
+stable error body. The two failure kinds follow kopf's distinction: a
+temporary failure is worth retrying, a permanent one is not.
+"""
+
+from __future__ import annotations
+
+
+class InputRejected(Exception):
+    """The submitted inputs cannot be used: a client mistake, reported at
+    submit naming the field. ``status`` is a hint for the HTTP mapping (400
+    unless the input is e.g. too large, 413); ``code`` is the stable error
+    code of the REST API."""
+
+    def __init__(self, message: str, field: str | None = None, *, status: int = 400,
+                 code: str = "InvalidField") -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.status = status
+        self.code = code
+
+
+class TemporaryFailure(Exception):
+    """Worth retrying: the cause may go away (an unreachable API server, a
+    conflict). ``delay`` is a suggested wait in seconds, if known."""
+
+    def __init__(self, message: str, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class PermanentFailure(Exception):
+    """Not worth retrying: the same call will fail the same way."""
