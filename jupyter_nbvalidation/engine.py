@@ -3,7 +3,8 @@
 Written once for every backend. Each reconcile reads the job as stored,
 decides the next step from its persisted phase, acts through the backend,
 and records phase changes through :meth:`Engine._write` — the one path that
-writes status first and then emits exactly one event per flip (design §3).
+writes status first and then emits exactly one event per flip
+(docs/architecture.md, "Events").
 
 Build first, then validate: validation is only started from the
 ValidationRunning phase, which can only be entered after BuildComplete was
@@ -158,7 +159,7 @@ class Engine:
             await wait_within(self.recover_events(), self.recovery_timeout)
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # best effort (design §3.5): never keeps the engine from reconciling
+        except Exception as e:  # best effort (docs/architecture.md, Events): never keeps the engine from reconciling
             self.log.warning("nbvalidation: recovering missing events failed: %s", e)
         if term != self._term:  # lost leadership meanwhile
             return
@@ -333,7 +334,7 @@ class Engine:
         """Write the status ``decide(job)`` returns, if any. On a conflict,
         re-read and decide again; only the write that succeeds emits, and it
         emits only when the persisted before-state and the written
-        after-state differ by a flip (design §3 rules 1-4)."""
+        after-state differ by a flip (docs/architecture.md, "Events" rules 1-4)."""
         name = job["metadata"]["name"]
         attempts_left = self.write_retries
         for _ in range(self.conflict_retries):

@@ -2,7 +2,7 @@
 
 Posting goes through bounded queues drained by background tasks (one queue
 per shard of jobs), so a slow or failing event sink never blocks or fails a
-reconcile (design §3.5). Failures are logged and counted. The event of a
+reconcile (docs/architecture.md, "Events" rule 5). Failures are logged and counted. The event of a
 transition has a fixed name, so posting it twice records it once. Secrets
 never get here: notes are built from reasons and messages the engine writes,
 and are scrubbed again anyway.

@@ -35,7 +35,7 @@ class Phase:
     TERMINAL = frozenset({SUCCEEDED, FAILED})
 
 
-# The only transitions the engine may write (design §2). "" is "no status yet".
+# The only transitions the engine may write (docs/architecture.md, "The phase path"). "" is "no status yet".
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     "": frozenset({Phase.INITIALIZING, Phase.FAILED}),
     Phase.INITIALIZING: frozenset({Phase.BUILDING, Phase.VALIDATION_RUNNING, Phase.FAILED}),

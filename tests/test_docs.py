@@ -41,3 +41,16 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_second():
     assert "jupyter lab" in commands[0] and "pip install ." in commands[0]
     assert commands[1] == "bash tools/setup-and-test.sh"
     assert "tools/setup-and-test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_module_maps_name_modules_that_exist():
+    """docs/architecture.md and the README's module map name real files."""
+    pkg = ROOT / "jupyter_nbvalidation"
+    development = README[README.index("## Development"):]
+    development = development[:development.find("\n## ", 3)] if "\n## " in development[3:] else development
+    for doc in (development, (ROOT / "docs" / "architecture.md").read_text()):
+        names = set(re.findall(r"\b((?:[a-z_0-9]+/)*[a-z_0-9]+\.py)\b", doc))
+        assert len(names) > 10
+        missing = [n for n in sorted(names) if not ((pkg / n).exists() or (ROOT / n).exists()
+                                                    or any(pkg.rglob(n)) or any((ROOT / "tests").rglob(n)))]
+        assert not missing, f"the module map names missing files: {missing}"

@@ -1,4 +1,4 @@
-"""Design §3: every event rule, against the real SQLite store. Each test
+"""Every event rule (docs/architecture.md, "Events"), against the real SQLite store. Each test
 breaks if its rule is broken (faults are injected around the real store)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Image builders behind one small interface (design §4, notes §6).
+"""Image builders behind one small interface (docs/architecture.md, "Module map").
 
 A builder turns a job's build context (a Dockerfile FROM the base image plus
 a requirements.txt, stored in the ConfigMap ``nvj-<job>-build-ctx``) into a
