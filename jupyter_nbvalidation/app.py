@@ -21,7 +21,13 @@ def make_backend(kind: str, cls: type | None, parent: Any) -> Backend:
     if cls is not None:
         return cls(parent=parent)
     if kind == "kubernetes":
-        from .k8s.backend import KubernetesBackend
+        try:
+            from .k8s.backend import KubernetesBackend
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in ("kubernetes", "aiohttp", "pydantic"):
+                raise
+            raise RuntimeError(f"backend = 'kubernetes' needs the Kubernetes client, which is not installed "
+                               f"(no module {e.name}): pip install 'jupyter-nbvalidation[kubernetes]'") from None
 
         return KubernetesBackend(parent=parent)
     from .backends.local import LocalBackend

@@ -505,7 +505,8 @@ class Engine:
                 bs["duration"] = format_duration((finished - started).total_seconds())
 
         if ok:
-            await self._move(job, Phase.BUILDING, Phase.BUILD_COMPLETE, Reason.BUILD_SUCCEEDED,
+            reason = Reason.BUILD_REUSED if obs.extra.get("reused") else Reason.BUILD_SUCCEEDED
+            await self._move(job, Phase.BUILDING, Phase.BUILD_COMPLETE, reason,
                              f"Environment ready: {obs.reference}. {obs.message}".strip(), record)
         else:
             await self._move(job, Phase.BUILDING, Phase.FAILED, Reason.BUILD_FAILED,

@@ -51,6 +51,7 @@ class Reason:
     ACCEPTED = "Accepted"
     BUILD_STARTED = "BuildStarted"
     BUILD_SUCCEEDED = "BuildSucceeded"
+    BUILD_REUSED = "BuildReused"  # BuildComplete without a build: the same environment exists already
     BUILD_FAILED = "BuildFailed"
     BUILD_TIMED_OUT = "BuildTimedOut"
     VALIDATION_STARTED = "ValidationStarted"
@@ -65,6 +66,7 @@ class Reason:
         ACCEPTED: "Accept",
         BUILD_STARTED: "Build",
         BUILD_SUCCEEDED: "Build",
+        BUILD_REUSED: "Build",
         BUILD_FAILED: "Build",
         BUILD_TIMED_OUT: "Build",
         VALIDATION_STARTED: "Validate",
@@ -81,6 +83,7 @@ REASON_PHASE = {
     Reason.ACCEPTED: Phase.INITIALIZING,
     Reason.BUILD_STARTED: Phase.BUILDING,
     Reason.BUILD_SUCCEEDED: Phase.BUILD_COMPLETE,
+    Reason.BUILD_REUSED: Phase.BUILD_COMPLETE,
     Reason.VALIDATION_STARTED: Phase.VALIDATION_RUNNING,
     Reason.VALIDATION_SUCCEEDED: Phase.SUCCEEDED,
     Reason.BUILD_FAILED: Phase.FAILED,

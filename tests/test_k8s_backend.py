@@ -14,11 +14,15 @@ Run: ``.venv/bin/python -m pytest -p tests.k8s_harness tests/test_k8s_backend.py
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
+import io
 import json
 import logging
+import re
 import subprocess
 import sys
+import tarfile
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,7 +34,7 @@ from helpers import write_notebook
 
 from jupyter_nbvalidation.engine import Engine
 from jupyter_nbvalidation.k8s import objects as obj
-from jupyter_nbvalidation.k8s.backend import KubernetesBackend
+from jupyter_nbvalidation.k8s.backend import IMAGE_ANNOTATION, KubernetesBackend
 from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, CONFIGMAPS, Kube, KubeApiError, connect
 from jupyter_nbvalidation.k8s.store import NVJ
 from jupyter_nbvalidation.model import Phase, Reason
@@ -255,18 +259,22 @@ async def test_build_then_validate_full_sequence(env, admin, aio_admin, runner_o
     # the build: a context ConfigMap and a batch Job, owned and labelled
     bj = await wait_object(admin, JOBS.path(ns, obj.build_job_name(name)))
     ctx = await admin.request("GET", CONFIGMAPS.path(ns, obj.build_context_name(name)))
+    # python:3.12's registry is unreachable here: FROM the tag as given (and never reused)
     assert ctx["data"]["Dockerfile"].splitlines()[1] == "FROM python:3.12"
     assert "pip install --no-cache-dir" in ctx["data"]["Dockerfile"]
     reqs = ctx["data"]["requirements.txt"].splitlines()
-    assert "numpy>=2" in reqs and any(r.startswith("jupyter-nbvalidation") for r in reqs) and "ipykernel" in reqs
+    # the kernel's venv: ipykernel and the notebook's requirements, nothing of this project
+    assert [r for r in reqs if not r.startswith("#")] == ["ipykernel", "numpy>=2"]
+    runner_reqs = ctx["data"]["runner-requirements.txt"].splitlines()
+    assert sorted(r.split("==")[0] for r in runner_reqs if not r.startswith("#")) == ["nbclient", "nbformat"]
     spec = bj["spec"]
     assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 15 * 60
     assert "ttlSecondsAfterFinished" not in spec
     (ctr,) = spec["template"]["spec"]["containers"]
     args = ctr["args"]
     dest = next(a.split("=", 1)[1] for a in args if a.startswith("--destination="))
-    assert dest.startswith(f"{REGISTRY}/{name}:") and len(dest.rsplit(":", 1)[1]) == 16
-    assert {"--dockerfile=/workspace/Dockerfile", "--context=dir:///workspace",
+    assert dest.startswith(f"{REGISTRY}/env:u") and len(dest.rsplit(":", 1)[1]) == 32
+    assert {"--dockerfile=Dockerfile", "--context=tar:///workspace/context.tar.gz", "--log-format=text",
             "--digest-file=/dev/termination-log"} <= set(args)
     assert ctr["terminationMessagePolicy"] == "FallbackToLogsOnError" and ctr["image"] == env.backend.builder_image
     for o in (bj, ctx):
@@ -293,14 +301,15 @@ async def test_build_then_validate_full_sequence(env, admin, aio_admin, runner_o
     assert phases(done) == [Phase.INITIALIZING, Phase.BUILDING, Phase.BUILD_COMPLETE, Phase.VALIDATION_RUNNING,
                             Phase.SUCCEEDED]
     reference = st["buildStatus"]["imageReference"]
-    assert reference == f"{REGISTRY}/{name}@{DIGEST}"  # digest-pinned
+    assert reference == f"{REGISTRY}/env@{DIGEST}"  # digest-pinned
     assert st["buildStatus"]["phase"] == "Complete" and st["validationStatus"]["environment"] == reference
     assert st["results"] == []  # no kubelet, no log: the summary has no per-cell list of a success
 
     # the pod runs exactly the recorded image, safely
     (runner,) = pod["spec"]["containers"]
     assert runner["image"] == reference
-    assert runner["command"][:4] == ["python", "-m", "jupyter_nbvalidation.runner", "/input/notebook.ipynb"]
+    assert runner["command"][:4] == ["/opt/nbv-runner/bin/python", "-m", "jupyter_nbvalidation.runner",
+                                     "/input/notebook.ipynb"]
     assert {"--termination-log", "/dev/termination-log", "--result", "--executed"} <= set(runner["command"])
     assert runner["terminationMessagePolicy"] == "File"
     assert runner["securityContext"] == {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
@@ -1008,3 +1017,293 @@ def test_install_prints_and_applies(kube_apiserver, k8s_namespace, capsys):
     # the limited identity cannot install the CRD: a clear error, exit 1
     assert install(ns, False, h.limited_kubeconfig) == 1
     assert "403" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------
+# builds: the context kaniko reads, content tags, image reuse (a fake registry:
+# Docker Registry HTTP API v2 manifest HEADs over plain HTTP), input files
+
+
+class FakeRegistry:
+    """The manifest endpoints of a registry: ``manifests[(repository, tag)] = digest``;
+    ``token``: answer 401 with a bearer challenge until a token from /token is shown."""
+
+    def __init__(self, token: bool = False):
+        self.manifests: dict[tuple[str, str], str] = {}
+        self.token = token
+        self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization)
+
+    async def start(self) -> "FakeRegistry":
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_route("*", "/v2/{repo:.+}/manifests/{ref}", self._manifest)
+        app.router.add_get("/token", self._token)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.host = "127.0.0.1:%d" % site._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+    async def _manifest(self, request):
+        from aiohttp import web
+
+        self.requests.append((request.method, request.path, request.headers.get("Authorization")))
+        if self.token and request.headers.get("Authorization") != "Bearer t0k3n":
+            return web.Response(status=401, headers={"WWW-Authenticate": (
+                f'Bearer realm="http://{self.host}/token",service="fake",'
+                f'scope="repository:{request.match_info["repo"]}:pull"')})
+        digest = self.manifests.get((request.match_info["repo"], request.match_info["ref"]))
+        if digest is None:
+            return web.Response(status=404)
+        return web.Response(status=200, headers={"Docker-Content-Digest": digest,
+                                                 "Content-Type": "application/vnd.oci.image.manifest.v1+json"})
+
+    async def _token(self, request):
+        from aiohttp import web
+
+        self.requests.append(("GET", f"/token scope={request.query.get('scope')} "
+                                     f"service={request.query.get('service')}", None))
+        return web.json_response({"token": "t0k3n"})
+
+
+BASE_DIGEST = "sha256:" + "b" * 64
+PUSHED = "sha256:" + "e" * 64
+
+
+@pytest_asyncio.fixture
+async def registry():
+    r = await FakeRegistry().start()
+    r.manifests[("nbv/base", "1")] = BASE_DIGEST
+    yield r
+    await r.stop()
+
+
+@pytest_asyncio.fixture
+async def renv(kube_apiserver, k8s_namespace, tmp_path, registry):
+    e = make_env(kube_apiserver, k8s_namespace, tmp_path / "root", registry=f"{registry.host}/nbv",
+                 registry_insecure=True, builder_args=["--cache=true", "--insecure-pull"],
+                 base_image=f"{registry.host}/nbv/base:1")
+    write_notebook(e.root / "nb.ipynb", ["import six", "print(six.__name__)"])
+    await e.engine.start()
+    yield e
+    await e.engine.stop()
+
+
+def _untar(blob: bytes) -> dict[str, tarfile.TarInfo | bytes]:
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        return {m.name: (m, tar.extractfile(m).read() if m.isfile() else b"") for m in tar.getmembers()}
+
+
+async def _build_job_or_none(admin, ns, name):
+    return await get_or_none(admin, JOBS.path(ns, obj.build_job_name(name)))
+
+
+@pytest.mark.asyncio
+async def test_build_context_is_a_tar_of_regular_files_pinned_by_base_digest(renv, admin, registry):
+    job = await renv.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+    name = job["metadata"]["name"]
+    bj = await wait_object(admin, JOBS.path(renv.ns, obj.build_job_name(name)))
+    ctx = await admin.request("GET", CONFIGMAPS.path(renv.ns, obj.build_context_name(name)))
+    (ctr,) = bj["spec"]["template"]["spec"]["containers"]
+    args = ctr["args"]
+    # kaniko reads the context from one tar (a ConfigMap volume's keys are
+    # symlinks into ..data/, which its COPY would copy as dangling links)
+    assert args[:2] == ["--context=tar:///workspace/context.tar.gz", "--dockerfile=Dockerfile"]
+    assert bj["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"] == [
+        {"key": "context.tar.gz", "path": "context.tar.gz"}]
+    # plain-text logs, the plain-HTTP registry, then builder_args, in that order
+    assert args[args.index("--log-format=text"):] == ["--log-format=text", "--insecure", "--insecure-pull",
+                                                      "--cache=true"]
+    files = _untar(base64.b64decode(ctx["binaryData"]["context.tar.gz"]))
+    assert sorted(files) == ["Dockerfile", "requirements.txt", "runner-requirements.txt", "runner.tar.gz"]
+    assert all(info.isreg() for info, _ in files.values())
+    docker_file = files["Dockerfile"][1].decode()
+    assert docker_file == ctx["data"]["Dockerfile"]
+    assert docker_file.splitlines()[1] == f"FROM {registry.host}/nbv/base@{BASE_DIGEST}"
+    # the runner goes into its own venv, the kernel (ipykernel + requirements) into another
+    assert f"-r /tmp/nbv-build/runner-requirements.txt" in docker_file and "/opt/nbv-runner" in docker_file
+    assert "/opt/nbv-kernel/bin/python $pipi -r /tmp/nbv-build/requirements.txt" in docker_file
+    assert [r for r in files["requirements.txt"][1].decode().splitlines() if not r.startswith("#")] == [
+        "ipykernel", "six"]
+    runner = _untar(files["runner.tar.gz"][1])
+    assert any(p in runner for p in ("jupyter_nbvalidation/runner.py", "jupyter_nbvalidation/runner/__init__.py"))
+    assert all(p.startswith("jupyter_nbvalidation/") and p.endswith(".py") for p in runner)
+    # the tag is the content: the registry was asked for it (plain HTTP), then the build pushes there
+    dest = next(a.split("=", 1)[1] for a in args if a.startswith("--destination="))
+    repo, tag = dest.rsplit(":", 1)
+    assert repo == f"{registry.host}/nbv/env" and re.fullmatch(r"[0-9a-f]{32}", tag)
+    assert ("HEAD", f"/v2/nbv/env/manifests/{tag}", None) in registry.requests
+    assert ("HEAD", "/v2/nbv/base/manifests/1", None) in registry.requests
+
+
+@pytest.mark.asyncio
+async def test_same_content_is_built_once_and_then_reused(renv, admin, aio_admin, registry):
+    ns = renv.ns
+    spec = {"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"requirements": ["six"]}}}
+    first = (await renv.submit(**spec))["metadata"]["name"]
+    bj = await wait_object(admin, JOBS.path(ns, obj.build_job_name(first)))
+    dest = bj["metadata"]["annotations"][IMAGE_ANNOTATION]
+    # a second job of the same content while the first builds: it waits, no second build
+    second = (await renv.submit(**spec))["metadata"]["name"]
+    await wait_for(lambda: _message_has(renv, second, "Waiting for the build of the same image"),
+                   what="the second job to wait")
+    assert await _build_job_or_none(admin, ns, second) is None
+    # the first build pushes (the fake registry now has the tag) and completes
+    registry.manifests[("nbv/env", dest.rsplit(":", 1)[1])] = PUSHED
+    await run_builder(admin, aio_admin, ns, first, digest=PUSHED)
+    for name in (first, second):
+        await run_validation(admin, aio_admin, ns, name)
+    done = {n: await renv.terminal(n) for n in (first, second)}
+    assert done[first]["status"]["phase"] == done[second]["status"]["phase"] == Phase.SUCCEEDED
+    reference = f"{registry.host}/nbv/env@{PUSHED}"
+    for n in (first, second):
+        assert done[n]["status"]["buildStatus"]["imageReference"] == reference
+        pod = await admin.request("GET", PODS.path(ns, obj.validation_pod_name(n)))
+        assert pod["spec"]["containers"][0]["image"] == reference
+    assert await _build_job_or_none(admin, ns, second) is None  # never built
+    ev = {n: reasons(await events_of(admin, ns, done[n]["metadata"]["uid"])) for n in (first, second)}
+    assert ev[first] == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED, Reason.VALIDATION_STARTED,
+                         Reason.VALIDATION_SUCCEEDED]
+    assert ev[second] == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_REUSED, Reason.VALIDATION_STARTED,
+                          Reason.VALIDATION_SUCCEEDED]
+    assert "no build ran" in done[second]["status"]["buildStatus"]["message"]
+    # a third job of the same content, later: reused at once
+    third = (await renv.submit(**spec))["metadata"]["name"]
+    await run_validation(admin, aio_admin, ns, third)
+    assert (await renv.terminal(third))["status"]["buildStatus"]["imageReference"] == reference
+    assert await _build_job_or_none(admin, ns, third) is None
+    # other requirements: another tag, a build
+    other = (await renv.submit(notebook={"path": "nb.ipynb"},
+                               podConfig={"buildConfig": {"requirements": ["six==1.16.0"]}}))["metadata"]["name"]
+    obj_other = await wait_object(admin, JOBS.path(ns, obj.build_job_name(other)))
+    assert obj_other["metadata"]["annotations"][IMAGE_ANNOTATION] != dest
+
+
+async def _message_has(env, name: str, text: str) -> bool:
+    obs = await env.backend.ensure_build(await env.store.get(name))
+    return text in obs.message
+
+
+@pytest.mark.asyncio
+async def test_reuse_answers_the_registry_token_challenge(kube_apiserver, k8s_namespace, tmp_path, admin, aio_admin):
+    reg = await FakeRegistry(token=True).start()
+    reg.manifests[("nbv/base", "1")] = BASE_DIGEST
+    e = make_env(kube_apiserver, k8s_namespace, tmp_path / "root", registry=f"{reg.host}/nbv",
+                 registry_insecure=True, base_image=f"{reg.host}/nbv/base:1")
+    write_notebook(e.root / "nb.ipynb", ["x = 1"])
+    try:
+        job = {"metadata": {"name": "probe", "uid": "u-probe", "namespace": k8s_namespace},
+               "spec": {"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"requirements": ["six"]}}}}
+        e.backend._requirements["u-probe"] = (["six"], "test")
+        inputs = await e.backend.build_inputs(job)
+        assert inputs.reusable and inputs.base_image == f"{reg.host}/nbv/base@{BASE_DIGEST}"
+        reg.manifests[("nbv/env", inputs.content_hash)] = PUSHED
+        await e.engine.start()
+        name = (await e.submit(notebook={"path": "nb.ipynb"},
+                               podConfig={"buildConfig": {"requirements": ["six"]}}))["metadata"]["name"]
+        await run_validation(admin, aio_admin, k8s_namespace, name)
+        done = await e.terminal(name)
+        assert done["status"]["buildStatus"]["imageReference"] == f"{reg.host}/nbv/env@{PUSHED}"
+        assert await _build_job_or_none(admin, k8s_namespace, name) is None
+        assert ("GET", "/token scope=repository:nbv/env:pull service=fake", None) in reg.requests
+        assert ("HEAD", f"/v2/nbv/env/manifests/{inputs.content_hash}", "Bearer t0k3n") in reg.requests
+    finally:
+        await e.engine.stop()
+        await reg.stop()
+
+
+@pytest.mark.asyncio
+async def test_build_failure_message_has_no_ansi_codes(env, admin, aio_admin):
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["nosuchpkg"]}})
+    name = job["metadata"]["name"]
+    await run_builder(admin, aio_admin, env.ns, name, ok=False,
+                      output="\x1b[31mERROR\x1b[0m\x1b[36m[0001]\x1b[0m error building image: exit status 1")
+    st = (await env.terminal(name))["status"]
+    assert "ERROR[0001] error building image: exit status 1" in st["message"] and "\x1b" not in st["message"]
+    assert "\x1b" not in st["buildStatus"]["message"]
+
+
+def _with_inputs(env, extra: dict[str, bytes]):
+    collect = env.service._collect
+
+    def collect_with_inputs(spec):  # what the inputs snapshot hands the backend (spec.inputFiles)
+        files, nb_path = collect(spec)
+        return {**files, **extra}, nb_path
+
+    env.service._collect = collect_with_inputs
+
+
+@pytest.mark.asyncio
+async def test_input_files_reach_the_working_directory_of_the_pod(env, admin):
+    blob = bytes(range(256)) * 4
+    _with_inputs(env, {"inputs/data.csv": b"a,b\n1,2\n", "inputs/sub/blob.bin": blob})
+    job = await env.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
+    name = job["metadata"]["name"]
+    cm = await admin.request("GET", CONFIGMAPS.path(env.ns, obj.input_configmap_name(name)))
+    index = json.loads(cm["data"][obj.INPUTS_INDEX])
+    by_path = {p: base64.b64decode(cm["binaryData"][k]) for k, p in index}
+    assert by_path == {"data.csv": b"a,b\n1,2\n", "sub/blob.bin": blob}
+    pod = await wait_object(admin, PODS.path(env.ns, obj.validation_pod_name(name)))
+    spec = pod["spec"]
+    items = spec["volumes"][0]["configMap"]["items"]
+    assert {i["path"]: i["key"] for i in items} == {"notebook.ipynb": "notebook.ipynb",
+                                                    **{f"inputs/{p}": k for k, p in index}}
+    (init,) = spec["initContainers"]
+    assert init["image"] == RUNNER_IMAGE and init["command"] == ["sh", "-c", "cp -RL /input/inputs/. /tmp/work/"]
+    cmd = spec["containers"][0]["command"]
+    assert cmd[cmd.index("--cwd") + 1] == "/tmp/work"
+    assert {"name": "work", "mountPath": "/tmp/work"} in spec["containers"][0]["volumeMounts"]
+    assert {"name": "work", "mountPath": "/tmp/work"} in init["volumeMounts"]
+
+
+@pytest.mark.asyncio
+async def test_input_files_over_the_configmap_limit_are_refused(env, admin):
+    _with_inputs(env, {"inputs/big.bin": b"\0" * (1024 * 1024)})
+    with pytest.raises(ApiError) as err:
+        await env.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
+    e = err.value
+    assert (e.status, e.code, e.field) == (413, "TooLarge", "spec.inputFiles")
+    assert "1 input file(s)" in e.message and f"limited here to {env.backend.max_notebook_bytes_configmap}" in e.message
+    assert (await admin.request("GET", NVJ.path(env.ns)))["items"] == []
+
+
+@pytest.mark.asyncio
+async def test_built_images_run_the_runner_apart_from_the_kernel(env, admin, aio_admin):
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+    name = job["metadata"]["name"]
+    await run_builder(admin, aio_admin, env.ns, name)
+    pod = await wait_object(admin, PODS.path(env.ns, obj.validation_pod_name(name)))
+    cmd = pod["spec"]["containers"][0]["command"]
+    assert cmd[:3] == ["/opt/nbv-runner/bin/python", "-m", "jupyter_nbvalidation.runner"]
+    assert cmd[cmd.index("--python") + 1] == "/opt/nbv-kernel/bin/python"
+    assert "initContainers" not in pod["spec"]  # no input files: nothing to copy
+
+
+def test_install_print_needs_no_kubernetes_client(tmp_path):
+    """``install --print`` with the kubernetes client and aiohttp not importable;
+    applying then says in one sentence what is missing."""
+    blocker = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('kubernetes', 'aiohttp'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from jupyter_nbvalidation.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'aiohttp')]\n"
+        "sys.exit(code)\n")
+    run = lambda *a: subprocess.run([sys.executable, "-c", blocker, "install", *a], capture_output=True,
+                                    text=True, timeout=120, cwd=tmp_path)
+    p = run("--print", "-n", "team-a")
+    assert p.returncode == 0, p.stderr
+    docs = list(yaml.safe_load_all(p.stdout))
+    assert [d["kind"] for d in docs] == ["CustomResourceDefinition", "Role", "ServiceAccount", "RoleBinding"]
+    p = run("-n", "team-a")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.count("\n") == 1 and "jupyter-nbvalidation[kubernetes]" in p.stderr

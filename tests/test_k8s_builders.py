@@ -168,7 +168,7 @@ async def test_openshift_auto_full_sequence(openshift_crds, env_factory, admin, 
     assert bc["spec"]["strategy"]["type"] == "Docker" and "FROM python:3.12-slim" in bc["spec"]["source"]["dockerfile"]
     assert bc["spec"]["source"]["configMaps"] == [{"configMap": {"name": obj.build_context_name(name)}}]
     dest = bc["spec"]["output"]["to"]["name"]
-    assert bc["spec"]["output"]["to"]["kind"] == "DockerImage" and dest.startswith(f"{REGISTRY}/{name}:")
+    assert bc["spec"]["output"]["to"]["kind"] == "DockerImage" and dest.startswith(f"{REGISTRY}/env:")
     build = await wait_object(admin, BUILDS.path(env.ns, f"{bc_name}-1"))
     for phase in ("Pending", "Running"):
         await build_status(admin, env.ns, build["metadata"]["name"], phase)
@@ -245,9 +245,10 @@ async def test_tekton_auto_pipelinerun_full_sequence(tekton_crds, env_factory, a
     assert {"name": "source", "configMap": {"name": obj.build_context_name(name)}} in pr["spec"]["workspaces"]
     assert {"name": "dockerconfig", "secret": {"secretName": "push-secret"}} in pr["spec"]["workspaces"]
     image = pr["spec"]["params"][0]["value"]
-    assert image.startswith(f"{REGISTRY}/{name}:")
+    assert image.startswith(f"{REGISTRY}/env:")
     ctx = await wait_object(admin, f"/api/v1/namespaces/{env.ns}/configmaps/{obj.build_context_name(name)}")
-    assert set(ctx["data"]) == {"Dockerfile", "requirements.txt"} and "six" in ctx["data"]["requirements.txt"]
+    assert set(ctx["data"]) == {"Dockerfile", "requirements.txt", "runner-requirements.txt"}
+    assert set(ctx["binaryData"]) == {"runner.tar.gz", "context.tar.gz"} and "six" in ctx["data"]["requirements.txt"]
     await tekton_status(admin, env.ns, PIPELINERUNS, run_name, "Unknown", "Running")
     await asyncio.sleep(0.2)
     assert (await env.store.get(name))["status"]["phase"] == Phase.BUILDING
@@ -255,10 +256,10 @@ async def test_tekton_auto_pipelinerun_full_sequence(tekton_crds, env_factory, a
                         results={"IMAGE_URL": image, "IMAGE_DIGEST": DIGEST})
     running = await wait_phase(env, name, Phase.VALIDATION_RUNNING)
     bs = running["status"]["buildStatus"]
-    assert bs["imageReference"] == f"{REGISTRY}/{name}@{DIGEST}" and bs["strategy"] == "tekton"
+    assert bs["imageReference"] == f"{REGISTRY}/env@{DIGEST}" and bs["strategy"] == "tekton"
     assert "Tekton is installed" in bs["strategyReason"]
     pod = await wait_object(admin, f"/api/v1/namespaces/{env.ns}/pods/{obj.validation_pod_name(name)}")
-    assert pod["spec"]["containers"][0]["image"] == f"{REGISTRY}/{name}@{DIGEST}"
+    assert pod["spec"]["containers"][0]["image"] == f"{REGISTRY}/env@{DIGEST}"
     await run_validation(admin, aio_admin, env.ns, name)
     done = await env.terminal(name)
     assert done["status"]["phase"] == Phase.SUCCEEDED
@@ -307,7 +308,7 @@ async def test_tekton_taskrun_by_task_name(tekton_crds, env_factory, admin, aio_
     await run_validation(admin, aio_admin, env.ns, name)
     done = await env.terminal(name)
     assert done["status"]["phase"] == Phase.SUCCEEDED
-    assert done["status"]["buildStatus"]["imageReference"] == f"{REGISTRY}/{name}@{DIGEST}"
+    assert done["status"]["buildStatus"]["imageReference"] == f"{REGISTRY}/env@{DIGEST}"
 
 
 @pytest.mark.asyncio

@@ -9,12 +9,15 @@ garbage collector removes them with it) and labelled
 ``nbvalidation.dev/job=<name>``:
 
 - ConfigMap ``nvj-<name>-input``: the notebook snapshot taken at submit
-  (``notebook.ipynb``, ``golden.ipynb``, ``requirements.txt``);
+  (``notebook.ipynb``, ``golden.ipynb``, ``requirements.txt`` as text; the
+  input files ``inputs/<relpath>`` as binaryData);
 - ConfigMap ``nvj-<name>-build-ctx`` + batch/v1 Job ``nvj-<name>-build``: the
-  image build (Dockerfile: FROM the base image, pip install of the
-  requirements plus the runner's own packages), pushed to
-  ``<registry>/<name>:<content hash>`` and recorded digest-pinned as
-  ``<registry>/<name>@sha256:...``;
+  image build (Dockerfile FROM the base image pinned by digest: the runner in
+  its own venv, the kernel in another with ipykernel + the requirements
+  only), pushed to ``<registry>/env:<content hash>`` and recorded
+  digest-pinned as ``<registry>/env@sha256:...``. When that tag is in the
+  registry already (same base digest, requirements and runner), its digest is
+  recorded and no build runs (reason ``BuildReused``);
 - Pod ``nvj-<name>-validate``: the runner, in exactly the image recorded in
   ``status.buildStatus.imageReference`` (or, build disabled, in
   ``podConfig.containerImage`` / ``runner_image``).
@@ -26,9 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 from typing import Any, Callable
 
-from traitlets import Dict, Enum, Float, Int, List, Unicode, default
+from importlib.metadata import PackageNotFoundError, version as _dist_version
+
+from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
 
 from .._version import __version__
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
@@ -40,7 +46,7 @@ from ..store.base import StoreError
 from ..tasks import wait_within
 from . import objects as obj
 from . import results as res
-from .builders import Builder, BuildInputs
+from .builders import Builder, BuildInputs, strip_tag
 from .builders.discovery import discover
 from .builders.job import JobBuilder
 from .builders.openshift import OpenShiftBuilder
@@ -48,6 +54,7 @@ from .builders.tekton import TektonBuilder
 from .client import CONFIGMAPS, JOBS, PODS, KubeApiError, Resource, default_namespace
 from .informer import Informer
 from .leader import LeaseElector, new_identity
+from .registry import RegistryClient, RegistryError, parse_reference
 from .store import CREATED_ANNOTATION, KubernetesJobStore
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
@@ -56,6 +63,25 @@ BUILDERS = {"job": JobBuilder, "tekton": TektonBuilder, "openshift": OpenShiftBu
 IMAGE_ANNOTATION = f"{GROUP}/image"  # on the build Job: the repository:tag it pushes
 POD_GRACE_SECONDS = 30  # the runner's own --timeout reports before the pod deadline kills it
 SNAPSHOT_GRACE_SECONDS = 60  # a job younger than this may still be getting its snapshot
+BASE_DIGEST_TTL = 60.0  # seconds a resolved base-image digest is used before asking again
+ENV_REPOSITORY = "env"  # built images: <registry>/env:<content hash>
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")  # CSI sequences, then other escapes
+
+
+def strip_ansi(text: str) -> str:
+    """Builder output without terminal colour codes (kaniko colours its log)."""
+    return _ANSI.sub("", text)
+
+
+def _pinned_versions(*dists: str) -> list[str]:
+    """``dist==<the version installed here>`` (the runner venv gets what the server runs with)."""
+    out = []
+    for d in dists:
+        try:
+            out.append(f"{d}=={_dist_version(d)}")
+        except PackageNotFoundError:  # pragma: no cover - both are dependencies
+            out.append(d)
+    return out
 
 
 class _NotOurs(Exception):
@@ -121,11 +147,26 @@ class KubernetesBackend(Backend):
     base_image = Unicode("python:3.12-slim",
                          help="Default base image of builds (a job's podConfig.buildConfig.baseImage, else its "
                               "podConfig.containerImage, overrides it); it must have python and pip.").tag(config=True)
-    runner_requirements = List(Unicode(), default_value=[f"jupyter-nbvalidation=={__version__}", "ipykernel"],
-                               help="pip requirements installed into every built image, beside the "
-                                    "notebook's: the validation runner (python -m jupyter_nbvalidation.runner, "
-                                    "which brings nbclient and nbformat) and a kernel. Point it at a wheel URL "
-                                    "or an index of yours when the package is not on PyPI.").tag(config=True)
+    runner_requirements = List(Unicode(),
+                               help="pip requirements of the runner's own venv in built images "
+                                    "(/opt/nbv-runner, created unless the base image has it; default: nbclient "
+                                    "and nbformat at the versions this server runs). The runner package itself "
+                                    "is copied in from this server, so it always matches it. Never visible "
+                                    "to the notebook.").tag(config=True)
+    kernel_requirements = List(Unicode(), default_value=["ipykernel"],
+                               help="pip requirements of the kernel's venv in built images (/opt/nbv-kernel), "
+                                    "installed with the notebook's: nothing else is in it.").tag(config=True)
+    builder_args = List(Unicode(), help="Extra arguments of the kaniko executor of 'job' builds, after the "
+                                        "project's own, e.g. ['--insecure-pull', '--cache=true', "
+                                        "'--cache-repo=registry.example.com/nbvalidation/cache'].").tag(config=True)
+    registry_insecure = Bool(False, help="`registry` is a plain-HTTP registry (a test registry): the image-reuse "
+                                         "lookups use http:// and the kaniko executor gets --insecure (and "
+                                         "--insecure-pull for a base image there).").tag(config=True)
+    image_reuse = Bool(True, help="Before building, ask the registry whether the image of the same content "
+                                  "(base image digest + Dockerfile + requirements + runner) is there already; "
+                                  "if so, record its digest and skip the build (reason BuildReused).").tag(config=True)
+    registry_timeout = Float(10.0, help="Seconds a registry lookup (base image digest, reuse check) may take "
+                                        "before the build goes ahead without it.").tag(config=True)
     runner_image = Unicode("", help="Image for jobs that disable the build and give no "
                                     "podConfig.containerImage; it must contain jupyter-nbvalidation "
                                     "and ipykernel.").tag(config=True)
@@ -142,6 +183,10 @@ class KubernetesBackend(Backend):
     @default("namespace")
     def _namespace_default(self) -> str:
         return default_namespace()
+
+    @default("runner_requirements")
+    def _runner_requirements_default(self) -> list[str]:
+        return _pinned_versions("nbclient", "nbformat")
 
     def __init__(self, **kw: Any):
         super().__init__(**kw)
@@ -160,6 +205,13 @@ class KubernetesBackend(Backend):
         self.auto_reason = "auto: API discovery has not run yet"
         self.identity = new_identity()
         self.elector: LeaseElector | None = None
+        self._inputs: dict[str, list[tuple[str, str]]] = {}  # by job uid: the snapshot's input files
+        self._build_inputs: dict[str, BuildInputs] = {}  # by job uid
+        self._base_digests: dict[str, tuple[float, str | None, str]] = {}  # image -> (when, digest, problem)
+        self._reuse_checked: set[str] = set()  # job uids whose own build may run
+        self._tag_builder: dict[str, str] = {}  # destination -> uid of the job whose build pushes it
+        self._tag_waiters: dict[str, set[str]] = {}  # destination -> names of jobs waiting for that build
+        self._registry_client: RegistryClient | None = None
 
     elects_leader = True
 
@@ -179,6 +231,14 @@ class KubernetesBackend(Backend):
     async def stop(self) -> None:
         self._requirements.clear()
         self._finished.clear()
+        self._inputs.clear()
+        self._build_inputs.clear()
+        self._reuse_checked.clear()
+        self._tag_builder.clear()
+        self._tag_waiters.clear()
+        if self._registry_client is not None:
+            await self._registry_client.close()
+            self._registry_client = None
 
     async def discover(self) -> None:
         """API discovery: which strategies the cluster offers, what ``auto``
@@ -310,19 +370,21 @@ class KubernetesBackend(Backend):
 
     # -- submit / prepare -------------------------------------------------------------
     async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
-        data = {}
-        for key, value in files.items():
-            try:
-                data[key] = value.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InputRejected(f"{key} is not UTF-8 text", "spec.notebook.path") from None
-        size = obj.configmap_size(data)
+        try:
+            data, binary, index = obj.split_snapshot(files)
+        except ValueError as e:
+            field = "spec.inputFiles" if str(e).startswith(obj.INPUTS_PREFIX) else "spec.notebook.path"
+            raise InputRejected(str(e), field) from None
+        size = obj.configmap_size(data, binary)
         limit = self.max_notebook_bytes_configmap
         if size > limit:
-            raise InputRejected(f"spec.notebook.path: the notebook snapshot ({' + '.join(files)}) is {size} bytes; the "
-                                f"kubernetes backend stores it in a ConfigMap, limited here to {limit} bytes "
+            named = [k for k in sorted(files) if not k.startswith(obj.INPUTS_PREFIX)]
+            what = " + ".join(named) + (f" + {len(index)} input file(s)" if index else "")
+            field = "spec.inputFiles" if index else "spec.notebook.path"
+            raise InputRejected(f"{field}: the notebook snapshot ({what}) is {size} bytes; the kubernetes backend "
+                                f"stores it in one ConfigMap, limited here to {limit} bytes "
                                 "(c.KubernetesBackend.max_notebook_bytes_configmap; Kubernetes caps ConfigMaps at "
-                                "1 MiB)", "spec.notebook.path", status=413, code="TooLarge")
+                                "1 MiB)", field, status=413, code="TooLarge")
         job = copy.deepcopy(job)
         meta = job["metadata"]
         name = meta["name"]
@@ -360,7 +422,9 @@ class KubernetesBackend(Backend):
                 # another server may be between creating the job and its snapshot
                 raise StoreError(f"the notebook snapshot of {name} is not stored yet")
             raise InputError(f"The notebook snapshot of this job (ConfigMap {cm_name}) is missing.")
-        return cm.get("data") or {}
+        data = cm.get("data") or {}
+        self._inputs[job["metadata"]["uid"]] = obj.inputs_index(data)
+        return data
 
     def _requirements_from(self, job: dict, data: dict) -> tuple[list[str], str]:
         from ..backends.local import parse_requirements
@@ -401,41 +465,140 @@ class KubernetesBackend(Backend):
             return parse_duration(job["spec"]["timeout"])
         return float(getattr(self.parent, "validation_timeout", 30 * 60))
 
-    def build_objects(self, job: dict, requirements: list[str]) -> tuple[dict, dict]:
-        """The build-context ConfigMap and the build Job of ``job``."""
-        name = job["metadata"]["name"]
-        docker_file = obj.dockerfile(self._base_image(job))
-        reqs_txt = obj.build_requirements(list(self.runner_requirements), requirements)
-        destination = f"{self.registry}/{name}:{obj.content_hash(docker_file, reqs_txt)}"
-        ctx = obj.build_context_configmap(job, docker_file, reqs_txt)
-        bj = obj.build_job(job, builder_image=self.builder_image, destination=destination,
-                           deadline_seconds=int(self._build_timeout(job)), service_account=self.service_account,
-                           registry_secret=self.registry_secret)
-        bj["metadata"].setdefault("annotations", {})[IMAGE_ANNOTATION] = destination
-        return ctx, bj
+    def _plain_http_hosts(self) -> set[str]:
+        hosts = set()
+        if self.registry_insecure or "--insecure" in self.builder_args:
+            hosts.add(parse_reference(f"{self.registry}/x").api_host)
+        return hosts
+
+    @property
+    def registry_client(self) -> RegistryClient:
+        if self._registry_client is None:
+            self._registry_client = RegistryClient(plain_http_hosts=self._plain_http_hosts(),
+                                                   timeout=self.registry_timeout)
+        return self._registry_client
+
+    def kaniko_args(self) -> list[str]:
+        """The executor's extra arguments: --insecure(-pull) for a plain-HTTP
+        registry, then ``builder_args``."""
+        args = []
+        if self.registry_insecure:
+            args += ["--insecure", "--insecure-pull"]
+        return args + [a for a in self.builder_args if a not in args]
+
+    async def base_digest(self, image: str) -> tuple[str | None, str]:
+        """(digest of the base image, problem): the reference's own digest, or
+        what its registry serves for the tag now (cached for a minute)."""
+        ref = parse_reference(image)
+        if ref.digest:
+            return ref.digest, ""
+        now = asyncio.get_running_loop().time()
+        cached = self._base_digests.get(image)
+        if cached is not None and now - cached[0] < BASE_DIGEST_TTL:
+            return cached[1], cached[2]
+        problem = ""
+        try:
+            digest = await self.registry_client.digest(image)
+            if digest is None:
+                problem = f"the base image {image} is not in its registry"
+        except RegistryError as e:
+            digest, problem = None, f"the base image's digest could not be read ({e})"
+        self._base_digests[image] = (now, digest, problem)
+        return digest, problem
 
     async def build_inputs(self, job: dict) -> BuildInputs:
+        """What the build of ``job`` builds: the Dockerfile (FROM the base image
+        by digest when it resolves), the context files, the destination tag
+        (a hash of all of it) and whether that tag may be reused."""
         uid = job["metadata"]["uid"]
+        if uid in self._build_inputs:
+            return self._build_inputs[uid]
         if uid not in self._requirements:
             await self.prepare(job)
         reqs, _ = self._requirements[uid]
-        docker_file = obj.dockerfile(self._base_image(job))
-        reqs_txt = obj.build_requirements(list(self.runner_requirements), reqs)
-        digest = obj.content_hash(docker_file, reqs_txt)
-        destination = f"{self.registry}/{job['metadata']['name']}:{digest}" if self.registry else ""
-        return BuildInputs(dockerfile=docker_file, requirements_txt=reqs_txt, destination=destination,
-                           base_image=self._base_image(job), content_hash=digest,
-                           timeout_seconds=int(self._build_timeout(job)))
+        base = self._base_image(job)
+        digest, problem = await self.base_digest(base)
+        from_ = f"{strip_tag(base)}@{digest}" if digest else base
+        docker_file = obj.dockerfile(from_)
+        reqs_txt = obj.build_requirements(list(self.kernel_requirements), reqs)
+        context = obj.build_context(docker_file, reqs_txt, obj.runner_requirements_txt(list(self.runner_requirements)))
+        files = [context[k] for k in sorted(context) if k != obj.RUNNER_TAR]
+        runner = [f"{p}\0".encode() + v for p, v in sorted(obj.runner_files().items())]
+        content = obj.content_hash(*files, *runner, length=32)
+        # an unresolved base (a tag that may move) is never reused
+        tag = content if digest else f"u{content[:31]}"
+        destination = f"{self.registry}/{ENV_REPOSITORY}:{tag}" if self.registry else ""
+        inputs = BuildInputs(dockerfile=docker_file, requirements_txt=reqs_txt, destination=destination,
+                             base_image=from_, content_hash=tag, timeout_seconds=int(self._build_timeout(job)),
+                             context=context, reusable=bool(digest and destination and self.image_reuse),
+                             note=problem)
+        self._build_inputs[uid] = inputs
+        return inputs
+
+    async def build_objects(self, job: dict) -> tuple[dict, dict]:
+        """The build-context ConfigMap and the build Job of ``job``."""
+        inputs = await self.build_inputs(job)
+        ctx = obj.build_context_configmap(job, inputs.context)
+        bj = obj.build_job(job, builder_image=self.builder_image, destination=inputs.destination,
+                           deadline_seconds=inputs.timeout_seconds, service_account=self.service_account,
+                           registry_secret=self.registry_secret, extra_args=self.kaniko_args())
+        bj["metadata"].setdefault("annotations", {})[IMAGE_ANNOTATION] = inputs.destination
+        return ctx, bj
 
     async def _create_context(self, job: dict, inputs: BuildInputs) -> None:
-        await self._create(CONFIGMAPS, obj.build_context_configmap(job, inputs.dockerfile, inputs.requirements_txt),
-                           job)
+        await self._create(CONFIGMAPS, obj.build_context_configmap(job, inputs.context), job)
+
+    # -- image reuse ---------------------------------------------------------------------
+    async def _reused(self, job: dict, inputs: BuildInputs) -> Observation | None:
+        """The image of the same content, when the registry has it already."""
+        try:
+            digest = await self.registry_client.digest(inputs.destination)
+        except RegistryError as e:
+            self.log.info("nbvalidation: reuse check for %s failed (building): %s", inputs.destination, e)
+            return None
+        if digest is None:
+            return None
+        repository = inputs.destination.rsplit(":", 1)[0]
+        now = isotime()
+        return Observation(SUCCEEDED, reference=f"{repository}@{digest}", strategy=self.build_strategy(job),
+                           started_at=now, finished_at=now, extra={"reused": True},
+                           message=f"Reused {inputs.destination} from the registry (same base image digest, "
+                                   "requirements and runner); no build ran.")
+
+    def _release_tag(self, uid: str) -> None:
+        """The build of ``uid`` is over: the jobs waiting for the same image look again."""
+        for dest, owner in list(self._tag_builder.items()):
+            if owner == uid:
+                del self._tag_builder[dest]
+                for name in self._tag_waiters.pop(dest, set()):
+                    self._notify(name)
 
     async def ensure_build(self, job: dict) -> Observation:
-        return await self.builders[self.build_strategy(job)].ensure(job)
+        uid, name = job["metadata"]["uid"], job["metadata"]["name"]
+        strategy = self.build_strategy(job)
+        if uid not in self._reuse_checked and (strategy != "job" or await self._read(
+                JOBS, self.store.build_jobs, self._ns(job), obj.build_job_name(name)) is None):
+            inputs = await self.build_inputs(job)
+            if inputs.reusable:
+                reused = await self._reused(job, inputs)
+                if reused is not None:
+                    return reused
+                owner = self._tag_builder.get(inputs.destination)
+                if owner is not None and owner != uid:
+                    # one build per image: wait for the one running, then reuse what it pushed
+                    self._tag_waiters.setdefault(inputs.destination, set()).add(name)
+                    return Observation(RUNNING, strategy=strategy,
+                                       message=f"Waiting for the build of the same image ({inputs.destination}).")
+                self._tag_builder[inputs.destination] = uid
+        self._reuse_checked.add(uid)
+        obs = await self.builders[strategy].ensure(job)
+        if obs.state != RUNNING:
+            self._release_tag(uid)
+        return obs
 
     async def cancel_build(self, job: dict) -> None:
         await self.builders[self.build_strategy(job)].cancel(job)
+        self._release_tag(job["metadata"]["uid"])
 
     async def build_log(self, job: dict) -> str | None:
         return await self.builders[self.build_strategy(job)].log(job)
@@ -446,10 +609,7 @@ class KubernetesBackend(Backend):
         try:
             bj = await self._read(JOBS, self.store.build_jobs, ns, bj_name)
             if bj is None:
-                if uid not in self._requirements:
-                    await self.prepare(job)
-                reqs, _ = self._requirements[uid]
-                ctx, body = self.build_objects(job, reqs)
+                ctx, body = await self.build_objects(job)
                 await self._create(CONFIGMAPS, ctx, job)
                 bj = await self._create(JOBS, body, job, self.store.build_jobs)
             elif not obj.owned_by(bj, job):
@@ -513,12 +673,12 @@ class KubernetesBackend(Backend):
         for pod in await self._builder_pods(bj):
             term = res.terminated(pod, obj.BUILD_CONTAINER) or {}
             if term.get("exitCode") not in (None, 0):
-                text = " ".join((term.get("message") or "").split())
+                text = " ".join(strip_ansi(term.get("message") or "").split())
                 return f"exit code {term['exitCode']} ({term.get('reason') or 'Error'})" + (
                     f": {text[-600:]}" if text else "")
             waiting = res.fatal_waiting(pod, obj.BUILD_CONTAINER)
             if waiting:
-                return f"{waiting[0]}: {waiting[1]}"[:600]
+                return strip_ansi(f"{waiting[0]}: {waiting[1]}")[:600]
         return ""
 
     async def _job_cancel_build(self, job: dict) -> None:
@@ -530,11 +690,12 @@ class KubernetesBackend(Backend):
         cell_timeout = parse_duration(spec["cellTimeout"]) if spec.get("cellTimeout") else self.default_cell_timeout
         timeout = self._validation_timeout(job)
         command = obj.runner_command(job, cell_timeout=cell_timeout, timeout=timeout,
-                                     print_executed=self._print_executed)
+                                     print_executed=self._print_executed, built=build_enabled(spec))
         return obj.validation_pod(job, image=image, command=command,
                                   deadline_seconds=int(timeout) + POD_GRACE_SECONDS, run_as_user=self.run_as_user,
                                   service_account=self.service_account, resources=dict(self.validation_resources),
-                                  image_pull_secrets=list(self.image_pull_secrets))
+                                  image_pull_secrets=list(self.image_pull_secrets),
+                                  inputs=self._inputs.get(job["metadata"]["uid"]))
 
     def _image(self, job: dict, reference: str | None) -> str:
         if build_enabled(job["spec"]):
@@ -552,6 +713,8 @@ class KubernetesBackend(Backend):
         try:
             pod = await self._read(PODS, self.store.pods, ns, pod_name)
             if pod is None:
+                if uid not in self._inputs:
+                    await self._input(job)
                 pod = await self._create(PODS, self.validation_pod(job, image), job, self.store.pods)
             elif not obj.owned_by(pod, job):
                 raise _NotOurs(f"pods/{pod_name} already exists in namespace {ns} and does not belong to this job")
@@ -624,6 +787,10 @@ class KubernetesBackend(Backend):
         uid = job["metadata"].get("uid")
         self._requirements.pop(uid, None)
         self._finished.pop(uid, None)
+        self._inputs.pop(uid, None)
+        self._build_inputs.pop(uid, None)
+        self._reuse_checked.discard(uid)
+        self._release_tag(uid)
 
     # -- artefacts ---------------------------------------------------------------------------
     async def executed_notebook(self, job: dict) -> dict | None:

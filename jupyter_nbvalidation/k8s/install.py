@@ -1,7 +1,11 @@
 """``jupyter nbvalidation install [--namespace NS] [--print] [--kubeconfig F]``:
 the CRD, the server Role and an example ServiceAccount + RoleBinding, printed
 as YAML or applied (create, or replace what exists). A CLI command: it runs
-its own event loop with ``asyncio.run``."""
+its own event loop with ``asyncio.run``.
+
+``--print`` needs only the package (the manifests ship in it) and PyYAML:
+the Kubernetes client (the ``kubernetes`` extra, with aiohttp) is imported
+only to apply, and its absence is said in one sentence."""
 
 from __future__ import annotations
 
@@ -9,15 +13,17 @@ import asyncio
 import copy
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from . import MANIFESTS_DIR
-from .client import Kube, KubeApiError, connect
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Kube
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_MISSING = 0, 1, 2
 
 
 def _load(name: str) -> list[dict]:
@@ -58,7 +64,9 @@ def _collection(doc: dict) -> str:
     raise ValueError(f"unexpected kind {kind} in the manifests")
 
 
-async def _create_or_replace(kube: Kube, doc: dict) -> str:
+async def _create_or_replace(kube: "Kube", doc: dict) -> str:
+    from .client import KubeApiError
+
     path = _collection(doc)
     name = doc["metadata"]["name"]
     try:
@@ -78,7 +86,7 @@ async def _create_or_replace(kube: Kube, doc: dict) -> str:
     return "replaced"
 
 
-async def _wait_established(kube: Kube, name: str, timeout: float) -> bool:
+async def _wait_established(kube: "Kube", name: str, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         crd = await kube.request("GET", f"{CRDS}/{name}")
@@ -90,6 +98,8 @@ async def _wait_established(kube: Kube, name: str, timeout: float) -> bool:
 
 
 async def apply(namespace: str, kubeconfig: str | None, out: Any = sys.stdout, timeout: float = 60.0) -> int:
+    from .client import connect
+
     kube = await connect(kubeconfig)
     try:
         for doc in manifests(namespace):
@@ -111,6 +121,13 @@ def install(namespace: str | None, print_only: bool, kubeconfig: str | None) -> 
     if print_only:
         sys.stdout.write(render(ns))
         return EXIT_OK
+    try:
+        from .client import KubeApiError
+    except ImportError as e:
+        print(f"error: applying the manifests needs the Kubernetes client, which is not installed ({e}): "
+              "pip install 'jupyter-nbvalidation[kubernetes]', or print them with --print and apply "
+              "them with kubectl.", file=sys.stderr)
+        return EXIT_MISSING
     try:
         return asyncio.run(apply(ns, kubeconfig))
     except KubeApiError as e:

@@ -8,8 +8,13 @@ is a 409 that the backend turns into "adopt the existing one".
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
+import json
 import re
+import tarfile
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..model import API_VERSION, GROUP, KIND
@@ -23,6 +28,17 @@ BUILD_CONTAINER = "build"
 RUNNER_CONTAINER = "runner"
 INPUT_MOUNT = "/input"
 WORKSPACE = "/workspace"
+WORKDIR = "/tmp/work"  # the kernel's working directory in the validation pod: the input files, writable
+INPUTS_PREFIX = "inputs/"  # snapshot keys of the files beside the notebook (spec.inputFiles)
+INPUTS_INDEX = "nbvalidation-inputs.json"  # in the input ConfigMap: [[key, relative path], ...]
+# the two interpreters of a built image: the runner's venv (nbclient, nbformat and the
+# runner package, nothing else) and the kernel's (ipykernel + the notebook's requirements)
+RUNNER_VENV = "/opt/nbv-runner"
+KERNEL_VENV = "/opt/nbv-kernel"
+RUNNER_PYTHON = f"{RUNNER_VENV}/bin/python"
+KERNEL_PYTHON = f"{KERNEL_VENV}/bin/python"
+CONTEXT_TAR = "context.tar.gz"
+RUNNER_TAR = "runner.tar.gz"
 NAME_LIMIT = 63  # a Job's name becomes a label value; a Pod's a hostname
 
 
@@ -79,16 +95,63 @@ def _meta(job: dict, name: str, component: str) -> dict:
             "ownerReferences": [owner_reference(job)]}
 
 
-def configmap_size(data: dict[str, str]) -> int:
-    """What the API server counts against a ConfigMap's 1 MiB: keys + values."""
-    return sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
+def configmap_size(data: dict[str, str], binary: dict[str, bytes] | None = None) -> int:
+    """What the API server counts against a ConfigMap's 1 MiB: keys + values
+    (binaryData by its decoded bytes)."""
+    return (sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
+            + sum(len(k.encode()) + len(v) for k, v in (binary or {}).items()))
+
+
+def input_key(index: int) -> str:
+    """ConfigMap keys allow no '/': input file ``index`` is stored as ``input-<index>``."""
+    return f"input-{index:04d}"
+
+
+def split_snapshot(files: dict[str, bytes]) -> tuple[dict[str, str], dict[str, bytes], list[list[str]]]:
+    """The submit snapshot as ConfigMap content: the notebook, golden notebook
+    and requirements as text ``data``; every ``inputs/<relpath>`` file as
+    ``binaryData`` under a key of its own, with the key -> path index (also in
+    ``data``, as :data:`INPUTS_INDEX`). Raises ValueError for a non-UTF-8 text
+    file or an input path that cannot be mounted."""
+    data: dict[str, str] = {}
+    binary: dict[str, bytes] = {}
+    index: list[list[str]] = []
+    for key in sorted(files):
+        value = files[key]
+        if key.startswith(INPUTS_PREFIX):
+            rel = key[len(INPUTS_PREFIX):]
+            parts = PurePosixPath(rel).parts
+            if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in rel:
+                raise ValueError(f"{key}: not a relative path inside the notebook's folder")
+            k = input_key(len(index))
+            binary[k] = value
+            index.append([k, "/".join(parts)])
+            continue
+        try:
+            data[key] = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{key} is not UTF-8 text") from None
+    if index:
+        data[INPUTS_INDEX] = json.dumps(index, separators=(",", ":"))
+    return data, binary, index
 
 
 def input_configmap(job: dict, files: dict[str, bytes]) -> dict:
-    data = {k: v.decode("utf-8") for k, v in files.items()}
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": _meta(job, input_configmap_name(job["metadata"]["name"]), "input"),
-            "immutable": True, "data": data}
+    import base64
+
+    data, binary, _ = split_snapshot(files)
+    cm: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": _meta(job, input_configmap_name(job["metadata"]["name"]), "input"),
+                          "immutable": True, "data": data}
+    if binary:
+        cm["binaryData"] = {k: base64.b64encode(v).decode() for k, v in binary.items()}
+    return cm
+
+
+def inputs_index(cm_data: dict[str, str]) -> list[tuple[str, str]]:
+    """The (ConfigMap key, relative path) pairs of a stored snapshot's input files."""
+    raw = cm_data.get(INPUTS_INDEX)
+    return [(k, p) for k, p in json.loads(raw)] if raw else []
 
 
 # --- the build ------------------------------------------------------------------
@@ -101,34 +164,108 @@ def valid_repository(repo: str) -> bool:
 
 
 def dockerfile(base_image: str) -> str:
-    """FROM the base image, then one pip install of the notebook's requirements
-    together with what the runner needs (requirements.txt in the context)."""
+    """FROM the base image (by digest when it could be resolved); the runner in
+    a venv of its own (``/opt/nbv-runner``: created with nbclient and nbformat
+    unless the base image has it; the runner package of this server copied in);
+    the kernel in another (``/opt/nbv-kernel``, created unless the base image
+    has it): ipykernel and the notebook's requirements only, so a notebook sees
+    exactly what it declared, as with the local backend."""
+    rp, kp = RUNNER_PYTHON, KERNEL_PYTHON
     return (
         "# generated by jupyter-nbvalidation\n"
         f"FROM {base_image}\n"
-        "COPY requirements.txt /tmp/nbvalidation-requirements.txt\n"
-        "RUN python -m pip install --no-cache-dir --disable-pip-version-check "
-        "-r /tmp/nbvalidation-requirements.txt\n"
+        "COPY requirements.txt runner-requirements.txt runner.tar.gz /tmp/nbv-build/\n"
+        "USER 0\n"
+        "RUN set -e; pipi='-m pip install --no-cache-dir --disable-pip-version-check'; \\\n"
+        f"    if [ ! -x {rp} ]; then python3 -m venv {RUNNER_VENV}; {rp} $pipi -r /tmp/nbv-build/runner-requirements.txt; fi; \\\n"
+        f"    site=$({rp} -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'); \\\n"
+        "    rm -rf \"$site/jupyter_nbvalidation\"; \\\n"
+        f"    {rp} -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' /tmp/nbv-build/runner.tar.gz \"$site\"; \\\n"
+        f"    {rp} -c 'import jupyter_nbvalidation.runner'; \\\n"
+        f"    if [ ! -x {kp} ]; then python3 -m venv {KERNEL_VENV}; fi; \\\n"
+        f"    {kp} $pipi -r /tmp/nbv-build/requirements.txt; \\\n"
+        f"    {kp} -c 'import ipykernel_launcher'; \\\n"
+        "    rm -rf /tmp/nbv-build\n"
     )
 
 
-def build_requirements(runner_requirements: list[str], requirements: list[str]) -> str:
-    lines = ["# the validation runner", *runner_requirements, "# the notebook", *requirements]
+def build_requirements(kernel_requirements: list[str], requirements: list[str]) -> str:
+    """The kernel venv's requirements: a kernel, then the notebook's."""
+    lines = ["# the kernel", *kernel_requirements, "# the notebook", *requirements]
     return "\n".join(lines) + "\n"
 
 
-def content_hash(*parts: str) -> str:
+def runner_requirements_txt(runner_requirements: list[str]) -> str:
+    return "\n".join(["# the validation runner's venv", *runner_requirements]) + "\n"
+
+
+def content_hash(*parts: str | bytes, length: int = 16) -> str:
     h = hashlib.sha256()
     for p in parts:
-        h.update(p.encode())
+        h.update(p.encode() if isinstance(p, str) else p)
         h.update(b"\0")
-    return h.hexdigest()[:16]
+    return h.hexdigest()[:length]
 
 
-def build_context_configmap(job: dict, docker_file: str, requirements_txt: str) -> dict:
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_runner_files: dict[str, bytes] | None = None
+
+
+def runner_files() -> dict[str, bytes]:
+    """The runner's sources as they go into the image's runner venv
+    (``jupyter_nbvalidation/...`` paths): the package's ``__init__``, its
+    version and the ``runner`` package; while the runner is still a module
+    beside others, every module of the package (the runner venv imports only
+    what the runner needs). Read once."""
+    global _runner_files
+    if _runner_files is None:
+        pkg = _PACKAGE_DIR
+        if (pkg / "runner" / "__init__.py").is_file():
+            paths = [pkg / "__init__.py", pkg / "_version.py", *sorted((pkg / "runner").rglob("*.py"))]
+        else:
+            paths = sorted(p for p in pkg.rglob("*.py") if "labextension" not in p.parts)
+        _runner_files = {f"jupyter_nbvalidation/{p.relative_to(pkg).as_posix()}": p.read_bytes() for p in paths}
+    return _runner_files
+
+
+def deterministic_tar(files: dict[str, bytes]) -> bytes:
+    """A gzipped tar of ``files`` whose bytes depend on the contents only."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for path in sorted(files):
+            info = tarfile.TarInfo(path)
+            info.size, info.mode, info.mtime = len(files[path]), 0o644, 0
+            tar.addfile(info, io.BytesIO(files[path]))
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+def build_context(docker_file: str, requirements_txt: str, runner_reqs_txt: str) -> dict[str, bytes]:
+    """The files of a build context (flat names: ConfigMap keys)."""
+    return {"Dockerfile": docker_file.encode(), "requirements.txt": requirements_txt.encode(),
+            "runner-requirements.txt": runner_reqs_txt.encode(), RUNNER_TAR: deterministic_tar(runner_files())}
+
+
+def build_context_configmap(job: dict, context: dict[str, bytes]) -> dict:
+    """The context as flat keys (for builders that copy a ConfigMap) plus the
+    same files as one ``context.tar.gz`` (kaniko's ``tar://`` context: a
+    ConfigMap volume's keys are symlinks into ``..data/``, which kaniko's COPY
+    would copy as dangling links; files unpacked from a tar are regular)."""
+    import base64
+
+    data, binary = {}, {}
+    for key, value in context.items():
+        if key.endswith(".gz"):
+            binary[key] = value
+        else:
+            data[key] = value.decode()
+    binary[CONTEXT_TAR] = deterministic_tar(context)
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": _meta(job, build_context_name(job["metadata"]["name"]), "build"),
-            "immutable": True, "data": {"Dockerfile": docker_file, "requirements.txt": requirements_txt}}
+            "immutable": True, "data": data,
+            "binaryData": {k: base64.b64encode(v).decode() for k, v in binary.items()}}
 
 
 def build_job(job: dict, *, builder_image: str, destination: str, deadline_seconds: int,
@@ -137,10 +274,14 @@ def build_job(job: dict, *, builder_image: str, destination: str, deadline_secon
     The image digest comes back through the container's termination message
     (``--digest-file=/dev/termination-log``)."""
     name = job["metadata"]["name"]
-    args = [f"--dockerfile={WORKSPACE}/Dockerfile", f"--context=dir://{WORKSPACE}",
-            f"--destination={destination}", "--digest-file=/dev/termination-log", *(extra_args or [])]
+    # the context is the tar (regular files once unpacked), the Dockerfile is
+    # found in it; plain-text logs (no ANSI colours in failure messages)
+    args = [f"--context=tar://{WORKSPACE}/{CONTEXT_TAR}", "--dockerfile=Dockerfile",
+            f"--destination={destination}", "--digest-file=/dev/termination-log", "--log-format=text",
+            *(extra_args or [])]
     mounts = [{"name": "context", "mountPath": WORKSPACE, "readOnly": True}]
-    volumes: list[dict[str, Any]] = [{"name": "context", "configMap": {"name": build_context_name(name)}}]
+    volumes: list[dict[str, Any]] = [{"name": "context", "configMap": {
+        "name": build_context_name(name), "items": [{"key": CONTEXT_TAR, "path": CONTEXT_TAR}]}}]
     if registry_secret:
         mounts.append({"name": "registry-auth", "mountPath": "/kaniko/.docker", "readOnly": True})
         volumes.append({"name": "registry-auth", "secret": {
@@ -165,11 +306,20 @@ def build_job(job: dict, *, builder_image: str, destination: str, deadline_secon
 
 # --- the validation -----------------------------------------------------------------
 
-def runner_command(job: dict, *, cell_timeout: float, timeout: float | None, print_executed: bool) -> list[str]:
+
+def runner_command(job: dict, *, cell_timeout: float, timeout: float | None, print_executed: bool,
+                   built: bool = True) -> list[str]:
+    """``built``: the image was built here, so the runner runs from its own
+    venv and starts the kernel with the kernel venv's interpreter; else (a
+    given image) ``python`` on the image's PATH has both."""
     spec = job["spec"]
-    cmd = ["python", "-m", "jupyter_nbvalidation.runner", f"{INPUT_MOUNT}/notebook.ipynb",
+    head = [RUNNER_PYTHON, "-m", "jupyter_nbvalidation.runner"] if built else ["python", "-m",
+                                                                                 "jupyter_nbvalidation.runner"]
+    cmd = [*head, f"{INPUT_MOUNT}/notebook.ipynb",
            "--result", "/tmp/result.json", "--executed", "/tmp/executed.ipynb",
-           "--termination-log", "/dev/termination-log", "--cwd", "/tmp"]
+           "--termination-log", "/dev/termination-log", "--cwd", WORKDIR]
+    if built:
+        cmd += ["--python", KERNEL_PYTHON]
     if spec.get("goldenNotebook"):
         cmd += ["--golden", f"{INPUT_MOUNT}/golden.ipynb"]
     cmd += comparison_args(spec)
@@ -191,9 +341,12 @@ def merged_resources(defaults: dict | None, spec: dict) -> dict:
 
 def validation_pod(job: dict, *, image: str, command: list[str], deadline_seconds: int, run_as_user: int,
                    service_account: str = "", resources: dict | None = None,
-                   image_pull_secrets: list[str] | None = None) -> dict:
+                   image_pull_secrets: list[str] | None = None, inputs: list[tuple[str, str]] | None = None) -> dict:
     """``resources``: the server's defaults; the job's own ``podConfig.resources``,
-    ``env``, ``nodeSelector`` and ``tolerations`` are applied here."""
+    ``env``, ``nodeSelector`` and ``tolerations`` are applied here.
+    ``inputs``: the snapshot's input files (ConfigMap key, relative path),
+    copied by an init container into the kernel's working directory (writable,
+    regular files, as beside the notebook locally)."""
     name = job["metadata"]["name"]
     pod_config = job["spec"].get("podConfig") or {}
     container: dict[str, Any] = {
@@ -205,7 +358,7 @@ def validation_pod(job: dict, *, image: str, command: list[str], deadline_second
                 {"name": "IPYTHONDIR", "value": "/tmp/.ipython"},
                 *({"name": e["name"], "value": e["value"]} for e in pod_config.get("env") or [])],
         "volumeMounts": [{"name": "input", "mountPath": INPUT_MOUNT, "readOnly": True},
-                         {"name": "scratch", "mountPath": "/tmp"}],
+                         {"name": "scratch", "mountPath": "/tmp"}, {"name": "work", "mountPath": WORKDIR}],
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
         "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
@@ -223,8 +376,22 @@ def validation_pod(job: dict, *, image: str, command: list[str], deadline_second
                             "fsGroup": run_as_user, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [{"name": "input", "configMap": {"name": input_configmap_name(name)}},
-                    {"name": "scratch", "emptyDir": {}}],
+                    {"name": "scratch", "emptyDir": {}}, {"name": "work", "emptyDir": {}}],
     }
+    if inputs:
+        # the input files, copied into the (writable) working directory before
+        # the runner starts: the ConfigMap's files are symlinks into ``..data/``,
+        # ``cp -L`` makes regular files of them
+        keys = ["notebook.ipynb"] + (["golden.ipynb"] if job["spec"].get("goldenNotebook") else [])
+        spec["volumes"][0]["configMap"]["items"] = (
+            [{"key": k, "path": k} for k in keys] + [{"key": key, "path": f"inputs/{rel}"} for key, rel in inputs])
+        spec["initContainers"] = [{
+            "name": "inputs", "image": image, "command": ["sh", "-c", f"cp -RL {INPUT_MOUNT}/inputs/. {WORKDIR}/"],
+            "volumeMounts": [{"name": "input", "mountPath": INPUT_MOUNT, "readOnly": True},
+                             {"name": "work", "mountPath": WORKDIR}],
+            "securityContext": container["securityContext"],
+            **({"resources": resources} if resources else {}),
+        }]
     if pod_config.get("nodeSelector"):
         spec["nodeSelector"] = dict(pod_config["nodeSelector"])
     if pod_config.get("tolerations"):

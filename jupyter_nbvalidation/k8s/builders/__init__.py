@@ -17,7 +17,7 @@ engine at once, never through a fixed poll), and reports an Observation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...backends.base import Observation
@@ -37,6 +37,9 @@ class BuildInputs:
     base_image: str
     content_hash: str
     timeout_seconds: int
+    context: dict = field(default_factory=dict)  # file name -> bytes (objects.build_context)
+    reusable: bool = False  # the destination tag names this exact content: an existing one is reused
+    note: str = ""  # why not reusable, when worth saying
 
 
 @dataclass
