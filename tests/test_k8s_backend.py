@@ -1307,3 +1307,17 @@ def test_install_print_needs_no_kubernetes_client(tmp_path):
     p = run("-n", "team-a")
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.count("\n") == 1 and "jupyter-nbvalidation[kubernetes]" in p.stderr
+
+
+@pytest.mark.asyncio
+async def test_oom_killed_container_wins_over_the_runners_dead_kernel(env):
+    """A real node: the OOM killer takes the kernel, the runner exits 1 ("kernel
+    died"), the container is reported terminated with reason OOMKilled."""
+    from jupyter_nbvalidation.k8s import results as res
+
+    pod = {"metadata": {"name": "p", "namespace": env.ns}, "status": {"phase": "Failed", "containerStatuses": [
+        {"name": obj.RUNNER_CONTAINER, "state": {"terminated": {
+            "exitCode": 1, "reason": "OOMKilled",
+            "message": summary("Failed", reason="KernelDied", message="The kernel died")}}}]}}
+    result = await env.backend._result(pod, res.pod_outcome(pod, obj.RUNNER_CONTAINER))
+    assert result["reason"] == "OOMKilled" and "memory" in result["message"], result

@@ -744,6 +744,12 @@ class KubernetesBackend(Backend):
         else the termination-message summary; infrastructure failures name
         their reason. Never a success without a readable result."""
         code = outcome.exit_code
+        if outcome.reason == "OOMKilled" and code != 0:
+            # the kernel (the biggest process) was killed for memory; the runner then
+            # reports a dead kernel, but the cause is the container's memory limit
+            return res.failure_result("OOMKilled", "The validation container ran out of memory (OOMKilled)"
+                                                   + (f", exit code {code}: the memory limit was exceeded."
+                                                      if code is not None else ": the memory limit was exceeded."))
         if code in (0, 1, 2):
             full = None
             log = await self._log(pod, obj.RUNNER_CONTAINER)
@@ -759,9 +765,6 @@ class KubernetesBackend(Backend):
             return res.failure_result("RunnerError" if code == 2 else "ValidationFailed",
                                       f"The runner exited with {code} without a readable result"
                                       + (f": {outcome.message[:500]}" if outcome.message else "."))
-        if outcome.reason == "OOMKilled":
-            return res.failure_result("OOMKilled", "The validation container ran out of memory (OOMKilled)"
-                                                   + (f", exit code {code}." if code is not None else "."))
         if code is not None:
             return res.failure_result(outcome.reason or "ContainerFailed",
                                       f"The validation container exited with code {code}"
