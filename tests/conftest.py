@@ -31,6 +31,23 @@ def jp_server_config(tmp_path):
     }
 
 
+@pytest_asyncio.fixture
+async def admin(kube_apiserver):
+    """A plain-dict client as the admin (the Kubernetes tests' eyes and hands)."""
+    from jupyter_nbvalidation.k8s.client import connect
+
+    kube = await connect(kube_apiserver.admin_kubeconfig)
+    yield kube
+    await kube.close()
+
+
+@pytest_asyncio.fixture
+async def aio_admin(kube_apiserver):
+    """A kubernetes.aio ApiClient as the admin (for the harness helpers)."""
+    async with await kube_apiserver.admin_client() as api:
+        yield api
+
+
 @pytest.fixture
 def jp_serverapp(jp_serverapp, jp_asyncio_loop):
     """pytest-jupyter starts the app without running the post-start hook

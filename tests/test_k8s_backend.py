@@ -18,28 +18,26 @@ import base64
 import copy
 import io
 import json
-import logging
 import re
 import subprocess
 import sys
 import tarfile
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
 import yaml
 from helpers import write_notebook
+from k8s_support import (DIGEST, LOG, NOBUILD, REGISTRY, RUNNER_IMAGE, WAIT, events_of, get_or_none,
+                         make_env, phases, reasons, run_builder, run_validation, summary, wait_for, wait_object)
 
-from jupyter_nbvalidation.engine import Engine
 from jupyter_nbvalidation.k8s import objects as obj
-from jupyter_nbvalidation.k8s.backend import IMAGE_ANNOTATION, KubernetesBackend
+from jupyter_nbvalidation.k8s.backend import IMAGE_ANNOTATION
 from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, CONFIGMAPS, Kube, KubeApiError, connect
 from jupyter_nbvalidation.k8s.store import NVJ
 from jupyter_nbvalidation.model import Phase, Reason
-from jupyter_nbvalidation.runner import termination_summary
-from jupyter_nbvalidation.service import ApiError, JobService
+from jupyter_nbvalidation.service import ApiError
 
 try:  # the harness is loaded as a plugin; import it by whichever name is on sys.path
     import k8s_harness as harness
@@ -48,56 +46,9 @@ except ImportError:  # pragma: no cover
 
 pytestmark = pytest.mark.k8s
 
-REGISTRY = "registry.test:5000/nbv"
-DIGEST = "sha256:" + "0123456789abcdef" * 4
-RUNNER_IMAGE = "registry.test:5000/nbv/runner:1"
-NOBUILD = {"podConfig": {"containerImage": RUNNER_IMAGE, "buildConfig": {"enabled": False}}}
-LOG = logging.getLogger("nbvalidation.test.k8s")
-WAIT = 20.0
-
 
 # --------------------------------------------------------------------------
 # an engine + KubernetesBackend + service against the harness
-
-
-class K8sEnv(SimpleNamespace):
-    async def submit(self, **spec) -> dict:
-        return await self.service.submit(spec)
-
-    async def terminal(self, name: str, timeout: float = WAIT) -> dict:
-        job = await self.engine.wait_for_terminal(name, timeout)
-        # the watch can report the write before the writer emits its event:
-        # let the reconcile that wrote it finish, then the poster
-        await self.engine.wait_idle(timeout)
-        await self.engine.recorder.flush()
-        return job
-
-
-def make_env(h, ns: str, root: Path, *, kubeconfig: str | None = None, instance: str | None = None,
-             **traits) -> K8sEnv:
-    root.mkdir(parents=True, exist_ok=True)
-    traits = {"registry": REGISTRY, **traits}
-    backend = KubernetesBackend(namespace=ns, kubeconfig=kubeconfig or h.admin_kubeconfig, **traits)
-    engine = Engine(backend, log=LOG, resync_period=3600)
-    if instance:
-        engine.recorder.instance = instance
-    service = JobService(engine, backend, str(root))
-    return K8sEnv(engine=engine, backend=backend, service=service, root=root, ns=ns, store=backend.store)
-
-
-@pytest_asyncio.fixture
-async def admin(kube_apiserver):
-    """A plain-dict client as the admin (the tests' eyes and hands)."""
-    kube = await connect(kube_apiserver.admin_kubeconfig)
-    yield kube
-    await kube.close()
-
-
-@pytest_asyncio.fixture
-async def aio_admin(kube_apiserver):
-    """A kubernetes.aio ApiClient as the admin (for the harness helpers)."""
-    async with await kube_apiserver.admin_client() as api:
-        yield api
 
 
 @pytest_asyncio.fixture
@@ -107,90 +58,6 @@ async def env(kube_apiserver, k8s_namespace, tmp_path):
     await e.engine.start()
     yield e
     await e.engine.stop()
-
-
-# --------------------------------------------------------------------------
-# playing the Job controller and the kubelet
-
-
-async def wait_for(fn, timeout: float = WAIT, interval: float = 0.02, what: str = "condition"):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await fn()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(interval)
-
-
-async def get_or_none(kube: Kube, path: str) -> dict | None:
-    try:
-        return await kube.request("GET", path)
-    except KubeApiError as e:
-        if e.status == 404:
-            return None
-        raise
-
-
-async def wait_object(kube: Kube, path: str, timeout: float = WAIT) -> dict:
-    return await wait_for(lambda: get_or_none(kube, path), timeout, what=path)
-
-
-async def run_builder(admin: Kube, api, ns: str, job_name: str, *, ok: bool = True, digest: str = DIGEST,
-                      output: str = "error: pip install failed: No matching distribution found for nosuchpkg"):
-    """The Job controller: a pod from the build Job's template (owned by the
-    Job), finished by the kubelet with the digest as termination message,
-    then the Job's status written in the 1.35 order."""
-    bj_name = obj.build_job_name(job_name)
-    bj = await wait_object(admin, JOBS.path(ns, bj_name))
-    tmpl = bj["spec"]["template"]
-    pod = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{bj_name}-{uuid.uuid4().hex[:5]}", "namespace": ns,
-                     "labels": {**tmpl["metadata"]["labels"], "batch.kubernetes.io/job-name": bj_name,
-                                "job-name": bj_name, "batch.kubernetes.io/controller-uid": bj["metadata"]["uid"]},
-                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": bj_name,
-                                          "uid": bj["metadata"]["uid"], "controller": True}]},
-        "spec": copy.deepcopy(tmpl["spec"]),
-    }
-    pod = await admin.request("POST", PODS.path(ns), body=pod)
-    await harness.complete_pod(api, ns, pod["metadata"]["name"], exit_code=0 if ok else 1,
-                               message=digest if ok else output, container=obj.BUILD_CONTAINER)
-    return await harness.complete_job(api, ns, bj_name, succeeded=ok)
-
-
-def summary(verdict: str = "Succeeded", **kw) -> str:
-    result = {"verdict": verdict, "reason": "ValidationSucceeded" if verdict == "Succeeded" else "CellExecutionFailed",
-              "message": "2 code cells ran without errors", "failedCellIndex": None, "durationSeconds": 1.5,
-              "results": [{"cellIndex": 0, "status": "Success"}, {"cellIndex": 1, "status": "Success"}],
-              "comparisonResult": None, "executedNotebook": "/tmp/executed.ipynb"}
-    result.update(kw)
-    return termination_summary(result)
-
-
-async def run_validation(admin: Kube, api, ns: str, job_name: str, *, exit_code: int = 0,
-                         message: str | None = None) -> dict:
-    """The kubelet: the validation pod ran and its runner wrote the summary."""
-    pod_name = obj.validation_pod_name(job_name)
-    await wait_object(admin, PODS.path(ns, pod_name))
-    return await harness.complete_pod(api, ns, pod_name, exit_code=exit_code,
-                                      message=summary() if message is None else message,
-                                      container=obj.RUNNER_CONTAINER)
-
-
-async def events_of(admin: Kube, ns: str, uid: str) -> list[dict]:
-    page = await admin.request("GET", EVENTS.path(ns))
-    evs = [e for e in page.get("items") or [] if (e.get("regarding") or {}).get("uid") == uid]
-    return sorted(evs, key=lambda e: (e["eventTime"], e["metadata"]["name"]))
-
-
-def reasons(events: list[dict]) -> list[str]:
-    return [e["reason"] for e in events]
-
-
-def phases(job: dict) -> list[str]:
-    return [t["phase"] for t in job["status"].get("transitions", [])]
 
 
 class Recorder:

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from helpers import write_notebook
-from test_k8s_backend import (DIGEST, REGISTRY, WAIT, admin, aio_admin, events_of, make_env,  # noqa: F401
-                              reasons, run_validation, wait_object)
+from k8s_support import DIGEST, REGISTRY, WAIT, events_of, make_env, reasons, run_validation, wait_object
 
 from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.k8s.builders.openshift import BC_LABEL, BUILD_NUMBER, BUILDCONFIGS, BUILDS, \

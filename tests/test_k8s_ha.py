@@ -23,8 +23,8 @@ import pytest
 import pytest_asyncio
 from conftest import ServerProcess
 from helpers import write_notebook
-from test_k8s_backend import (NOBUILD, REGISTRY, WAIT, admin, aio_admin, events_of, make_env,  # noqa: F401
-                              reasons, run_builder, run_validation, wait_object)
+from k8s_support import (NOBUILD, REGISTRY, WAIT, events_of, make_env, reasons, run_builder, run_validation,
+                         wait_object)
 
 from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.k8s.client import JOBS, PODS
@@ -251,7 +251,7 @@ async def test_apiserver_down_30s_in_the_middle_of_20_jobs(ha_env, admin, aio_ad
 
 
 def _failed_summary() -> str:
-    from test_k8s_backend import summary
+    from k8s_support import summary
 
     return summary("Failed", failedCellIndex=1, message="cell 1 raised ZeroDivisionError",
                    results=[{"cellIndex": 0, "status": "Success"}, {"cellIndex": 1, "status": "Failed"}])

@@ -104,3 +104,11 @@ def test_only_the_service_maps_domain_errors_to_http() -> None:
     """``ApiError`` (an HTTP status) is raised by the service layer only."""
     for path in _modules("backends", "k8s", "store"):
         assert not re.search(r"\bApiError\b", path.read_text()), f"{path.relative_to(PKG)} speaks HTTP"
+
+
+def test_test_modules_share_fixtures_through_conftest_not_each_other() -> None:
+    """A test module imports helpers (helpers.py, k8s_support.py, ...), never another test module."""
+    tests = Path(__file__).parent
+    for path in sorted(tests.glob("*.py")):
+        wrong = {n for n in _imports(path) if n.split(".")[0].startswith("test_")}
+        assert not wrong, f"{path.name} imports test modules: {sorted(wrong)}"
