@@ -1,7 +1,7 @@
 """Tekton and OpenShift builders, and the ``auto`` strategy, on the REAL API
 server (tests/k8s_harness.py). The harness plays the Tekton controller and
 the OpenShift build controller on hand-written minimal CRDs
-(tests/k8s_manifests/, notes §2.5): it writes the run's / Build's status the
+(tests/k8s_manifests/): it writes the run's / Build's status the
 way those controllers do. OpenShift's ``instantiate`` subresource cannot be
 served by a CRD: a stand-in builder creates the Build the way the OpenShift
 API server does (name ``<bc>-<n>``, the BuildConfig's labels and spec).

@@ -50,7 +50,10 @@ def _modules(*relative: str) -> list[Path]:
     out: list[Path] = []
     for rel in relative:
         p = PKG / rel
-        out += sorted(p.rglob("*.py")) if p.is_dir() else [p.with_suffix(".py")] if p.with_suffix(".py").exists() else []
+        if p.is_dir():
+            out += sorted(p.rglob("*.py"))
+        elif p.with_suffix(".py").exists():
+            out.append(p.with_suffix(".py"))
     assert out, f"no modules under {relative}"
     return out
 
@@ -112,3 +115,25 @@ def test_test_modules_share_fixtures_through_conftest_not_each_other() -> None:
     for path in sorted(tests.glob("*.py")):
         wrong = {n for n in _imports(path) if n.split(".")[0].startswith("test_")}
         assert not wrong, f"{path.name} imports test modules: {sorted(wrong)}"
+
+
+# what the runner may not know: it runs inside a validation Pod's image, beside nbclient and nbformat only
+RUNNER_MAY_NOT_IMPORT = ("engine", "service", "handlers", "app", "cli", "magic", "client", "k8s", "backends",
+                         "store", "events", "openapi")
+RUNNER_FOREIGN = ("jupyter_server", "tornado", "kubernetes", "yaml", "traitlets")
+
+
+@pytest.mark.parametrize("path", _modules("runner"), ids=lambda p: str(p.relative_to(PKG)))
+def test_the_runner_imports_no_server_engine_kubernetes_or_yaml(path: Path) -> None:
+    names = _imports(path)
+    wrong = {n for n in _ours(names) if _is(n, *RUNNER_MAY_NOT_IMPORT)}
+    wrong |= {n for n in names if n.split(".")[0] in RUNNER_FOREIGN}
+    assert not wrong, f"{path.relative_to(PKG)} imports {sorted(wrong)}"
+
+
+@pytest.mark.parametrize("name", ["handlers", "magic"])
+def test_handlers_and_magic_reach_jobs_only_through_the_service(name: str) -> None:
+    """The REST handlers call the service; the magic calls the REST API (client.py)."""
+    wrong = {n for n in _ours(_imports(PKG / f"{name}.py"))
+             if _is(n, "engine", "store", "backends", "k8s")}
+    assert not wrong, f"{name}.py reaches jobs around the service: {sorted(wrong)}"
