@@ -19,7 +19,7 @@ declare -a TIMES=()
 part() { local name="$1" t0=$SECONDS; shift; "$@"; TIMES+=("$name $((SECONDS - t0))"); log "part $name: $((SECONDS - t0)) s"; }
 
 mkdir -p "$STATE" "$RUN" "$LOGS" "$CACHE"
-exec 7>"$STATE/.up.lock"; flock 7
+exec 7>"$RUN/up.lock"; flock 7   # (the daemons below do not inherit fd 7: start_bg closes it)
 baseline   # what the host looked like before: down.sh restores exactly that
 
 # ---- packages, binaries, images ---------------------------------------------------------
@@ -61,7 +61,7 @@ part network host_net
 start_bg() { # name logfile cmd...  (records the PID; no-op when it runs)
   local name="$1" logf="$2"; shift 2
   if pid_alive "$name"; then return 0; fi
-  setsid "$@" >>"$logf" 2>&1 < /dev/null &
+  setsid "$@" >>"$logf" 2>&1 < /dev/null 7>&- 8>&- 9>&- &
   echo $! > "$RUN/$name.pid"
 }
 wait_for() { # what seconds cmd...
@@ -264,6 +264,8 @@ NBV_RUN_AS_USER=1000
 NBV_KUBECTL=$KUBECTL
 NBV_CLUSTER_STATE=$STATE
 ENV
+  # keep the runner image line until runner-image.sh replaces it (readers never see it missing)
+  [[ -f "$REPO/.cluster/env" ]] && grep '^NBV_BASE_IMAGE=' "$REPO/.cluster/env" >> "$REPO/.cluster/env.tmp" || true
   mv "$REPO/.cluster/env.tmp" "$REPO/.cluster/env"
 }
 part env write_env
