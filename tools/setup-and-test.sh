@@ -46,5 +46,5 @@ trap cluster_down EXIT
 step "the real single-node cluster (tools/cluster/up.sh)"
 bash tools/cluster/up.sh
 
-step "pytest: the whole suite"
+step "pytest: the whole suite (with the real-node tests, tests/test_k8s_real_node.py)"
 python -m pytest -ra -p no:cacheprovider "$@"
