@@ -55,6 +55,8 @@ class NBValidation(ExtensionApp):
                                       "reaction to changes is event-driven.").tag(config=True)
     max_notebook_bytes = Int(10 * 2**20, help="Largest notebook accepted at submit, in bytes.").tag(config=True)
     max_page_size = Int(500, help="Largest `limit` accepted by GET /jobs.").tag(config=True)
+    max_input_files = Int(1000, help="Most files a job's spec.inputFiles may match.").tag(config=True)
+    max_input_bytes = Int(50 * 2**20, help="Largest total size of a job's spec.inputFiles, in bytes.").tag(config=True)
 
     engine: Engine
     service: JobService
@@ -65,7 +67,8 @@ class NBValidation(ExtensionApp):
                              validation_timeout=self.validation_timeout, workers=self.workers,
                              resync_period=self.resync_period)
         root = self.serverapp.root_dir if self.serverapp is not None else "."
-        self.service = JobService(self.engine, self.backend_impl, root, max_notebook_bytes=self.max_notebook_bytes)
+        self.service = JobService(self.engine, self.backend_impl, root, max_notebook_bytes=self.max_notebook_bytes,
+                                  max_input_files=self.max_input_files, max_input_bytes=self.max_input_bytes)
         self.settings.update({"nbvalidation_service": self.service, "nbvalidation_app": self})
         if self.serverapp is not None and getattr(self.serverapp, "event_logger", None) is not None:
             try:

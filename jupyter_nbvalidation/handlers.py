@@ -5,7 +5,6 @@ authorization (resource ``nbvalidation``); errors share one JSON shape."""
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any, Awaitable, Callable
 
 from jupyter_server.auth.decorator import authorized
@@ -14,7 +13,7 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
 from .openapi import openapi_document
-from .service import ApiError, JobService, dumps
+from .service import MAX_BODY_BYTES, ApiError, JobService, dumps, loads_strict
 
 PREFIX = "nbvalidation/api/v1"
 AUTH_RESOURCE = "nbvalidation"
@@ -79,11 +78,16 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
         self.finish(dumps(obj))
 
     def json_body(self) -> Any:
+        """Standard JSON only (see service.loads_strict): no NaN/Infinity, no
+        overlong numbers, bounded depth and size; a refusal is a 400/413."""
         if not self.request.body:
             raise ApiError(400, "BadRequest", "the request body must be a JSON job spec")
+        if len(self.request.body) > MAX_BODY_BYTES:
+            raise ApiError(413, "TooLarge", f"the request body is {len(self.request.body)} bytes; the limit is "
+                                            f"{MAX_BODY_BYTES} bytes")
         try:
-            return json.loads(self.request.body)
-        except (ValueError, UnicodeDecodeError) as e:
+            return loads_strict(self.request.body)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise ApiError(400, "MalformedJSON", f"the request body is not valid JSON: {e}") from None
 
     def int_arg(self, name: str, default: int, lo: int, hi: int) -> int:

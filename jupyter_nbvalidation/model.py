@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import decimal
+import math
 import re
 import uuid
 from typing import Any
@@ -168,16 +169,36 @@ class SpecError(ValueError):
 
 # --- the spec schema --------------------------------------------------------
 # Each entry: field -> (kind, extra). kind is "object" (nested dict), "str",
-# "bool", "duration", "number", "strlist", "regexlist" (regular expressions),
+# "bool", "duration", "number", "strlist", "globlist" (file patterns relative to
+# the notebook's folder), "regexlist" (regular expressions),
 # "outputlist" (output selectors, see compare.check_output_selector), "envlist"
 # (``[{name, value}]``), "quantities" (``{resource: quantity}``, Kubernetes
 # quantities), "labels" (``{label key: value}``), "tolerations" (Kubernetes
 # tolerations), or "enum" (extra = allowed values).
 # Which fields a backend supports is declared by the backend (``supports``).
 
+# Documented maximums (README, "Limits"): every duration, count and size a spec can carry.
+MAX_DURATION_SECONDS = 24 * 3600  # timeout, cellTimeout, buildConfig.timeout
+MAX_STRING_CHARS = 4096  # paths, image references, strategy names
+MAX_TOLERANCE = 1e9  # floatingPointTolerance, relativeTolerance
+MAX_ENV_ITEMS = 100
+MAX_ENV_NAME_CHARS = 256
+MAX_ENV_VALUE_CHARS = 32 * 1024
+MAX_ENV_TOTAL_BYTES = 256 * 1024
+MAX_REQUIREMENTS_ITEMS = 500  # the spec list (requirements files: see requirements.py)
+MAX_REQUIREMENT_CHARS = 4096
+MAX_INPUT_PATTERNS = 100
+MAX_INPUT_PATTERN_CHARS = 1024
+MAX_PATTERNS = 50  # customTimestampPatterns, ignoreOutputTypes
+MAX_PATTERN_CHARS = 1000
+MAX_MAP_ITEMS = 50  # resources.requests/limits, nodeSelector, tolerations
+MAX_QUANTITY = 1e18  # a resource quantity (after its suffix)
+INT64 = 2**63 - 1
+
 SPEC_SCHEMA: dict[str, Any] = {
     "notebook": {"path": ("str", None)},
     "goldenNotebook": {"path": ("str", None)},
+    "inputFiles": ("globlist", (MAX_INPUT_PATTERNS, MAX_INPUT_PATTERN_CHARS)),
     "podConfig": {
         "containerImage": ("str", None),
         "env": ("envlist", None),
@@ -189,21 +210,21 @@ SPEC_SCHEMA: dict[str, Any] = {
             "strategy": ("str", None),
             "baseImage": ("str", None),
             "requirementsFile": ("str", None),
-            "requirements": ("strlist", None),
-            "timeout": ("duration", None),
+            "requirements": ("strlist", (MAX_REQUIREMENTS_ITEMS, MAX_REQUIREMENT_CHARS)),
+            "timeout": ("duration", MAX_DURATION_SECONDS),
         },
     },
     "comparisonConfig": {
         "strategy": ("enum", ("exact", "normalized")),
-        "floatingPointTolerance": ("number", None),
-        "relativeTolerance": ("number", None),
+        "floatingPointTolerance": ("number", MAX_TOLERANCE),
+        "relativeTolerance": ("number", MAX_TOLERANCE),
         "ignoreTimestamps": ("bool", None),
-        "customTimestampPatterns": ("regexlist", None),
-        "ignoreOutputTypes": ("outputlist", None),
+        "customTimestampPatterns": ("regexlist", (MAX_PATTERNS, MAX_PATTERN_CHARS)),
+        "ignoreOutputTypes": ("outputlist", (MAX_PATTERNS, MAX_PATTERN_CHARS)),
         "ignoreExecutionCount": ("bool", None),
     },
-    "timeout": ("duration", None),
-    "cellTimeout": ("duration", None),
+    "timeout": ("duration", MAX_DURATION_SECONDS),
+    "cellTimeout": ("duration", MAX_DURATION_SECONDS),
 }
 
 REQUIRED = ("notebook.path",)
@@ -255,31 +276,55 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
     if kind == "str":
         if not isinstance(value, str) or not value.strip():
             raise SpecError(path, "must be a non-empty string")
+        if len(value) > MAX_STRING_CHARS:
+            raise SpecError(path, f"is {len(value)} characters; the limit is {MAX_STRING_CHARS}")
+        if "\x00" in value:
+            raise SpecError(path, "contains a NUL character")
         return value
     if kind == "bool":
         if not isinstance(value, bool):
             raise SpecError(path, "must be true or false")
         return value
     if kind == "duration":
+        if isinstance(value, str) and len(value) > 64:
+            raise SpecError(path, "must be a duration such as '30m' (at most 64 characters)")
         try:
-            parse_duration(value)
-        except ValueError as e:
+            seconds = parse_duration(value)
+        except (ValueError, OverflowError) as e:
             raise SpecError(path, str(e)) from None
+        if not math.isfinite(seconds) or seconds > extra:
+            raise SpecError(path, f"must be at most {format_duration(extra)} ({extra:g} seconds)")
         return value
     if kind == "number":
-        try:
-            num = float(value) if not isinstance(value, bool) else None
-        except (TypeError, ValueError):
-            num = None
-        if num is None or num != num or num < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SpecError(path, "must be a non-negative number")
+        try:
+            num = float(value)
+        except OverflowError:
+            num = math.inf
+        if not math.isfinite(num):
+            raise SpecError(path, "must be a finite number")
+        if num < 0:
+            raise SpecError(path, "must be a non-negative number")
+        if num > extra:
+            raise SpecError(path, f"must be at most {extra:g}")
         return value
-    if kind == "strlist":
+    if kind in ("strlist", "globlist"):
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             raise SpecError(path, "must be a list of non-empty strings")
+        max_items, max_chars = extra or (MAX_PATTERNS, MAX_STRING_CHARS)
+        if len(value) > max_items:
+            raise SpecError(path, f"has {len(value)} items; the limit is {max_items}")
+        for i, item in enumerate(value):
+            if len(item) > max_chars:
+                raise SpecError(f"{path}[{i}]", f"is {len(item)} characters; the limit is {max_chars}")
+            if "\x00" in item:
+                raise SpecError(f"{path}[{i}]", "contains a NUL character")
+            if kind == "globlist":
+                _check_glob(item, f"{path}[{i}]")
         return list(value)
     if kind in ("regexlist", "outputlist"):
-        value = _check(value, ("strlist", None), path, supported)
+        value = _check(value, ("strlist", extra), path, supported)
         for i, item in enumerate(value):
             try:
                 if kind == "regexlist":
@@ -314,11 +359,23 @@ ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
 
 
+def _check_glob(pattern: str, path: str) -> None:
+    """An inputFiles pattern: relative, inside the notebook's folder."""
+    p = pattern.strip()
+    if p.startswith(("/", "~")) or re.match(r"^[A-Za-z]:[\\/]", p):
+        raise SpecError(path, "must be relative to the notebook's folder")
+    if ".." in re.split(r"[\\/]", p):
+        raise SpecError(path, "must stay inside the notebook's folder (no '..')")
+
+
 def _check_env(value: Any, path: str) -> list[dict]:
     """``[{name, value}]`` with literal values only: ``valueFrom`` (Secrets,
     ConfigMaps) is not supported, it would hand any namespace Secret to a notebook."""
     if not isinstance(value, list):
         raise SpecError(path, "must be a list of {name, value} objects")
+    if len(value) > MAX_ENV_ITEMS:
+        raise SpecError(path, f"has {len(value)} items; the limit is {MAX_ENV_ITEMS}")
+    total = 0
     out, seen = [], set()
     for i, item in enumerate(value):
         where = f"{path}[{i}]"
@@ -338,6 +395,15 @@ def _check_env(value: Any, path: str) -> list[dict]:
             raise SpecError(f"{where}.name", f"{name} is given twice")
         if not isinstance(val, str):
             raise SpecError(f"{where}.value", "must be a string")
+        if len(name) > MAX_ENV_NAME_CHARS:
+            raise SpecError(f"{where}.name", f"is {len(name)} characters; the limit is {MAX_ENV_NAME_CHARS}")
+        if len(val) > MAX_ENV_VALUE_CHARS:
+            raise SpecError(f"{where}.value", f"is {len(val)} characters; the limit is {MAX_ENV_VALUE_CHARS}")
+        if "\x00" in val:
+            raise SpecError(f"{where}.value", "contains a NUL character")
+        total += len(name.encode()) + len(val.encode("utf-8", "surrogatepass"))
+        if total > MAX_ENV_TOTAL_BYTES:
+            raise SpecError(path, f"holds over {MAX_ENV_TOTAL_BYTES} bytes of names and values (the limit)")
         seen.add(name)
         out.append({"name": name, "value": val})
     return out
@@ -355,9 +421,17 @@ def parse_quantity(q: Any) -> float:
     if isinstance(q, bool) or not isinstance(q, (str, int, float)):
         raise ValueError("must be a quantity such as 500m, 2Gi or 1")
     if not isinstance(q, str):
-        if q != q or q < 0:
-            raise ValueError("must be a non-negative quantity")
-        return float(q)
+        try:
+            num = float(q)
+        except OverflowError:
+            num = math.inf
+        if not math.isfinite(num) or num < 0:
+            raise ValueError("must be a finite non-negative quantity")
+        if num > MAX_QUANTITY:
+            raise ValueError(f"must be at most {MAX_QUANTITY:g}")
+        return num
+    if len(q) > 64:
+        raise ValueError("is over 64 characters")
     m = _QUANTITY.match(q.strip())
     if not m:
         raise ValueError(f"{q!r} is not a quantity (e.g. 500m, 2Gi, 1)")
@@ -368,12 +442,16 @@ def parse_quantity(q: Any) -> float:
         value = number * decimal.Decimal(10) ** int(suffix[1:])
     if value < 0:
         raise ValueError("must be a non-negative quantity")
+    if value > decimal.Decimal(MAX_QUANTITY):
+        raise ValueError(f"must be at most {MAX_QUANTITY:g}")
     return float(value)
 
 
 def _check_quantities(value: Any, path: str) -> dict:
     if not isinstance(value, dict):
         raise SpecError(path, "must be an object of resource: quantity (e.g. {cpu: 500m, memory: 2Gi})")
+    if len(value) > MAX_MAP_ITEMS:
+        raise SpecError(path, f"has {len(value)} entries; the limit is {MAX_MAP_ITEMS}")
     for name, q in value.items():
         if not _RESOURCE_NAME.match(str(name)):
             raise SpecError(f"{path}.{name}", "is not a resource name")
@@ -394,6 +472,8 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 def _check_labels(value: Any, path: str) -> dict:
     if not isinstance(value, dict):
         raise SpecError(path, "must be an object of label: value")
+    if len(value) > MAX_MAP_ITEMS:
+        raise SpecError(path, f"has {len(value)} entries; the limit is {MAX_MAP_ITEMS}")
     for key, val in value.items():
         if not _LABEL_KEY.match(str(key)) or len(str(key).rsplit("/", 1)[-1]) > 63:
             raise SpecError(f"{path}.{key}", "is not a label key")
@@ -405,6 +485,8 @@ def _check_labels(value: Any, path: str) -> dict:
 def _check_tolerations(value: Any, path: str) -> list[dict]:
     if not isinstance(value, list):
         raise SpecError(path, "must be a list of tolerations")
+    if len(value) > MAX_MAP_ITEMS:
+        raise SpecError(path, f"has {len(value)} items; the limit is {MAX_MAP_ITEMS}")
     fields = {"key": str, "operator": str, "value": str, "effect": str, "tolerationSeconds": int}
     out = []
     for i, item in enumerate(value):
@@ -416,6 +498,10 @@ def _check_tolerations(value: Any, path: str) -> list[dict]:
                 raise SpecError(f"{where}.{key}", "unknown field")
             if not isinstance(val, fields[key]) or isinstance(val, bool):
                 raise SpecError(f"{where}.{key}", f"must be a{'n integer' if fields[key] is int else ' string'}")
+            if isinstance(val, int) and not -INT64 - 1 <= val <= INT64:
+                raise SpecError(f"{where}.{key}", "must be a 64-bit integer")
+            if isinstance(val, str) and len(val) > 316:
+                raise SpecError(f"{where}.{key}", "is over 316 characters")
         op = item.get("operator", "Equal")
         if op not in TOLERATION_OPERATORS:
             raise SpecError(f"{where}.operator", f"must be one of {', '.join(TOLERATION_OPERATORS)}")

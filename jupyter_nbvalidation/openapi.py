@@ -6,12 +6,16 @@ from typing import Any
 
 from ._version import __version__
 from .compare import OUTPUT_SELECTOR_PATTERN
+from . import model as M
 from .model import ENV_NAME_PATTERN, LABEL_VALUE_PATTERN, QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
 
-_DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
-_PATH = {"type": "string", "minLength": 1}
-_QUANTITIES = {"type": "object", "additionalProperties": {
-    "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": QUANTITY_PATTERN}]}}
+_DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$", "maxLength": 64,
+             "description": f"a Go duration, at most {M.MAX_DURATION_SECONDS // 3600}h"}
+_PATH = {"type": "string", "minLength": 1, "maxLength": M.MAX_STRING_CHARS}
+_STR = {"type": "string", "maxLength": M.MAX_STRING_CHARS}
+_QUANTITIES = {"type": "object", "maxProperties": M.MAX_MAP_ITEMS, "additionalProperties": {
+    "anyOf": [{"type": "integer", "minimum": 0, "maximum": int(M.MAX_QUANTITY)},
+              {"type": "string", "pattern": QUANTITY_PATTERN, "maxLength": 64}]}}
 
 
 def _obj(props: dict, required: list[str] | None = None, additional: bool = False) -> dict:
@@ -24,34 +28,43 @@ def _obj(props: dict, required: list[str] | None = None, additional: bool = Fals
 SPEC_SCHEMA = _obj({
     "notebook": _obj({"path": {**_PATH, "pattern": r"\.ipynb$"}}, ["path"]),
     "goldenNotebook": _obj({"path": {**_PATH, "pattern": r"\.ipynb$"}}, ["path"]),
+    "inputFiles": {"type": "array", "maxItems": M.MAX_INPUT_PATTERNS,
+                   "description": "files beside the notebook it reads (globs relative to its folder), "
+                                  "snapshotted at submit",
+                   "items": {"type": "string", "minLength": 1, "maxLength": M.MAX_INPUT_PATTERN_CHARS}},
     "podConfig": _obj({
-        "containerImage": {"type": "string"},
-        "env": {"type": "array", "items": _obj({"name": {"type": "string", "pattern": ENV_NAME_PATTERN},
-                                                "value": {"type": "string"}}, ["name"])},
+        "containerImage": _STR,
+        "env": {"type": "array", "maxItems": M.MAX_ENV_ITEMS, "items": _obj({
+            "name": {"type": "string", "pattern": ENV_NAME_PATTERN, "maxLength": M.MAX_ENV_NAME_CHARS},
+            "value": {"type": "string", "maxLength": M.MAX_ENV_VALUE_CHARS}}, ["name"])},
         "resources": _obj({"requests": _QUANTITIES, "limits": _QUANTITIES}),
-        "nodeSelector": {"type": "object", "additionalProperties": {
+        "nodeSelector": {"type": "object", "maxProperties": M.MAX_MAP_ITEMS, "additionalProperties": {
             "type": "string", "maxLength": 63, "pattern": LABEL_VALUE_PATTERN}},
-        "tolerations": {"type": "array", "items": _obj({
-            "key": {"type": "string"}, "operator": {"type": "string", "enum": list(TOLERATION_OPERATORS)},
-            "value": {"type": "string"},
+        "tolerations": {"type": "array", "maxItems": M.MAX_MAP_ITEMS, "items": _obj({
+            "key": {"type": "string", "maxLength": 316},
+            "operator": {"type": "string", "enum": list(TOLERATION_OPERATORS)},
+            "value": {"type": "string", "maxLength": 316},
             "effect": {"type": "string", "enum": list(TAINT_EFFECTS)},
-            "tolerationSeconds": {"type": "integer"}})},
+            "tolerationSeconds": {"type": "integer", "minimum": -M.INT64 - 1, "maximum": M.INT64}})},
         "buildConfig": _obj({
             "enabled": {"type": "boolean"},
-            "strategy": {"type": "string"},
-            "baseImage": {"type": "string"},
-            "requirementsFile": {"type": "string"},
-            "requirements": {"type": "array", "items": {"type": "string"}},
+            "strategy": _STR,
+            "baseImage": _STR,
+            "requirementsFile": _STR,
+            "requirements": {"type": "array", "maxItems": M.MAX_REQUIREMENTS_ITEMS,
+                             "items": {"type": "string", "maxLength": M.MAX_REQUIREMENT_CHARS}},
             "timeout": _DURATION,
         }),
     }),
     "comparisonConfig": _obj({
         "strategy": {"type": "string", "enum": ["exact", "normalized"]},
-        "floatingPointTolerance": {"type": "number", "minimum": 0},
-        "relativeTolerance": {"type": "number", "minimum": 0},
+        "floatingPointTolerance": {"type": "number", "minimum": 0, "maximum": M.MAX_TOLERANCE},
+        "relativeTolerance": {"type": "number", "minimum": 0, "maximum": M.MAX_TOLERANCE},
         "ignoreTimestamps": {"type": "boolean"},
-        "customTimestampPatterns": {"type": "array", "items": {"type": "string", "minLength": 1}},
-        "ignoreOutputTypes": {"type": "array", "items": {"type": "string", "pattern": OUTPUT_SELECTOR_PATTERN}},
+        "customTimestampPatterns": {"type": "array", "maxItems": M.MAX_PATTERNS, "items": {
+            "type": "string", "minLength": 1, "maxLength": M.MAX_PATTERN_CHARS}},
+        "ignoreOutputTypes": {"type": "array", "maxItems": M.MAX_PATTERNS, "items": {
+            "type": "string", "pattern": OUTPUT_SELECTOR_PATTERN, "maxLength": M.MAX_PATTERN_CHARS}},
         "ignoreExecutionCount": {"type": "boolean"},
     }),
     "timeout": _DURATION,

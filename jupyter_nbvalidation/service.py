@@ -5,20 +5,26 @@ is written, so a refused request creates nothing."""
 from __future__ import annotations
 
 import asyncio
+import glob
 import json
+import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
+from . import requirements as reqmod
 from .backends.base import Backend
 from .engine import Engine
 from .errors import InputRejected
 from .model import WORKDIR_ANNOTATION, SpecError, build_enabled, is_terminal, new_job, validate_spec
 from .store.base import NotFound
+from .requirements import Requirements
 from .timeline import compute_timeline
 
+INPUTS_PREFIX = "inputs/"  # spec.inputFiles in a job's files: inputs/<path relative to the notebook's folder>
 
 
 class ApiError(Exception):
@@ -85,11 +91,14 @@ def _read_notebook(path: Path, field: str, limit: int) -> bytes:
 
 
 class JobService:
-    def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20):
+    def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20,
+                 max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20):
         self.engine = engine
         self.backend = backend
         self.root_dir = root_dir
         self.max_notebook_bytes = max_notebook_bytes
+        self.max_input_files = max_input_files
+        self.max_input_bytes = max_input_bytes
 
     @property
     def store(self):
@@ -108,7 +117,7 @@ class JobService:
             raise ApiError(400, "InvalidSpec", f"{field}: {reason}", field) from None
         return spec
 
-    def _collect(self, spec: dict) -> tuple[dict[str, bytes], Path]:
+    def _collect(self, spec: dict) -> tuple[dict[str, bytes], Path, Requirements]:
         """Read the inputs now: this snapshot is what gets validated."""
         nb_path = resolve_in_root(self.root_dir, spec["notebook"]["path"], "spec.notebook.path")
         files = {"notebook.ipynb": _read_notebook(nb_path, "spec.notebook.path", self.max_notebook_bytes)}
@@ -116,37 +125,121 @@ class JobService:
         if golden:
             g_path = resolve_in_root(self.root_dir, golden["path"], "spec.goldenNotebook.path")
             files["golden.ipynb"] = _read_notebook(g_path, "spec.goldenNotebook.path", self.max_notebook_bytes)
-        bc = spec.get("podConfig", {}).get("buildConfig", {})
-        if build_enabled(spec) and not bc.get("requirements"):
-            field = "spec.podConfig.buildConfig.requirementsFile"
-            if bc.get("requirementsFile"):
-                rel = bc["requirementsFile"]
-                # relative to the notebook's folder, like requirements.txt beside it
-                nb_rel_dir = os.path.dirname(spec["notebook"]["path"].strip())
-                req = resolve_in_root(self.root_dir, os.path.join(nb_rel_dir, rel) if nb_rel_dir else rel, field)
-                if not req.is_file():
-                    raise ApiError(404, "NotFound", f"{field}: no such file: {rel}", field)
-            else:
-                req = nb_path.parent / "requirements.txt"
-            if req.is_file():
-                data = req.read_bytes()
-                if len(data) > 1 * 2**20:
-                    raise ApiError(413, "TooLarge", f"{field}: the requirements file is over 1 MiB", field)
-                try:
-                    data.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise ApiError(400, "InvalidField", f"{field}: not UTF-8 text", field) from None
-                files["requirements.txt"] = data
-        return files, nb_path
+        reqs = reqmod.Requirements(origin="no requirements declared")
+        if build_enabled(spec):
+            try:
+                reqs = reqmod.collect(spec, self.root_dir, str(nb_path))
+            except reqmod.RequirementsError as e:
+                raise ApiError(e.status, "NotFound" if e.status == 404 else "InvalidRequirements", e.message,
+                               e.field) from None
+            self._check_requirement_features(reqs)
+            files.update(reqs.snapshot())
+        if spec.get("inputFiles"):
+            files.update(self._input_files(spec, nb_path))
+        return files, nb_path, reqs
+
+    def _check_requirement_features(self, reqs: "reqmod.Requirements") -> None:
+        """What the backend can build: local paths and credentials need the
+        local backend (a Kubernetes build cannot read the server's files)."""
+        field = ("spec.podConfig.buildConfig.requirements" if reqs.source_path is None
+                 else "spec.podConfig.buildConfig.requirementsFile")
+        if reqs.local_paths and not getattr(self.backend, "local_requirement_paths", False):
+            raise ApiError(400, "InvalidRequirements",
+                           f"{field}: {reqs.origin} names local paths ({', '.join(sorted(set(reqs.local_paths))[:3])}); "
+                           f"the {self.backend.name} backend builds where the server's files are not "
+                           "(list packages from an index)", field)
+        if reqs.constraints and not getattr(self.backend, "constraint_files", False):
+            raise ApiError(400, "InvalidRequirements",
+                           f"{field}: {reqs.origin} uses a constraints file (-c); the {self.backend.name} backend "
+                           "does not take constraints yet", field)
+        if reqs.secrets and not getattr(self.backend, "index_credentials", False):
+            raise ApiError(400, "InvalidRequirements",
+                           f"{field}: {reqs.origin} carries index credentials; the {self.backend.name} backend "
+                           "cannot keep them out of what it stores yet", field)
+
+    def _input_files(self, spec: dict, nb_path: Path) -> dict[str, bytes]:
+        """spec.inputFiles: the files beside the notebook the job names
+        (globs relative to its folder), resolved inside the root, bounded,
+        read now into ``inputs/<path relative to the notebook's folder>``."""
+        field = "spec.inputFiles"
+        root = os.path.realpath(self.root_dir)
+        rel_dir = os.path.dirname(spec["notebook"]["path"].strip())
+        base = os.path.join(root, rel_dir)  # the folder as the user names it (the notebook's API folder)
+        chosen: dict[str, str] = {}  # relative path -> real path
+        for i, pattern in enumerate(spec["inputFiles"]):
+            where = f"{field}[{i}]"
+            matched = 0
+            for rel in glob.iglob(pattern.strip(), root_dir=base, recursive=True):
+                full = os.path.join(base, rel)
+                candidates = [rel]
+                if os.path.isdir(full) and not os.path.islink(full):
+                    candidates = []
+                    for dirpath, dirnames, filenames in os.walk(full):
+                        dirnames.sort()
+                        candidates += [os.path.relpath(os.path.join(dirpath, f), base) for f in sorted(filenames)]
+                        if len(candidates) + len(chosen) > self.max_input_files:
+                            break
+                for c in candidates:
+                    norm = os.path.normpath(c)
+                    if norm.startswith("..") or os.path.isabs(norm):
+                        raise ApiError(400, "InvalidField", f"{where}: {c!r} is outside the notebook's folder", where)
+                    real = os.path.realpath(os.path.join(base, norm))
+                    if real != root and not real.startswith(root + os.sep):
+                        raise ApiError(400, "InvalidField", f"{where}: {norm} resolves outside the server root "
+                                                         "(symlinks are followed and must stay inside it)", where)
+                    if os.path.isdir(real):
+                        continue  # a link to a folder: name its files
+                    chosen[norm] = real
+                    matched += 1
+                    if len(chosen) > self.max_input_files:
+                        raise ApiError(400, "TooLarge", f"{where}: the patterns match over {self.max_input_files} "
+                                                        f"files; the limit is {self.max_input_files} "
+                                                        "(c.NBValidation.max_input_files)", field)
+            if not matched:
+                raise ApiError(400, "InvalidField", f"{where}: {pattern!r} matches no file beside the notebook",
+                               where)
+        out: dict[str, bytes] = {}
+        total = 0
+        for rel, real in sorted(chosen.items()):
+            remaining = self.max_input_bytes - total
+            try:
+                got = reqmod.read_confined(real, root, max(remaining, 0), f"{field}: {rel}", field)
+            except reqmod.RequirementsError as e:
+                if isinstance(e, reqmod.OverLimit):
+                    raise ApiError(400, "TooLarge", f"{field}: the input files are over {self.max_input_bytes} "
+                                                    f"bytes in total (the limit, c.NBValidation.max_input_bytes; "
+                                                    f"{rel} does not fit)", field) from None
+                raise ApiError(400, "InvalidField", e.message, field) from None
+            assert got is not None
+            out[f"{INPUTS_PREFIX}{Path(rel).as_posix()}"] = got[0]
+            total += len(got[0])
+        return out
 
     async def submit(self, spec: Any) -> dict:
+        bad = find_bad_number(spec, "spec")
+        if bad:
+            raise ApiError(400, "InvalidSpec", f"{bad[0]}: {bad[1]}", bad[0])
         spec = self._validate(spec)
-        files, nb_path = await asyncio.to_thread(self._collect, spec)
-        job = new_job(spec, annotations={WORKDIR_ANNOTATION: str(nb_path.parent)})
+        files, nb_path, reqs = await asyncio.to_thread(self._collect, spec)
+        # no inputFiles: the kernel works in the notebook's own folder; with
+        # them, in the job's snapshot of them (the backend's input folder)
+        annotations = {} if spec.get("inputFiles") else {WORKDIR_ANNOTATION: str(nb_path.parent)}
+        source = reqmod.source_annotation(reqs, spec, self.root_dir)
+        if source:
+            annotations[reqmod.SOURCE_ANNOTATION] = source
+        bc = spec.get("podConfig", {}).get("buildConfig", {})
+        if reqs.secrets and bc.get("requirements"):  # the stored spec never holds a credential
+            bc["requirements"] = [reqmod.redact(r, reqs.secrets) for r in bc["requirements"]]
+        job = new_job(spec, annotations=annotations)
+        reqmod.hold(job["metadata"]["name"], reqs.secrets)
         try:
             job = await self.backend.submit(job, files)
         except InputRejected as e:  # the one mapping of the ports' input errors to HTTP
+            reqmod.release(job["metadata"]["name"])
             raise ApiError(e.status, e.code, e.message, e.field) from None
+        except BaseException:
+            reqmod.release(job["metadata"]["name"])
+            raise
         self.engine.enqueue(job["metadata"]["name"])
         return job
 
@@ -193,5 +286,112 @@ class JobService:
         return log
 
 
+class BadNumber:
+    """A JSON number the request parser would not take as a finite value
+    (``NaN``, ``Infinity``, ``1e400``, over MAX_NUMBER_CHARS digits); kept
+    as a marker so the refusal can name its field."""
+
+    def __init__(self, text: str, reason: str):
+        self.text = text
+        self.reason = reason
+
+
+MAX_NUMBER_CHARS = 40  # a JSON number token (an int64 has at most 20 characters)
+MAX_JSON_DEPTH = 64  # nesting of a request body
+MAX_BODY_BYTES = 2 * 2**20  # a request body (a spec is a few KiB)
+
+
+def _parse_float(text: str) -> Any:
+    if len(text) > MAX_NUMBER_CHARS:
+        return BadNumber(text, f"a number of over {MAX_NUMBER_CHARS} characters is not accepted")
+    value = float(text)
+    if not math.isfinite(value):
+        return BadNumber(text, f"{text[:20]} is out of range (numbers must be finite)")
+    return value
+
+
+def _parse_int(text: str) -> Any:
+    if len(text) > MAX_NUMBER_CHARS:
+        return BadNumber(text, f"a number of over {MAX_NUMBER_CHARS} characters is not accepted")
+    return int(text)
+
+
+def _parse_constant(text: str) -> Any:
+    return BadNumber(text, f"{text} is not a number JSON allows (numbers must be finite)")
+
+
+def loads_strict(body: bytes | str) -> Any:
+    """A request body: standard JSON only. Non-finite and overlong numbers
+    become :class:`BadNumber` (refused by the caller, naming the field);
+    too deep a nesting is a ValueError (never a RecursionError)."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8")
+    depth = _max_depth(body)
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"nested over {MAX_JSON_DEPTH} levels deep")
+    try:
+        return json.loads(body, parse_float=_parse_float, parse_int=_parse_int, parse_constant=_parse_constant)
+    except RecursionError:
+        raise ValueError(f"nested over {MAX_JSON_DEPTH} levels deep") from None
+
+
+def _max_depth(text: str) -> int:
+    """The deepest [ / { nesting of a JSON text (strings skipped); cheap, no recursion."""
+    depth = deepest = 0
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        c = m.group(0)
+        if c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_JSON_DEPTH:
+                    return deepest
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def find_bad_number(obj: Any, path: str) -> tuple[str, str] | None:
+    """(field, reason) of the first non-finite or overlong number in ``obj``."""
+    stack = [(obj, path)]
+    while stack:
+        cur, where = stack.pop()
+        if isinstance(cur, BadNumber):
+            return where, cur.reason
+        if isinstance(cur, float) and not math.isfinite(cur):
+            return where, "numbers must be finite"
+        if isinstance(cur, str):
+            try:
+                cur.encode("utf-8")
+            except UnicodeEncodeError:
+                return where, "contains an unpaired surrogate (not UTF-8 text)"
+        if isinstance(cur, dict):
+            for k in cur:
+                if isinstance(k, str):
+                    try:
+                        k.encode("utf-8")
+                    except UnicodeEncodeError:
+                        return where, "a key contains an unpaired surrogate (not UTF-8 text)"
+            stack.extend((v, f"{where}.{k}") for k, v in reversed(list(cur.items())))
+        elif isinstance(cur, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(cur))))
+    return None
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))
+    """Standard JSON only: a non-finite number (e.g. in a job stored before
+    they were refused) is written as null, never as NaN/Infinity."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False)

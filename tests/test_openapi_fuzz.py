@@ -47,3 +47,54 @@ def test_openapi_fuzz(server_proc, tmp_path):
     assert existing.returncode == 0, existing.stdout[-6000:]
     log = server.log_path.read_text()
     assert " 500 " not in log and "Traceback" not in log, log[-4000:]
+
+
+def _strict(body: bytes):
+    import json
+
+    def refuse(name):
+        raise ValueError(f"non-standard JSON: {name}")
+
+    return json.loads(body, parse_constant=refuse)
+
+
+def test_hostile_bodies_get_4xx_and_every_answer_is_strict_json(server_proc, tmp_path):
+    """NaN, Infinity, 400-digit numbers, depth 10,000, oversized bodies: no
+    5xx, and each answer (and every GET afterwards) parses with a strict parser."""
+    import urllib.error
+    import urllib.request
+
+    server = server_proc().start()
+    write_notebook(server.root / "nb.ipynb", ["print(1)"])
+    api = f"{server.url}nbvalidation/api/v1/"
+    headers = {"Authorization": f"token {server.token}", "Content-Type": "application/json"}
+
+    def fetch(method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        req = urllib.request.Request(api + path, data=body, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    base = '{"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"enabled": false}}, '
+    bodies = [base + '"cellTimeout": NaN}', base + '"cellTimeout": Infinity}', base + '"timeout": -Infinity}',
+              base + '"cellTimeout": 1e400}', base + '"cellTimeout": ' + "4" * 400 + "}",
+              base + '"comparisonConfig": {"floatingPointTolerance": ' + "1" * 400 + ".0}}",
+              base + '"cellTimeout": 1e308}',
+              "[" * 10000 + "]" * 10000, '{"a":' * 10000 + "1" + "}" * 10000, "[" * 10000,
+              '{"notebook": {"path": "nb.ipynb", "x": ' + "[" * 5000 + "]" * 5000 + "}}",
+              '{"notebook": {"path": "nb.ipynb"}, "podConfig": {"env": ['
+              + ",".join(f'{{"name": "V{i}", "value": "{"x" * 9000}"}}' for i in range(1000)) + "]}}"]
+    for body in bodies:
+        code, answer = fetch("POST", "jobs", body.encode())
+        assert 400 <= code < 500, (code, body[:80], answer[:300])
+        assert set(_strict(answer)) == {"error"}
+    for path in ("jobs", "health", "openapi.json", "jobs/nope"):
+        code, answer = fetch("GET", path)
+        assert code < 500
+        _strict(answer)
+    code, listed = fetch("GET", "jobs")
+    assert _strict(listed)["items"] == []  # nothing was created
+    log = server.log_path.read_text()
+    assert " 500 " not in log and "Traceback" not in log, log[-4000:]

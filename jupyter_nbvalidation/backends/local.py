@@ -34,7 +34,9 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Enum, Int, List, Unicode, default
 
 from ..model import WORKDIR_ANNOTATION, SpecError, isotime, parse_duration, spec_fields
+from .. import requirements as reqmod
 from ..priority import deprioritize
+from ..requirements import Requirements
 from ..runner import comparison_args
 from ..store.sqlite import SQLiteJobStore
 from ..tasks import cancel_and_wait, wait_within
@@ -66,19 +68,20 @@ def _kill_group(pid: int, sig: int = signal.SIGTERM) -> None:
         os.killpg(pid, sig)
 
 
-def parse_requirements(text: str, origin: str) -> list[str]:
-    """Requirement lines, comments and blanks dropped. Lines that point at
-    other files or local paths cannot be reproduced from a snapshot."""
-    out = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith(("-r", "-c", "--requirement", "--constraint", "-e", "--editable")):
-            raise InputError(f"{origin} line {n}: {line.split()[0]} is not supported "
-                             "(list the packages directly)", field="podConfig.buildConfig.requirementsFile")
-        out.append(line)
-    return out
+def requirements_of(job: dict, snapshot: str | None, constraints: str | None) -> Requirements:
+    """A job's requirements from its stored snapshot (checked and flattened
+    at submit, credentials shown as ***; see requirements.py). A job stored
+    before the snapshot held the spec list falls back to the list."""
+    bc = job["spec"].get("podConfig", {}).get("buildConfig", {})
+    if bc.get("requirements"):
+        origin = "spec.podConfig.buildConfig.requirements"
+        if snapshot is None:
+            snapshot = "".join(f"{r}\n" for r in bc["requirements"])
+    elif snapshot is not None:
+        origin = bc.get("requirementsFile") or "requirements.txt beside the notebook"
+    else:
+        return Requirements(origin="no requirements declared")
+    return reqmod.from_snapshot(snapshot, constraints, origin)
 
 
 @dataclass
@@ -101,6 +104,11 @@ class _Run:
 
 class LocalBackend(Backend):
     name = "local"
+    # requirements may name local paths inside the root (their content is in the
+    # cache key) and carry index credentials (kept out of everything stored)
+    local_requirement_paths = True
+    index_credentials = True
+    constraint_files = True
 
     data_dir = Unicode(help="Where jobs, environments, logs and the SQLite store live "
                             "(default: <jupyter data dir>/nbvalidation).").tag(config=True)
@@ -248,7 +256,11 @@ class LocalBackend(Backend):
         def write() -> None:
             input_dir.mkdir(parents=True, exist_ok=True)
             for fname, data in files.items():
-                (input_dir / fname).write_bytes(data)
+                target = input_dir / fname
+                if ".." in Path(fname).parts or Path(fname).is_absolute():
+                    raise ValueError(f"an input file name must stay in the input folder: {fname!r}")
+                target.parent.mkdir(parents=True, exist_ok=True)  # inputs/<relative path>
+                target.write_bytes(data)
 
         await asyncio.to_thread(write)
         try:
@@ -257,21 +269,23 @@ class LocalBackend(Backend):
             await asyncio.to_thread(shutil.rmtree, self.job_dir(job), True)
             raise
 
-    def _requirements(self, job: dict) -> tuple[list[str], str]:
-        bc = job["spec"].get("podConfig", {}).get("buildConfig", {})
-        if bc.get("requirements"):
-            return list(bc["requirements"]), "spec.podConfig.buildConfig.requirements"
-        path = self.job_dir(job) / "input" / "requirements.txt"
-        if path.exists():
-            origin = bc.get("requirementsFile") or "requirements.txt beside the notebook"
-            return parse_requirements(path.read_text(encoding="utf-8"), origin), origin
-        return [], "no requirements declared"
+    def _requirements(self, job: dict) -> tuple[Requirements, str]:
+        inp = self.job_dir(job) / "input"
 
-    def env_key(self, requirements: list[str]) -> str:
+        def read(name: str) -> str | None:
+            path = inp / name
+            return path.read_text(encoding="utf-8") if path.exists() else None
+
+        reqs = requirements_of(job, read("requirements.txt"), read("constraints.txt"))
+        return reqs, reqs.origin
+
+    def env_key(self, requirements: Requirements) -> str:
+        """Interpreter + the displayed requirement lines + the content hash of
+        every local path they name (so editing a local package rebuilds)."""
         ident = {
             "python": os.path.realpath(self.python),
             "version": self._python_version,
-            "requirements": sorted(set(requirements)),
+            **requirements.cache_key_material(),
             "kernel": sorted(self.kernel_packages),
         }
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
@@ -281,8 +295,12 @@ class LocalBackend(Backend):
             if not (self.job_dir(job) / "input" / "notebook.ipynb").exists():
                 raise InputError("The notebook snapshot of this job is missing.")
             reqs, origin = self._requirements(job)
-            self._keys[job["metadata"]["uid"]] = self.env_key(reqs)
-            return f"{len(reqs)} requirement(s) from {origin}."
+            try:
+                self._keys[job["metadata"]["uid"]] = self.env_key(reqs)
+            except (OSError, ValueError) as e:
+                raise InputError(f"A local path of the requirements cannot be hashed for the cache key: {e}",
+                                 field="spec.podConfig.buildConfig.requirements") from None
+            return f"{reqs.count} requirement(s) from {origin}."
 
         return await asyncio.to_thread(check)
 
@@ -309,6 +327,10 @@ class LocalBackend(Backend):
             build = self._builds.get(key)
             if build is None or build.task.done():
                 reqs, _ = await asyncio.to_thread(self._requirements, job)
+                try:
+                    reqs = await asyncio.to_thread(reqmod.for_build, job, reqs)
+                except ValueError as e:
+                    return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=strategy)
                 stamp = isotime().replace(":", "").replace(".", "")
                 log_path = str(self.root / "logs" / f"build-{key}-{stamp}.log")
                 task = asyncio.get_running_loop().create_task(self._build(key, reqs, strategy, log_path))
@@ -325,13 +347,41 @@ class LocalBackend(Backend):
         except (OSError, ValueError):
             return {}
 
-    async def _run_step(self, build: _Build, argv: list[str], log: Any) -> int:
+    async def _run_step(self, build: _Build, argv: list[str], log: Any, secrets: dict[str, str] | None = None) -> int:
+        """One build command. ``secrets``: index credentials, given to the
+        command through its environment only (the requirements file holds
+        ``${NBV_SECRET_<n>}``); its output then goes through a filter that
+        masks them before anything reaches the log."""
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
         proc = await asyncio.create_subprocess_exec(
-            *self._niced(argv), stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
+            *self._niced(argv), stdout=asyncio.subprocess.PIPE if secrets else log,
+            stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
             start_new_session=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-                                         "PIP_NO_INPUT": "1", "VIRTUAL_ENV": ""})
+                                         "PIP_NO_INPUT": "1", "VIRTUAL_ENV": "", **(secrets or {})})
+        if secrets:
+            values = list(secrets.values())
+
+            async def pump() -> None:
+                assert proc.stdout is not None
+                while True:
+                    line = await proc.stdout.readline()
+                    if not line:
+                        return
+                    log.write(reqmod.redact(line.decode("utf-8", "replace"), values))
+                    log.flush()
+
+            pumping = asyncio.ensure_future(pump())
+            try:
+                code = await self._wait_step(build, proc)
+            finally:
+                with contextlib.suppress(Exception):
+                    await wait_within(pumping, 5)
+                pumping.cancel()
+            return code
+        return await self._wait_step(build, proc)
+
+    async def _wait_step(self, build: _Build, proc: asyncio.subprocess.Process) -> int:
         build.proc = proc
         deprioritize(proc.pid, self.niceness)
         if build.pid_file is not None:
@@ -342,7 +392,7 @@ class LocalBackend(Backend):
             _kill_group(proc.pid, signal.SIGKILL)
             raise
 
-    async def _build(self, key: str, requirements: list[str], strategy: str, log_path: str) -> Observation:
+    async def _build(self, key: str, requirements: Requirements, strategy: str, log_path: str) -> Observation:
         build = self._builds[key]
         started = isotime()
         tmp = self.root / "envs" / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
@@ -358,32 +408,43 @@ class LocalBackend(Backend):
             for name in build.waiters:
                 self._notify(name)
 
-    async def _build_in(self, build: _Build, key: str, requirements: list[str], strategy: str,
+    async def _build_in(self, build: _Build, key: str, requirements: Requirements, strategy: str,
                         log_path: str, tmp: Path, started: str) -> Observation:
-        def setup() -> Path:
+        text, constraints = requirements.build_files()  # ${NBV_SECRET_<n>} where credentials go
+
+        def setup() -> tuple[Path, Path | None]:
             tmp.parent.mkdir(parents=True, exist_ok=True)
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
             req_file = tmp.parent / f"{tmp.name}.requirements.txt"
-            req_file.write_text("\n".join(list(self.kernel_packages) + requirements) + "\n")
-            return req_file
+            req_file.write_text("".join(f"{p}\n" for p in self.kernel_packages) + text)
+            c_file = None
+            if constraints:
+                c_file = tmp.parent / f"{tmp.name}.constraints.txt"
+                c_file.write_text(constraints)
+            return req_file, c_file
 
-        req_file = await asyncio.to_thread(setup)
+        req_file, c_file = await asyncio.to_thread(setup)
+        secrets = requirements.build_env()
+        c_args = ["-c", str(c_file)] if c_file else []
         pid_file = tmp.parent / f"{tmp.name}.pid"
         build.pid_file = pid_file
         py = str(tmp / "bin" / "python")
         if strategy == "uv":
             steps = [[self.uv_path, "venv", "--quiet", "--python", self.python, str(tmp)],
-                     [self.uv_path, "pip", "install", "--python", py, "-r", str(req_file)]]
+                     [self.uv_path, "pip", "install", "--python", py, "-r", str(req_file), *c_args]]
         else:
             steps = [[self.python, "-m", "venv", str(tmp)],
-                     [py, "-m", "pip", "install", "--no-input", "-r", str(req_file)]]
+                     [py, "-m", "pip", "install", "--no-input", "-r", str(req_file), *c_args]]
         steps.append([py, "-c", "import ipykernel, sys; print('kernel ready:', sys.executable)"])
         try:
             with open(log_path, "w", encoding="utf-8") as log:
                 log.write(f"# environment {key} ({strategy}) from {self.python}\n"
-                          f"# requirements: {', '.join(requirements) or '(none)'}\n")
+                          f"# requirements ({requirements.origin}): "
+                          f"{', '.join(requirements.display_lines) or '(none)'}\n"
+                          + (f"# constraints: {', '.join(requirements.display_constraints)}\n"
+                             if requirements.display_constraints else ""))
                 for argv in steps:
-                    code = await self._run_step(build, argv, log)
+                    code = await self._run_step(build, argv, log, secrets if "install" in argv else None)
                     if code != 0:
                         tail = await asyncio.to_thread(_tail, log_path, 6)
                         return Observation(FAILED, message=f"`{Path(argv[0]).name} {' '.join(argv[1:3])}` "
@@ -392,10 +453,14 @@ class LocalBackend(Backend):
                                            strategy=strategy)
         finally:
             await asyncio.to_thread(req_file.unlink, True)
+            if c_file is not None:
+                await asyncio.to_thread(c_file.unlink, True)
             await asyncio.to_thread(pid_file.unlink, True)
 
         def publish() -> None:
-            marker = {"key": key, "requirements": requirements, "strategy": strategy, "python": self.python,
+            marker = {"key": key, "requirements": requirements.display_lines,
+                      "constraints": requirements.display_constraints,
+                      "local": requirements.cache_key_material()["local"], "strategy": strategy, "python": self.python,
                       "startTime": started, "completionTime": isotime(), "log": log_path}
             (tmp / ENV_MARKER).write_text(json.dumps(marker, indent=1))
             target = self.env_dir(key)
@@ -409,7 +474,7 @@ class LocalBackend(Backend):
         await asyncio.to_thread(publish)
         return Observation(SUCCEEDED, reference=str(self.env_dir(key)), started_at=started,
                            finished_at=isotime(), log_path=log_path, strategy=strategy,
-                           message=f"Built with {strategy} ({len(requirements)} requirement(s)).")
+                           message=f"Built with {strategy} ({requirements.count} requirement(s)).")
 
     async def cancel_build(self, job: dict) -> None:
         rec = self._job_build.pop(job["metadata"]["uid"], None)
@@ -466,7 +531,9 @@ class LocalBackend(Backend):
     def runner_argv(self, job: dict, run_dir: Path, python: str) -> list[str]:
         spec = job["spec"]
         inp = self.job_dir(job) / "input"
-        cwd = (job["metadata"].get("annotations") or {}).get(WORKDIR_ANNOTATION) or str(inp)
+        # the notebook's folder, or (spec.inputFiles) the job's snapshot of the files it named
+        cwd = (job["metadata"].get("annotations") or {}).get(WORKDIR_ANNOTATION) or str(
+            inp / "inputs" if job["spec"].get("inputFiles") else inp)
         argv = [sys.executable, "-m", "jupyter_nbvalidation.runner", str(inp / "notebook.ipynb"),
                 "--python", python, "--cwd", cwd,
                 "--result", str(run_dir / "result.json"), "--executed", str(run_dir / "executed.ipynb"),
@@ -541,6 +608,7 @@ class LocalBackend(Backend):
                 _kill_group(run.proc.pid, signal.SIGKILL)
             run.task.cancel()
         self._keys.pop(uid, None)
+        reqmod.release(job["metadata"]["name"])
 
     # -- artefacts ---------------------------------------------------------------
     def _latest_run(self, job: dict) -> Path | None:

@@ -427,15 +427,16 @@ class KubernetesBackend(Backend):
         return data
 
     def _requirements_from(self, job: dict, data: dict) -> tuple[list[str], str]:
-        from ..backends.local import parse_requirements
+        """The requirement lines of the snapshot checked at submit
+        (requirements.py; this backend refuses local paths and credentials
+        there, so the display lines are the build lines)."""
+        from ..backends.local import requirements_of
 
-        bc = (job["spec"].get("podConfig") or {}).get("buildConfig") or {}
-        if bc.get("requirements"):
-            return list(bc["requirements"]), "spec.podConfig.buildConfig.requirements"
-        if "requirements.txt" in data:
-            origin = bc.get("requirementsFile") or "requirements.txt beside the notebook"
-            return parse_requirements(data["requirements.txt"], origin), origin
-        return [], "no requirements declared"
+        reqs = requirements_of(job, data.get("requirements.txt"), data.get("constraints.txt"))
+        if reqs.constraints:
+            raise InputError("Constraints files (-c) are not supported by the kubernetes backend yet.",
+                             field="spec.podConfig.buildConfig.requirementsFile")
+        return list(reqs.display_lines), reqs.origin
 
     async def prepare(self, job: dict) -> str:
         data = await self._input(job)
