@@ -701,3 +701,19 @@ def for_build(job: dict, reqs: Requirements) -> Requirements:
                      "are never stored, and only the process that accepted the job held them (it stopped, or "
                      "another server builds this job). Put them in a requirements file (read again at build "
                      "time) or submit the job again.")
+
+
+def of_job(job: dict, snapshot: str | None, constraints: str | None) -> Requirements:
+    """A job's requirements from its stored snapshot (checked and flattened
+    at submit, credentials shown as ***; see requirements.py). A job stored
+    before the snapshot held the spec list falls back to the list."""
+    bc = job["spec"].get("podConfig", {}).get("buildConfig", {})
+    if bc.get("requirements"):
+        origin = "spec.podConfig.buildConfig.requirements"
+        if snapshot is None:
+            snapshot = "".join(f"{r}\n" for r in bc["requirements"])
+    elif snapshot is not None:
+        origin = bc.get("requirementsFile") or "requirements.txt beside the notebook"
+    else:
+        return Requirements(origin="no requirements declared")
+    return from_snapshot(snapshot, constraints, origin)

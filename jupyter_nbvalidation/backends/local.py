@@ -68,22 +68,6 @@ def _kill_group(pid: int, sig: int = signal.SIGTERM) -> None:
         os.killpg(pid, sig)
 
 
-def requirements_of(job: dict, snapshot: str | None, constraints: str | None) -> Requirements:
-    """A job's requirements from its stored snapshot (checked and flattened
-    at submit, credentials shown as ***; see requirements.py). A job stored
-    before the snapshot held the spec list falls back to the list."""
-    bc = job["spec"].get("podConfig", {}).get("buildConfig", {})
-    if bc.get("requirements"):
-        origin = "spec.podConfig.buildConfig.requirements"
-        if snapshot is None:
-            snapshot = "".join(f"{r}\n" for r in bc["requirements"])
-    elif snapshot is not None:
-        origin = bc.get("requirementsFile") or "requirements.txt beside the notebook"
-    else:
-        return Requirements(origin="no requirements declared")
-    return reqmod.from_snapshot(snapshot, constraints, origin)
-
-
 @dataclass
 class _Build:
     key: str
@@ -276,7 +260,7 @@ class LocalBackend(Backend):
             path = inp / name
             return path.read_text(encoding="utf-8") if path.exists() else None
 
-        reqs = requirements_of(job, read("requirements.txt"), read("constraints.txt"))
+        reqs = reqmod.of_job(job, read("requirements.txt"), read("constraints.txt"))
         return reqs, reqs.origin
 
     def env_key(self, requirements: Requirements) -> str:

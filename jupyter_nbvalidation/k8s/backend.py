@@ -430,9 +430,9 @@ class KubernetesBackend(Backend):
         """The requirement lines of the snapshot checked at submit
         (requirements.py; this backend refuses local paths and credentials
         there, so the display lines are the build lines)."""
-        from ..backends.local import requirements_of
+        from ..requirements import of_job
 
-        reqs = requirements_of(job, data.get("requirements.txt"), data.get("constraints.txt"))
+        reqs = of_job(job, data.get("requirements.txt"), data.get("constraints.txt"))
         if reqs.constraints:
             raise InputError("Constraints files (-c) are not supported by the kubernetes backend yet.",
                              field="spec.podConfig.buildConfig.requirementsFile")
