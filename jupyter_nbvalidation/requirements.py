@@ -240,10 +240,22 @@ def read_confined(path: str, root: str, limit: int, what: str, field_name: str, 
         os.close(fd)
 
 
+_ARTEFACT_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".eggs", ".tox", ".nox", ".venv",
+                            ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+
+
+def _build_artefact(name: str, top: bool) -> bool:
+    """Folders a build or a tool writes into a source tree (setuptools writes
+    ``*.egg-info`` and ``build/`` beside the sources when uv or pip builds
+    it): not content, so they do not change the cache key."""
+    return name in _ARTEFACT_DIRS or name.endswith(".egg-info") or (top and name in ("build", "dist"))
+
+
 def tree_hash(path: str) -> str:
     """Content hash of a file or a folder tree (names, modes, content; links
-    by their target text, never followed). ``.git`` and ``__pycache__`` are
-    left out. Bounded by MAX_TREE_FILES / MAX_TREE_BYTES (ValueError)."""
+    by their target text, never followed). Build and tool artefacts
+    (:func:`_build_artefact`) are left out. Bounded by MAX_TREE_FILES /
+    MAX_TREE_BYTES (ValueError)."""
     h = hashlib.sha256()
     if os.path.isfile(path):
         with open(path, "rb") as f:
@@ -252,7 +264,7 @@ def tree_hash(path: str) -> str:
         return "file:" + h.hexdigest()
     files = total = 0
     for dirpath, dirnames, filenames in os.walk(path):
-        dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__")
+        dirnames[:] = sorted(d for d in dirnames if not _build_artefact(d, dirpath == path)
                              and not os.path.islink(os.path.join(dirpath, d)))
         rel_dir = os.path.relpath(dirpath, path)
         links = [d for d in os.listdir(dirpath) if os.path.islink(os.path.join(dirpath, d))

@@ -1099,8 +1099,8 @@ def _with_inputs(env, extra: dict[str, bytes]):
     collect = env.service._collect
 
     def collect_with_inputs(spec):  # what the inputs snapshot hands the backend (spec.inputFiles)
-        files, nb_path = collect(spec)
-        return {**files, **extra}, nb_path
+        files, *rest = collect(spec)
+        return ({**files, **extra}, *rest)
 
     env.service._collect = collect_with_inputs
 

@@ -318,9 +318,11 @@ async def test_an_index_password_is_used_and_never_stored_or_shown(jp_fetch, jp_
         assert grep_tree(data_dir, password.encode()) == []
         answers = [json.dumps(await call(jp_fetch, "jobs"))]
         for name in done:
-            for sub in ((), ("events",), ("timeline",), ("notebook",)):
-                answers.append(json.dumps(await call(jp_fetch, "jobs", name, *sub)))
-            answers.append((await call(jp_fetch, "jobs", name, "buildlog", raw=True)).body.decode())
+            for sub in ((), ("events",), ("timeline",), ("notebook",), ("buildlog",)):
+                try:  # the failed build has no executed notebook: its 404 is an answer too
+                    answers.append((await call(jp_fetch, "jobs", name, *sub, raw=True)).body.decode())
+                except HTTPClientError as e:
+                    answers.append(e.response.body.decode())
         assert not [a for a in answers if password in a]
         assert any("alice:***@127.0.0.1" in a for a in answers)  # shown, masked
     finally:

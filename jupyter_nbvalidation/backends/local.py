@@ -410,12 +410,15 @@ class LocalBackend(Backend):
         req_file, c_file = await asyncio.to_thread(setup)
         secrets = requirements.build_env()
         c_args = ["-c", str(c_file)] if c_file else []
+        # uv reuses its own build of a local folder while pyproject.toml is
+        # unchanged; the cache key says the content changed, so build it again
+        refresh = ["--refresh"] if requirements.local_paths else []
         pid_file = tmp.parent / f"{tmp.name}.pid"
         build.pid_file = pid_file
         py = str(tmp / "bin" / "python")
         if strategy == "uv":
             steps = [[self.uv_path, "venv", "--quiet", "--python", self.python, str(tmp)],
-                     [self.uv_path, "pip", "install", "--python", py, "-r", str(req_file), *c_args]]
+                     [self.uv_path, "pip", "install", "--python", py, "-r", str(req_file), *c_args, *refresh]]
         else:
             steps = [[self.python, "-m", "venv", str(tmp)],
                      [py, "-m", "pip", "install", "--no-input", "-r", str(req_file), *c_args]]
