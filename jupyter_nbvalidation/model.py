@@ -354,7 +354,7 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
 # Environment variables the runner sets itself (the kernel's interpreter, its
 # home and runtime folders): a job may not replace them.
 RESERVED_ENV = frozenset({"PATH", "VIRTUAL_ENV", "PYTHONHOME", "HOME", "PYTHONUNBUFFERED",
-                          "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"})
+                          "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "NBVALIDATION_RUN_ID"})
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
 

@@ -569,7 +569,8 @@ async def test_pod_config_env_resources_and_scheduling_reach_the_validation_pod(
     finally:
         await e.engine.stop()
     (ctr,) = pod["spec"]["containers"]
-    assert {"name": "MPLBACKEND", "value": "Agg"} in ctr["env"]
+    # the job's variables are the kernel's, handed to the runner in its command, not its own environment
+    assert "--kernel-env=MPLBACKEND=Agg" in ctr["command"] and "MPLBACKEND" not in {v["name"] for v in ctr["env"]}
     assert {"name": "HOME", "value": "/tmp"} in ctr["env"]  # the runner's own stay
     # the job's limits over the server's defaults (the API server writes quantities back as strings)
     assert ctr["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "4Gi", "cpu": "2"}}

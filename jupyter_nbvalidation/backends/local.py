@@ -37,7 +37,9 @@ from ..model import WORKDIR_ANNOTATION, SpecError, isotime, parse_duration, spec
 from .. import requirements as reqmod
 from ..priority import deprioritize
 from ..requirements import Requirements
-from ..runner import comparison_args
+from ..runner import hygiene
+from ..runner.environment import runner_environment
+from ..runner_args import comparison_args
 from ..store.sqlite import SQLiteJobStore
 from ..tasks import cancel_and_wait, wait_within
 from .base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
@@ -84,6 +86,7 @@ class _Run:
     run_dir: Path
     proc: asyncio.subprocess.Process | None = None
     started_at: str | None = None
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # marks every process of the run
 
 
 class LocalBackend(Backend):
@@ -164,6 +167,7 @@ class LocalBackend(Backend):
     async def start(self, notify: Callable[[str], None]) -> None:
         self._notify = notify
         await asyncio.to_thread(self._sweep_stale_builds)
+        await asyncio.to_thread(hygiene.sweep)  # temp folders (and kernels) of runners that died
         proc = await asyncio.create_subprocess_exec(
             self.python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
@@ -182,7 +186,7 @@ class LocalBackend(Backend):
         for r in self._runs.values():
             if r.proc is not None and r.proc.returncode is None:
                 await asyncio.to_thread((r.run_dir / "interrupted").write_text, "server stopped")
-        await asyncio.gather(*(_terminate(r.proc) for r in self._runs.values() if r.proc is not None))
+        await asyncio.gather(*(_terminate(r.proc, r.run_id) for r in self._runs.values() if r.proc is not None))
         await cancel_and_wait(*(b.task for b in self._builds.values()), *(r.task for r in self._runs.values()))
         self._builds.clear()
         self._job_build.clear()
@@ -532,6 +536,8 @@ class LocalBackend(Backend):
         argv += ["--cell-timeout", str(cell_timeout)]
         if spec.get("timeout"):
             argv += ["--timeout", str(parse_duration(spec["timeout"]))]
+        if spec.get("podConfig", {}).get("env"):  # for the kernel only, never the runner's own environment
+            argv += ["--kernel-env-file", str(run_dir / "kernel-env.json")]
         return argv
 
     async def _validate(self, job: dict, run: _Run, python: str, reference: str | None) -> Observation:
@@ -549,9 +555,19 @@ class LocalBackend(Backend):
             run.started_at = isotime()
             argv = self.runner_argv(job, run.run_dir, python)
             log_path = run.run_dir / "runner.log"
+
+            def setup() -> dict[str, str]:
+                # the runner's environment: an allow-list, nothing of this server's
+                # (token, runtime/data dirs, IPython profile, PYTHONPATH); the job's
+                # podConfig.env goes to the kernel only, through a file
+                kernel_env = {e["name"]: e["value"] for e in job["spec"].get("podConfig", {}).get("env", [])}
+                if kernel_env:
+                    (run.run_dir / "kernel-env.json").write_text(json.dumps(kernel_env), encoding="utf-8")
+                (run.run_dir / "run-id").write_text(run.run_id)
+                return runner_environment(str(run.run_dir / "runner"), run.run_id)
+
+            env = await asyncio.to_thread(setup)
             with open(log_path, "w", encoding="utf-8") as log:
-                # the job's podConfig.env reaches the kernel through the runner's environment
-                env = {**os.environ, **{e["name"]: e["value"] for e in job["spec"].get("podConfig", {}).get("env", [])}}
                 proc = await asyncio.create_subprocess_exec(
                     *self._niced(argv), stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
                     start_new_session=True, env=env)
@@ -562,7 +578,11 @@ class LocalBackend(Backend):
                     code = await proc.wait()
                 except asyncio.CancelledError:
                     _kill_group(proc.pid, signal.SIGKILL)
+                    await asyncio.shield(asyncio.to_thread(hygiene.kill_all, run.run_id))
                     raise
+            # the runner stops what its kernel started; if the runner itself was
+            # killed, what it left (the kernel, daemons) is stopped here
+            await asyncio.to_thread(hygiene.kill_all, run.run_id)
             finished = isotime()
             result = await asyncio.to_thread(_read_json, run.run_dir / "result.json")
             await asyncio.to_thread(
@@ -580,7 +600,7 @@ class LocalBackend(Backend):
         if run is None:
             return
         if run.proc is not None:
-            await _terminate(run.proc)
+            await _terminate(run.proc, run.run_id)
         if not run.task.done():
             await cancel_and_wait(run.task)
 
@@ -656,16 +676,18 @@ class LocalBackend(Backend):
         }
 
 
-async def _terminate(proc: asyncio.subprocess.Process, grace: float = 5.0) -> None:
+async def _terminate(proc: asyncio.subprocess.Process, run_id: str | None = None, grace: float = 5.0) -> None:
     """SIGTERM the process group (the runner then shuts its kernel down and
-    writes what it has), SIGKILL after ``grace`` seconds."""
-    if proc.returncode is not None:
-        return
-    _kill_group(proc.pid, signal.SIGTERM)
-    try:
-        await wait_within(asyncio.shield(proc.wait()), grace)
-    except asyncio.TimeoutError:
-        _kill_group(proc.pid, signal.SIGKILL)
+    writes what it has), SIGKILL after ``grace`` seconds; then every process
+    still marked with the run's ``run_id`` (what a killed runner left)."""
+    if proc.returncode is None:
+        _kill_group(proc.pid, signal.SIGTERM)
+        try:
+            await wait_within(asyncio.shield(proc.wait()), grace)
+        except asyncio.TimeoutError:
+            _kill_group(proc.pid, signal.SIGKILL)
+    if run_id:
+        await asyncio.shield(asyncio.to_thread(hygiene.kill_all, run_id))
 
 
 def _read_json(path: Path) -> dict | None:

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..model import API_VERSION, GROUP, KIND
-from ..runner import comparison_args
+from ..runner_args import comparison_args
 from .store import JOB_LABEL
 
 COMPONENT_LABEL = f"{GROUP}/component"
@@ -328,6 +328,9 @@ def runner_command(job: dict, *, cell_timeout: float, timeout: float | None, pri
         cmd += ["--timeout", f"{timeout:g}"]
     if print_executed:
         cmd.append("--print-executed")
+    # the job's variables go to the kernel only (the runner builds the kernel's
+    # environment from an allow-list, not from the container's)
+    cmd += [f"--kernel-env={e['name']}={e['value']}" for e in (spec.get("podConfig") or {}).get("env") or []]
     return cmd
 
 
@@ -343,7 +346,8 @@ def validation_pod(job: dict, *, image: str, command: list[str], deadline_second
                    service_account: str = "", resources: dict | None = None,
                    image_pull_secrets: list[str] | None = None, inputs: list[tuple[str, str]] | None = None) -> dict:
     """``resources``: the server's defaults; the job's own ``podConfig.resources``,
-    ``env``, ``nodeSelector`` and ``tolerations`` are applied here.
+    ``nodeSelector`` and ``tolerations`` are applied here (its ``env`` is the
+    kernel's, in the command: :func:`runner_command`).
     ``inputs``: the snapshot's input files (ConfigMap key, relative path),
     copied by an init container into the kernel's working directory (writable,
     regular files, as beside the notebook locally)."""
@@ -355,8 +359,7 @@ def validation_pod(job: dict, *, image: str, command: list[str], deadline_second
         "command": command,
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONUNBUFFERED", "value": "1"},
                 {"name": "JUPYTER_RUNTIME_DIR", "value": "/tmp/.jupyter-runtime"},
-                {"name": "IPYTHONDIR", "value": "/tmp/.ipython"},
-                *({"name": e["name"], "value": e["value"]} for e in pod_config.get("env") or [])],
+                {"name": "IPYTHONDIR", "value": "/tmp/.ipython"}],
         "volumeMounts": [{"name": "input", "mountPath": INPUT_MOUNT, "readOnly": True},
                          {"name": "scratch", "mountPath": "/tmp"}, {"name": "work", "mountPath": WORKDIR}],
         "terminationMessagePath": "/dev/termination-log",

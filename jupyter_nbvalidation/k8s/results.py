@@ -10,14 +10,12 @@ is an infrastructure failure, reported with its reason.
 
 from __future__ import annotations
 
-import base64
-import gzip
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runner import EXECUTED_PREFIX, RESULT_PREFIX
+# the runner's report is read where it is written (one protocol module)
+from ..runner.protocol import decode_executed, parse_log, parse_summary  # noqa: F401
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 # waiting reasons after which a container will not start by itself (ErrImagePull
@@ -54,19 +52,6 @@ def digest_of(pod: dict, container: str) -> str | None:
     return text if DIGEST_RE.match(text) else None
 
 
-def parse_summary(message: str | None) -> dict | None:
-    """The runner's compact termination-message JSON, or None."""
-    if not message:
-        return None
-    try:
-        summary = json.loads(message)
-    except ValueError:
-        return None
-    if not isinstance(summary, dict) or summary.get("verdict") not in ("Succeeded", "Failed"):
-        return None
-    return summary
-
-
 def result_from_summary(summary: dict) -> dict:
     """A result document from the summary alone (no pod log): the per-cell
     list holds what the summary knows, the failing cell."""
@@ -95,31 +80,6 @@ def result_from_summary(summary: dict) -> dict:
     if summary.get("cells"):
         result["cells"] = summary["cells"]
     return result
-
-
-def parse_log(text: str) -> tuple[dict | None, str | None]:
-    """(the full result of the last ``NBVALIDATION-RESULT`` line, the payload
-    of the last ``NBVALIDATION-EXECUTED`` line)."""
-    result = executed = None
-    for line in text.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            try:
-                doc = json.loads(line[len(RESULT_PREFIX):])
-                if isinstance(doc, dict) and doc.get("verdict") in ("Succeeded", "Failed"):
-                    result = doc
-            except ValueError:
-                pass
-        elif line.startswith(EXECUTED_PREFIX):
-            executed = line[len(EXECUTED_PREFIX):].strip()
-    return result, executed
-
-
-def decode_executed(payload: str) -> dict | None:
-    try:
-        nb = json.loads(gzip.decompress(base64.b64decode(payload, validate=False)))
-    except (ValueError, OSError, EOFError):
-        return None
-    return nb if isinstance(nb, dict) and "cells" in nb else None
 
 
 @dataclass

@@ -1,0 +1,55 @@
+"""Execute a notebook top to bottom in a fresh kernel and judge the run.
+
+The one place that runs notebooks, for every backend: the local backend starts
+it as a subprocess of the Jupyter server, the Kubernetes backend runs it inside
+the validation Pod (in its own environment, apart from the kernel's). It needs
+only the standard library, ``nbformat`` and ``nbclient`` (with its
+``jupyter_client``); the kernel's interpreter needs only ``ipykernel``. Nothing
+here imports the server, the engine, a Kubernetes client or YAML (a test holds
+that wall).
+
+Modules, by concern:
+
+* :mod:`.execute`: one kernel, one pass over the cells;
+* :mod:`.verdict`: inputs, golden comparison, the result document (:func:`run_notebook`);
+* :mod:`.protocol`: what a runner reports, written *and* read (result line,
+  progress lines, executed-notebook line, termination summary);
+* :mod:`.environment`: the kernel's (and runner's) environment, from an allow-list;
+* :mod:`.hygiene`: everything a run starts ends with it; the temp-folder sweep;
+* :mod:`.cli` / ``__main__``: the command line.
+"""
+
+from .cli import build_parser, main
+from .environment import RUN_ID_VAR, kernel_environment, runner_environment
+from .execute import DEFAULT_CELL_TIMEOUT, KERNEL_NAME, OUTPUT_LIMIT
+from .protocol import (
+    EXECUTED_PREFIX,
+    FAILED,
+    PROGRESS_PREFIX,
+    RESULT_PREFIX,
+    RUNNER_FAILURE_REASONS,
+    STATUS_FAILURE,
+    STATUS_SKIPPED,
+    STATUS_SUCCESS,
+    SUCCEEDED,
+    TERMINATION_LOG_LIMIT,
+    Reason,
+    decode_executed,
+    exit_code,
+    parse_log,
+    parse_summary,
+    result_line,
+    termination_summary,
+    write_termination_log,
+)
+from .text import strip_ansi, truncate_tail
+from .verdict import error_result, run_notebook
+
+__all__ = [
+    "DEFAULT_CELL_TIMEOUT", "EXECUTED_PREFIX", "FAILED", "KERNEL_NAME", "OUTPUT_LIMIT", "PROGRESS_PREFIX",
+    "RESULT_PREFIX", "RUNNER_FAILURE_REASONS", "RUN_ID_VAR", "STATUS_FAILURE", "STATUS_SKIPPED",
+    "STATUS_SUCCESS", "SUCCEEDED", "TERMINATION_LOG_LIMIT", "Reason", "build_parser", "decode_executed",
+    "error_result", "exit_code", "kernel_environment", "main", "parse_log", "parse_summary", "result_line",
+    "run_notebook", "runner_environment", "strip_ansi", "termination_summary", "truncate_tail",
+    "write_termination_log",
+]

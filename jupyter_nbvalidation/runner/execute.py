@@ -1,0 +1,535 @@
+"""Kernel execution: one fresh kernel, one pass over the cells (today's nbclient).
+
+The kernel is ``PYTHON -m ipykernel_launcher -f {connection_file}`` from a private
+kernelspec directory in the runner's temporary folder (nothing is installed
+anywhere); its environment is built from an allow-list (:mod:`.environment`);
+everything it starts is stopped at the end (:mod:`.hygiene`).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from typing import Any, Callable, Mapping
+
+from ..markers import cell_markers, cell_source
+from ..priority import deprioritize, own_niceness
+from ..tasks import wait_within
+from . import hygiene
+from .environment import kernel_environment
+from .protocol import STATUS_FAILURE, STATUS_SKIPPED, STATUS_SUCCESS, Reason
+from .text import fmt_limit, format_seconds, strip_ansi, truncate, truncate_tail
+
+DEFAULT_CELL_TIMEOUT = 600.0
+DEFAULT_STARTUP_TIMEOUT = 120.0
+OUTPUT_LIMIT = 4000  # traceback text per cell result
+INTERRUPT_GRACE = 2.0  # after a timeout: how long to wait for the interrupted cell's traceback
+KERNEL_NAME = "nbvalidation-python"
+VALIDATE_CELL_NOTE = "a validate cell (%nbvalidate / %load_ext jupyter_nbvalidation): not run inside a validation"
+
+# a line that validates the notebook from inside it: the kernel of a validation has
+# no jupyter_nbvalidation (nor a server to ask), so such lines are no-ops there
+_VALIDATE_LINE = re.compile(
+    r"^(?P<indent>\s*)(?:%(?:load_ext|reload_ext)\s+jupyter_nbvalidation\b.*|%nbvalidate(?:\s.*)?)$")
+
+
+def without_validate_lines(source: str) -> str | None:
+    """``source`` with its validate lines replaced by ``pass`` (same indentation,
+    same line numbers), or None when it has none."""
+    lines = source.split("\n")
+    changed = False
+    for i, line in enumerate(lines):
+        m = _VALIDATE_LINE.match(line)
+        if m:
+            lines[i] = m.group("indent") + "pass"
+            changed = True
+    return "\n".join(lines) if changed else None
+
+
+def _error_details(cell: Mapping[str, Any], reply: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """ename / evalue / traceback of a failed cell: its first error output, else the reply."""
+    for out in cell.get("outputs") or []:
+        if out.get("output_type") == "error":
+            return {
+                "errorName": str(out.get("ename", "")),
+                "errorMessage": truncate(strip_ansi(str(out.get("evalue", ""))), OUTPUT_LIMIT),
+                "output": truncate_tail(strip_ansi("\n".join(out.get("traceback") or [])), OUTPUT_LIMIT),
+            }
+    content = (reply or {}).get("content") or {}
+    if content.get("status") in ("error", "aborted"):
+        return {
+            "errorName": str(content.get("ename", "") or ("ExecutionAborted" if content.get("status") == "aborted" else "")),
+            "errorMessage": truncate(strip_ansi(str(content.get("evalue", ""))), OUTPUT_LIMIT),
+            "output": truncate_tail(strip_ansi("\n".join(content.get("traceback") or [])), OUTPUT_LIMIT),
+        }
+    return None
+
+
+def _partial_output(cell: Mapping[str, Any]) -> str:
+    """The text a cell printed so far (for timeouts and kernel deaths)."""
+    pieces = []
+    for out in cell.get("outputs") or []:
+        kind = out.get("output_type")
+        if kind == "stream":
+            pieces.append(cell_source({"source": out.get("text", "")}))
+        elif kind == "error":
+            pieces.append("\n".join(out.get("traceback") or []))
+        elif kind in ("execute_result", "display_data"):
+            text = (out.get("data") or {}).get("text/plain")
+            if text:
+                pieces.append(cell_source({"source": text}))
+    return truncate_tail(strip_ansi("".join(p if p.endswith("\n") else p + "\n" for p in pieces)), OUTPUT_LIMIT)
+
+
+def _resolve_python(python: str | None) -> str:
+    if not python:
+        return sys.executable
+    if os.sep not in python and not os.path.exists(python):
+        found = shutil.which(python)
+        if found:
+            return found
+    # never realpath(): a venv's python is a symlink and must stay inside the venv
+    return os.path.abspath(python)
+
+
+def _kill_process_group(pgid: int | None) -> None:
+    if not pgid or not hasattr(os, "killpg") or pgid == os.getpgid(0):
+        return
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+async def _maybe_await(value: Any) -> Any:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value
+
+
+class _Stop(Exception):
+    """Internal: stop executing further cells."""
+
+
+class _Execution:
+    """One kernel, one pass over the cells. Fills ``results`` and the failure fields."""
+
+    def __init__(
+        self,
+        nb: Any,
+        *,
+        python: str,
+        cwd: str,
+        cell_timeout: float | None,
+        deadline: float | None,
+        run_timeout: float | None,
+        allow_errors: bool,
+        on_progress: Callable[[dict[str, Any]], None] | None,
+        run_id: str,
+        kernel_env: Mapping[str, str] | None = None,
+        reap_descendants: bool = False,
+    ) -> None:
+        self.nb = nb
+        self.python = python
+        self.cwd = cwd
+        self.cell_timeout = cell_timeout
+        self.deadline = deadline
+        self.run_timeout = run_timeout
+        self.allow_errors = allow_errors
+        self.on_progress = on_progress
+        self.run_id = run_id
+        self.extra_env = dict(kernel_env or {})
+        self.reap_descendants = reap_descendants
+        self.validate_cells: set[int] = set()  # cells holding %nbvalidate / %load_ext jupyter_nbvalidation
+        self.leftovers = 0  # processes still running after the kernel's shutdown, killed
+        self.results: list[dict[str, Any]] = [
+            {"cellIndex": i, "status": STATUS_SKIPPED} for i in range(len(nb.cells))
+        ]
+        self.executed: set[int] = set()
+        self.code_cells_run = 0
+        self.allowed_errors = 0
+        self.reason: str | None = None
+        self.failed_index: int | None = None
+        self.message: str | None = None
+        self.kernel_python: str | None = None
+        self.kernel_log = ""
+        self.stop_signal: int | None = None
+        self._current_index: int | None = None
+        self._current_timeout: float | None = None
+        self._last_reply: dict[str, Any] | None = None
+        self._main_task: asyncio.Task[Any] | None = None
+        self._pgid: int | None = None
+
+    # the outcome ------------------------------------------------------------
+
+    def _fail(self, reason: str, index: int | None, message: str) -> None:
+        if self.reason is None:
+            self.reason, self.failed_index, self.message = reason, index, message
+
+    def _remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def _timeout_for_cell(self, cell: Any) -> float | None:  # nbclient's timeout_func
+        return self._current_timeout
+
+    async def _on_cell_executed(self, cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
+        self._last_reply = execute_reply
+
+    def _progress(self, entry: Mapping[str, Any]) -> None:
+        if self.on_progress is None:
+            return
+        event = {"cellIndex": entry["cellIndex"], "status": entry["status"]}
+        if "executionTime" in entry:
+            event["executionTime"] = entry["executionTime"]
+        try:
+            self.on_progress(event)
+        except Exception:  # a broken progress sink must not break the run
+            pass
+
+    def _stopped_by_signal(self) -> None:
+        assert self.stop_signal is not None
+        name = signal.Signals(self.stop_signal).name
+        index = self._current_index
+        where = f" in cell {index}" if index is not None else ""
+        self._fail(Reason.RUNNER_ERROR, index, f"The runner was stopped by {name}{where}; the kernel was shut down")
+        if index is not None:
+            self.results[index].update(status=STATUS_FAILURE, errorName=name, errorMessage=f"the runner was stopped by {name}")
+            self.results[index]["output"] = _partial_output(self.nb.cells[index])
+
+    def _on_signal(self, signum: int) -> None:
+        if self.stop_signal is None:
+            self.stop_signal = signum
+            if self._main_task is not None:
+                self._main_task.cancel()
+
+    # the run ----------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._main_task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        installed = []
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(signum, self._on_signal, signum)
+                installed.append(signum)
+            except (RuntimeError, NotImplementedError, ValueError):
+                pass  # not the main thread, or no signals on this platform
+        tmp = hygiene.make_temp_dir(self.run_id)
+        km = kc = None
+        log_file = None
+        try:
+            try:
+                from jupyter_client.kernelspec import KernelSpecManager
+                from jupyter_client.manager import AsyncKernelManager
+                from nbclient import NotebookClient
+                from nbclient.exceptions import CellTimeoutError, DeadKernelError
+            except ImportError as e:
+                self._fail(Reason.RUNNER_ERROR, None, f"The runner cannot import its dependencies: {e}")
+                return
+
+            spec_dir = os.path.join(tmp, "kernels", KERNEL_NAME)
+            os.makedirs(spec_dir)
+            with open(os.path.join(spec_dir, "kernel.json"), "w", encoding="utf-8") as f:
+                json.dump(
+                    {
+                        "argv": [self.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                        "display_name": f"Python ({self.python})",
+                        "language": "python",
+                    },
+                    f,
+                )
+            ksm = KernelSpecManager(kernel_dirs=[os.path.join(tmp, "kernels")])
+            km_kwargs: dict[str, Any] = {
+                "kernel_name": KERNEL_NAME,
+                "kernel_spec_manager": ksm,
+                "connection_file": os.path.join(tmp, "connection.json"),
+            }
+            if os.name == "posix":  # faster than TCP, nothing listens on the network
+                km_kwargs.update(transport="ipc", ip=os.path.join(tmp, "ipc"))
+            km = AsyncKernelManager(**km_kwargs)
+
+            remaining = self._remaining()
+            startup_timeout = DEFAULT_STARTUP_TIMEOUT if remaining is None else max(1.0, min(DEFAULT_STARTUP_TIMEOUT, remaining))
+            client = NotebookClient(
+                self.nb,
+                km=km,
+                kernel_name=KERNEL_NAME,
+                timeout=None,
+                timeout_func=self._timeout_for_cell,
+                startup_timeout=int(startup_timeout + 0.999),
+                allow_errors=True,  # we judge errors ourselves, from outputs and replies
+                interrupt_on_timeout=False,
+                record_timing=True,
+                extra_arguments=["--HistoryManager.hist_file=:memory:"],
+                on_cell_executed=self._on_cell_executed,
+            )
+
+            # -- start the kernel
+            log_path = os.path.join(tmp, "kernel.log")
+            log_file = open(log_path, "wb")
+            try:
+                await client.async_start_new_kernel(
+                    cwd=self.cwd, env=kernel_environment(self.python, os.path.join(tmp, "kernel"), self.run_id,
+                                                         extra=self.extra_env),
+                    stdout=log_file, stderr=log_file
+                )
+                provisioner = getattr(km, "provisioner", None)
+                self._pgid = getattr(provisioner, "pgid", None)
+                # the kernel is a new session (its own scheduling autogroup):
+                # give it this runner's lowered priority too
+                kernel_pid = getattr(provisioner, "pid", None)
+                if kernel_pid:
+                    deprioritize(kernel_pid, own_niceness())
+                await client.async_start_new_kernel_client()
+                kc = client.kc
+                await self._kernel_info(client, kc)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                remaining = self._remaining()
+                if self.stop_signal is not None:
+                    self._stopped_by_signal()
+                elif remaining is not None and remaining <= 0:
+                    self._fail(
+                        Reason.VALIDATION_TIMED_OUT,
+                        None,
+                        f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}: the kernel was still starting",
+                    )
+                else:
+                    self._fail(Reason.KERNEL_START_FAILED, None, self._start_failure_message(e, log_path))
+                return
+
+            # -- the cells
+            try:
+                await self._run_cells(client, CellTimeoutError, DeadKernelError)
+            except _Stop:
+                pass
+        except asyncio.CancelledError:
+            if self.stop_signal is None:
+                raise
+            self._stopped_by_signal()
+        finally:
+            await self._shutdown(km, kc, graceful=self.reason is None or self.reason == Reason.CELL_EXECUTION_FAILED)
+            if log_file is not None:
+                log_file.close()
+                self.kernel_log = self._read_log(os.path.join(tmp, "kernel.log"))
+            for signum in installed:
+                try:
+                    loop.remove_signal_handler(signum)
+                except Exception:
+                    pass
+            # whatever the kernel started and left running (setsid, double forks)
+            self.leftovers = await asyncio.to_thread(
+                hygiene.kill_all, self.run_id, descendants_of=os.getpid() if self.reap_descendants else None)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    @staticmethod
+    def _read_log(path: str) -> str:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace")
+
+    def _start_failure_message(self, error: BaseException, log_path: str) -> str:
+        if isinstance(error, FileNotFoundError) or not os.path.exists(self.python):
+            return f"The kernel could not be started: the interpreter {self.python} does not exist"
+        if isinstance(error, PermissionError):
+            return f"The kernel could not be started: the interpreter {self.python} is not executable"
+        log = self._read_log(log_path)
+        if "No module named ipykernel" in log:
+            return (
+                f"The kernel could not be started: ipykernel is not installed for {self.python} "
+                "(No module named ipykernel_launcher)"
+            )
+        lines = [strip_ansi(line).strip() for line in log.splitlines() if line.strip()]
+        detail = lines[-1] if lines else (str(error) or type(error).__name__)
+        return f"The kernel could not be started with {self.python}: {detail}"
+
+    async def _kernel_info(self, client: Any, kc: Any) -> None:
+        """language_info into the notebook (as nbclient does) and the kernel's interpreter."""
+        msg_id = kc.kernel_info()
+        reply = await wait_within(self._reply(kc, msg_id), 60)
+        info = (reply or {}).get("content", {}).get("language_info")
+        if info:
+            self.nb.metadata["language_info"] = info
+        msg_id = kc.execute(
+            "",
+            silent=True,
+            store_history=False,
+            user_expressions={"python": "__import__('sys').executable"},
+        )
+        reply = await wait_within(self._reply(kc, msg_id), 60)
+        try:
+            value = reply["content"]["user_expressions"]["python"]["data"]["text/plain"]
+            self.kernel_python = str(ast.literal_eval(value))
+        except Exception:
+            self.kernel_python = None
+
+    @staticmethod
+    async def _reply(kc: Any, msg_id: str) -> dict[str, Any]:
+        from queue import Empty
+
+        while True:
+            try:
+                msg = await kc.shell_channel.get_msg(timeout=1)
+            except Empty:
+                if not await _maybe_await(kc.is_alive()):
+                    raise RuntimeError("the kernel died before it answered") from None
+                continue
+            if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                return msg
+
+    async def _run_cells(self, client: Any, CellTimeoutError: type, DeadKernelError: type) -> None:
+        for index, cell in enumerate(self.nb.cells):
+            if cell.cell_type != "code":
+                continue
+            if cell_markers(cell).skip or not cell_source(cell).strip():
+                continue
+            original = cell_source(cell)
+            runnable = without_validate_lines(original)
+            if runnable is not None:  # a saved validate cell: a no-op inside a validation
+                self.validate_cells.add(index)
+                if not runnable.strip() or all(
+                        not line.strip() or line.strip().startswith("#") or line.strip() == "pass"
+                        for line in runnable.splitlines()):
+                    self.results[index]["skipReason"] = VALIDATE_CELL_NOTE
+                    continue
+                cell.source = runnable
+                try:
+                    await self._run_cell(client, index, cell, CellTimeoutError, DeadKernelError)
+                finally:
+                    cell.source = original
+                continue
+            await self._run_cell(client, index, cell, CellTimeoutError, DeadKernelError)
+
+    async def _run_cell(self, client: Any, index: int, cell: Any, CellTimeoutError: type, DeadKernelError: type) -> None:
+        markers = cell_markers(cell)
+        remaining = self._remaining()
+        if remaining is not None and remaining <= 0:
+            self._fail(
+                Reason.VALIDATION_TIMED_OUT,
+                index,
+                f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; cell {index} was not started",
+            )
+            raise _Stop
+        limit = self.cell_timeout
+        bound_by_deadline = False
+        if remaining is not None and (limit is None or remaining < limit):
+            limit, bound_by_deadline = max(remaining, 0.001), True
+        self._current_timeout = limit
+        self._current_index = index
+        self._last_reply = None
+        self.executed.add(index)
+        entry = self.results[index]
+        started = time.monotonic()
+        try:
+            await client.async_execute_cell(cell, index, execution_count=client.code_cells_executed + 1)
+        except CellTimeoutError:
+            elapsed = time.monotonic() - started
+            cell.execution_count = client.code_cells_executed
+            await self._collect_interrupt_traceback(client, cell)
+            entry.update(status=STATUS_FAILURE, executionTime=format_seconds(elapsed))
+            if bound_by_deadline:
+                entry.update(
+                    errorName="ValidationTimedOut",
+                    errorMessage=f"the whole validation exceeded {fmt_limit(self.run_timeout or 0)}",
+                )
+                message = f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; stopped in cell {index}"
+                reason = Reason.VALIDATION_TIMED_OUT
+            else:
+                assert limit is not None
+                entry.update(errorName="CellTimedOut", errorMessage=f"cell did not finish within {fmt_limit(limit)}")
+                message = f"Cell {index} did not finish within {fmt_limit(limit)} (cell timeout)"
+                reason = Reason.CELL_TIMED_OUT
+            entry["output"] = _partial_output(cell)
+            self._fail(reason, index, message)
+            self._progress(entry)
+            raise _Stop from None
+        except DeadKernelError:
+            if self.stop_signal is not None:  # nbclient turns our cancellation into DeadKernelError
+                raise asyncio.CancelledError from None
+            elapsed = time.monotonic() - started
+            entry.update(
+                status=STATUS_FAILURE,
+                executionTime=format_seconds(elapsed),
+                errorName="DeadKernelError",
+                errorMessage="the kernel died while executing the cell",
+                output=_partial_output(cell),
+            )
+            self._fail(Reason.KERNEL_DIED, index, f"The kernel died while executing cell {index}")
+            self._progress(entry)
+            raise _Stop from None
+        elapsed = time.monotonic() - started
+        self._current_index = None
+        self.code_cells_run += 1
+        entry.update(status=STATUS_SUCCESS, executionTime=format_seconds(elapsed))
+        error = _error_details(cell, self._last_reply)
+        if error is not None:
+            entry.update(error)
+            if markers.raises_exception or self.allow_errors:
+                self.allowed_errors += 1
+            if not markers.raises_exception:
+                entry["status"] = STATUS_FAILURE
+                if not self.allow_errors:
+                    summary = error["errorName"] or "an error"
+                    first_line = (error["errorMessage"].strip().splitlines() or [""])[0]
+                    if first_line:
+                        summary += f": {truncate(first_line, 300)}"
+                    self._fail(Reason.CELL_EXECUTION_FAILED, index, f"Cell {index} raised {summary}")
+                    self._progress(entry)
+                    raise _Stop
+        self._progress(entry)
+
+    async def _collect_interrupt_traceback(self, client: Any, cell: Any) -> None:
+        """Interrupt the timed-out cell so that its traceback shows where it hung."""
+        km = client.km
+        if km is None:
+            return
+        try:
+            await km.interrupt_kernel()
+        except Exception:
+            return
+        waited = 0.0
+        while waited < INTERRUPT_GRACE:
+            if any(o.get("output_type") == "error" for o in cell.get("outputs") or []):
+                return
+            await asyncio.sleep(0.05)
+            waited += 0.05
+
+    async def _shutdown(self, km: Any, kc: Any, *, graceful: bool) -> None:
+        current = asyncio.current_task()
+        for task in asyncio.all_tasks():  # nbclient's pollers of an interrupted cell
+            if task is not current:
+                task.cancel()
+        if km is not None:
+            try:
+                if km.has_kernel:
+                    await wait_within(km.shutdown_kernel(now=not graceful), 15)
+            except BaseException:
+                try:
+                    if km.has_kernel:
+                        await km.shutdown_kernel(now=True)
+                except BaseException:
+                    pass
+            try:
+                if kc is not None:
+                    await _maybe_await(kc.stop_channels())
+            except Exception:
+                pass
+            try:
+                await _maybe_await(km.cleanup_resources())
+            except Exception:
+                pass
+        # the kernel ran in its own session: take down anything it left behind
+        _kill_process_group(self._pgid)
+
+

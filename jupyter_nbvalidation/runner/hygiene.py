@@ -1,0 +1,201 @@
+"""Everything a validation starts ends with it (Linux ``/proc``; standard library only).
+
+Three nets, because a notebook can leave the kernel's process group and session
+(``Popen(start_new_session=True)``, a double-forked daemon):
+
+1. the kernel's process group is killed (what stayed in its session);
+2. the runner is a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``): an orphan
+   of any of its descendants is re-parented to the runner instead of to init, so
+   a double-forked daemon stays in the runner's process tree, and every
+   descendant is killed at the end;
+3. every process whose environment (``/proc/<pid>/environ``, as it was when the
+   process started) holds ``NBVALIDATION_RUN_ID=<this run>`` is killed: the
+   kernel and whatever it starts inherit the variable. This net also works after
+   the runner itself was killed (the local backend runs it once the runner has
+   exited, and the start-up sweep for runs whose runner is dead).
+
+The limit: a process that both leaves the runner's tree (only possible when the
+runner is gone, or on a system without subreapers) and was started with an
+environment that drops the variable (``env -i``) is not found; nor is one that
+changes to another user. Containment against a hostile notebook needs a
+container or a cgroup (the Kubernetes backend's Pod).
+
+The runner's temporary folder (``nbvalidation-*``: the kernel's connection file
+with its key, the kernel's ``HOME``/``TMPDIR``) records its owner (``owner.json``:
+pid, process start time, run id), so a sweep removes only folders whose owner is
+dead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from typing import Iterable
+
+from .environment import RUN_ID_VAR
+
+TEMP_PREFIX = "nbvalidation-"
+OWNER_FILE = "owner.json"
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def set_child_subreaper() -> bool:
+    """Make this process the reaper of its descendants' orphans (Linux >= 3.4)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except Exception:
+        return False
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, ppid, start time in clock ticks) of ``pid``, or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    try:
+        fields = data[data.rindex(")") + 2:].split()
+        return fields[0], int(fields[1]), int(fields[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def start_time(pid: int) -> int | None:
+    st = _stat(pid)
+    return None if st is None else st[2]
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _ancestors(pid: int) -> set[int]:
+    out = set()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        st = _stat(pid)
+        if st is None:
+            break
+        pid = st[1]
+    return out
+
+
+def _marked(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in b"\0" + f.read()
+    except OSError:
+        return False
+
+
+def find(run_id: str | None = None, *, descendants_of: int | None = None) -> list[int]:
+    """Live processes of a run: those whose environment carries ``run_id``, and/or
+    the descendants of ``descendants_of``. Never this process or its ancestors."""
+    protected = _ancestors(os.getpid()) | {os.getpid()}
+    needle = f"\0{RUN_ID_VAR}={run_id}\0".encode() if run_id else None
+    parents: dict[int, int] = {}
+    found = set()
+    for pid in _pids():
+        st = _stat(pid)
+        if st is None or st[0] == "Z":  # zombies are already dead
+            continue
+        parents[pid] = st[1]
+        if needle is not None and pid not in protected and _marked(pid, needle):
+            found.add(pid)
+    if descendants_of is not None:
+        for pid in parents:
+            p, seen = pid, set()
+            while p in parents and p not in seen:
+                seen.add(p)
+                p = parents[p]
+                if p == descendants_of:
+                    found.add(pid)
+                    break
+    return sorted(found - protected)
+
+
+def _reap(pids: Iterable[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def kill_all(run_id: str | None = None, *, descendants_of: int | None = None, rounds: int = 100) -> int:
+    """SIGKILL the processes of a run until none is left (a process may fork while
+    the others die). Returns how many were killed."""
+    killed: set[int] = set()
+    for _ in range(rounds):
+        pids = find(run_id, descendants_of=descendants_of)
+        if not pids:
+            break
+        for pid in pids:  # stop them all first: none forks a replacement meanwhile
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        killed.update(pids)
+        _reap(pids)
+        time.sleep(0.01)
+    _reap(killed)
+    return len(killed)
+
+
+# --- the runner's temporary folder -----------------------------------------------
+
+
+def make_temp_dir(run_id: str) -> str:
+    """``$TMPDIR/nbvalidation-XXXX`` with its ``owner.json`` (mode 0700)."""
+    path = tempfile.mkdtemp(prefix=TEMP_PREFIX)
+    owner = {"pid": os.getpid(), "startTime": start_time(os.getpid()), "runId": run_id}
+    with open(os.path.join(path, OWNER_FILE), "w", encoding="utf-8") as f:
+        json.dump(owner, f)
+    return path
+
+
+def _owner_alive(owner: dict) -> bool:
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    started = start_time(pid)
+    if started is None:
+        return False
+    return owner.get("startTime") is None or owner.get("startTime") == started  # not a reused pid
+
+
+def sweep(temp_dir: str | None = None) -> list[str]:
+    """Remove the ``nbvalidation-*`` folders (and stop the processes) of runs whose
+    runner is dead. Folders without a readable owner are left alone (another
+    runner may be writing it this instant, or it is not ours)."""
+    base = temp_dir or tempfile.gettempdir()
+    removed = []
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(TEMP_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(base, name)
+        try:
+            with open(os.path.join(path, OWNER_FILE), encoding="utf-8") as f:
+                owner = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(owner, dict) or _owner_alive(owner):
+            continue
+        if isinstance(owner.get("runId"), str) and owner["runId"]:
+            kill_all(owner["runId"])
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed

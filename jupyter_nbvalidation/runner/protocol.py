@@ -1,0 +1,235 @@
+"""What a runner reports, written and read in one place.
+
+A runner reports through three channels, all produced here and all read here:
+
+* the **result document** (``--result FILE``, and the last stdout line
+  ``NBVALIDATION-RESULT <JSON>``, see :func:`result_line` / :func:`parse_log`);
+* ``NBVALIDATION-PROGRESS {...}`` lines, one per executed cell (``--progress``);
+* ``NBVALIDATION-EXECUTED <base64 gzip>``, the executed notebook on one line
+  (``--print-executed``: where only the logs come back, a Kubernetes Pod);
+* the **termination summary** (``--termination-log``): compact JSON of at most
+  4096 bytes, for a container's termination message (:func:`termination_summary`,
+  :func:`parse_summary`).
+
+Exit status: 0 verdict Succeeded, 1 verdict Failed, 2 the runner could not run.
+
+Standard library only: the server side (the Kubernetes backend reading a Pod's
+log) imports this module as the runner does.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import gzip
+import json
+import os
+import sys
+from typing import Any, Mapping
+
+from .text import truncate, truncate_tail
+
+RESULT_PREFIX = "NBVALIDATION-RESULT "
+EXECUTED_PREFIX = "NBVALIDATION-EXECUTED "  # base64 of the gzipped executed notebook (--print-executed)
+PROGRESS_PREFIX = "NBVALIDATION-PROGRESS "
+
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+VERDICTS = (SUCCEEDED, FAILED)
+
+
+class Reason:
+    VALIDATION_SUCCEEDED = "ValidationSucceeded"
+    CELL_EXECUTION_FAILED = "CellExecutionFailed"
+    GOLDEN_MISMATCH = "GoldenMismatch"
+    CELL_TIMED_OUT = "CellTimedOut"
+    VALIDATION_TIMED_OUT = "ValidationTimedOut"
+    KERNEL_DIED = "KernelDied"
+    KERNEL_START_FAILED = "KernelStartFailed"
+    INVALID_NOTEBOOK = "InvalidNotebook"
+    # not a notebook outcome: bad arguments, an internal error, or the runner was
+    # stopped by a signal. Always exit status 2.
+    RUNNER_ERROR = "RunnerError"
+
+
+# reasons for which the runner "could not run" (exit status 2)
+RUNNER_FAILURE_REASONS = frozenset({Reason.INVALID_NOTEBOOK, Reason.RUNNER_ERROR})
+
+STATUS_SUCCESS = "Success"
+STATUS_FAILURE = "Failure"
+STATUS_SKIPPED = "Skipped"
+
+STDOUT_RESULT_LIMIT = 1024 * 1024  # the NBVALIDATION-RESULT line
+TERMINATION_LOG_LIMIT = 4096  # Kubernetes termination message
+
+
+def exit_code(result: Mapping[str, Any]) -> int:
+    if result.get("verdict") == SUCCEEDED:
+        return 0
+    if result.get("reason") in RUNNER_FAILURE_REASONS:
+        return 2
+    return 1
+
+
+# --- writing ----------------------------------------------------------------------
+
+
+def termination_summary(result: Mapping[str, Any], limit: int = TERMINATION_LOG_LIMIT) -> str:
+    """A compact JSON summary of ``result`` that fits in ``limit`` bytes (UTF-8)."""
+    counts = {STATUS_SUCCESS: 0, STATUS_FAILURE: 0, STATUS_SKIPPED: 0}
+    for entry in result.get("results") or []:
+        counts[entry.get("status", STATUS_SKIPPED)] = counts.get(entry.get("status", STATUS_SKIPPED), 0) + 1
+    summary: dict[str, Any] = {
+        "verdict": result.get("verdict"),
+        "reason": result.get("reason"),
+        "message": result.get("message"),
+        "failedCellIndex": result.get("failedCellIndex"),
+        "durationSeconds": result.get("durationSeconds"),
+        "cells": {
+            "total": len(result.get("results") or []),
+            "succeeded": counts[STATUS_SUCCESS],
+            "failed": counts[STATUS_FAILURE],
+            "skipped": counts[STATUS_SKIPPED],
+        },
+    }
+    failed = result.get("failedCellIndex")
+    if failed is not None:
+        for entry in result.get("results") or []:
+            if entry.get("cellIndex") == failed and entry.get("errorName"):
+                summary["error"] = {"name": entry.get("errorName"), "message": entry.get("errorMessage", "")}
+    comparison = result.get("comparisonResult")
+    if comparison:
+        summary["comparison"] = {
+            k: comparison.get(k) for k in ("strategy", "result", "totalCells", "matchedCells", "mismatchedCells", "skippedCells")
+        }
+    summary["executedNotebook"] = result.get("executedNotebook")
+
+    def encode(s: Mapping[str, Any]) -> bytes:
+        return json.dumps(s, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    data = encode(summary)
+    for text_limit in (1000, 300, 100, 0):
+        if len(data) <= limit:
+            break
+        if isinstance(summary.get("message"), str):
+            summary["message"] = truncate(result.get("message") or "", text_limit) if text_limit else ""
+        if "error" in summary:
+            summary["error"]["message"] = truncate(summary["error"]["message"], text_limit) if text_limit else ""
+        if text_limit == 0:
+            summary.pop("executedNotebook", None)
+        data = encode(summary)
+    if len(data) > limit:  # cannot happen with the fields above, but never exceed
+        data = encode({k: summary.get(k) for k in ("verdict", "reason", "failedCellIndex")})
+    return data.decode("utf-8")
+
+
+def write_in_place(path: str | os.PathLike[str], text: str) -> None:
+    """Open ``path`` for writing (truncating it) and write ``text``.
+
+    Not a temporary file renamed over it: in a Pod ``/dev/termination-log`` is a
+    file bind-mounted by the kubelet, and a rename onto it fails (``Device or
+    resource busy`` as root, ``Permission denied`` as any other user, since
+    ``/dev`` is not writable). Writing through the existing file works."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def write_termination_log(path: str | os.PathLike[str], result: Mapping[str, Any]) -> None:
+    try:
+        write_in_place(path, termination_summary(result))
+    except OSError as e:  # e.g. /dev/termination-log missing outside Kubernetes
+        sys.stderr.write(f"nbvalidation: cannot write the termination log {path}: {e}\n")
+
+
+def result_line(result: Mapping[str, Any], limit: int = STDOUT_RESULT_LIMIT) -> str:
+    """The result as one JSON line (ASCII) of at most ~``limit`` characters.
+
+    When too long, the tracebacks and diff texts are cut, never the structure.
+    """
+    def encode(r: Mapping[str, Any]) -> str:
+        return json.dumps(r, separators=(",", ":"), ensure_ascii=True)
+
+    text = encode(result)
+    for text_limit in (1000, 200, 0):
+        if len(text) <= limit:
+            return text
+        shrunk = copy.deepcopy(dict(result))
+        for entry in shrunk.get("results") or []:
+            if "output" in entry:
+                entry["output"] = truncate_tail(entry["output"], text_limit)
+            if "errorMessage" in entry:
+                entry["errorMessage"] = truncate(entry["errorMessage"], max(text_limit, 200))
+        comparison = shrunk.get("comparisonResult")
+        if comparison:
+            for diff in comparison.get("diffs") or []:
+                for key in ("expected", "actual", "diff"):
+                    if key in diff:
+                        diff[key] = truncate(diff[key], text_limit) if text_limit else ""
+        if isinstance(shrunk.get("message"), str):
+            shrunk["message"] = truncate(shrunk["message"], max(text_limit, 500))
+        text = encode(shrunk)
+    return text
+
+
+def progress_line(event: Mapping[str, Any]) -> str:
+    return PROGRESS_PREFIX + json.dumps(event, separators=(",", ":"))
+
+
+def executed_line(notebook_bytes: bytes) -> str:
+    return EXECUTED_PREFIX + base64.b64encode(gzip.compress(notebook_bytes)).decode("ascii")
+
+
+# --- reading ----------------------------------------------------------------------
+
+
+def parse_log(text: str) -> tuple[dict | None, str | None]:
+    """(the full result of the last ``NBVALIDATION-RESULT`` line, the payload
+    of the last ``NBVALIDATION-EXECUTED`` line)."""
+    result = executed = None
+    for line in text.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            try:
+                doc = json.loads(line[len(RESULT_PREFIX):])
+                if isinstance(doc, dict) and doc.get("verdict") in VERDICTS:
+                    result = doc
+            except ValueError:
+                pass
+        elif line.startswith(EXECUTED_PREFIX):
+            executed = line[len(EXECUTED_PREFIX):].strip()
+    return result, executed
+
+
+def parse_progress(text: str) -> list[dict]:
+    """Every ``NBVALIDATION-PROGRESS`` event in ``text``, in order."""
+    events = []
+    for line in text.splitlines():
+        if line.startswith(PROGRESS_PREFIX):
+            try:
+                event = json.loads(line[len(PROGRESS_PREFIX):])
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
+def decode_executed(payload: str) -> dict | None:
+    """The executed notebook (a JSON dict) from an ``NBVALIDATION-EXECUTED`` payload."""
+    try:
+        nb = json.loads(gzip.decompress(base64.b64decode(payload, validate=False)))
+    except (ValueError, OSError, EOFError):
+        return None
+    return nb if isinstance(nb, dict) and "cells" in nb else None
+
+
+def parse_summary(message: str | None) -> dict | None:
+    """The runner's compact termination-message JSON, or None."""
+    if not message:
+        return None
+    try:
+        summary = json.loads(message)
+    except ValueError:
+        return None
+    if not isinstance(summary, dict) or summary.get("verdict") not in VERDICTS:
+        return None
+    return summary

@@ -1,0 +1,327 @@
+"""Verdict assembly: read the inputs, run the cells (:mod:`.execute`), compare
+with the golden notebook (:mod:`..compare`), and write the result document.
+
+Rules:
+
+* the input notebook is never written; outputs and execution counts of code cells
+  are cleared in a copy, which is executed and written to ``executed`` (also on
+  failure, with the outputs up to the failing cell);
+* the kernel's working directory is ``cwd`` (default: the notebook's folder);
+* a cell fails when the reply status is ``error`` *or* the cell has an ``error``
+  output (exceptions raised after execution, e.g. in display hooks, leave an error
+  output with an ``ok`` reply);
+* execution stops at the first failing cell unless the notebook's
+  ``metadata.execution.allow_errors`` is true; cells tagged / commented as allowed to
+  raise do not fail; skip markers are honoured (see :mod:`..markers`); a saved
+  validate cell (``%nbvalidate``, ``%load_ext jupyter_nbvalidation``) is skipped;
+* ``metadata.execution.timeout`` overrides ``cell_timeout``;
+* a notebook whose kernelspec names a kernel not known to be Python and declares
+  no language is run with Python, and the message says so;
+* the kernel and every process it started are gone when the run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Callable, Mapping
+
+from .. import compare as _compare
+from ..markers import notebook_execution_settings
+from .execute import DEFAULT_CELL_TIMEOUT, _Execution
+from .protocol import FAILED, SUCCEEDED, Reason, write_termination_log
+from .text import plural
+
+KERNEL_LOG_LIMIT = 20000  # kernel stdout/stderr copied to our stderr
+_PYTHON_KERNEL_NAME = re.compile(r"^i?python[0-9.]*$", re.IGNORECASE)
+
+
+def _resolve_python(python: str | None) -> str:
+    if not python:
+        return sys.executable
+    if os.sep not in python and not os.path.exists(python):
+        found = shutil.which(python)
+        if found:
+            return found
+    # never realpath(): a venv's python is a symlink and must stay inside the venv
+    return os.path.abspath(python)
+
+
+def kernel_note(nb: Mapping[str, Any]) -> str | None:
+    """What to say when the notebook names a kernel not known to be Python and
+    declares no language (it is validated with Python all the same)."""
+    meta = nb.get("metadata") or {}
+    spec = meta.get("kernelspec") or {}
+    if not isinstance(spec, Mapping):
+        return None
+    language = spec.get("language") or (meta.get("language_info") or {}).get("name")
+    name = spec.get("name")
+    if (isinstance(language, str) and language.strip()) or not isinstance(name, str) or not name.strip():
+        return None
+    if _PYTHON_KERNEL_NAME.match(name.strip()):
+        return None
+    return (f"the notebook's kernelspec names the kernel {name.strip()!r}, which is not known here, "
+            "and declares no language: validated with Python")
+
+
+def _atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    path = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _nbclient_version() -> str | None:
+    try:
+        import nbclient
+
+        return str(nbclient.__version__)
+    except Exception:  # pragma: no cover - nbclient missing is reported elsewhere
+        return None
+
+
+def _base_result(executed: str | None) -> dict[str, Any]:
+    return {
+        "verdict": FAILED,
+        "reason": None,
+        "message": None,
+        "failedCellIndex": None,
+        "results": [],
+        "comparisonResult": None,
+        "executedNotebook": executed,
+        "durationSeconds": 0.0,
+        "runner": {"python": sys.executable, "kernelPython": None, "nbclient": _nbclient_version()},
+    }
+
+
+def error_result(reason: str, message: str, *, executed: str | None = None, duration: float = 0.0) -> dict[str, Any]:
+    """A result document for a run that could not happen (bad input, bad arguments)."""
+    result = _base_result(executed)
+    result.update(reason=reason, message=message, durationSeconds=round(duration, 3))
+    return result
+
+
+def _read_notebook(path: str, what: str) -> tuple[Any, str | None]:
+    import nbformat
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            nb = nbformat.read(f, as_version=4)
+    except FileNotFoundError:
+        return None, f"Cannot read the {what} {path}: no such file"
+    except Exception as e:  # invalid JSON, not a notebook, unreadable...
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return None, f"Cannot read the {what} {path}: {detail}"
+    if not isinstance(nb.get("cells"), list):
+        return None, f"Cannot read the {what} {path}: it has no list of cells"
+    return nb, None
+
+
+def _clean_copy(nb: Any) -> Any:
+    clean = copy.deepcopy(nb)
+    for cell in clean.cells:
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+            if isinstance(cell.get("metadata"), dict):
+                cell["metadata"].pop("execution", None)
+    return clean
+
+
+def _write_notebook(nb: Any, path: str) -> None:
+    import nbformat
+
+    _atomic_write_text(path, nbformat.writes(nb, version=4))
+
+
+def run_notebook(
+    notebook: str | os.PathLike[str],
+    *,
+    executed: str | os.PathLike[str] | None = None,
+    result_path: str | os.PathLike[str] | None = None,
+    python: str | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    golden: str | os.PathLike[str] | None = None,
+    comparison: str = _compare.NORMALIZED,
+    abs_tol: float = _compare.DEFAULT_ABS_TOL,
+    rel_tol: float = _compare.DEFAULT_REL_TOL,
+    compare_options: Mapping[str, Any] | None = None,
+    cell_timeout: float | None = DEFAULT_CELL_TIMEOUT,
+    timeout: float | None = None,
+    termination_log: str | os.PathLike[str] | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    kernel_env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    reap_descendants: bool = False,
+) -> dict[str, Any]:
+    """Execute ``notebook`` in a fresh kernel, optionally compare with ``golden``.
+
+    Blocks until done (it runs its own event loop: call it from a process or thread
+    without a running loop). Writes the executed notebook to ``executed`` and the
+    result document to ``result_path`` / ``termination_log`` when given, and returns
+    the result document. ``cell_timeout`` / ``timeout`` of ``None`` or ``<= 0`` mean
+    no limit. ``progress`` is called with ``{"cellIndex", "status", "executionTime"}``
+    after every executed cell. ``compare_options`` are further keyword arguments of
+    :func:`compare.compare_notebooks` (``ignore_timestamps``, ``timestamp_patterns``,
+    ``ignore_output_types``, ``compare_execution_count``). ``kernel_env``: variables
+    for the kernel only (a job's ``podConfig.env``) over its clean environment.
+    ``run_id`` marks every process of this run (default: a new one); with
+    ``reap_descendants`` every process below this one is stopped at the end too
+    (for the runner's own process, see :mod:`.hygiene`).
+    """
+    started = time.monotonic()
+    notebook = os.path.abspath(os.fspath(notebook))
+    executed_path = os.path.abspath(os.fspath(executed)) if executed is not None else None
+    result = _base_result(executed_path)
+
+    def finish(res: dict[str, Any]) -> dict[str, Any]:
+        res["durationSeconds"] = round(time.monotonic() - started, 3)
+        if result_path is not None:
+            _atomic_write_text(result_path, json.dumps(res, indent=1, ensure_ascii=False) + "\n")
+        if termination_log is not None:
+            write_termination_log(termination_log, res)
+        return res
+
+    # -- arguments
+    problems = []
+    if comparison not in _compare.STRATEGIES:
+        problems.append(f"comparison must be one of {', '.join(_compare.STRATEGIES)}")
+    if abs_tol is None or abs_tol < 0 or rel_tol is None or rel_tol < 0:
+        problems.append("tolerances must be non-negative numbers")
+    if cwd is not None and not os.path.isdir(cwd):
+        problems.append(f"the working directory {cwd} does not exist")
+    if executed_path is not None and executed_path == notebook:
+        problems.append("the executed notebook must not overwrite the input notebook")
+    if problems:
+        result.update(reason=Reason.RUNNER_ERROR, message="Invalid arguments: " + "; ".join(problems))
+        result["executedNotebook"] = None
+        return finish(result)
+
+    # -- inputs
+    nb, problem = _read_notebook(notebook, "notebook")
+    golden_nb = None
+    if problem is None and golden is not None:
+        golden_nb, problem = _read_notebook(os.path.abspath(os.fspath(golden)), "golden notebook")
+    if problem is not None:
+        result.update(reason=Reason.INVALID_NOTEBOOK, message=problem, executedNotebook=None)
+        return finish(result)
+
+    settings = notebook_execution_settings(nb)
+    if settings["timeout"] is not None:
+        cell_timeout = settings["timeout"]
+    effective_cell_timeout = float(cell_timeout) if cell_timeout and cell_timeout > 0 else None
+    run_timeout = float(timeout) if timeout and timeout > 0 else None
+    python_path = _resolve_python(python)
+    workdir = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.path.dirname(notebook)
+
+    work_nb = _clean_copy(nb)
+    execution = _Execution(
+        work_nb,
+        python=python_path,
+        cwd=workdir,
+        cell_timeout=effective_cell_timeout,
+        deadline=None if run_timeout is None else started + run_timeout,
+        run_timeout=run_timeout,
+        allow_errors=settings["allow_errors"],
+        on_progress=progress,
+        run_id=run_id or uuid.uuid4().hex,
+        kernel_env=kernel_env,
+        reap_descendants=reap_descendants,
+    )
+    internal_error: BaseException | None = None
+    try:
+        asyncio.run(execution.run())
+    except Exception as e:  # a bug in the runner or its dependencies
+        internal_error = e
+    if execution.kernel_log.strip():
+        sys.stderr.write("--- kernel output ---\n" + execution.kernel_log[-KERNEL_LOG_LIMIT:])
+        if not execution.kernel_log.endswith("\n"):
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    result["results"] = execution.results
+    result["runner"]["kernelPython"] = execution.kernel_python or python_path
+    if internal_error is not None:
+        execution._fail(
+            Reason.RUNNER_ERROR,
+            execution._current_index,
+            f"The runner failed: {type(internal_error).__name__}: {internal_error}",
+        )
+
+    # -- the executed notebook (also on failure)
+    if executed_path is not None:
+        try:
+            _write_notebook(work_nb, executed_path)
+        except Exception as e:
+            result["executedNotebook"] = None
+            execution._fail(Reason.RUNNER_ERROR, None, f"Cannot write the executed notebook {executed_path}: {e}")
+
+    # -- golden comparison
+    if golden_nb is not None:
+        # not run, and validate cells (their golden outputs are the magic's own report)
+        not_run = [i for i in range(len(work_nb.cells))
+                   if i not in execution.executed or i in execution.validate_cells]
+        try:
+            result["comparisonResult"] = _compare.compare_notebooks(
+                golden_nb, work_nb, strategy=comparison, abs_tol=abs_tol, rel_tol=rel_tol, skip_cells=not_run,
+                **(compare_options or {}),
+            )
+        except Exception as e:
+            execution._fail(Reason.RUNNER_ERROR, None, f"The golden comparison failed: {type(e).__name__}: {e}")
+
+    # -- verdict
+    comparison_result = result["comparisonResult"]
+    if execution.reason is not None:
+        result.update(reason=execution.reason, message=execution.message, failedCellIndex=execution.failed_index)
+    elif comparison_result is not None and comparison_result["result"] != "matched":
+        first = comparison_result["diffs"][0]["cellIndex"] if comparison_result["diffs"] else None
+        compared = comparison_result["matchedCells"] + comparison_result["mismatchedCells"]
+        result.update(
+            reason=Reason.GOLDEN_MISMATCH,
+            failedCellIndex=first,
+            message=(
+                f"{comparison_result['mismatchedCells']} of {compared} compared cells differ from the golden notebook"
+                + (f" (first: cell {first})" if first is not None else "")
+            ),
+        )
+    else:
+        message = f"{plural(execution.code_cells_run, 'code cell')} ran without errors"
+        if execution.allowed_errors:
+            message = (
+                f"{plural(execution.code_cells_run, 'code cell')} ran; "
+                f"{execution.allowed_errors} raised an error that was allowed"
+            )
+        if comparison_result is not None:
+            message += f"; {comparison_result['matchedCells']} of {comparison_result['totalCells']} code cells compared with the golden notebook match"
+            if comparison_result["skippedCells"]:
+                message += f" ({comparison_result['skippedCells']} not compared)"
+        skipped_validate = [i for i in execution.validate_cells if execution.results[i].get("skipReason")]
+        if skipped_validate:
+            message += f"; {plural(len(skipped_validate), 'validate cell')} skipped"
+        result.update(verdict=SUCCEEDED, reason=Reason.VALIDATION_SUCCEEDED, message=message)
+    note = kernel_note(nb)
+    if note and isinstance(result.get("message"), str):
+        result["message"] += f" ({note})"
+    if execution.leftovers:
+        result["runner"]["processesStopped"] = execution.leftovers
+    return finish(result)
+
+

@@ -1,0 +1,165 @@
+"""The runner stands alone: its imports stay inside a wall (checked on the source
+with ``ast``), importing it loads no server part, and it runs in a fresh virtual
+environment holding only nbclient, nbformat and ipykernel."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import write_notebook
+
+PKG = Path(__file__).resolve().parents[1] / "jupyter_nbvalidation"
+SOURCE_ROOT = PKG.parent
+FORBIDDEN_TOP = {"jupyter_server", "tornado", "traitlets", "kubernetes", "kubernetes_asyncio", "yaml",
+                 "aiohttp", "jupyterlab", "jupyter_core", "sqlite3", "IPython"}
+# what the runner may import of this package (pure modules; the closure is checked too)
+ALLOWED_OWN = {"jupyter_nbvalidation", "jupyter_nbvalidation.runner", "jupyter_nbvalidation.compare",
+               "jupyter_nbvalidation.markers", "jupyter_nbvalidation.priority", "jupyter_nbvalidation.tasks",
+               "jupyter_nbvalidation._version"}
+THIRD_PARTY_OK = {"nbformat", "nbclient", "jupyter_client"}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SOURCE_ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports (top level or in functions)."""
+    mod = _module_name(path)
+    package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.add(target)
+            for a in node.names:  # `from . import hygiene` imports a module
+                candidate = f"{target}.{a.name}"
+                if (SOURCE_ROOT / Path(*candidate.split("."))).with_suffix(".py").exists() or \
+                        (SOURCE_ROOT / Path(*candidate.split(".")) / "__init__.py").exists():
+                    out.add(candidate)
+    return out
+
+
+def _file_of(module: str) -> Path | None:
+    base = SOURCE_ROOT / Path(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def test_nothing_under_the_runner_imports_the_server_engine_kubernetes_or_yaml():
+    files = sorted((PKG / "runner").glob("*.py"))
+    assert {f.name for f in files} >= {"__init__.py", "__main__.py", "execute.py", "verdict.py", "protocol.py"}
+    todo = list(files)
+    seen: set[Path] = set()
+    problems = []
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top == "jupyter_nbvalidation":
+                owner = name if name in ALLOWED_OWN else ".".join(name.split(".")[:2])
+                if not (owner in ALLOWED_OWN or name.startswith("jupyter_nbvalidation.runner.")):
+                    problems.append(f"{path.relative_to(SOURCE_ROOT)} imports {name}")
+                    continue
+                f = _file_of(name)
+                if f is not None and f != PKG / "__init__.py":
+                    todo.append(f)
+            elif top in FORBIDDEN_TOP:
+                problems.append(f"{path.relative_to(SOURCE_ROOT)} imports {name}")
+            elif top not in sys.stdlib_module_names and top not in THIRD_PARTY_OK and top != "__future__":
+                problems.append(f"{path.relative_to(SOURCE_ROOT)} imports {name} (not stdlib, nbformat, nbclient)")
+    assert not problems, problems
+    # the walk reached the shared pure modules and checked them too
+    assert PKG / "compare.py" in seen and PKG / "markers.py" in seen
+
+
+def test_the_wall_check_sees_a_forbidden_import(tmp_path):
+    """The checker itself: an import of the server (relative or absolute) is found."""
+    probe = PKG / "runner" / "_wall_probe_tmp.py"
+    probe.write_text("def f():\n    from ..service import ApiError\n    import yaml\n")
+    try:
+        found = _imports(probe)
+    finally:
+        probe.unlink()
+    assert "jupyter_nbvalidation.service" in found and "yaml" in found
+
+
+def test_importing_the_runner_and_the_package_loads_no_server_part():
+    code = ("import sys, json, jupyter_nbvalidation, jupyter_nbvalidation.runner, jupyter_nbvalidation.runner.protocol;"
+            "print(json.dumps(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    loaded = {m.split(".")[0] for m in json.loads(out.stdout)}
+    assert not loaded & (FORBIDDEN_TOP | {"nbformat", "nbclient", "jupyter_client"}), loaded & FORBIDDEN_TOP
+    # the extension entry points still work (they import the server part when called)
+    code = ("import jupyter_nbvalidation as p; pts = p._jupyter_server_extension_points();"
+            "print(pts[0]['module'], pts[0]['app'].__name__, p._jupyter_labextension_paths()[0]['dest'],"
+            " callable(p.load_ipython_extension))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == ["jupyter_nbvalidation", "NBValidation", "jupyter-nbvalidation", "True"]
+
+
+def _uv() -> str:
+    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    if not os.access(uv, os.X_OK):
+        pytest.fail("uv is needed to build the fresh virtual environment (pip install uv)")
+    return uv
+
+
+@pytest.fixture(scope="module")
+def bare_venv(tmp_path_factory):
+    """A fresh venv with only nbclient, nbformat and ipykernel (and what they need)."""
+    env = tmp_path_factory.mktemp("bare") / "venv"
+    uv = _uv()
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(env)], check=True, capture_output=True,
+                   timeout=300)
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(env / "bin" / "python"),
+                    "nbclient", "nbformat", "ipykernel"], check=True, capture_output=True, timeout=600)
+    return env
+
+
+def test_runner_runs_in_a_venv_with_only_nbclient_nbformat_and_ipykernel(bare_venv, tmp_path):
+    python = bare_venv / "bin" / "python"
+    probe = subprocess.run([str(python), "-c", "import jupyter_server"], capture_output=True)
+    assert probe.returncode != 0  # the venv really lacks the server (ipykernel brings tornado, not the server)
+    nb = write_notebook(tmp_path / "nb.ipynb", [
+        "import importlib.util\nprint([m for m in ('jupyter_server', 'yaml', 'kubernetes', 'jupyter_nbvalidation') "
+        "if importlib.util.find_spec(m)])",
+        "print(6 * 7)",
+    ])
+    env = {"PATH": f"{bare_venv / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(SOURCE_ROOT), "HOME": str(tmp_path)}
+    proc = subprocess.run([str(python), "-m", "jupyter_nbvalidation.runner", str(nb), "--result",
+                           str(tmp_path / "r.json"), "--executed", str(tmp_path / "x.ipynb"), "--progress"],
+                          capture_output=True, text=True, timeout=180, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from jupyter_nbvalidation.runner.protocol import parse_log, parse_progress
+
+    result, _ = parse_log(proc.stdout)
+    assert result["verdict"] == "Succeeded" and result["runner"]["python"] == str(python)
+    assert [e["status"] for e in parse_progress(proc.stdout)] == ["Success", "Success"]
+    executed = json.loads((tmp_path / "x.ipynb").read_text())
+    texts = ["".join(c["outputs"][0]["text"]) for c in executed["cells"]]
+    # the kernel sees none of the runner's PYTHONPATH (so not the runner's package either)
+    assert texts == ["[]\n", "42\n"]
