@@ -8,7 +8,9 @@ unchanged:
   ``nbval-check-output``) and the equivalent comment lines in the code
   (``# NBVAL_SKIP``, ``# NBVAL_RAISES_EXCEPTION``, ``# NBVAL_IGNORE_OUTPUT``,
   ``# NBVAL_CHECK_OUTPUT``). A comment marker may be on any line of the cell, as
-  long as the line consists of the comment alone.
+  long as the line consists of the comment alone. nbval's legacy comments
+  ``# PYTEST_VALIDATE_IGNORE_OUTPUT`` and ``# PYTEST_VALIDATE_SKIP`` mean what
+  their ``NBVAL_`` twins mean.
 
 Everything here is a pure function of the cell (a dict / ``NotebookNode``).
 """
@@ -27,6 +29,8 @@ SKIP_COMMENT = "NBVAL_SKIP"
 RAISES_COMMENT = "NBVAL_RAISES_EXCEPTION"
 IGNORE_OUTPUT_COMMENT = "NBVAL_IGNORE_OUTPUT"
 CHECK_OUTPUT_COMMENT = "NBVAL_CHECK_OUTPUT"
+# nbval's older spellings, still honoured by nbval
+LEGACY_COMMENTS = {"PYTEST_VALIDATE_IGNORE_OUTPUT": IGNORE_OUTPUT_COMMENT, "PYTEST_VALIDATE_SKIP": SKIP_COMMENT}
 COMMENT_MARKERS = frozenset({SKIP_COMMENT, RAISES_COMMENT, IGNORE_OUTPUT_COMMENT, CHECK_OUTPUT_COMMENT})
 
 
@@ -66,13 +70,15 @@ def cell_tags(cell: Mapping[str, Any]) -> frozenset[str]:
 
 
 def comment_markers(source: str) -> frozenset[str]:
-    """nbval comment markers found in ``source``: lines that are only ``# MARKER``."""
+    """nbval comment markers found in ``source``: lines that are only ``# MARKER``
+    (legacy spellings reported as their ``NBVAL_`` twin)."""
     found = set()
     for line in source.splitlines():
         stripped = line.strip()
         if not stripped.startswith("#"):
             continue
         word = stripped.lstrip("#").strip()
+        word = LEGACY_COMMENTS.get(word, word)
         if word in COMMENT_MARKERS:
             found.add(word)
     return frozenset(found)
