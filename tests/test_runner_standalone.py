@@ -92,8 +92,12 @@ def test_nothing_under_the_runner_imports_the_server_engine_kubernetes_or_yaml()
             elif top not in sys.stdlib_module_names and top not in THIRD_PARTY_OK and top != "__future__":
                 problems.append(f"{path.relative_to(SOURCE_ROOT)} imports {name} (not stdlib, nbformat, nbclient)")
     assert not problems, problems
-    # the walk reached the shared pure modules and checked them too
-    assert PKG / "compare.py" in seen and PKG / "markers.py" in seen
+    # the walk reached the shared pure modules and checked them too; they are exactly
+    # what an image's runner venv gets beside runner/ (k8s/objects.runner_files)
+    from jupyter_nbvalidation.runner import SHARED_MODULES
+
+    outside = {p.relative_to(PKG).as_posix() for p in seen if p.parent == PKG}
+    assert outside | {"__init__.py", "_version.py"} == set(SHARED_MODULES)
 
 
 def test_the_wall_check_sees_a_forbidden_import(tmp_path):
@@ -149,7 +153,15 @@ def test_runner_runs_in_a_venv_with_only_nbclient_nbformat_and_ipykernel(bare_ve
         "if importlib.util.find_spec(m)])",
         "print(6 * 7)",
     ])
-    env = {"PATH": f"{bare_venv / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(SOURCE_ROOT), "HOME": str(tmp_path)}
+    # exactly the files an image's runner venv gets (k8s/objects.runner_files), nothing else of the source
+    from jupyter_nbvalidation.k8s.objects import runner_files
+
+    site = tmp_path / "runner-site"
+    for rel, data in runner_files().items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(data)
+    assert not (site / "jupyter_nbvalidation" / "service.py").exists()
+    env = {"PATH": f"{bare_venv / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(site), "HOME": str(tmp_path)}
     proc = subprocess.run([str(python), "-m", "jupyter_nbvalidation.runner", str(nb), "--result",
                            str(tmp_path / "r.json"), "--executed", str(tmp_path / "x.ipynb"), "--progress"],
                           capture_output=True, text=True, timeout=180, env=env, stdin=subprocess.DEVNULL)

@@ -221,7 +221,9 @@ def runner_files() -> dict[str, bytes]:
     if _runner_files is None:
         pkg = _PACKAGE_DIR
         if (pkg / "runner" / "__init__.py").is_file():
-            paths = [pkg / "__init__.py", pkg / "_version.py", *sorted((pkg / "runner").rglob("*.py"))]
+            from ..runner import SHARED_MODULES  # the pure modules it imports beside runner/
+
+            paths = [*(pkg / m for m in SHARED_MODULES), *sorted((pkg / "runner").rglob("*.py"))]
         else:
             paths = sorted(p for p in pkg.rglob("*.py") if "labextension" not in p.parts)
         _runner_files = {f"jupyter_nbvalidation/{p.relative_to(pkg).as_posix()}": p.read_bytes() for p in paths}
