@@ -472,7 +472,7 @@ def compare_notebooks(
         a_code = a is not None and a.get("cell_type") == "code"
         if not g_code and not a_code:
             continue
-        if g_code and not a_code:
+        if g is not None and g_code and not a_code:
             mismatched += 1
             exp = render_flat(flatten_outputs(g.get("outputs") or [], compare_images=compare_images, ignore=ignore),
                               strategy=strategy, sanitizers=sanitizers)
@@ -483,7 +483,7 @@ def compare_notebooks(
                             unified_diff(expected_desc, actual_desc, label=f"cell {index}"))
             )
             continue
-        if a_code and not g_code:
+        if a is not None and a_code and not g_code:
             mismatched += 1
             act = render_flat(flatten_outputs(a.get("outputs") or [], compare_images=compare_images, ignore=ignore),
                               strategy=strategy, sanitizers=sanitizers)

@@ -21,7 +21,7 @@ import random
 import time
 from typing import Any, Callable
 
-from .backends.base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
+from .backends.base import RUNNING, SUCCEEDED, Backend, InputError, Observation
 from .events import EventRecorder, scrub, transition_event_name
 from .model import (
     ALLOWED_TRANSITIONS,

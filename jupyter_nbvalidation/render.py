@@ -36,8 +36,7 @@ def timeline_bars(timeline: dict, width: int = 40) -> str:
     offset = 0.0
     for p in phases:
         start = int(round(offset / total * width))
-        length = max(1, int(round(p["durationSeconds"] / total * width))) if not (
-            p["phase"] in Phase.TERMINAL) else 1
+        length = max(1, int(round(p["durationSeconds"] / total * width))) if p["phase"] not in Phase.TERMINAL else 1
         char = "!" if p.get("type") == "Warning" or p["phase"] == Phase.FAILED else "#"
         bar = (" " * start + char * length)[:width + 1]
         label = "…" if p.get("current") else format_duration(p["durationSeconds"])

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, TypeVar
+from typing import Any, Awaitable, TypeVar
 
 T = TypeVar("T")
 
 
-async def cancel_all(tasks: list[asyncio.Task]) -> None:
+async def cancel_all(tasks: list[asyncio.Task[Any]]) -> None:
     """Cancel background tasks and wait until each has ended; empties the list."""
     await cancel_and_wait(*tasks)
     tasks.clear()
 
 
-async def cancel_and_wait(*tasks: asyncio.Future) -> None:
+async def cancel_and_wait(*tasks: asyncio.Future[Any]) -> None:
     """Cancel ``tasks`` and wait until each has ended, ignoring how it ended.
 
     A cancellation of the *caller* still propagates: ``suppress(CancelledError)``

@@ -38,7 +38,6 @@ import socket
 import ssl
 import subprocess
 import tempfile
-import textwrap
 import time
 import urllib.error
 import urllib.request

@@ -994,7 +994,7 @@ async def test_build_context_is_a_tar_of_regular_files_pinned_by_base_digest(ren
     assert docker_file == ctx["data"]["Dockerfile"]
     assert docker_file.splitlines()[1] == f"FROM {registry.host}/nbv/base@{BASE_DIGEST}"
     # the runner goes into its own venv, the kernel (ipykernel + requirements) into another
-    assert f"-r /tmp/nbv-build/runner-requirements.txt" in docker_file and "/opt/nbv-runner" in docker_file
+    assert "-r /tmp/nbv-build/runner-requirements.txt" in docker_file and "/opt/nbv-runner" in docker_file
     assert "/opt/nbv-kernel/bin/python $pipi -r /tmp/nbv-build/requirements.txt" in docker_file
     assert [r for r in files["requirements.txt"][1].decode().splitlines() if not r.startswith("#")] == [
         "ipykernel", "six"]
@@ -1166,8 +1166,9 @@ def test_install_print_needs_no_kubernetes_client(tmp_path):
         "code = main(sys.argv[1:])\n"
         "assert not [m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'aiohttp')]\n"
         "sys.exit(code)\n")
-    run = lambda *a: subprocess.run([sys.executable, "-c", blocker, "install", *a], capture_output=True,
-                                    text=True, timeout=120, cwd=tmp_path)
+    def run(*a: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", blocker, "install", *a], capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
     p = run("--print", "-n", "team-a")
     assert p.returncode == 0, p.stderr
     docs = list(yaml.safe_load_all(p.stdout))

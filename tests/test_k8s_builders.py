@@ -25,7 +25,7 @@ from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.k8s.builders.openshift import BC_LABEL, BUILD_NUMBER, BUILDCONFIGS, BUILDS, \
     OpenShiftBuilder
 from jupyter_nbvalidation.k8s.builders.tekton import PIPELINERUNS, TASKRUNS
-from jupyter_nbvalidation.k8s.client import MERGE_PATCH, KubeApiError
+from jupyter_nbvalidation.k8s.client import MERGE_PATCH
 from jupyter_nbvalidation.model import Phase, Reason
 from jupyter_nbvalidation.render import describe
 

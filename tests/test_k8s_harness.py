@@ -13,7 +13,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-import yaml
 
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException

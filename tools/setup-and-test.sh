@@ -27,6 +27,11 @@ export PATH="$ROOT/.venv/bin:$PATH"
 jupyter labextension list 2>&1 | grep -i nbvalidation
 jupyter server extension list 2>&1 | grep -i -A2 "jupyter_nbvalidation"
 
+step "lint: ruff, mypy, eslint, prettier (configured in pyproject.toml and labextension/)"
+ruff check .
+mypy
+(cd labextension && jlpm install && jlpm lint && jlpm prettier:check)
+
 step "frontend unit tests (jest)"
 (cd labextension && jlpm install && jlpm test)
 

@@ -36,7 +36,6 @@ from importlib.metadata import PackageNotFoundError, version as _dist_version
 
 from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
 
-from .._version import __version__
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
 from ..errors import InputRejected
 from ..events import scrub
@@ -605,7 +604,7 @@ class KubernetesBackend(Backend):
         return await self.builders[self.build_strategy(job)].log(job)
 
     async def _job_ensure_build(self, job: dict) -> Observation:
-        ns, name, uid = self._ns(job), job["metadata"]["name"], job["metadata"]["uid"]
+        ns, name = self._ns(job), job["metadata"]["name"]
         bj_name = obj.build_job_name(name)
         try:
             bj = await self._read(JOBS, self.store.build_jobs, ns, bj_name)
