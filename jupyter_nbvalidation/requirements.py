@@ -44,7 +44,6 @@ import re
 import shlex
 import stat
 from dataclasses import dataclass, field
-from typing import Any
 
 MAX_FILE_BYTES = 1 * 2**20  # one requirements or constraints file
 MAX_LINES = 2000  # requirement + constraint lines after inlining -r files

@@ -87,6 +87,12 @@ def test_backends_do_not_import_the_service_layer(path: Path) -> None:
     assert not wrong, f"{path.relative_to(PKG)} imports the service layer: {sorted(wrong)}"
 
 
+@pytest.mark.parametrize("path", _modules("k8s"), ids=lambda p: str(p.relative_to(PKG)))
+def test_the_kubernetes_backend_does_not_import_the_local_backend(path: Path) -> None:
+    wrong = {n for n in _ours(_imports(path)) if _is(n, "backends.local", "store.sqlite")}
+    assert not wrong, f"{path.relative_to(PKG)} imports the local backend: {sorted(wrong)}"
+
+
 @pytest.mark.parametrize("path", _modules("backends/local", "backends/base", "store"),
                          ids=lambda p: str(p.relative_to(PKG)))
 def test_the_local_side_does_not_import_kubernetes(path: Path) -> None:
