@@ -10,14 +10,16 @@ fail() { echo "check-clean: LEFT OVER: $*" >&2; bad=1; }
 for pid in $(state_pids); do fail "process $pid: $(tr '\0' ' ' < /proc/$pid/cmdline | cut -c1-160)"; done
 for m in $(state_mounts); do fail "mount $m"; done
 [[ -e "$STATE" ]] && fail "state dir $STATE"
+[[ -e "$STATE_IMG" ]] && fail "state image $STATE_IMG"
+for l in $(losetup -j "$STATE_IMG" -O NAME -n 2>/dev/null); do fail "loop device $l"; done
 ip link show "$BRIDGE" >/dev/null 2>&1 && fail "bridge $BRIDGE"
 for v in 4 6; do
   cmd=iptables; [[ $v == 6 ]] && cmd=ip6tables
-  base=/tmp/.nbv-cluster-chains$v.orig; [[ -f "$base" ]] || base=/dev/null
+  base=/tmp/.nbv-cluster-baseline/chains$v; [[ -f "$base" ]] || base=/dev/null
   while read -r t c; do [[ -n "$t" ]] && fail "$cmd -t $t chain $c"; done < <(comm -13 "$base" <(chains "$cmd"))
 done
-if [[ -f /tmp/.nbv-cluster-ip_forward.orig ]]; then
-  [[ "$(sysctl -n net.ipv4.ip_forward)" == "$(cat /tmp/.nbv-cluster-ip_forward.orig)" ]] || fail "net.ipv4.ip_forward=$(sysctl -n net.ipv4.ip_forward)"
+if [[ -f /tmp/.nbv-cluster-baseline/ip_forward ]]; then
+  [[ "$(sysctl -n net.ipv4.ip_forward)" == "$(cat /tmp/.nbv-cluster-baseline/ip_forward)" ]] || fail "net.ipv4.ip_forward=$(sysctl -n net.ipv4.ip_forward)"
 fi
 for ns in $(netns_list); do fail "netns $ns"; done
 [[ -e "$REPO/.cluster/env" ]] && fail "$REPO/.cluster/env"

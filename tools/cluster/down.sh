@@ -11,8 +11,11 @@ source "$CLUSTER_SRC/hostcheck.sh"
 main() {  # the whole script is parsed before it runs (safe to edit while it runs)
 [[ $(id -u) == 0 ]] || die "down.sh needs root"
 T0=$SECONDS
-[[ -d "$STATE" ]] || { log "nothing to tear down ($STATE absent)"; rm -f "$REPO/.cluster/env"; exec bash "$CLUSTER_SRC/check-clean.sh"; }
-B="$STATE/baseline"
+[[ -d "$STATE" || -e "$STATE_IMG" ]] || { log "nothing to tear down ($STATE absent)"; rm -f "$REPO/.cluster/env"; exec bash "$CLUSTER_SRC/check-clean.sh"; }
+# the host as it was before up.sh; kept outside the state file system, which goes away
+B=/tmp/.nbv-cluster-baseline
+if [[ -f "$STATE/baseline/.done" ]]; then rm -rf "$B"; cp -r "$STATE/baseline" "$B"; fi
+[[ -f "$B/.done" ]] || die "no baseline of the host ($STATE/baseline): cannot tell what up.sh changed"
 
 stop_pidfile() { # name [timeout]
   local f="$RUN/$1.pid" pid t=${2:-20}
@@ -62,7 +65,10 @@ for ns in $(comm -13 "$B/netns" <(netns_list)); do
   umount "/var/run/netns/$ns" 2>/dev/null || umount -l "/var/run/netns/$ns" 2>/dev/null || true
   rm -f "/var/run/netns/$ns"
 done
-for m in $(state_mounts); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "cannot unmount $m"; done
+for m in $(state_mounts); do
+  [[ "$m" == "$STATE" ]] && continue   # the state file system itself: last
+  umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "cannot unmount $m"
+done
 
 # 4. bridge, iptables chains, ip_forward
 ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
@@ -82,10 +88,12 @@ unchain ip6tables "$B/chains6"
 sysctl -qw net.ipv4.ip_forward="$(cat "$B/ip_forward")"
 if [[ "$(cat "$B/run-containerd")" == no && -d /run/containerd ]]; then rm -rf /run/containerd; fi
 
-# 5. state, env; then prove it
-cp "$B/ip_forward" /tmp/.nbv-cluster-ip_forward.orig 2>/dev/null || true
-cp "$B/chains4" /tmp/.nbv-cluster-chains4.orig; cp "$B/chains6" /tmp/.nbv-cluster-chains6.orig
-rm -rf "$STATE"
+# 5. the state file system (one file: fast to delete), env; then prove it
+if mountpoint -q "$STATE"; then
+  umount "$STATE" 2>/dev/null || { sleep 1; umount "$STATE"; } || die "cannot unmount $STATE"
+fi
+rm -f "$STATE_IMG"
+rmdir "$STATE" 2>/dev/null || rm -rf "$STATE"
 rm -f "$REPO/.cluster/env"; rmdir "$REPO/.cluster" 2>/dev/null || true
 log "cluster down in $((SECONDS - T0)) s"
 echo "down $((SECONDS - T0))" > /tmp/.nbv-cluster-down-time

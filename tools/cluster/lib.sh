@@ -8,7 +8,11 @@ KANIKO_VERSION=v1.24.0
 SUITE=bookworm
 CACHE="${NBV_CLUSTER_CACHE:-$HOME/.cache/nbv-cluster}"          # images, pause binary (kept)
 TESTBIN="${NBV_TESTBIN:-$HOME/.cache/nbv-testbin}/$K8S_VERSION"    # Go-built binaries (kept)
-STATE="${NBV_CLUSTER_STATE:-/var/tmp/nbv-cluster}"                # everything the running cluster owns
+STATE="${NBV_CLUSTER_STATE:-/var/tmp/nbv-node}"                   # everything the running cluster owns
+# ...on an ext4 file system of its own (a sparse loop image, mounted without discard): the host's root
+# is mounted with `discard`, where deleting the containerd and registry files of a test run took >10 min
+STATE_IMG="$STATE.img"
+STATE_IMG_SIZE=60G
 RUN="$STATE/run"                                                 # PID files, one per process
 LOGS="$STATE/logs"
 BRIDGE=nbv0

@@ -6,7 +6,7 @@
 #   (tools/cluster/images.sh), a registry Pod, the namespace, CRD and server Role, and the runner
 #   image of this checkout (tools/cluster/runner-image.sh). Writes .cluster/env at the repo root.
 # Binaries and images are cached (~/.cache/nbv-testbin, ~/.cache/nbv-cluster); everything the running
-# cluster owns lives under $STATE (/var/tmp/nbv-cluster); tools/cluster/down.sh undoes it all.
+# cluster owns lives under $STATE (/var/tmp/nbv-node, a loop-mounted ext4 image); tools/cluster/down.sh undoes it all.
 # A part that cannot be made is an error (exit != 0), never skipped. Needs root.
 # Prints one "part seconds" line per part on stderr (timings for docs/benchmarks.md).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -18,7 +18,14 @@ T_ALL=$SECONDS
 declare -a TIMES=()
 part() { local name="$1" t0=$SECONDS; shift; "$@"; TIMES+=("$name $((SECONDS - t0))"); log "part $name: $((SECONDS - t0)) s"; }
 
-mkdir -p "$STATE" "$RUN" "$LOGS" "$CACHE"
+mkdir -p "$STATE" "$CACHE"
+if ! mountpoint -q "$STATE"; then
+  [[ -z "$(ls -A "$STATE")" ]] || die "$STATE is not empty and not the cluster's file system (run tools/cluster/down.sh)"
+  truncate -s "$STATE_IMG_SIZE" "$STATE_IMG"
+  mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 "$STATE_IMG"
+  mount -o loop,nodiscard "$STATE_IMG" "$STATE"
+fi
+mkdir -p "$RUN" "$LOGS"
 exec 7>"$RUN/up.lock"; flock 7   # (the daemons below do not inherit fd 7: start_bg closes it)
 baseline   # what the host looked like before: down.sh restores exactly that
 
