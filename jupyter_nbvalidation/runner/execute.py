@@ -386,9 +386,10 @@ class _Execution:
                     raise RuntimeError("the kernel died before it answered") from None
                 continue
             if msg.get("parent_header", {}).get("msg_id") == msg_id:
-                return msg
+                found: dict[str, Any] = msg
+                return found
 
-    async def _run_cells(self, client: Any, CellTimeoutError: type, DeadKernelError: type) -> None:
+    async def _run_cells(self, client: Any, CellTimeoutError: type[BaseException], DeadKernelError: type[BaseException]) -> None:
         for index, cell in enumerate(self.nb.cells):
             if cell.cell_type != "code":
                 continue
@@ -411,7 +412,7 @@ class _Execution:
                 continue
             await self._run_cell(client, index, cell, CellTimeoutError, DeadKernelError)
 
-    async def _run_cell(self, client: Any, index: int, cell: Any, CellTimeoutError: type, DeadKernelError: type) -> None:
+    async def _run_cell(self, client: Any, index: int, cell: Any, CellTimeoutError: type[BaseException], DeadKernelError: type[BaseException]) -> None:
         markers = cell_markers(cell)
         remaining = self._remaining()
         if remaining is not None and remaining <= 0:

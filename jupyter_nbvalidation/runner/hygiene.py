@@ -35,7 +35,7 @@ import shutil
 import signal
 import tempfile
 import time
-from typing import Iterable
+from typing import Any, Iterable
 
 from .environment import RUN_ID_VAR
 
@@ -50,7 +50,7 @@ def set_child_subreaper() -> bool:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except Exception:
         return False
 
@@ -165,7 +165,7 @@ def make_temp_dir(run_id: str) -> str:
     return path
 
 
-def _owner_alive(owner: dict) -> bool:
+def _owner_alive(owner: dict[str, Any]) -> bool:
     pid = owner.get("pid")
     if not isinstance(pid, int) or pid <= 0:
         return False
@@ -180,7 +180,7 @@ def sweep(temp_dir: str | None = None) -> list[str]:
     runner is dead. Folders without a readable owner are left alone (another
     runner may be writing it this instant, or it is not ours)."""
     base = temp_dir or tempfile.gettempdir()
-    removed = []
+    removed: list[str] = []
     try:
         names = [n for n in os.listdir(base) if n.startswith(TEMP_PREFIX)]
     except OSError:

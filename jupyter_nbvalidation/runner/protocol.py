@@ -182,10 +182,11 @@ def executed_line(notebook_bytes: bytes) -> str:
 # --- reading ----------------------------------------------------------------------
 
 
-def parse_log(text: str) -> tuple[dict | None, str | None]:
+def parse_log(text: str) -> tuple[dict[str, Any] | None, str | None]:
     """(the full result of the last ``NBVALIDATION-RESULT`` line, the payload
     of the last ``NBVALIDATION-EXECUTED`` line)."""
-    result = executed = None
+    result: dict[str, Any] | None = None
+    executed: str | None = None
     for line in text.splitlines():
         if line.startswith(RESULT_PREFIX):
             try:
@@ -199,9 +200,9 @@ def parse_log(text: str) -> tuple[dict | None, str | None]:
     return result, executed
 
 
-def parse_progress(text: str) -> list[dict]:
+def parse_progress(text: str) -> list[dict[str, Any]]:
     """Every ``NBVALIDATION-PROGRESS`` event in ``text``, in order."""
-    events = []
+    events: list[dict[str, Any]] = []
     for line in text.splitlines():
         if line.startswith(PROGRESS_PREFIX):
             try:
@@ -213,7 +214,7 @@ def parse_progress(text: str) -> list[dict]:
     return events
 
 
-def decode_executed(payload: str) -> dict | None:
+def decode_executed(payload: str) -> dict[str, Any] | None:
     """The executed notebook (a JSON dict) from an ``NBVALIDATION-EXECUTED`` payload."""
     try:
         nb = json.loads(gzip.decompress(base64.b64decode(payload, validate=False)))
@@ -222,7 +223,7 @@ def decode_executed(payload: str) -> dict | None:
     return nb if isinstance(nb, dict) and "cells" in nb else None
 
 
-def parse_summary(message: str | None) -> dict | None:
+def parse_summary(message: str | None) -> dict[str, Any] | None:
     """The runner's compact termination-message JSON, or None."""
     if not message:
         return None

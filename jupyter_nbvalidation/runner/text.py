@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from ..compare import truncate  # noqa: F401  (re-exported: one truncation rule for runner and comparison)
+from ..compare import truncate  # one truncation rule for runner and comparison
+
+__all__ = ["fmt_limit", "format_seconds", "plural", "strip_ansi", "truncate", "truncate_tail"]
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
