@@ -182,6 +182,8 @@ def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict:
         spec["timeout"] = args.timeout
     if args.cell_timeout:
         spec["cellTimeout"] = args.cell_timeout
+    if getattr(args, "input_file", None):
+        spec["inputFiles"] = args.input_file
     return spec
 
 
@@ -276,6 +278,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--no-build", action="store_true", help="validate without building an environment")
     s.add_argument("--requirements-file", help="requirements file, relative to the notebook's folder")
     s.add_argument("--requirement", action="append", help="a requirement (repeatable) instead of a file")
+    s.add_argument("--input-file", action="append", metavar="GLOB",
+                   help="a file beside the notebook it reads (glob relative to its folder; repeatable): "
+                        "snapshotted at submit into spec.inputFiles")
     s.add_argument("--strategy", help="build strategy (local: auto, uv, venv)")
     s.add_argument("--build-timeout", help="build timeout, e.g. 15m")
     s.add_argument("--timeout", help="validation timeout, e.g. 30m")

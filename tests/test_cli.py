@@ -112,3 +112,19 @@ def test_with_a_running_server(server_proc):
     assert cancel.returncode == 0 and "cancellation requested" in cancel.stdout
     described = cli("describe", name, cwd=server.root, env=env)
     assert described.returncode == 0 and name in described.stdout
+
+
+def test_input_files_and_refused_requirements(folder, tmp_path):
+    """--input-file snapshots a file beside the notebook; a refused requirement is exit 2 naming the line."""
+    env = {"JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")}
+    data = ["--data-dir", str(tmp_path / "data")]
+    write_notebook(folder / "reads.ipynb", ["print(open('data.csv').read())"])
+    (folder / "data.csv").write_text("a,b\n")
+    ok = cli("submit", "reads.ipynb", "--input-file", "*.csv", "--no-build", "--wait", *data, cwd=folder, env=env)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    none = cli("submit", "reads.ipynb", "--input-file", "*.nothing", "--no-build", "--wait", *data, cwd=folder, env=env)
+    assert none.returncode == 2 and "spec.inputFiles[0]" in none.stderr and "matches no file" in none.stderr
+    refused = cli("submit", "ok.ipynb", "--requirement", "six", "--requirement=--constr /etc/passwd", "--wait",
+                  *data, cwd=folder, env=env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "requirements[1]" in refused.stderr and "--constr abbreviates --constraint" in refused.stderr
