@@ -124,7 +124,7 @@ def _read_notebook(path: str, what: str) -> tuple[Any, str | None]:
 
     try:
         with open(path, encoding="utf-8") as f:
-            nb = nbformat.read(f, as_version=4)
+            nb = nbformat.read(f, as_version=4)  # type: ignore[no-untyped-call]
     except FileNotFoundError:
         return None, f"Cannot read the {what} {path}: no such file"
     except Exception as e:  # invalid JSON, not a notebook, unreadable...
@@ -149,7 +149,7 @@ def _clean_copy(nb: Any) -> Any:
 def _write_notebook(nb: Any, path: str) -> None:
     import nbformat
 
-    _atomic_write_text(path, nbformat.writes(nb, version=4))
+    _atomic_write_text(path, nbformat.writes(nb, version=4))  # type: ignore[no-untyped-call]
 
 
 def run_notebook(
