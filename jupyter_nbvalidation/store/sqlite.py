@@ -2,8 +2,11 @@
 
 One file under the Jupyter data dir holds the jobs (JSON documents with a
 version counter that plays the part of resourceVersion), the events, and a
-schema version with ordered migrations. All SQL runs on one dedicated
-thread that owns the connection, so the event loop never waits on SQLite.
+schema version with ordered migrations, a Lease (which process reconciles;
+see store/lease.py) and a change log that lets each process notice what the
+others wrote. Job SQL runs on one dedicated thread that owns the connection,
+lease SQL on a second one, so the event loop never waits on SQLite and a
+slow query never delays a lease renewal.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from traitlets import Unicode
+from traitlets import Float, Unicode
 
 from ..model import Phase, isotime
+from ..tasks import cancel_and_wait
 from .base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
 
 # Ordered migrations: index i brings the schema from version i to i + 1.
@@ -55,7 +59,31 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE events ADD COLUMN name TEXT",
         "CREATE UNIQUE INDEX events_by_name ON events (name)",
     ],
+    [
+        # one reconciler per data dir: a Lease row (coordination.k8s.io/v1 Lease fields)
+        """CREATE TABLE leases (
+            name TEXT PRIMARY KEY,
+            holder TEXT NOT NULL DEFAULT '',
+            acquire_time TEXT,
+            renew_time TEXT,
+            duration_seconds INTEGER NOT NULL,
+            transitions INTEGER NOT NULL DEFAULT 0,
+            version INTEGER NOT NULL
+        )""",
+        # SQLite has no cross-process notification: every job write appends the job's
+        # name here (triggers, so no writer can forget), and each process polls the
+        # rows after the last one it saw
+        "CREATE TABLE job_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL)",
+        "CREATE TRIGGER jobs_changed_ins AFTER INSERT ON jobs BEGIN "
+        "INSERT INTO job_changes (name) VALUES (NEW.name); END",
+        "CREATE TRIGGER jobs_changed_upd AFTER UPDATE ON jobs BEGIN "
+        "INSERT INTO job_changes (name) VALUES (NEW.name); END",
+        "CREATE TRIGGER jobs_changed_del AFTER DELETE ON jobs BEGIN "
+        "INSERT INTO job_changes (name) VALUES (OLD.name); END",
+    ],
 ]
+#: rows of job_changes kept (a process further behind than this relies on the resync)
+CHANGES_KEPT = 10000
 SCHEMA_VERSION = len(MIGRATIONS)
 TERMINAL = tuple(sorted(Phase.TERMINAL))
 
@@ -91,6 +119,8 @@ def _decode_token(token: str) -> tuple[str, str]:
 
 class SQLiteJobStore(JobStore):
     path = Unicode("", help="Path of the SQLite file (the local backend puts it in its data dir).")
+    change_poll_interval = Float(0.2, help="Seconds between two looks for jobs written by other processes "
+                                           "on the same file (one indexed SELECT).").tag(config=True)
 
     def __init__(self, path: str | Path | None = None, **kw: Any):
         super().__init__(**kw)
@@ -100,11 +130,21 @@ class SQLiteJobStore(JobStore):
         self._conn: sqlite3.Connection | None = None
         self._watchers: list[Callable[[str], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        # the lease has its own thread and connection: a slow job query never delays a renewal
+        self._lease_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbvalidation-lease")
+        self._lease_conn: sqlite3.Connection | None = None
+        self._change_seq = 0
+        self._poller: asyncio.Task | None = None
+        self.changes_seen = 0  # names notified because another process wrote them
 
     # -- plumbing -----------------------------------------------------------
     async def _run(self, fn: Callable, *args: Any) -> Any:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, fn, *args)
+
+    async def _run_lease(self, fn: Callable, *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._lease_pool, fn, *args)
 
     def _open(self) -> None:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -114,17 +154,114 @@ class SQLiteJobStore(JobStore):
         conn.execute("PRAGMA busy_timeout=30000")
         migrate(conn)
         self._conn = conn
+        self._change_seq = conn.execute("SELECT coalesce(max(seq), 0) FROM job_changes").fetchone()[0]
+
+    def _open_lease(self) -> None:
+        # a renewal that cannot get the write lock quickly fails this round (the elector
+        # retries; after renew_deadline it steps down) instead of waiting 30 s
+        conn = sqlite3.connect(self.path, timeout=2, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=2000")
+        self._lease_conn = conn
 
     async def start(self) -> None:
         if self._conn is None:
             self._loop = asyncio.get_running_loop()
             await self._run(self._open)
+            await self._run_lease(self._open_lease)
+            self._poller = self._loop.create_task(self._poll_changes(), name="nbvalidation-sqlite-changes")
 
     async def stop(self) -> None:
+        if self._poller is not None:
+            await cancel_and_wait(self._poller)
+            self._poller = None
+        if self._lease_conn is not None:
+            await self._run_lease(self._lease_conn.close)
+            self._lease_conn = None
         if self._conn is not None:
             await self._run(self._conn.close)
             self._conn = None
         self._pool.shutdown(wait=False)
+        self._lease_pool.shutdown(wait=False)
+
+    # -- changes made by other processes ----------------------------------------
+    def _read_changes(self, after: int, prune: bool) -> list[tuple[int, str]]:
+        assert self._conn is not None
+        rows = self._conn.execute("SELECT seq, name FROM job_changes WHERE seq > ? ORDER BY seq LIMIT 1000",
+                                  (after,)).fetchall()
+        if prune:
+            with self._conn:
+                self._conn.execute("DELETE FROM job_changes WHERE seq <= "
+                                   "(SELECT max(seq) FROM job_changes) - ?", (CHANGES_KEPT,))
+        return rows
+
+    async def poll_changes_once(self, prune: bool = False) -> int:
+        """Notify the watchers of every job written since the last look (by any
+        process, this one included: a watcher is idempotent); returns how many."""
+        rows = await self._run(self._read_changes, self._change_seq, prune)
+        if not rows:
+            return 0
+        self._change_seq = rows[-1][0]
+        names = list(dict.fromkeys(name for _, name in rows))
+        self.changes_seen += len(names)
+        for name in names:
+            self._notify(name)
+        return len(names)
+
+    async def _poll_changes(self) -> None:
+        polls = 0
+        while True:
+            await asyncio.sleep(self.change_poll_interval)
+            polls += 1
+            try:
+                while await self.poll_changes_once(prune=polls % 3000 == 0) >= 1000:
+                    pass
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a busy or briefly locked file: look again next time
+                self.log.debug("nbvalidation: polling job changes failed: %s", e)
+
+    # -- the lease ---------------------------------------------------------------
+    @staticmethod
+    def _lease_doc(row: tuple | None) -> dict | None:
+        if row is None:
+            return None
+        return {"holderIdentity": row[0], "acquireTime": row[1], "renewTime": row[2],
+                "leaseDurationSeconds": row[3], "leaseTransitions": row[4], "resourceVersion": str(row[5])}
+
+    async def get_lease(self, name: str) -> dict | None:
+        """The Lease record (``holderIdentity``, ``acquireTime``, ``renewTime``,
+        ``leaseDurationSeconds``, ``leaseTransitions``, ``resourceVersion``) or None."""
+        def op() -> dict | None:
+            assert self._lease_conn is not None
+            return self._lease_doc(self._lease_conn.execute(
+                "SELECT holder, acquire_time, renew_time, duration_seconds, transitions, version "
+                "FROM leases WHERE name = ?", (name,)).fetchone())
+
+        return await self._run_lease(op)
+
+    async def put_lease(self, name: str, spec: dict, resource_version: str | None) -> bool:
+        """Write the Lease if it is still at ``resource_version`` (None: create it);
+        False when another process wrote it first (the 409 of the API server)."""
+        def op() -> bool:
+            assert self._lease_conn is not None
+            values = (spec.get("holderIdentity") or "", spec.get("acquireTime"), spec.get("renewTime"),
+                      int(spec["leaseDurationSeconds"]), int(spec.get("leaseTransitions") or 0))
+            with self._lease_conn:
+                if resource_version is None:
+                    try:
+                        self._lease_conn.execute(
+                            "INSERT INTO leases (holder, acquire_time, renew_time, duration_seconds, transitions, "
+                            "version, name) VALUES (?,?,?,?,?,1,?)", (*values, name))
+                    except sqlite3.IntegrityError:
+                        return False
+                    return True
+                cur = self._lease_conn.execute(
+                    "UPDATE leases SET holder = ?, acquire_time = ?, renew_time = ?, duration_seconds = ?, "
+                    "transitions = ?, version = version + 1 WHERE name = ? AND version = ?",
+                    (*values, name, int(resource_version)))
+                return cur.rowcount == 1
+
+        return await self._run_lease(op)
 
     def _notify(self, name: str) -> None:
         for cb in list(self._watchers):
@@ -267,6 +404,24 @@ class SQLiteJobStore(JobStore):
                 self._conn.execute("DELETE FROM events WHERE job_uid = ?", (row[0],))
 
         await self._run(op)
+        self._notify(name)
+
+    async def list_finished(self) -> list[dict]:
+        """Every terminal job (retention looks at their completion times)."""
+        def op() -> list[dict]:
+            assert self._conn is not None
+            rows = self._conn.execute(
+                "SELECT doc, version FROM jobs WHERE phase IN (?, ?) ORDER BY created", TERMINAL).fetchall()
+            return [self._doc(r) for r in rows]
+
+        return await self._run(op)
+
+    async def all_uids(self) -> set[str]:
+        def op() -> set[str]:
+            assert self._conn is not None
+            return {r[0] for r in self._conn.execute("SELECT uid FROM jobs")}
+
+        return await self._run(op)
 
     # -- events -------------------------------------------------------------
     async def add_event(self, event: dict) -> dict:
