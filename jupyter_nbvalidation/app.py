@@ -102,4 +102,4 @@ class NBValidation(ExtensionApp):
 
     def current_activity(self) -> bool:
         """Keep an idle-culled server alive while jobs run."""
-        return bool(self.engine._dirty or self.engine._processing or self.engine._timers)
+        return self.engine.busy()

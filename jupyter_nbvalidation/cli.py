@@ -1,8 +1,10 @@
-"""``jupyter nbvalidation`` — submit, list, describe, events, cancel, install.
+"""``jupyter nbvalidation`` — submit, list, describe, events, cancel, delete, gc, install.
 
 Talks to a running Jupyter server through the REST API when one serves the
 notebook's folder; otherwise (local backend) works on the same data dir
-itself, and ``submit`` runs the engine in this process until the verdict.
+itself, and ``submit`` runs an engine in this process until the verdict: it
+reconciles when it gets the data dir's lease, and otherwise only submits and
+waits while the holder (a server or another CLI on the same data dir) works.
 Exit code 0 when the job succeeded, 1 when it failed, 2 on a usage or input
 error — so ``jupyter nbvalidation submit nb.ipynb --wait`` can gate CI.
 """
@@ -76,6 +78,12 @@ class InProcess:
     def cancel(self, name: str) -> dict:
         return self._call(self.service.cancel(name))
 
+    def delete(self, name: str) -> tuple[int, dict]:
+        return self._call(self.service.delete(name))
+
+    def gc(self, job_ttl: float | None, env_cache_max_bytes: int | None) -> dict:
+        return self._call(self.service.gc(job_ttl=job_ttl, env_cache_max_bytes=env_cache_max_bytes))
+
     def run(self, spec: dict, on_update: Callable[[dict], None], timeout: float | None) -> dict:
         async def go() -> dict:
             await self.engine.start()
@@ -83,6 +91,11 @@ class InProcess:
                 job = await self.service.submit(spec)
                 done = await self.engine.wait_for_terminal(job["metadata"]["name"], timeout, on_update)
                 await self.engine.recorder.flush()
+                # hand over: release the lease at once, then let what this process
+                # started for other jobs finish (never killed, never run twice):
+                # the next holder adopts its outcome
+                await self.engine.step_down()
+                await self.backend.drain()
                 return done
             finally:
                 await self.engine.stop()
@@ -113,7 +126,13 @@ class Remote:
         return self.client.request("GET", f"jobs/{name}/timeline")
 
     def cancel(self, name: str) -> dict:
-        return self.client.request("DELETE", f"jobs/{name}")
+        # cancelOnly: a job that has just finished is left as it ended, not deleted
+        return self.client.request("DELETE", f"jobs/{name}", params={"cancelOnly": "true"})
+
+    def delete(self, name: str) -> tuple[int, dict]:
+        job = self.get(name)
+        answer = self.client.request("DELETE", f"jobs/{name}")
+        return (200 if is_terminal((job.get("status") or {}).get("phase")) else 202), answer
 
     def wait(self, name: str, on_update: Callable[[dict], None], timeout: float | None) -> dict:
         deadline = time.monotonic() + timeout if timeout else None
@@ -255,6 +274,33 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    api = connect(args)
+    code, answer = api.delete(args.name)
+    if code == 202:
+        _out(args, answer, f"{args.name}: still running; cancellation requested (delete it once it has finished)")
+    else:
+        _out(args, answer, f"{args.name}: deleted (job, events and files)")
+    return EXIT_OK
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    root = args.root_dir or os.getcwd()
+    api = InProcess(root, args.data_dir)
+    try:
+        report = api.gc(args.job_ttl, args.env_cache_max_bytes)
+    finally:
+        api.close()
+    lines = [f"removed job {j['name']} (finished {j['completionTime']})" for j in report["jobs"]]
+    lines += [f"removed leftover job folder {d}" for d in report["orphanDirs"]]
+    lines += [f"removed environment {e['key']} ({e['bytes'] / 2**20:.1f} MiB, last used {e['lastUse']})"
+              for e in report["envs"]]
+    lines.append(f"{len(report['jobs'])} job(s), {len(report['envs'])} environment(s) removed; "
+                 f"environment cache {report['envCacheBytes'] / 2**20:.1f} MiB")
+    _out(args, report, "\n".join(lines))
+    return EXIT_OK
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     from .k8s.install import install
 
@@ -304,10 +350,21 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_list)
     for name, func, help_ in [("describe", cmd_describe, "status, timeline and events of a job"),
                               ("events", cmd_events, "a job's events"),
-                              ("cancel", cmd_cancel, "cancel a job")]:
+                              ("cancel", cmd_cancel, "cancel a job"),
+                              ("delete", cmd_delete, "delete a finished job with its events and files "
+                                                     "(a running one is cancelled)")]:
         s = sub.add_parser(name, parents=[common], help=help_)
         s.add_argument("name")
         s.set_defaults(func=func)
+    s = sub.add_parser("gc", parents=[common],
+                       help="local backend: remove finished jobs past their retention and evict "
+                            "least-recently-used environments over the cache cap; prints what it removed")
+    s.add_argument("--job-ttl", type=float, default=None, metavar="SECONDS",
+                   help="remove jobs finished more than this long ago (default: LocalBackend.job_ttl; 0 keeps all)")
+    s.add_argument("--env-cache-max-bytes", type=int, default=None, metavar="BYTES",
+                   help="evict environments above this cache size (default: LocalBackend.env_cache_max_bytes; "
+                        "0: no cap)")
+    s.set_defaults(func=cmd_gc)
     s = sub.add_parser("install", help="apply (or print) the CRD and Role on a cluster")
     s.add_argument("--namespace", "-n", default=None)
     s.add_argument("--print", action="store_true", help="print the YAML instead of applying it")

@@ -40,7 +40,7 @@ from .model import (
     utcnow,
 )
 from .store.base import Conflict, NotFound
-from .tasks import cancel_all, wait_within
+from .tasks import cancel_all, cancel_and_wait, wait_within
 
 _AGAIN = object()  # a step wrote a transition: look at the job again now
 
@@ -118,6 +118,8 @@ class Engine:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._failures: dict[str, int] = {}
         self._tasks: list[asyncio.Task] = []
+        self._election: asyncio.Task | None = None
+        self._follower_checks: set[asyncio.Task] = set()
         self._unwatch: Callable[[], None] | None = None
         self._idle = asyncio.Event()
         self.leading = asyncio.Event()  # set while this engine may reconcile
@@ -142,8 +144,9 @@ class Engine:
         if self.backend.elects_leader:
             # several servers on one store: only the leader reconciles; the
             # others serve the REST API and the UI from the same store
-            self._tasks.append(loop.create_task(
-                self.backend.run_election(self.became_leader, self.lost_leadership), name="nbvalidation-election"))
+            self._election = loop.create_task(
+                self.backend.run_election(self.became_leader, self.lost_leadership), name="nbvalidation-election")
+            self._tasks.append(self._election)
         else:
             self.became_leader()
 
@@ -230,6 +233,20 @@ class Engine:
         except Exception as e:
             self.log.warning("nbvalidation: resync failed: %s", e)
 
+    async def step_down(self) -> None:
+        """Stop campaigning and release the lead (a follower takes over at once);
+        the store stays readable. Used by a CLI engine once its job is done."""
+        if self._election is not None:
+            await cancel_and_wait(self._election)
+        self.lost_leadership()
+
+    def activity(self) -> dict[str, int]:
+        """Jobs queued, being reconciled, and waiting for a timer in this process."""
+        return {"queued": len(self._dirty), "processing": len(self._processing), "timers": len(self._timers)}
+
+    def busy(self) -> bool:
+        return any(self.activity().values())
+
     async def stop(self) -> None:
         self.running = False
         if self._unwatch:
@@ -237,6 +254,7 @@ class Engine:
         for t in self._timers.values():
             t.cancel()
         self._timers.clear()
+        await cancel_and_wait(*self._follower_checks)
         await cancel_all(self._tasks)
         await self.recorder.stop()
         await self.backend.stop()
@@ -274,12 +292,42 @@ class Engine:
 
     # -- work queue (one in-flight reconcile per job) -------------------------
     def enqueue(self, name: str) -> None:
-        if not self.running or name in self._dirty:
+        if not self.running:
+            return
+        if not self.leading.is_set() and getattr(self.backend, "owns", None) is not None \
+                and self.backend.owns(name):
+            # a follower still runs something it started while it led: stop its own
+            # process when the holder finishes or cancels the job
+            task = asyncio.get_running_loop().create_task(self._follower_check(name))
+            self._follower_checks.add(task)
+            task.add_done_callback(self._follower_checks.discard)
+        if name in self._dirty:
             return
         self._dirty.add(name)
         self._idle.clear()
         if name not in self._processing:
             self._queue.put_nowait(name)
+
+    async def _follower_check(self, name: str) -> None:
+        try:
+            job = await self.store.get(name)
+        except NotFound:
+            job = None
+        except Exception as e:
+            self.log.debug("nbvalidation: follower check of %s failed: %s", name, e)
+            return
+        if self.leading.is_set():
+            return  # leads again: the reconcile takes care of it
+        phase = ((job or {}).get("status") or {}).get("phase")
+        if job is None:
+            return
+        if is_terminal(phase):
+            await self.backend.cleanup(job)
+        elif CANCEL_ANNOTATION in (job["metadata"].get("annotations") or {}):
+            if phase == Phase.BUILDING:
+                await self.backend.cancel_build(job)
+            elif phase == Phase.VALIDATION_RUNNING:
+                await self.backend.cancel_validation(job)
 
     def enqueue_after(self, name: str, delay: float) -> None:
         loop = asyncio.get_running_loop()
@@ -573,9 +621,12 @@ class Engine:
         return job
 
     async def wait_for_terminal(self, name: str, timeout: float | None = None,
-                                on_update: Callable[[dict], None] | None = None) -> dict:
-        """Wait until a job is terminal (store watch, no polling); ``on_update``
-        sees the job each time it changes."""
+                                on_update: Callable[[dict], None] | None = None,
+                                recheck: float = 5.0) -> dict:
+        """Wait until a job is terminal (store watch: the SQLite store also sees
+        other processes' writes); ``on_update`` sees the job each time it changes.
+        The job is read again every ``recheck`` seconds anyway, so a missed
+        notification can delay the answer but never lose it."""
         changed = asyncio.Event()
 
         def on_change(n: str) -> None:
@@ -592,7 +643,10 @@ class Engine:
                     if is_terminal((job.get("status") or {}).get("phase")):
                         return job
                     changed.clear()
-                    await changed.wait()
+                    try:
+                        await wait_within(changed.wait(), recheck)
+                    except asyncio.TimeoutError:
+                        pass
 
             return await wait_within(wait(), timeout)
         finally:

@@ -12,6 +12,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from .model import is_terminal
 from .openapi import openapi_document
 from .service import MAX_BODY_BYTES, ApiError, JobService, dumps, loads_strict
 
@@ -132,7 +133,17 @@ class JobHandler(BaseHandler):
     @authorized
     @api
     async def delete(self, name: str) -> None:
-        self.send(await self.service.cancel(name), 202)
+        # a finished job is removed (200, a Status); a running one is cancelled (202, the job).
+        # ?cancelOnly=true never removes: a Cancel button racing the job's end leaves it as it ended
+        flag = (self.get_query_argument("cancelOnly", "") or "").lower()
+        if flag not in ("", "true", "false", "1", "0"):
+            raise ApiError(400, "InvalidField", "cancelOnly must be true or false", "cancelOnly")
+        if flag in ("true", "1"):
+            job = await self.service.cancel(name)
+            self.send(job, 200 if is_terminal((job.get("status") or {}).get("phase")) else 202)
+            return
+        code, answer = await self.service.delete(name)
+        self.send(answer, code)
 
 
 class EventsHandler(BaseHandler):
@@ -180,6 +191,7 @@ class HealthHandler(BaseHandler):
                             "reconciles": engine.reconciles, "errors": engine.errors,
                             "eventsPosted": engine.recorder.posted, "eventsFailed": engine.recorder.failed,
                             "eventsDropped": engine.recorder.dropped, "eventsRecovered": engine.events_recovered,
+                            **engine.activity(),
                             "loopLagMs": {"sinceStart": round(engine.max_loop_lag * 1000, 1),
                                           "lastMinute": round(engine.loop_lag_within(60) * 1000, 1),
                                           "last10s": round(engine.loop_lag_within(10) * 1000, 1)}}

@@ -185,8 +185,14 @@ def openapi_document(base_url: str = "/") -> dict:
             "/jobs/{name}": {
                 "parameters": [NAME_PARAM],
                 "get": {"summary": "One job", "responses": {"200": _json(job_ref, "The job"), **_errors(404)}},
-                "delete": {"summary": "Cancel a job (a running job ends Failed/Cancelled)",
-                           "responses": {"202": _json(job_ref, "Cancellation requested"), **_errors(404)}},
+                "delete": {"summary": "Delete a finished job with its events and files; a job not "
+                                      "finished yet is cancelled instead (it ends Failed/Cancelled)",
+                           "parameters": [{"name": "cancelOnly", "in": "query",
+                                           "schema": {"type": "string", "enum": ["true", "false", "1", "0"]},
+                                           "description": "true: only cancel; a finished job is left as it is"}],
+                           "responses": {"200": _json({"type": "object"}, "Deleted (a Status), or with "
+                                                      "cancelOnly the finished job"),
+                                         "202": _json(job_ref, "Cancellation requested"), **_errors(400, 404)}},
             },
             "/jobs/{name}/events": {
                 "parameters": [NAME_PARAM],

@@ -263,6 +263,30 @@ class JobService:
             return job
         return await self.engine.request_cancel(name)
 
+    async def delete(self, name: str) -> tuple[int, dict]:
+        """DELETE: a finished job is removed with its events and files (200 and a
+        Status); a job still running is cancelled instead (202 and the job)."""
+        job = await self.get(name)
+        if not is_terminal((job.get("status") or {}).get("phase")):
+            return 202, await self.engine.request_cancel(name)
+        remove = getattr(self.backend, "delete_job", None)
+        try:
+            if remove is not None:
+                await remove(job)
+            else:
+                await self.store.delete(name)
+        except NotFound:
+            raise ApiError(404, "NotFound", f"no job named {name!r}") from None
+        return 200, {"apiVersion": "v1", "kind": "Status", "status": "Success",
+                     "details": {"name": name, "uid": job["metadata"]["uid"], "kind": "NotebookValidationJob"}}
+
+    async def gc(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict:
+        """Retention and the environment cache cap, now (local backend)."""
+        collect = getattr(self.backend, "collect", None)
+        if collect is None:
+            raise ApiError(400, "Unsupported", f"the {self.backend.name} backend has no garbage collection here")
+        return await collect(job_ttl=job_ttl, env_cache_max_bytes=env_cache_max_bytes)
+
     async def events(self, name: str) -> list[dict]:
         job = await self.get(name)
         return await self.store.list_events(job)

@@ -4,14 +4,23 @@ Layout under ``data_dir`` (default ``<jupyter data dir>/nbvalidation``)::
 
     nbvalidation.db                 jobs + events (store/sqlite.py)
     jobs/<uid>/input/               the snapshot taken at submit
-    jobs/<uid>/run-<n>/             one validation attempt: result.json, executed.ipynb, runner.log, pid
-    envs/<key>/                     a finished environment (content-addressed)
+    jobs/<uid>/run-<n>/             one validation attempt: result.json, executed.ipynb, runner.log,
+                                    pid, owner.json (who started it: engine and runner)
+    envs/<key>/                     a finished environment (content-addressed; .last-use: its LRU time)
     envs/.tmp-<key>-<rand>/         an environment being built (never used)
+    envs/.tmp-<key>-<rand>.owner.json  who builds it (engine and current build step)
     logs/build-<key>-<stamp>.log    build logs
 
 An environment becomes visible atomically: it is built in a temporary folder
 and renamed to ``envs/<key>`` only once complete, with a marker file written
 last. Every subprocess runs without blocking the event loop.
+
+Several processes (servers, CLIs) may share one data dir: only the holder of
+the store's Lease reconciles. A process kills only what it started itself
+(an owner record names the engine and the child by pid *and* start time, so a
+reused pid is never mistaken for it); a new holder adopts a run or build of
+another engine by waiting for its outcome, and stops one only when its owner
+is provably dead.
 """
 
 from __future__ import annotations
@@ -23,7 +32,9 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +42,7 @@ from typing import Any, Callable
 
 import nbformat
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Enum, Int, List, Unicode, default
+from traitlets import Enum, Float, Int, List, Unicode, default
 
 from ..model import WORKDIR_ANNOTATION, SpecError, isotime, parse_duration, spec_fields
 from .. import requirements as reqmod
@@ -40,11 +51,16 @@ from ..requirements import Requirements
 from ..runner import hygiene
 from ..runner.environment import runner_environment
 from ..runner_args import comparison_args
+from ..model import build_enabled, parse_time
+from ..store.base import NotFound as NotFoundError
+from ..store.lease import StoreLeaseElector, new_identity
 from ..store.sqlite import SQLiteJobStore
 from ..tasks import cancel_and_wait, wait_within
 from .base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
 
 ENV_MARKER = ".nbvalidation-env.json"
+LAST_USE = ".last-use"
+ADOPT_POLL = 0.5  # seconds between looks at a run or build another engine started
 UNSUPPORTED_LOCALLY = {
     "podConfig.containerImage": "needs the kubernetes backend (the local backend runs no containers)",
     "podConfig.buildConfig.baseImage": "needs the kubernetes backend (locally the base is the configured interpreter, c.LocalBackend.python)",
@@ -70,6 +86,65 @@ def _kill_group(pid: int, sig: int = signal.SIGTERM) -> None:
         os.killpg(pid, sig)
 
 
+HOST = socket.gethostname()
+
+
+def proc_start(pid: int) -> int | None:
+    """The start time of a live process (clock ticks since boot, /proc/<pid>/stat
+    field 22): with the pid it names one process, whatever reuses the pid later.
+    None when there is no such process (or only its zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2:].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_record(pid: int) -> dict:
+    return {"pid": pid, "start": proc_start(pid)}
+
+
+def same_process_alive(rec: dict | None) -> bool:
+    """Whether the process a record names is still running (same pid, same start)."""
+    if not rec or not isinstance(rec.get("pid"), int):
+        return False
+    start = proc_start(rec["pid"])
+    return start is not None and start == rec.get("start")
+
+
+def owner_alive(owner: dict | None) -> bool:
+    """Whether the engine named by an owner record may still act: provably dead
+    only when it ran on this host and its (pid, start time) is gone."""
+    if not owner:
+        return False
+    if owner.get("host") not in (None, HOST):
+        return True  # another machine's process: never assumed dead
+    return same_process_alive(owner)
+
+
+def _write_json_atomic(path: Path, doc: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+def isotime_of(epoch: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _dir_bytes(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
+    return total
+
+
 @dataclass
 class _Build:
     key: str
@@ -87,6 +162,8 @@ class _Run:
     proc: asyncio.subprocess.Process | None = None
     started_at: str | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # marks every process of the run
+    name: str = ""
+    adopted: bool = False  # a run another engine started: watched, never killed while its owner lives
 
 
 class LocalBackend(Backend):
@@ -115,6 +192,21 @@ class LocalBackend(Backend):
     niceness = Int(10, help="Builds, runners and their kernels run at this `nice` level, so the Jupyter "
                             "server (and the user's own kernels) stay responsive while jobs compute; "
                             "0 disables it.").tag(config=True)
+    lease_duration = Float(10.0, help="Seconds a holder of the data dir's lease may go without renewing "
+                                      "before another server or CLI takes over reconciling.").tag(config=True)
+    renew_deadline = Float(7.0, help="Seconds the holder keeps reconciling without a successful renewal "
+                                     "(less than lease_duration).").tag(config=True)
+    retry_period = Float(1.0, help="Seconds between lease renewals (holder) and attempts (others).").tag(config=True)
+    job_ttl = Float(30 * 24 * 3600.0, help="Finished jobs (with their events and files) are removed this many "
+                                           "seconds after completion, like a Job's ttlSecondsAfterFinished; "
+                                           "0 keeps them forever.").tag(config=True)
+    env_cache_max_bytes = Int(5 * 2**30, help="Size cap of the environment cache in bytes: the least recently "
+                                              "used environments are removed above it (never one a job that "
+                                              "is not finished uses); 0 disables the cap.").tag(config=True)
+    env_min_idle = Float(600.0, help="An environment used within this many seconds is never evicted.").tag(config=True)
+    gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
+                                     "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
+                                     "still works).").tag(config=True)
 
     @default("data_dir")
     def _data_dir_default(self) -> str:
@@ -147,6 +239,19 @@ class LocalBackend(Backend):
         self._run_slots = asyncio.Semaphore(self.max_parallel_validations)
         self._python_version: str | None = None
         self._keys: dict[str, str] = {}
+        self.identity = new_identity()
+        self.elector: StoreLeaseElector | None = None
+        self._gc_task: asyncio.Task | None = None
+        self.last_gc: dict | None = None
+
+    elects_leader = True
+
+    def owner(self) -> dict:
+        """This engine, as recorded on what it starts."""
+        return {"holder": self.identity, "host": HOST, **process_record(os.getpid())}
+
+    def _mine(self, owner: dict | None) -> bool:
+        return bool(owner) and owner.get("holder") == self.identity
 
     def _niced(self, argv: list[str]) -> list[str]:
         nice = shutil.which("nice") if self.niceness > 0 else None
@@ -168,45 +273,131 @@ class LocalBackend(Backend):
         self._notify = notify
         await asyncio.to_thread(self._sweep_stale_builds)
         await asyncio.to_thread(hygiene.sweep)  # temp folders (and kernels) of runners that died
+        await self._check_python()
+
+    async def _check_python(self) -> None:
         proc = await asyncio.create_subprocess_exec(
             self.python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
         out, _ = await proc.communicate()
         self._python_version = out.decode().strip() or "unknown"
 
+    async def run_election(self, on_started_leading: Callable[[], None],
+                           on_stopped_leading: Callable[[], None]) -> None:
+        """One reconciler per data dir: the store's Lease (store/lease.py)."""
+        self.elector = StoreLeaseElector(self.store, identity=self.identity, lease_duration=self.lease_duration,
+                                         renew_deadline=self.renew_deadline, retry_period=self.retry_period,
+                                         log=self.log)
+
+        def started() -> None:
+            if self.gc_interval > 0 and (self._gc_task is None or self._gc_task.done()):
+                self._gc_task = asyncio.get_running_loop().create_task(self._gc_loop(), name="nbvalidation-gc")
+            on_started_leading()
+
+        def stopped() -> None:
+            if self._gc_task is not None:
+                self._gc_task.cancel()
+            on_stopped_leading()
+
+        try:
+            await self.elector.run(started, stopped)
+        finally:
+            if self._gc_task is not None:
+                await cancel_and_wait(self._gc_task)
+
+    async def _gc_loop(self) -> None:
+        await asyncio.sleep(min(60.0, self.gc_interval))  # not in the way of the take-over
+        while True:
+            try:
+                self.last_gc = await self.collect()
+                if self.last_gc["jobs"] or self.last_gc["envs"]:
+                    self.log.info("nbvalidation: removed %d finished job(s) and %d environment(s)",
+                                  len(self.last_gc["jobs"]), len(self.last_gc["envs"]))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                self.log.warning("nbvalidation: garbage collection failed: %s", e)
+            await asyncio.sleep(self.gc_interval)
+
+    def owns(self, name: str) -> bool:
+        """Whether this process runs something for the job (its own processes)."""
+        return any(r.name == name and not r.adopted for r in self._runs.values()) or \
+            any(name in b.waiters for b in self._builds.values() if not b.task.done())
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait (without killing anything) until the runs and builds this process
+        started have ended: after a hand-over, their outcome is on disk for the
+        next holder, which adopts it."""
+        own = [r.task for r in self._runs.values() if not r.adopted and not r.task.done()]
+        own += [b.task for b in self._builds.values() if not b.task.done()]
+        if own:
+            await asyncio.wait([asyncio.shield(t) for t in own], timeout=timeout)
+
     async def stop(self) -> None:
         # Builds and runs are children of this process; stop them with it.
-        # A later start resumes each job from its persisted phase.
+        # A later start (or another holder) resumes each job from its persisted phase.
         for b in list(self._builds.values()):
             if b.proc and b.proc.returncode is None:
                 _kill_group(b.proc.pid, signal.SIGKILL)
             b.task.cancel()
         # runners get SIGTERM first, so they shut their kernels down; what such
-        # a stopped run writes is not a verdict: mark it, a restart runs again
+        # a stopped run writes is not a verdict: mark it, a restart runs again.
+        # Adopted runs belong to another engine: only their watch ends here.
         for r in self._runs.values():
-            if r.proc is not None and r.proc.returncode is None:
+            if not r.adopted and r.proc is not None and r.proc.returncode is None:
                 await asyncio.to_thread((r.run_dir / "interrupted").write_text, "server stopped")
-        await asyncio.gather(*(_terminate(r.proc, r.run_id) for r in self._runs.values() if r.proc is not None))
+        await asyncio.gather(*(_terminate(r.proc, r.run_id) for r in self._runs.values()
+                               if r.proc is not None and not r.adopted))
         await cancel_and_wait(*(b.task for b in self._builds.values()), *(r.task for r in self._runs.values()))
         self._builds.clear()
         self._job_build.clear()
         self._runs.clear()
 
-    def _sweep_stale_builds(self) -> None:
-        """Remove builds left half-done by an earlier server (killed mid-build)."""
+    def _sweep_stale_builds(self, key: str | None = None) -> list[dict]:
+        """Remove builds left half-done by an engine that is provably dead (killed
+        mid-build): its build step, if still running, is stopped (checked by pid
+        and start time), its folder removed. A live engine's build is left alone
+        and returned (owner records), so the caller can wait for it."""
         envs = self.root / "envs"
         if not envs.is_dir():
-            return
-        for pid_file in envs.glob(".tmp-*.pid"):
-            with contextlib.suppress(OSError, ValueError):
-                pid = int(pid_file.read_text())
-                if pid != os.getpid() and _pid_alive(pid):
-                    _kill_group(pid, signal.SIGKILL)
-        for leftover in envs.glob(".tmp-*"):
-            if leftover.is_dir():
-                shutil.rmtree(leftover, ignore_errors=True)
-            else:
-                leftover.unlink(missing_ok=True)
+            return []
+        live: list[dict] = []
+        pattern = f".tmp-{key}-*" if key else ".tmp-*"
+        bases: set[str] = set()
+        for p in envs.glob(pattern):
+            base = p.name
+            for suffix in (".owner.json", ".pid", ".requirements.txt", ".constraints.txt"):
+                if base.endswith(suffix):
+                    base = base[: -len(suffix)]
+            bases.add(base)
+        for base in sorted(bases):
+            owner_file = envs / f"{base}.owner.json"
+            owner = _read_json(owner_file)
+            if owner is None:
+                # no owner record: the folder is being set up right now, or is an
+                # older version's leftover; only a stale one (an hour) is removed
+                with contextlib.suppress(OSError):
+                    stamps = [p.stat().st_mtime for p in envs.glob(f"{base}*")]
+                    if stamps and time.time() - max(stamps) > 3600:
+                        self._remove_build_leftovers(envs, base)
+                continue
+            if self._mine(owner) or owner_alive(owner):
+                if not self._mine(owner):
+                    live.append(owner)
+                continue
+            step = owner.get("step")
+            if same_process_alive(step):  # the dead engine's build step, verified: stop it
+                _kill_group(step["pid"], signal.SIGKILL)
+            self._remove_build_leftovers(envs, base)
+        return live
+
+    @staticmethod
+    def _remove_build_leftovers(envs: Path, base: str) -> None:
+        tmp = envs / base
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        for suffix in (".pid", ".requirements.txt", ".constraints.txt", ".owner.json"):
+            (envs / f"{base}{suffix}").unlink(missing_ok=True)
 
     # -- spec ------------------------------------------------------------------
     def supported_fields(self) -> set[str]:
@@ -304,7 +495,7 @@ class LocalBackend(Backend):
             key = self._keys[uid]
         strategy = self.build_strategy(job)
         rec = self._job_build.get(uid)
-        if rec is None and await asyncio.to_thread(self._env_ready, key):
+        if rec is None and await asyncio.to_thread(self._use_env, key):
             marker = await asyncio.to_thread(self._read_marker, key)
             return Observation(SUCCEEDED, reference=str(self.env_dir(key)), finished_at=isotime(),
                                message="Reused the cached environment (same interpreter and requirements).",
@@ -321,13 +512,39 @@ class LocalBackend(Backend):
                     return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=strategy)
                 stamp = isotime().replace(":", "").replace(".", "")
                 log_path = str(self.root / "logs" / f"build-{key}-{stamp}.log")
-                task = asyncio.get_running_loop().create_task(self._build(key, reqs, strategy, log_path))
+                task = asyncio.get_running_loop().create_task(self._build_or_adopt(key, reqs, strategy, log_path))
                 build = _Build(key=key, task=task, log_path=log_path)
                 self._builds[key] = build
             build.waiters.add(job["metadata"]["name"])
             self._job_build[uid] = build
         return Observation(RUNNING, message="Building the environment.", log_path=self._job_build[uid].log_path,
                            strategy=strategy)
+
+    def _use_env(self, key: str) -> bool:
+        """Whether the environment is ready; if so its last use is now (the cache's LRU order)."""
+        if not self._env_ready(key):
+            return False
+        with contextlib.suppress(OSError):
+            (self.env_dir(key) / LAST_USE).touch()
+        return self._env_ready(key)
+
+    async def _build_or_adopt(self, key: str, requirements: list[str], strategy: str,
+                              log_path: str) -> Observation:
+        """Build the environment, unless another live engine is building the same
+        one: then wait for its outcome (a dead engine's half-build is removed)."""
+        adopted = False
+        while await asyncio.to_thread(self._sweep_stale_builds, key):
+            adopted = True
+            await asyncio.sleep(ADOPT_POLL)
+        if adopted and await asyncio.to_thread(self._use_env, key):
+            marker = await asyncio.to_thread(self._read_marker, key)
+            build = self._builds.get(key)
+            for name in build.waiters if build else ():
+                self._notify(name)
+            return Observation(SUCCEEDED, reference=str(self.env_dir(key)), finished_at=isotime(),
+                               message="Reused the environment another server or CLI built.",
+                               log_path=marker.get("log"), strategy=marker.get("strategy", strategy))
+        return await self._build(key, requirements, strategy, log_path)
 
     def _read_marker(self, key: str) -> dict:
         try:
@@ -373,7 +590,7 @@ class LocalBackend(Backend):
         build.proc = proc
         deprioritize(proc.pid, self.niceness)
         if build.pid_file is not None:
-            await asyncio.to_thread(build.pid_file.write_text, str(proc.pid))
+            await asyncio.to_thread(self._record_build_step, build.pid_file, proc.pid)
         try:
             return await proc.wait()
         except asyncio.CancelledError:
@@ -393,15 +610,24 @@ class LocalBackend(Backend):
         finally:
             if tmp.exists():
                 await asyncio.to_thread(shutil.rmtree, tmp, True)
+            await asyncio.to_thread((tmp.parent / f"{tmp.name}.owner.json").unlink, True)
             for name in build.waiters:
                 self._notify(name)
+
+    def _record_build_step(self, pid_file: Path, pid: int) -> None:
+        pid_file.write_text(str(pid))
+        owner_file = pid_file.with_name(pid_file.name[: -len(".pid")] + ".owner.json")
+        _write_json_atomic(owner_file, {**self.owner(), "step": process_record(pid)})
 
     async def _build_in(self, build: _Build, key: str, requirements: Requirements, strategy: str,
                         log_path: str, tmp: Path, started: str) -> Observation:
         text, constraints = requirements.build_files()  # ${NBV_SECRET_<n>} where credentials go
 
+        owner_file = tmp.parent / f"{tmp.name}.owner.json"
+
         def setup() -> tuple[Path, Path | None]:
             tmp.parent.mkdir(parents=True, exist_ok=True)
+            _write_json_atomic(owner_file, self.owner())  # before anything else exists
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
             req_file = tmp.parent / f"{tmp.name}.requirements.txt"
             req_file.write_text("".join(f"{p}\n" for p in self.kernel_packages) + text)
@@ -461,6 +687,8 @@ class LocalBackend(Backend):
                 if not (target / ENV_MARKER).is_file():
                     raise
                 shutil.rmtree(tmp, ignore_errors=True)  # built twice; the first one stays
+            with contextlib.suppress(OSError):
+                (target / LAST_USE).touch()
 
         await asyncio.to_thread(publish)
         return Observation(SUCCEEDED, reference=str(self.env_dir(key)), started_at=started,
@@ -479,32 +707,27 @@ class LocalBackend(Backend):
     async def ensure_validation(self, job: dict, reference: str | None) -> Observation:
         uid = job["metadata"]["uid"]
         run = self._runs.get(uid)
+        if run is not None and run.task.done() and run.adopted and run.task.result().extra.get("again"):
+            del self._runs[uid]  # the adopted run will never finish: this engine runs it again
+            run = None
         if run is not None:
             if run.task.done():
                 return run.task.result()
             return Observation(RUNNING, message="Validating.", started_at=run.started_at, reference=reference)
 
-        def locate() -> tuple[Path, dict | None]:
-            """The newest attempt; a finished one is read, a stale one is stopped."""
-            runs = sorted(self.job_dir(job).glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
-            if runs:
-                last = runs[-1]
-                result = None if (last / "interrupted").exists() else _read_json(last / "result.json")
-                if result is not None:
-                    return last, result
-                with contextlib.suppress(OSError, ValueError):
-                    pid = int((last / "pid").read_text())
-                    if _pid_alive(pid):
-                        _kill_group(pid, signal.SIGKILL)
-            n = int(runs[-1].name.split("-")[1]) + 1 if runs else 1
-            run_dir = self.job_dir(job) / f"run-{n}"
-            run_dir.mkdir(parents=True)
-            return run_dir, None
-
-        run_dir, result = await asyncio.to_thread(locate)
-        if result is not None:
+        run_dir, state = await asyncio.to_thread(self._locate, job)
+        if state == "result":
+            result = _read_json(run_dir / "result.json") or {}
             meta = _read_json(run_dir / "run.json") or {}
             return _observation_from_result(result, meta.get("startTime"), meta.get("completionTime"), reference)
+        if state == "foreign":
+            # another engine's run (a follower that started it while it led, or a
+            # killed holder's runner still at work): watch it, never start a second one
+            run = _Run(task=None, run_dir=run_dir, name=job["metadata"]["name"], adopted=True)  # type: ignore[arg-type]
+            run.task = asyncio.get_running_loop().create_task(self._adopt(job, run, reference))
+            self._runs[uid] = run
+            return Observation(RUNNING, message="Validating (a run another server or CLI started).",
+                               reference=reference)
 
         if reference is not None:
             if not await asyncio.to_thread((Path(reference) / ENV_MARKER).is_file):
@@ -514,10 +737,82 @@ class LocalBackend(Backend):
             python = str(Path(reference) / "bin" / "python")
         else:
             python = self.unbuilt_python
-        run = _Run(task=None, run_dir=run_dir)  # type: ignore[arg-type]
+        await asyncio.to_thread(self._touch_env, reference)
+        run = _Run(task=None, run_dir=run_dir, name=job["metadata"]["name"])  # type: ignore[arg-type]
         run.task = asyncio.get_running_loop().create_task(self._validate(job, run, python, reference))
         self._runs[uid] = run
         return Observation(RUNNING, message="Validation queued.", reference=reference)
+
+    @staticmethod
+    def _touch_env(reference: str | None) -> None:
+        if reference:
+            with contextlib.suppress(OSError):
+                (Path(reference) / LAST_USE).touch()
+
+    def _run_state(self, run_dir: Path) -> str:
+        """What an attempt on disk is: ``result`` (a verdict to read), ``foreign``
+        (another engine's, still to be waited for), ``failed`` (its runner ended
+        without a result and its owner recorded the exit), ``dead`` (no verdict
+        will come: its runner and owner are gone, or it was interrupted)."""
+        interrupted = (run_dir / "interrupted").exists()
+        owner = _read_json(run_dir / "owner.json")
+        runner = (owner or {}).get("runner")
+        if same_process_alive(runner) and not self._mine(owner):
+            return "foreign"  # wait for it even when interrupted: never two runners at once
+        if not interrupted and (run_dir / "result.json").is_file():
+            if _read_json(run_dir / "result.json") is not None:
+                return "result"
+            if same_process_alive(runner):
+                return "foreign"  # being written
+        if interrupted:
+            return "dead"
+        if self._mine(owner) or not owner_alive(owner):
+            return "dead"  # ours but not in memory, or its engine is gone: it will not finish
+        if (run_dir / "run.json").is_file():
+            return "failed"  # its (live) owner saw the runner exit without a result
+        return "foreign"  # its live owner is about to start it, or to record how it ended
+
+    def _locate(self, job: dict) -> tuple[Path, str]:
+        """The newest attempt and its state (see ``_run_state``), or a new attempt
+        folder (state ``new``) owned by this engine when there is none to wait for."""
+        runs = sorted(self.job_dir(job).glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
+        if runs:
+            state = self._run_state(runs[-1])
+            if state != "dead":
+                return runs[-1], state
+        n = int(runs[-1].name.split("-")[1]) + 1 if runs else 1
+        run_dir = self.job_dir(job) / f"run-{n}"
+        run_dir.mkdir(parents=True)  # exclusive: two engines never make the same attempt
+        _write_json_atomic(run_dir / "owner.json", self.owner())
+        return run_dir, "new"
+
+    async def _adopt(self, job: dict, run: _Run, reference: str | None) -> Observation:
+        """Wait for another engine's run to end, then read what it left."""
+        name = job["metadata"]["name"]
+        try:
+            while True:
+                state = await asyncio.to_thread(self._run_state, run.run_dir)
+                if state == "result":
+                    result = await asyncio.to_thread(_read_json, run.run_dir / "result.json")
+                    meta = await asyncio.to_thread(_read_json, run.run_dir / "run.json") or {}
+                    return _observation_from_result(result or {}, meta.get("startTime"),
+                                                    meta.get("completionTime"), reference)
+                if state == "failed":
+                    meta = await asyncio.to_thread(_read_json, run.run_dir / "run.json") or {}
+                    tail = await asyncio.to_thread(_tail, str(run.run_dir / "runner.log"), 8)
+                    return Observation(FAILED, started_at=meta.get("startTime"),
+                                       finished_at=meta.get("completionTime"), reference=reference,
+                                       message=f"The runner exited with {meta.get('exitCode')} without a result: "
+                                               f"{tail}")
+                if state == "dead":
+                    return Observation(RUNNING, reference=reference, extra={"again": True})
+                await asyncio.sleep(ADOPT_POLL)
+        finally:
+            self._notify(name)
+
+    def _record_runner(self, run: _Run, pid: int) -> None:
+        (run.run_dir / "pid").write_text(str(pid))
+        _write_json_atomic(run.run_dir / "owner.json", {**self.owner(), "runner": process_record(pid)})
 
     def runner_argv(self, job: dict, run_dir: Path, python: str) -> list[str]:
         spec = job["spec"]
@@ -573,7 +868,7 @@ class LocalBackend(Backend):
                     start_new_session=True, env=env)
                 run.proc = proc
                 deprioritize(proc.pid, self.niceness)
-                await asyncio.to_thread((run.run_dir / "pid").write_text, str(proc.pid))
+                await asyncio.to_thread(self._record_runner, run, proc.pid)
                 try:
                     code = await proc.wait()
                 except asyncio.CancelledError:
@@ -597,12 +892,26 @@ class LocalBackend(Backend):
 
     async def cancel_validation(self, job: dict) -> None:
         run = self._runs.pop(job["metadata"]["uid"], None)
-        if run is None:
+        if run is None or run.adopted:
+            # a run this engine did not start is stopped only when its owner is provably
+            # dead; a live owner stops its own when it sees the job cancelled (``owns``)
+            if run is not None and not run.task.done():
+                await cancel_and_wait(run.task)
+            await asyncio.to_thread(self._stop_orphan_run, job)
             return
         if run.proc is not None:
             await _terminate(run.proc, run.run_id)
         if not run.task.done():
             await cancel_and_wait(run.task)
+
+    def _stop_orphan_run(self, job: dict) -> None:
+        last = self._latest_run(job)
+        owner = _read_json(last / "owner.json") if last is not None else None
+        if owner is None or self._mine(owner) or owner_alive(owner):
+            return
+        runner = owner.get("runner")
+        if same_process_alive(runner):  # verified pid and start time: the dead engine's runner
+            _kill_group(runner["pid"], signal.SIGTERM)
 
     async def cleanup(self, job: dict) -> None:
         uid = job["metadata"]["uid"]
@@ -611,11 +920,122 @@ class LocalBackend(Backend):
             rec.waiters.discard(job["metadata"]["name"])
         run = self._runs.pop(uid, None)
         if run is not None and not run.task.done():
-            if run.proc is not None and run.proc.returncode is None:
+            if not run.adopted and run.proc is not None and run.proc.returncode is None:
                 _kill_group(run.proc.pid, signal.SIGKILL)
             run.task.cancel()
         self._keys.pop(uid, None)
         reqmod.release(job["metadata"]["name"])
+
+    # -- lifecycle: deletion, retention, the environment cache --------------------
+    async def delete_job(self, job: dict) -> None:
+        """Remove a finished job: its record and events, then its folder
+        (snapshot, runs, executed notebook)."""
+        await self.store.delete(job["metadata"]["name"])
+        await self.cleanup(job)
+        await asyncio.to_thread(shutil.rmtree, self.job_dir(job), True)
+
+    async def _keys_in_use(self) -> set[str]:
+        """Environments a job that has not finished uses or will use."""
+        keys = {b.key for b in self._builds.values() if not b.task.done()}
+        active = await self.store.list_active()
+        if self._python_version is None and any(build_enabled(j["spec"]) for j in active):
+            await self._check_python()
+
+        def compute() -> set[str]:
+            out: set[str] = set()
+            for job in active:
+                ref = ((job.get("status") or {}).get("buildStatus") or {}).get("imageReference")
+                if ref:
+                    out.add(Path(ref).name)
+                if build_enabled(job["spec"]):
+                    key = self._keys.get(job["metadata"]["uid"])
+                    if key is None:
+                        try:
+                            key = self.env_key(self._requirements(job)[0])
+                        except Exception:  # unreadable inputs: that job cannot reuse a cached environment
+                            continue
+                    out.add(key)
+            return out
+
+        return keys | await asyncio.to_thread(compute)
+
+    def _env_entries(self) -> list[dict]:
+        envs = self.root / "envs"
+        out = []
+        if not envs.is_dir():
+            return out
+        for d in envs.iterdir():
+            if d.name.startswith(".") or not d.is_dir() or not (d / ENV_MARKER).is_file():
+                continue
+            try:
+                last = max((d / f).stat().st_mtime for f in (LAST_USE, ENV_MARKER) if (d / f).exists())
+            except (OSError, ValueError):
+                continue
+            out.append({"key": d.name, "bytes": _dir_bytes(d), "lastUseEpoch": last})
+        return out
+
+    def _evict(self, key: str) -> None:
+        """Out of sight first (one rename, so nothing half-removed is ever used), then removed."""
+        gone = self.root / "envs" / f".evict-{key}-{uuid.uuid4().hex[:8]}"
+        os.rename(self.env_dir(key), gone)
+        shutil.rmtree(gone, ignore_errors=True)
+
+    def _sweep_orphan_job_dirs(self, uids: set[str], older_than: float = 3600.0) -> list[str]:
+        """Job folders without a job (a crash between a delete's two steps); young
+        ones are left alone (a submit writes its folder before its record)."""
+        jobs = self.root / "jobs"
+        removed = []
+        if not jobs.is_dir():
+            return removed
+        for d in jobs.iterdir():
+            with contextlib.suppress(OSError):
+                if d.is_dir() and d.name not in uids and time.time() - d.stat().st_mtime > older_than:
+                    shutil.rmtree(d, ignore_errors=True)
+                    removed.append(d.name)
+        for d in (self.root / "envs").glob(".evict-*") if (self.root / "envs").is_dir() else ():
+            shutil.rmtree(d, ignore_errors=True)
+        return removed
+
+    async def collect(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict:
+        """Retention (finished jobs older than ``job_ttl``) and the environment
+        cache cap (least recently used first, never one in use); returns what
+        was removed."""
+        ttl = self.job_ttl if job_ttl is None else job_ttl
+        cap = self.env_cache_max_bytes if env_cache_max_bytes is None else env_cache_max_bytes
+        report: dict[str, Any] = {"jobs": [], "orphanDirs": [], "envs": [], "jobTtlSeconds": ttl,
+                                  "envCacheMaxBytes": cap, "time": isotime()}
+        if ttl and ttl > 0:
+            cutoff = time.time() - ttl
+            for job in await self.store.list_finished():
+                st = job.get("status") or {}
+                finished = parse_time(st.get("completionTime"))
+                if finished is not None and finished.timestamp() < cutoff:
+                    try:
+                        await self.delete_job(job)
+                    except NotFoundError:
+                        continue  # deleted meanwhile
+                    report["jobs"].append({"name": job["metadata"]["name"], "completionTime": st["completionTime"]})
+        uids = await self.store.all_uids()
+        report["orphanDirs"] = await asyncio.to_thread(self._sweep_orphan_job_dirs, uids)
+        entries = await asyncio.to_thread(self._env_entries)
+        total = sum(e["bytes"] for e in entries)
+        if cap and cap > 0 and total > cap:
+            in_use = await self._keys_in_use()
+            now = time.time()
+            for e in sorted(entries, key=lambda e: e["lastUseEpoch"]):
+                if total <= cap:
+                    break
+                if e["key"] in in_use or now - e["lastUseEpoch"] < self.env_min_idle:
+                    continue
+                try:
+                    await asyncio.to_thread(self._evict, e["key"])
+                except OSError:
+                    continue
+                total -= e["bytes"]
+                report["envs"].append({"key": e["key"], "bytes": e["bytes"],
+                                       "lastUse": isotime_of(e["lastUseEpoch"])})
+        report["envCacheBytes"] = total
+        return report
 
     # -- artefacts ---------------------------------------------------------------
     def _latest_run(self, job: dict) -> Path | None:
@@ -673,7 +1093,24 @@ class LocalBackend(Backend):
                                     ("venv" if self.build_tool == "auto" else self.build_tool),
             "activeBuilds": sum(1 for b in self._builds.values() if not b.task.done()),
             "activeValidations": sum(1 for r in self._runs.values() if not r.task.done()),
+            "lease": await self.lease_state(),
+            "lastGc": self.last_gc,
         }
+
+    async def lease_state(self) -> dict[str, Any]:
+        """Who reconciles this data dir (the Lease as stored) and whether it is this process."""
+        try:
+            record = await self.store.get_lease("reconciler")
+            problem = None
+        except Exception as e:  # the store is not open (yet) or is locked
+            record, problem = None, str(e)
+        record = record or {}
+        holder = record.get("holderIdentity") or None
+        return {"name": "reconciler", "holderIdentity": holder, "acquireTime": record.get("acquireTime"),
+                "renewTime": record.get("renewTime"), "leaseDurationSeconds": record.get("leaseDurationSeconds"),
+                "leaseTransitions": record.get("leaseTransitions"), "identity": self.identity,
+                "isHolder": bool(self.elector and self.elector.is_leader and holder == self.identity),
+                "lastError": problem or (self.elector.last_error if self.elector else None)}
 
 
 async def _terminate(proc: asyncio.subprocess.Process, run_id: str | None = None, grace: float = 5.0) -> None:

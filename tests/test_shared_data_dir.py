@@ -1,0 +1,123 @@
+"""Several processes on one data dir: real Jupyter servers and real
+``jupyter nbvalidation submit --wait`` CLI processes, real kernels, one
+SQLite file. Only the lease holder reconciles; a SIGKILLed holder is
+replaced and its jobs still end with the right verdict, validated once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import write_notebook
+
+from jupyter_nbvalidation.backends.local import same_process_alive
+from jupyter_nbvalidation.model import Phase
+
+NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _holder(*apis) -> str:
+    """The lease holder's identity, once one of the servers holds it (a server
+    answers /health a moment before its first lease attempt)."""
+    def look():
+        health = [api.request("GET", "health")["lease"] for api in apis]
+        held = [h for h in health if h["isHolder"]]
+        return held[0]["holderIdentity"] if held else None
+
+    return _wait(look, 60, "a server to hold the lease")
+
+
+def _terminal(api, name):
+    job = api.request("GET", f"jobs/{name}")
+    return job if job["status"].get("phase") in Phase.TERMINAL else None
+
+
+def _cli(root: Path, data_dir: Path, nb: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "jupyter_nbvalidation.cli", "submit", str(root / nb), "--wait",
+                             "--local", "--root-dir", str(root), "--data-dir", str(data_dir), "-o", "json", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "JUPYTER_RUNTIME_DIR": str(root.parent / "cli-runtime")})
+
+
+def test_sigkill_of_the_holder_mid_run_a_follower_takes_over(server_proc, tmp_path):
+    a, b = server_proc("a").start(), server_proc("b").start()  # same tmp_path: one root, one data dir
+    servers = {s.client().request("GET", "health")["lease"]["identity"]: s for s in (a, b)}
+    holder_id = _holder(a.client(), b.client())
+    holder = servers[holder_id]
+    follower = b if holder is a else a
+    api = follower.client()
+    write_notebook(a.root / "slow.ipynb", ["import time\ntime.sleep(6)", "print('slept')"])
+    write_notebook(a.root / "slowbad.ipynb", ["import time\ntime.sleep(6)", "assert False, 'planted'"])
+    good = api.request("POST", "jobs", {"notebook": {"path": "slow.ipynb"}, **NOBUILD})["metadata"]["name"]
+    bad = api.request("POST", "jobs", {"notebook": {"path": "slowbad.ipynb"}, **NOBUILD})["metadata"]["name"]
+    # both runners started by the holder (its owner record names it)
+    def running(name):
+        job = api.request("GET", f"jobs/{name}")
+        if job["status"].get("phase") != Phase.VALIDATION_RUNNING:
+            return None
+        owner = job["metadata"]["uid"]
+        f = a.data_dir / "jobs" / owner / "run-1" / "owner.json"
+        doc = json.loads(f.read_text()) if f.is_file() else {}
+        return doc if doc.get("runner") else None
+
+    owners = [_wait(lambda n=n: running(n), 120, f"{n} to be running") for n in (good, bad)]
+    assert {o["holder"] for o in owners} == {holder_id}
+    holder.kill()
+    killed_at = time.monotonic()
+    # the follower takes the lease within its duration (generous margin on a loaded machine)
+    new = _wait(lambda: (lambda h: h if h["lease"]["isHolder"] else None)(api.request("GET", "health")),
+                60, "the follower to take the lease")
+    assert new["lease"]["holderIdentity"] == new["lease"]["identity"] != holder_id
+    took = time.monotonic() - killed_at
+    assert took < 60
+    try:
+        done = {n: _wait(lambda n=n: _terminal(api, n), 300, f"{n} to finish") for n in (good, bad)}
+        assert done[good]["status"]["phase"] == Phase.SUCCEEDED, done[good]["status"]
+        assert done[bad]["status"]["phase"] == Phase.FAILED, done[bad]["status"]
+        assert "planted" in json.dumps(done[bad]["status"])
+        for n, job in done.items():
+            runs = sorted((a.data_dir / "jobs" / job["metadata"]["uid"]).glob("run-*"))
+            # the dead holder's runner lived on (its own session): it was adopted, not run again
+            assert [r.name for r in runs] == ["run-1"], [r.name for r in runs]
+            events = api.request("GET", f"jobs/{n}/events")["items"]
+            assert [e["reason"] for e in events] == [t["reason"] for t in job["status"]["transitions"]]
+        # a job submitted after the kill is validated by the new holder
+        late = api.request("POST", "jobs", {"notebook": {"path": "slow.ipynb"}, **NOBUILD})["metadata"]["name"]
+        late_job = _wait(lambda: _terminal(api, late), 300, "the late job")
+        assert late_job["status"]["phase"] == Phase.SUCCEEDED
+        late_owner = json.loads(next((a.data_dir / "jobs" / late_job["metadata"]["uid"]).glob("run-*/owner.json"))
+                                .read_text())
+        assert late_owner["holder"] == new["lease"]["identity"]
+    finally:
+        for o in owners:  # the killed server's runners, if still there (verified pid + start)
+            if same_process_alive(o.get("runner")):
+                os.killpg(o["runner"]["pid"], signal.SIGKILL)
+
+
+def test_cli_beside_a_holder_only_submits_and_waits(server_proc, tmp_path):
+    s = server_proc("a").start()
+    write_notebook(s.root / "nb.ipynb", ["print('hello')"])
+    holder = _holder(s.client())
+    p = _cli(s.root, s.data_dir, "nb.ipynb", "--no-build")
+    stdout, stderr = p.communicate(timeout=600)
+    assert p.returncode == 0, stderr[-2000:]
+    job = json.loads(stdout)
+    assert job["status"]["phase"] == Phase.SUCCEEDED
+    owner = json.loads(next((s.data_dir / "jobs" / job["metadata"]["uid"]).glob("run-*/owner.json")).read_text())
+    assert owner["holder"] == holder  # the server ran it; the CLI never held the lease
+    assert s.client().request("GET", "health")["lease"]["holderIdentity"] == holder
