@@ -1,7 +1,8 @@
 """Several processes on one data dir: real Jupyter servers and real
 ``jupyter nbvalidation submit --wait`` CLI processes, real kernels, one
-SQLite file. Only the lease holder reconciles; a SIGKILLed holder is
-replaced and its jobs still end with the right verdict, validated once."""
+SQLite file. Only the lease holder reconciles; every job is validated
+exactly once, with the right verdict and one event per transition; a
+SIGKILLed holder is replaced and its job still ends with the right verdict."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from helpers import write_notebook
@@ -52,6 +54,88 @@ def _cli(root: Path, data_dir: Path, nb: str, *extra: str) -> subprocess.Popen:
                              "--local", "--root-dir", str(root), "--data-dir", str(data_dir), "-o", "json", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "JUPYTER_RUNTIME_DIR": str(root.parent / "cli-runtime")})
+
+
+def _check_job(data_dir: Path, job: dict, events: list[dict]) -> None:
+    """Validated exactly once (one attempt folder, one runner started); one event per transition."""
+    st = job["status"]
+    runs = sorted((data_dir / "jobs" / job["metadata"]["uid"]).glob("run-*"))
+    assert [r.name for r in runs] == ["run-1"], (job["metadata"]["name"], [r.name for r in runs])
+    owner = json.loads((runs[0] / "owner.json").read_text())
+    assert owner.get("runner"), owner  # started once, by one engine
+    assert (runs[0] / "result.json").is_file()
+    transitions = st["transitions"]
+    assert len(events) == len(transitions), (job["metadata"]["name"], [e["reason"] for e in events])
+    assert [e["reason"] for e in events] == [t["reason"] for t in transitions]
+    assert len({e["metadata"]["name"] for e in events}) == len(events)
+
+
+def test_two_servers_and_two_clis_validate_every_job_exactly_once(server_proc, tmp_path):
+    a, b = server_proc("a"), server_proc("b")  # same tmp_path: one root, one data dir
+    for s in (a, b):
+        s.extra_args = ["--LocalBackend.max_parallel_validations=3"]
+        s.start()
+    root, data_dir = a.root, a.data_dir
+    apis = [a.client(), b.client()]
+    # who holds the lease: exactly one of the two
+    holder = _holder(*apis)
+    health = [api.request("GET", "health")["lease"] for api in apis]
+    assert [h["holderIdentity"] for h in health] == [holder, holder]
+    assert sorted(h["isHolder"] for h in health) == [False, True], health
+
+    expected: dict[str, str] = {}  # notebook -> verdict
+    for i in range(40):
+        nb = f"nb{i:02d}.ipynb"
+        if i % 7 == 3:
+            write_notebook(root / nb, [f"x = {i}", "raise ValueError('planted failure')"])
+            expected[nb] = Phase.FAILED
+        else:
+            write_notebook(root / nb, [f"print({i} * 2)"])
+            expected[nb] = Phase.SUCCEEDED
+    build_every = 5  # nb00, nb05, ...: build an environment (one shared key: built once, reused)
+    cli_nbs = [f"nb{i:02d}.ipynb" for i in range(34, 40)]  # two streams of three sequential CLIs
+    rest_nbs = [f"nb{i:02d}.ipynb" for i in range(34)]
+
+    def spec(nb: str) -> dict:
+        i = int(nb[2:4])
+        return {"notebook": {"path": nb}, **({} if i % build_every == 0 else NOBUILD)}
+
+    def cli_stream(nbs: list[str]) -> list[tuple[str, int, dict]]:
+        out = []
+        for nb in nbs:
+            extra = () if int(nb[2:4]) % build_every == 0 else ("--no-build",)
+            p = _cli(root, data_dir, nb, *extra)
+            stdout, stderr = p.communicate(timeout=1800)
+            assert p.returncode in (0, 1), (nb, p.returncode, stderr[-2000:])
+            out.append((nb, p.returncode, json.loads(stdout)))
+        return out
+
+    with ThreadPoolExecutor(2) as pool:
+        streams = [pool.submit(cli_stream, cli_nbs[0::2]), pool.submit(cli_stream, cli_nbs[1::2])]
+        names: dict[str, str] = {}
+        for k, nb in enumerate(rest_nbs):
+            job = apis[k % 2].request("POST", "jobs", spec(nb))
+            names[job["metadata"]["name"]] = nb
+        cli_results = [r for s in streams for r in s.result(timeout=3000)]
+
+    for nb, code, job in cli_results:
+        assert job["status"]["phase"] == expected[nb], (nb, job["status"])
+        assert code == (0 if expected[nb] == Phase.SUCCEEDED else 1)
+        names[job["metadata"]["name"]] = nb
+    assert len(names) == 40
+    for name, nb in names.items():
+        done = _wait(lambda: _terminal(apis[0], name), 1800, f"{nb} to finish")
+        assert done["status"]["phase"] == expected[nb], (nb, done["status"])
+        if expected[nb] == Phase.FAILED:
+            assert "planted failure" in json.dumps(done["status"]), done["status"]
+        events = _wait(lambda: (lambda e: e if len(e) >= len(done["status"]["transitions"]) else None)(
+            apis[1].request("GET", f"jobs/{name}/events")["items"]), 30, f"{nb}'s events")
+        _check_job(data_dir, done, events)
+    built = [j for j in apis[0].request("GET", "jobs", params={"limit": 100})["items"]
+             if (j["status"].get("buildStatus") or {}).get("imageReference")]
+    assert len(built) == 8
+    assert len({j["status"]["buildStatus"]["imageReference"] for j in built}) == 1
+    assert len([d for d in (data_dir / "envs").iterdir() if not d.name.startswith(".")]) == 1
 
 
 def test_sigkill_of_the_holder_mid_run_a_follower_takes_over(server_proc, tmp_path):
