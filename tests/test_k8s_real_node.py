@@ -182,8 +182,10 @@ def test_failing_notebook_reports_its_cell_error_and_traceback(real_cluster, ns,
     # the traceback came from the real kernel in the Pod (through the runner's result in the log)
     tb = failed["output"]  # the kernel's traceback, without its ANSI colours
     assert "ZeroDivisionError" in tb and "return 1 / 0" in tb and ANSI not in tb, failed
+    # the runner wrote its summary to /dev/termination-log in the real Pod (the kubelet's file, in place)
     (pod,) = validation_pods(real_cluster, ns, name)
-    assert runner_terminated(pod, obj.RUNNER_CONTAINER)["exitCode"] == 1
+    term = runner_terminated(pod, obj.RUNNER_CONTAINER)
+    assert term["exitCode"] == 1 and json.loads(term["message"])["verdict"] == "Failed", term
     assert reasons(events(api, name, 5))[-1] == Reason.VALIDATION_FAILED
 
 

@@ -13,7 +13,7 @@ ENV_SRC="$REPO/.cluster/env"
 REG_HOST="$(sed -n 's/^NBV_REGISTRY_HOST=//p' "$ENV_SRC")"
 [[ -n "$REG_HOST" ]] || die "NBV_REGISTRY_HOST missing in $ENV_SRC"
 PKG="$CHECKOUT/jupyter_nbvalidation"
-[[ -f "$PKG/runner.py" ]] || die "$PKG/runner.py not found"
+[[ -f "$PKG/__init__.py" ]] || die "$PKG is not the jupyter_nbvalidation package"
 OCI="$CACHE/oci"
 
 files() { (cd "$CHECKOUT" && find jupyter_nbvalidation -type f ! -path '*/labextension/*' ! -path '*/__pycache__/*' ! -name '*.pyc' | LC_ALL=C sort); }
