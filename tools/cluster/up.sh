@@ -30,7 +30,7 @@ exec 7>"$RUN/up.lock"; flock 7   # (the daemons below do not inherit fd 7: start
 baseline   # what the host looked like before: down.sh restores exactly that
 
 # ---- packages, binaries, images ---------------------------------------------------------
-DEBS=(containerd runc containernetworking-plugins iptables umoci skopeo debootstrap docker-registry openssl)
+DEBS=(containerd runc containernetworking-plugins iptables umoci skopeo debootstrap docker-registry openssl curl e2fsprogs util-linux)
 apt_parts() {
   local missing=() p
   for p in "${DEBS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
