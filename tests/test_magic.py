@@ -110,7 +110,14 @@ def test_nbvalidate_can_be_interrupted(lab):
     server, kc = lab
     write_notebook(server.root / "work" / "slow.ipynb", ["import time\ntime.sleep(60)"])
     msg_id = kc.execute("%load_ext jupyter_nbvalidation\n%nbvalidate slow.ipynb --no-build")
-    time.sleep(4)
+    # interrupt only once the magic shows its job (it is then in its wait loop): a fixed sleep raced
+    # the extension's import on a loaded machine and interrupted the import instead
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=120)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "display_data":
+            break
+    time.sleep(1)
     api = server.client()
     kernel_id = api.request_root("GET", "api/sessions")[0]["kernel"]["id"]
     api.request_root("POST", f"api/kernels/{kernel_id}/interrupt")

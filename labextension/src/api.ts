@@ -83,7 +83,8 @@ export class NBValidationAPI implements IValidationAPI {
   }
 
   async cancelJob(name: string): Promise<void> {
-    await this.request(['jobs', name], { method: 'DELETE' });
+    // cancelOnly: a Cancel racing the job's end leaves the finished job in place (a plain DELETE removes it)
+    await this.request(['jobs', name], { method: 'DELETE' }, { cancelOnly: 'true' });
   }
 
   events(name: string): Promise<IEventList> {
