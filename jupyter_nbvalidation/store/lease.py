@@ -1,9 +1,9 @@
 """One reconciler per data dir: a Lease row in the SQLite store.
 
-The semantics (and the loop) of client-go's leader election over a
-``coordination.k8s.io/v1`` Lease, as k8s/leader.py follows them for the
-Kubernetes backend, so the engine sees one mechanism (``became_leader`` /
-``lost_leadership``) whatever the backend:
+The semantics of client-go's leader election over a ``coordination.k8s.io/v1``
+Lease; the loop is election.py's, shared with k8s/leader.py, so the engine
+sees one mechanism (``became_leader`` / ``lost_leadership``) whatever the
+backend. What this record adds:
 
 - every ``retry_period`` a candidate reads the Lease; it takes it (a write
   conditional on the version it read) when it is free (``holderIdentity``
@@ -23,67 +23,33 @@ The record's SQL runs on the store's lease thread, never on the event loop.
 
 from __future__ import annotations
 
-import asyncio
-import datetime as dt
-import os
-import socket
 import time
-import uuid
-from typing import Any, Callable
+from typing import Any
 
+from ..election import Elector, microtime, new_identity
 from ..model import parse_time
 
-
-def microtime(now: dt.datetime | None = None) -> str:
-    now = now or dt.datetime.now(dt.timezone.utc)
-    return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+__all__ = ["StoreLeaseElector", "microtime", "new_identity"]
 
 
-def new_identity() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-class StoreLeaseElector:
+class StoreLeaseElector(Elector):
     def __init__(self, store: Any, name: str = "reconciler", *, identity: str | None = None,
                  lease_duration: float = 10.0, renew_deadline: float = 7.0, retry_period: float = 1.0,
                  log: Any = None):
-        if not lease_duration > renew_deadline > retry_period > 0:
-            raise ValueError("need lease_duration > renew_deadline > retry_period > 0")
+        super().__init__(name, identity=identity, lease_duration=lease_duration, renew_deadline=renew_deadline,
+                         retry_period=retry_period, log=log)
         self.store = store
-        self.name = name
-        self.identity = identity or new_identity()
-        self.lease_duration = lease_duration
-        self.renew_deadline = renew_deadline
-        self.retry_period = retry_period
-        self.log = log
-        self.is_leader = False
-        self.holder: str | None = None  # the last holder seen
         self.record: dict | None = None  # the last record seen
-        self.transitions = 0  # leadership gains of this process
-        self.last_error: str | None = None
-        self._observed: tuple[str, float] | None = None  # (record fingerprint, monotonic time first seen)
-        self._last_renew = 0.0
 
     def _spec(self, current: dict | None, acquire: bool) -> dict:
-        now = microtime()
         spec = dict(current or {})
         spec.pop("resourceVersion", None)
-        transitions = int(spec.get("leaseTransitions") or 0)
-        if acquire:
-            if spec.get("holderIdentity") and spec.get("holderIdentity") != self.identity:
-                transitions += 1
-            spec["acquireTime"] = now
-        spec.update(holderIdentity=self.identity, leaseDurationSeconds=max(1, int(round(self.lease_duration))),
-                    renewTime=now, leaseTransitions=transitions)
-        return spec
+        return self.lease_spec(spec, acquire)
 
     def _expired(self, lease: dict) -> bool:
         fingerprint = f"{lease.get('holderIdentity')}|{lease.get('renewTime')}|{lease.get('resourceVersion')}"
-        now = time.monotonic()
-        if self._observed is None or self._observed[0] != fingerprint:
-            self._observed = (fingerprint, now)
         duration = float(lease.get("leaseDurationSeconds") or self.lease_duration)
-        if now >= self._observed[1] + duration:
+        if self.unchanged_for_duration(fingerprint, duration):
             return True
         renewed = parse_time(lease.get("renewTime"))
         return renewed is not None and time.time() >= renewed.timestamp() + duration
@@ -108,49 +74,6 @@ class StoreLeaseElector:
         self.record, self.holder = spec, self.identity
         return True
 
-    async def _attempt(self) -> bool:
-        try:
-            ok = await self.try_acquire_or_renew()
-            self.last_error = None
-            return ok
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # a locked or unreadable file: not leading this round
-            self.last_error = str(e)
-            if self.log:
-                self.log.debug("nbvalidation: lease %s: %s", self.name, e)
-            return False
-
-    async def run(self, on_started_leading: Callable[[], None], on_stopped_leading: Callable[[], None]) -> None:
-        """Campaign until cancelled."""
-        try:
-            while True:
-                if not self.is_leader:
-                    if await self._attempt():
-                        self.is_leader = True
-                        self.transitions += 1
-                        self._last_renew = time.monotonic()
-                        if self.log:
-                            self.log.info("nbvalidation: %s holds the lease of %s", self.identity, self.name)
-                        on_started_leading()
-                        continue
-                else:
-                    if await self._attempt():
-                        self._last_renew = time.monotonic()
-                    elif self.holder not in (None, self.identity) or \
-                            time.monotonic() - self._last_renew >= self.renew_deadline:
-                        self.is_leader = False
-                        if self.log:
-                            self.log.warning("nbvalidation: %s stopped holding the lease (%s)", self.identity,
-                                             self.last_error or f"held by {self.holder}")
-                        on_stopped_leading()
-                await asyncio.sleep(self.retry_period)
-        finally:
-            if self.is_leader:
-                self.is_leader = False
-                on_stopped_leading()
-                await asyncio.shield(self._release())
-
     async def _release(self) -> None:
         """Give the lease up (clean stop): a follower takes over at its next look."""
         try:
@@ -166,8 +89,3 @@ class StoreLeaseElector:
             if self.log:
                 self.log.debug("nbvalidation: releasing lease %s failed: %s", self.name, e)
 
-    def state(self) -> dict:
-        return {"lease": self.name, "identity": self.identity, "isLeader": self.is_leader,
-                "holder": self.holder, "leaseDurationSeconds": self.lease_duration,
-                "renewDeadlineSeconds": self.renew_deadline, "retryPeriodSeconds": self.retry_period,
-                "lastError": self.last_error}
