@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import signal
-import sys
 import time
 from typing import Any, Callable, Mapping
 
@@ -86,17 +85,6 @@ def _partial_output(cell: Mapping[str, Any]) -> str:
             if text:
                 pieces.append(cell_source({"source": text}))
     return truncate_tail(strip_ansi("".join(p if p.endswith("\n") else p + "\n" for p in pieces)), OUTPUT_LIMIT)
-
-
-def _resolve_python(python: str | None) -> str:
-    if not python:
-        return sys.executable
-    if os.sep not in python and not os.path.exists(python):
-        found = shutil.which(python)
-        if found:
-            return found
-    # never realpath(): a venv's python is a symlink and must stay inside the venv
-    return os.path.abspath(python)
 
 
 def _kill_process_group(pgid: int | None) -> None:
