@@ -145,6 +145,23 @@ async def test_failing_cell_results_and_executed_notebook(local, notebook):
     assert phases(job) == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING, Phase.FAILED]
 
 
+@pytest.mark.parametrize("module", ["yaml", "nbformat"])
+@pytest.mark.asyncio
+async def test_an_undeclared_package_the_server_has_is_not_importable(local, notebook, module):
+    """The server's interpreter has yaml and nbformat; a built environment holds ipykernel and the
+    declared requirements only, so importing them fails (as on Kubernetes: test_k8s_real_reuse.py)."""
+    __import__(module)  # the server itself has it
+    nb = notebook(f"undeclared-{module}/nb.ipynb", ["x = 1", f"import {module}"])
+    _write_reqs(local.root, f"undeclared-{module}", [])
+    job = await local.run(notebook={"path": nb})
+    st = job["status"]
+    assert phases(job) == [Phase.INITIALIZING, Phase.BUILDING, Phase.BUILD_COMPLETE,
+                           Phase.VALIDATION_RUNNING, Phase.FAILED], st
+    assert st["failedCellIndex"] == 1
+    failed = {r["cellIndex"]: r for r in st["results"]}[1]
+    assert failed["errorName"] == "ModuleNotFoundError" and module in failed["output"], failed
+
+
 @pytest.mark.asyncio
 async def test_working_directory_is_the_notebook_folder(local, notebook):
     nb = notebook("data/nb.ipynb", ["print(open('input.csv').read())"])
