@@ -24,6 +24,14 @@ class Wrapped(JobStore):
         self.inner = inner
         self.log_order: list[str] = []
 
+    def __getattr__(self, name):
+        # the rest of the SQLite store's surface (its Lease, change log, gc queries) unchanged: the
+        # local backend campaigns for the data dir's lease through its store before it reconciles
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
     async def start(self):
         await self.inner.start()
 
