@@ -19,6 +19,7 @@ import uuid
 import pytest
 from helpers import phases, reasons, write_notebook
 
+from jupyter_nbvalidation.client import ClientError
 from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.model import Phase, Reason
 
@@ -49,7 +50,12 @@ def wait(predicate, timeout: float, what: str, interval: float = 0.25):
 
 
 def job_of(api, name: str) -> dict:
-    return api.request("GET", f"jobs/{name}")
+    try:
+        return api.request("GET", f"jobs/{name}")
+    except ClientError as e:
+        if e.status == 503:  # a server just started: its store is not synced yet (Retry-After)
+            return {}
+        raise
 
 
 def terminal(api, name: str, timeout: float = BUILD_WAIT) -> dict:

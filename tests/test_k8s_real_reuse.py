@@ -140,8 +140,9 @@ async def test_input_files_beside_the_notebook_reach_the_kernel(real):
     collect = real.service._collect
 
     def with_inputs(spec):
-        files, nb_path = collect(spec)
-        return {**files, "inputs/data.csv": b"a,b\n1,2\n", "inputs/sub/blob.bin": bytes(range(256))}, nb_path
+        files, nb_path, *rest = collect(spec)
+        return ({**files, "inputs/data.csv": b"a,b\n1,2\n", "inputs/sub/blob.bin": bytes(range(256))},
+                nb_path, *rest)
 
     real.service._collect = with_inputs
     job = await real.service.submit({"notebook": {"path": "nb.ipynb"}})

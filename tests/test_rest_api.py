@@ -255,3 +255,21 @@ async def test_live_updates_on_the_jupyter_event_bus(jp_fetch, jp_ws_fetch, nbs)
     ws.close()
     assert [m["reason"] for m in got] == [Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
     assert [m["phase"] for m in got] == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
+
+
+async def test_a_store_not_reachable_yet_answers_503_not_500(jp_fetch, jp_serverapp, monkeypatch):
+    """A server just started (its Kubernetes store not synced) or a store that cannot be reached:
+    a 503 with Retry-After and the stable error body, never 'Internal error'."""
+    from jupyter_nbvalidation.store.base import StoreError
+
+    service = jp_serverapp.web_app.settings["nbvalidation_service"]
+
+    async def not_started(name):
+        raise StoreError("the Kubernetes store is not started")
+
+    monkeypatch.setattr(service.store, "get", not_started)
+    with pytest.raises(HTTPClientError) as e:
+        await call(jp_fetch, "jobs", "some-job")
+    assert e.value.code == 503 and e.value.response.headers["Retry-After"] == "1"
+    body = json.loads(e.value.response.body)["error"]
+    assert body["code"] == "StoreUnavailable" and "not started" in body["message"], body
