@@ -14,8 +14,7 @@ from tornado import web
 
 from .model import is_terminal
 from .openapi import openapi_document
-from .service import MAX_BODY_BYTES, ApiError, JobService, dumps, loads_strict
-from .store.base import StoreError
+from .service import MAX_BODY_BYTES, ApiError, JobService, dumps, loads_strict, store_api_error
 
 PREFIX = "nbvalidation/api/v1"
 AUTH_RESOURCE = "nbvalidation"
@@ -33,12 +32,14 @@ def api(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
             self.set_status(e.status)
             self.set_header("Content-Type", "application/json")
             self.finish(dumps(e.to_json()))
-        except StoreError as e:  # NotFound is the service's 404; the rest: not reachable (yet), try again
-            self.set_status(503)
+        except Exception as e:
+            err = store_api_error(e)
+            if err is None:
+                raise
+            self.set_status(err.status)
             self.set_header("Content-Type", "application/json")
             self.set_header("Retry-After", "1")
-            self.finish(dumps(ApiError(503, "StoreUnavailable",
-                                       f"The job store is not available ({e}); try again shortly.").to_json()))
+            self.finish(dumps(err.to_json()))
 
     return wrapper
 

@@ -20,7 +20,7 @@ from .backends.base import Backend
 from .engine import Engine
 from .errors import InputRejected
 from .model import WORKDIR_ANNOTATION, SpecError, build_enabled, is_terminal, new_job, validate_spec
-from .store.base import NotFound
+from .store.base import NotFound, StoreError
 from .requirements import Requirements
 from .timeline import compute_timeline
 
@@ -39,6 +39,15 @@ class ApiError(Exception):
 
     def to_json(self) -> dict:
         return {"error": {"code": self.code, "message": self.message, "field": self.field}}
+
+
+def store_api_error(e: BaseException) -> "ApiError | None":
+    """What a store raised past the service's own checks, as HTTP: NotFound is the service's 404; any
+    other store error means it is not reachable (yet: a Kubernetes store before its caches synced),
+    a 503 worth retrying. None: not a store error."""
+    if isinstance(e, StoreError) and not isinstance(e, NotFound):
+        return ApiError(503, "StoreUnavailable", f"The job store is not available ({e}); try again shortly.")
+    return None
 
 
 def resolve_in_root(root_dir: str, rel: str, field: str) -> Path:
