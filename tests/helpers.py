@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -57,3 +58,30 @@ async def slow_to_stop(stopping: asyncio.Event, ended: asyncio.Event | None = No
         await asyncio.sleep(cleanup)
         if ended is not None:
             ended.set()
+
+
+REST_API = ("nbvalidation", "api", "v1")
+
+
+async def rest_call(jp_fetch, *parts, method="GET", body=None, params=None, raw=False):
+    """One call of the extension's REST API through pytest-jupyter's ``jp_fetch``: the parsed JSON
+    (or the raw response)."""
+    kw = {"method": method, "params": params or {}}
+    if body is not None:
+        kw["body"] = body if isinstance(body, str) else json.dumps(body)
+    elif method == "POST":
+        kw["body"] = ""
+    r = await jp_fetch(*REST_API, *parts, **kw)
+    return r if raw else json.loads(r.body)
+
+
+async def rest_wait_terminal(jp_fetch, name, timeout):
+    """Poll ``GET /jobs/{name}`` until the job is terminal."""
+    from jupyter_nbvalidation.model import Phase
+
+    for _ in range(int(timeout / 0.25)):
+        job = await rest_call(jp_fetch, "jobs", name)
+        if job["status"].get("phase") in Phase.TERMINAL:
+            return job
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"{name} did not finish: {job['status']}")

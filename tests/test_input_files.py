@@ -5,33 +5,22 @@ snapshot (an edit after submit is not seen); bad patterns and limits are a
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from helpers import write_notebook
 from tornado.httpclient import HTTPClientError
+from helpers import rest_call as call
+from helpers import rest_wait_terminal
 
 from jupyter_nbvalidation.model import Phase
 
-API = ("nbvalidation", "api", "v1")
 NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
 
 
-async def call(jp_fetch, *parts, method="GET", body=None):
-    kw = {"method": method}
-    if body is not None:
-        kw["body"] = json.dumps(body)
-    return json.loads((await jp_fetch(*API, *parts, **kw)).body)
-
 
 async def wait_terminal(jp_fetch, name, timeout=240):
-    for _ in range(int(timeout / 0.25)):
-        job = await call(jp_fetch, "jobs", name)
-        if job["status"].get("phase") in Phase.TERMINAL:
-            return job
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"{name} did not finish: {job['status']}")
+    return await rest_wait_terminal(jp_fetch, name, timeout)
 
 
 def outputs(nb: dict) -> list[str]:

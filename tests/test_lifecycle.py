@@ -17,22 +17,14 @@ from pathlib import Path
 import pytest
 from helpers import write_notebook
 from tornado.httpclient import HTTPClientError
+from helpers import rest_call as call
+from helpers import rest_wait_terminal as wait_terminal
 
 from jupyter_nbvalidation.model import Phase, Reason
 from jupyter_nbvalidation.store.base import NotFound
 
-API = ("nbvalidation", "api", "v1")
 NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
 
-
-async def call(jp_fetch, *parts, method="GET", body=None, params=None, raw=False):
-    kw = {"method": method, "params": params or {}}
-    if body is not None:
-        kw["body"] = json.dumps(body)
-    elif method == "POST":
-        kw["body"] = ""
-    r = await jp_fetch(*API, *parts, **kw)
-    return r if raw else json.loads(r.body)
 
 
 async def error(jp_fetch, *parts, **kw):
@@ -40,14 +32,6 @@ async def error(jp_fetch, *parts, **kw):
         await call(jp_fetch, *parts, **kw)
     return e.value.code, json.loads(e.value.response.body)["error"]
 
-
-async def wait_terminal(jp_fetch, name, timeout):
-    for _ in range(int(timeout / 0.25)):
-        job = await call(jp_fetch, "jobs", name)
-        if job["status"].get("phase") in Phase.TERMINAL:
-            return job
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"{name} did not finish: {job['status']}")
 
 
 async def test_delete_finished_removes_job_events_and_files(jp_fetch, jp_root_dir, tmp_path):

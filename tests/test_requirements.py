@@ -8,7 +8,6 @@ the data dir nor in any response."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import http.server
@@ -23,19 +22,13 @@ from pathlib import Path
 import pytest
 from helpers import write_notebook
 from tornado.httpclient import HTTPClientError
+from helpers import rest_call as call
+from helpers import rest_wait_terminal
 
 from jupyter_nbvalidation import requirements as reqmod
 from jupyter_nbvalidation.model import Phase, Reason
 
-API = ("nbvalidation", "api", "v1")
 
-
-async def call(jp_fetch, *parts, method="GET", body=None, raw=False):
-    kw = {"method": method}
-    if body is not None:
-        kw["body"] = body if isinstance(body, str) else json.dumps(body)
-    r = await jp_fetch(*API, *parts, **kw)
-    return r if raw else json.loads(r.body)
 
 
 async def refused(jp_fetch, body) -> tuple[int, dict]:
@@ -45,12 +38,7 @@ async def refused(jp_fetch, body) -> tuple[int, dict]:
 
 
 async def wait_terminal(jp_fetch, name, timeout=400):
-    for _ in range(int(timeout / 0.25)):
-        job = await call(jp_fetch, "jobs", name)
-        if job["status"].get("phase") in Phase.TERMINAL:
-            return job
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"{name} did not finish: {job['status']}")
+    return await rest_wait_terminal(jp_fetch, name, timeout)
 
 
 def nothing_created(jp_serverapp) -> bool:

@@ -9,20 +9,12 @@ import json
 import pytest
 from helpers import write_notebook
 from tornado.httpclient import HTTPClientError
+from helpers import rest_call as call
+from helpers import rest_wait_terminal
 
 from jupyter_nbvalidation.model import Phase, Reason
 
-API = ("nbvalidation", "api", "v1")
 
-
-async def call(jp_fetch, *parts, method="GET", body=None, params=None, raw=False):
-    kw = {"method": method, "params": params or {}}
-    if body is not None:
-        kw["body"] = body if isinstance(body, str) else json.dumps(body)
-    elif method in ("POST",):
-        kw["body"] = ""
-    r = await jp_fetch(*API, *parts, **kw)
-    return r if raw else json.loads(r.body)
 
 
 async def error(jp_fetch, *parts, **kw):
@@ -34,12 +26,7 @@ async def error(jp_fetch, *parts, **kw):
 
 
 async def wait_terminal(jp_fetch, name, timeout=180):
-    for _ in range(int(timeout / 0.25)):
-        job = await call(jp_fetch, "jobs", name)
-        if job["status"].get("phase") in Phase.TERMINAL:
-            return job
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"{name} did not finish: {job['status']}")
+    return await rest_wait_terminal(jp_fetch, name, timeout)
 
 
 @pytest.fixture
