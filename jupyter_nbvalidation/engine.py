@@ -107,6 +107,8 @@ class Engine:
         self.conflict_retries = conflict_retries
         self.write_retries = write_retries
         self.max_backoff = max_backoff
+        self.progress_interval = 1.0  # seconds: at most one status.progress write per job in this time
+        self._progress_at: dict[str, float] = {}
         self.event_recovery_window = event_recovery_window
         self.recovery_timeout = recovery_timeout
         self.events_recovered = 0
@@ -580,9 +582,42 @@ class Engine:
             return _AGAIN
         obs = await self.backend.ensure_validation(job, reference)
         if obs.state == RUNNING:
-            return max(0.05, deadline - time.time())
+            delay = max(0.05, deadline - time.time())
+            wait = await self._write_progress(job, obs.extra.get("progress"))
+            poll = obs.extra.get("progressPoll")  # a backend that reads progress only when asked (a Pod's log)
+            return min(x for x in (delay, wait, poll) if x is not None)
         await self._finish_validation(job, obs)
         return _AGAIN
+
+    async def _write_progress(self, job: dict, progress: dict | None) -> float | None:
+        """``status.progress`` during ValidationRunning: written when it changed,
+        at most once per ``progress_interval`` per job, never an event (no phase
+        or condition flips). Returns how long to wait before a held-back write."""
+        if not progress:
+            return None
+        name = job["metadata"]["name"]
+        stored = dict((job.get("status") or {}).get("progress") or {})
+        stored.pop("updatedAt", None)
+        if stored == progress:
+            return None
+        wait = self.progress_interval - (time.monotonic() - self._progress_at.get(name, float("-inf")))
+        if wait > 0:
+            return wait
+
+        def decide(cur: dict) -> dict | None:
+            st = cur.get("status") or {}
+            if st.get("phase") != Phase.VALIDATION_RUNNING:
+                return None
+            status = copy.deepcopy(st)
+            status["progress"] = {**progress, "updatedAt": isotime()}
+            return status
+
+        self._progress_at[name] = time.monotonic()
+        try:
+            await self._write(job, decide)
+        except (Conflict, StatusWriteFailed) as e:  # progress only: the next change writes it again
+            self.log.debug("nbvalidation: progress of %s not written: %s", name, e)
+        return None
 
     async def _finish_validation(self, job: dict, obs: Observation) -> None:
         result = obs.result or {}
@@ -600,7 +635,10 @@ class Engine:
             if result.get("comparisonResult") is not None:
                 st["comparisonResult"] = result["comparisonResult"]
             st["failedCellIndex"] = result.get("failedCellIndex")
+            if obs.extra.get("progress"):  # as the run ended: done/total
+                st["progress"] = {**obs.extra["progress"], "updatedAt": isotime()}
 
+        self._progress_at.pop(job["metadata"]["name"], None)
         message = scrub(result.get("message") or obs.message or ("Validation succeeded." if ok else "Validation failed."))
         if ok:
             await self._move(job, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED,

@@ -184,8 +184,11 @@ class BuildLogHandler(BaseHandler):
     @authorized
     @api
     async def get(self, name: str) -> None:
-        log = await self.service.build_log(name)
-        self.finish(log, set_content_type="text/plain; charset=utf-8")
+        chunk = await self.service.build_log(name, self.int_arg("offset", 0, 0, 2**62))
+        self.set_header("X-Build-Log-Complete", "true" if chunk.complete else "false")
+        self.set_header("X-Build-Log-Next-Offset", str(chunk.next_offset))
+        self.set_header("Cache-Control", "no-store")
+        self.finish(chunk.data, set_content_type="text/plain; charset=utf-8")
 
 
 class HealthHandler(BaseHandler):

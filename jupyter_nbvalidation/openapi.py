@@ -71,6 +71,25 @@ SPEC_SCHEMA = _obj({
     "cellTimeout": _DURATION,
 }, ["notebook"])
 
+# status.progress: written during ValidationRunning (at most once a second, never an event), kept as it
+# last was at the terminal phase. Cell indexes are 0-based notebook indexes (all cells, markdown included).
+PROGRESS_SCHEMA = {
+    "type": "object",
+    "required": ["cellsTotal", "cellsDone", "currentCellIndex", "currentCellStartedAt", "cells", "updatedAt"],
+    "properties": {
+        "cellsTotal": {"type": "integer", "minimum": 0, "description": "code cells that will be executed"},
+        "cellsDone": {"type": "integer", "minimum": 0},
+        "currentCellIndex": {"type": ["integer", "null"], "description": "0-based index of the running cell"},
+        "currentCellStartedAt": {"type": ["string", "null"], "format": "date-time"},
+        "cells": {"type": "array", "items": {
+            "type": "object", "required": ["cellIndex", "status"],
+            "properties": {"cellIndex": {"type": "integer"},
+                           "status": {"type": "string", "enum": ["ok", "error", "skipped"]},
+                           "executionTime": {"type": "number", "description": "seconds"}}}},
+        "updatedAt": {"type": "string", "format": "date-time"},
+    },
+}
+
 JOB_SCHEMA = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec", "status"],
@@ -89,6 +108,7 @@ JOB_SCHEMA = {
             "message": {"type": "string"},
             "transitions": {"type": "array", "items": {"type": "object"}},
             "results": {"type": "array", "items": {"type": "object"}},
+            "progress": PROGRESS_SCHEMA,
         }},
     },
 }
@@ -214,10 +234,23 @@ def openapi_document(base_url: str = "/") -> dict:
             },
             "/jobs/{name}/buildlog": {
                 "parameters": [NAME_PARAM],
-                "get": {"summary": "The environment build log",
-                        "responses": {"200": {"description": "Log text",
+                "get": {"summary": "The environment build log: the part written so far while the build runs, "
+                                   "the whole log afterwards",
+                        "parameters": [{"name": "offset", "in": "query", "required": False,
+                                        "description": "byte offset to start from (X-Build-Log-Next-Offset "
+                                                       "of the previous answer)",
+                                        "schema": {"type": "integer", "minimum": 0, "default": 0}}],
+                        "responses": {"200": {"description": "Log text from the offset (while the build runs, "
+                                                             "up to its last complete line)",
+                                              "headers": {
+                                                  "X-Build-Log-Complete": {
+                                                      "description": "false while the build runs",
+                                                      "schema": {"type": "string", "enum": ["true", "false"]}},
+                                                  "X-Build-Log-Next-Offset": {
+                                                      "description": "the byte offset to ask for next",
+                                                      "schema": {"type": "integer", "minimum": 0}}},
                                               "content": {"text/plain": {"schema": {"type": "string"}}}},
-                                      **_errors(404)}},
+                                      **_errors(400, 404)}},
             },
             "/health": {
                 "get": {"summary": "Active backend and whether it is usable",

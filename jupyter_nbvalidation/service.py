@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from . import requirements as reqmod
 from .backends.base import Backend
 from .engine import Engine
 from .errors import InputRejected
-from .model import WORKDIR_ANNOTATION, SpecError, build_enabled, is_terminal, new_job, validate_spec
+from .model import WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, is_terminal, new_job, validate_spec
 from .store.base import NotFound, StoreError
 from .requirements import Requirements
 from .timeline import compute_timeline
@@ -311,12 +312,36 @@ class JobService:
             raise ApiError(404, "NotFound", f"job {name!r} has no executed notebook yet")
         return nb
 
-    async def build_log(self, name: str) -> str:
+    async def build_log(self, name: str, offset: int = 0) -> BuildLogChunk:
+        """The build log from byte ``offset``: while the build runs (phase
+        Initializing or Building) the log so far, up to its last complete
+        line, with ``complete`` false; afterwards the rest of the whole log.
+        404 only for an unknown job or one without a build log (build
+        disabled, or a reused environment whose log is gone)."""
+        if offset < 0:
+            raise ApiError(400, "InvalidField", "offset must be a byte offset >= 0", "offset")
         job = await self.get(name)
+        building = (job.get("status") or {}).get("phase", "") in ("", Phase.INITIALIZING, Phase.BUILDING)
         log = await self.backend.build_log(job)
         if log is None:
-            raise ApiError(404, "NotFound", f"job {name!r} has no build log")
-        return log
+            if not (building and build_enabled(job["spec"])):
+                raise ApiError(404, "NotFound", f"job {name!r} has no build log")
+            log = ""  # the build is about to start: its log is empty so far
+        data = log.encode("utf-8")
+        offset = min(offset, len(data))
+        chunk = data[offset:]
+        if building:  # a line still being written (and a character cut in two) waits for the next read
+            chunk = chunk[: chunk.rfind(b"\n") + 1]
+        return BuildLogChunk(chunk, not building, offset + len(chunk))
+
+
+@dataclass
+class BuildLogChunk:
+    """Part of a build log (``GET /jobs/{name}/buildlog?offset=N``)."""
+
+    data: bytes
+    complete: bool  # the build has ended: nothing more will be written
+    next_offset: int  # the offset to ask for next
 
 
 class BadNumber:

@@ -60,7 +60,8 @@ def run_cli(tmp_path: Path, fixture: str | Path, *args: str, extra_files=(), tim
     lines = proc.stdout.splitlines()
     assert lines, f"no stdout; stderr:\n{proc.stderr}"
     assert lines[-1].startswith(RESULT_PREFIX), f"last stdout line is not the result: {lines[-1]!r}\n{proc.stderr}"
-    progress = [json.loads(line[len(PROGRESS_PREFIX):]) for line in lines if line.startswith(PROGRESS_PREFIX)]
+    records = [json.loads(line[len(PROGRESS_PREFIX):]) for line in lines if line.startswith(PROGRESS_PREFIX)]
+    progress = [r for r in records if r.get("event") == "end"]  # the cells' end records (plan/start besides)
     return Run(
         returncode=proc.returncode,
         stdout=proc.stdout,

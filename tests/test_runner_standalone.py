@@ -170,7 +170,10 @@ def test_runner_runs_in_a_venv_with_only_nbclient_nbformat_and_ipykernel(bare_ve
 
     result, _ = parse_log(proc.stdout)
     assert result["verdict"] == "Succeeded" and result["runner"]["python"] == str(python)
-    assert [e["status"] for e in parse_progress(proc.stdout)] == ["Success", "Success"]
+    records = parse_progress(proc.stdout)
+    assert [(e["event"], e.get("cellIndex")) for e in records] == [
+        ("plan", None), ("start", 0), ("end", 0), ("start", 1), ("end", 1)]
+    assert records[0]["cellsTotal"] == 2 and [e["status"] for e in records if e["event"] == "end"] == ["Success"] * 2
     executed = json.loads((tmp_path / "x.ipynb").read_text())
     texts = ["".join(c["outputs"][0]["text"]) for c in executed["cells"]]
     # the kernel sees none of the runner's PYTHONPATH (so not the runner's package either)

@@ -50,6 +50,7 @@ from ..priority import deprioritize
 from ..requirements import Requirements
 from ..runner import hygiene
 from ..runner.environment import runner_environment
+from ..runner.protocol import ProgressReader
 from ..runner_args import comparison_args
 from ..model import build_enabled, parse_time
 from ..store.base import NotFound as NotFoundError
@@ -61,6 +62,8 @@ from .base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
 ENV_MARKER = ".nbvalidation-env.json"
 LAST_USE = ".last-use"
 ADOPT_POLL = 0.5  # seconds between looks at a run or build another engine started
+PROGRESS_POLL = 0.5  # seconds between reads of a running runner's log (its progress records)
+PROGRESS_NOTIFY = 1.0  # at most one engine wake-up a second for progress (the engine throttles writes too)
 UNSUPPORTED_LOCALLY = {
     "podConfig.containerImage": "needs the kubernetes backend (the local backend runs no containers)",
     "podConfig.buildConfig.baseImage": "needs the kubernetes backend (locally the base is the configured interpreter, c.LocalBackend.python)",
@@ -164,6 +167,8 @@ class _Run:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # marks every process of the run
     name: str = ""
     adopted: bool = False  # a run another engine started: watched, never killed while its owner lives
+    progress: ProgressReader = field(default_factory=ProgressReader)  # from the runner's log, as it grows
+    progress_offset: int = 0
 
 
 class LocalBackend(Backend):
@@ -713,7 +718,8 @@ class LocalBackend(Backend):
         if run is not None:
             if run.task.done():
                 return run.task.result()
-            return Observation(RUNNING, message="Validating.", started_at=run.started_at, reference=reference)
+            return Observation(RUNNING, message="Validating.", started_at=run.started_at, reference=reference,
+                               extra=_progress_extra(run))
 
         run_dir, state = await asyncio.to_thread(self._locate, job)
         if state == "result":
@@ -789,14 +795,22 @@ class LocalBackend(Backend):
     async def _adopt(self, job: dict, run: _Run, reference: str | None) -> Observation:
         """Wait for another engine's run to end, then read what it left."""
         name = job["metadata"]["name"]
+        last_notify = 0.0
         try:
             while True:
+                if await self._read_progress(run, run.run_dir / "runner.log") and \
+                        time.monotonic() - last_notify >= PROGRESS_NOTIFY:
+                    last_notify = time.monotonic()
+                    self._notify(name)
                 state = await asyncio.to_thread(self._run_state, run.run_dir)
                 if state == "result":
                     result = await asyncio.to_thread(_read_json, run.run_dir / "result.json")
                     meta = await asyncio.to_thread(_read_json, run.run_dir / "run.json") or {}
-                    return _observation_from_result(result or {}, meta.get("startTime"),
-                                                    meta.get("completionTime"), reference)
+                    await self._read_progress(run, run.run_dir / "runner.log")
+                    obs = _observation_from_result(result or {}, meta.get("startTime"),
+                                                   meta.get("completionTime"), reference)
+                    obs.extra.update(_progress_extra(run))
+                    return obs
                 if state == "failed":
                     meta = await asyncio.to_thread(_read_json, run.run_dir / "run.json") or {}
                     tail = await asyncio.to_thread(_tail, str(run.run_dir / "runner.log"), 8)
@@ -869,12 +883,16 @@ class LocalBackend(Backend):
                 run.proc = proc
                 deprioritize(proc.pid, self.niceness)
                 await asyncio.to_thread(self._record_runner, run, proc.pid)
+                watcher = asyncio.get_running_loop().create_task(self._watch_progress(run, log_path))
                 try:
                     code = await proc.wait()
                 except asyncio.CancelledError:
                     _kill_group(proc.pid, signal.SIGKILL)
                     await asyncio.shield(asyncio.to_thread(hygiene.kill_all, run.run_id))
                     raise
+                finally:
+                    await cancel_and_wait(watcher)
+            await self._read_progress(run, log_path)  # the last records: done/total as the run ended
             # the runner stops what its kernel started; if the runner itself was
             # killed, what it left (the kernel, daemons) is stopped here
             await asyncio.to_thread(hygiene.kill_all, run.run_id)
@@ -887,8 +905,38 @@ class LocalBackend(Backend):
             if result is None:
                 tail = await asyncio.to_thread(_tail, str(log_path), 8)
                 return Observation(FAILED, started_at=run.started_at, finished_at=finished, reference=reference,
-                                   message=f"The runner exited with {code} without a result: {tail}")
-            return _observation_from_result(result, run.started_at, finished, reference)
+                                   message=f"The runner exited with {code} without a result: {tail}",
+                                   extra=_progress_extra(run))
+            obs = _observation_from_result(result, run.started_at, finished, reference)
+            obs.extra.update(_progress_extra(run))
+            return obs
+
+    async def _read_progress(self, run: _Run, log_path: Path) -> bool:
+        """Feed what the runner's log gained since the last read (in a thread: no
+        file I/O on the event loop); True when the progress changed."""
+        def read() -> bytes:
+            try:
+                with open(log_path, "rb") as f:
+                    f.seek(run.progress_offset)
+                    return f.read()
+            except OSError:
+                return b""
+
+        data = await asyncio.to_thread(read)
+        run.progress_offset += len(data)
+        return run.progress.feed(data) if data else False
+
+    async def _watch_progress(self, run: _Run, log_path: Path) -> None:
+        """While the runner runs: read its progress records as they come and wake
+        the engine (at most once a second), which writes ``status.progress``."""
+        last_notify = 0.0
+        pending = False
+        while True:
+            await asyncio.sleep(PROGRESS_POLL)
+            pending = await self._read_progress(run, log_path) or pending
+            if pending and time.monotonic() - last_notify >= PROGRESS_NOTIFY:
+                pending, last_notify = False, time.monotonic()
+                self._notify(run.name)
 
     async def cancel_validation(self, job: dict) -> None:
         run = self._runs.pop(job["metadata"]["uid"], None)
@@ -1053,7 +1101,17 @@ class LocalBackend(Backend):
         return await asyncio.to_thread(read)
 
     async def build_log(self, job: dict) -> str | None:
-        path = ((job.get("status") or {}).get("buildStatus") or {}).get("logPath")
+        """The build log: the one recorded at the end of Building, or during
+        Building the one being written (found by the environment's key, so a
+        server that does not run the build serves it too)."""
+        status = job.get("status") or {}
+        path = (status.get("buildStatus") or {}).get("logPath")
+        if not path and status.get("phase") == "Building" and build_enabled(job["spec"]):
+            rec = self._job_build.get(job["metadata"]["uid"])
+            mine = rec.log_path if rec is not None else None
+            # not this process's build (or it waits for another engine's): the log being written
+            path = mine if mine and await asyncio.to_thread(os.path.exists, mine) else \
+                await asyncio.to_thread(self._log_being_written, job)
         if not path:
             return None
 
@@ -1064,6 +1122,30 @@ class LocalBackend(Backend):
                 return None
 
         return await asyncio.to_thread(read)
+
+    def _log_being_written(self, job: dict) -> str | None:
+        """The newest build log of the job's environment started since the job
+        entered Building (an older one is another build's)."""
+        key = self._keys.get(job["metadata"]["uid"])
+        if key is None:
+            if self._python_version is None:
+                return None
+            try:
+                key = self.env_key(self._requirements(job)[0])
+            except Exception:  # unreadable inputs: no build is running for them
+                return None
+        since = 0.0
+        for t in reversed((job.get("status") or {}).get("transitions") or []):
+            if t.get("phase") == "Building":
+                entered = parse_time(t.get("time"))
+                since = entered.timestamp() - 2.0 if entered else 0.0
+                break
+        logs = []
+        for p in (self.root / "logs").glob(f"build-{key}-*.log"):
+            with contextlib.suppress(OSError):
+                if p.stat().st_mtime >= since:
+                    logs.append(p)
+        return str(max(logs, key=lambda p: p.name)) if logs else None
 
     async def health(self) -> dict[str, Any]:
         def check() -> tuple[bool, str]:
@@ -1142,6 +1224,13 @@ def _tail(path: str, lines: int) -> str:
     except OSError:
         return ""
     return " | ".join(content[-lines:])[-800:]
+
+
+def _progress_extra(run: _Run) -> dict:
+    """``Observation.extra`` carrying the run's progress (``status.progress``
+    without ``updatedAt``), when its runner has reported any."""
+    snap = run.progress.snapshot()
+    return {"progress": snap} if snap is not None else {}
 
 
 def _observation_from_result(result: dict, started: str | None, finished: str | None,

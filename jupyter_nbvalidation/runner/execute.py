@@ -23,7 +23,8 @@ from ..priority import deprioritize, own_niceness
 from ..tasks import wait_within
 from . import hygiene
 from .environment import kernel_environment
-from .protocol import STATUS_FAILURE, STATUS_SKIPPED, STATUS_SUCCESS, Reason
+from .protocol import (PROGRESS_END, PROGRESS_PLAN, PROGRESS_START, STATUS_FAILURE, STATUS_SKIPPED, STATUS_SUCCESS,
+                       Reason, progress_time)
 from .text import fmt_limit, format_seconds, strip_ansi, truncate, truncate_tail
 
 DEFAULT_CELL_TIMEOUT = 600.0
@@ -171,11 +172,15 @@ class _Execution:
         self._last_reply = execute_reply
 
     def _progress(self, entry: Mapping[str, Any]) -> None:
-        if self.on_progress is None:
-            return
-        event = {"cellIndex": entry["cellIndex"], "status": entry["status"]}
+        """A cell ended (``end`` record)."""
+        event = {"event": PROGRESS_END, "cellIndex": entry["cellIndex"], "status": entry["status"]}
         if "executionTime" in entry:
             event["executionTime"] = entry["executionTime"]
+        self._emit_progress(event)
+
+    def _emit_progress(self, event: dict[str, Any]) -> None:
+        if self.on_progress is None:
+            return
         try:
             self.on_progress(event)
         except Exception:  # a broken progress sink must not break the run
@@ -377,7 +382,19 @@ class _Execution:
                 found: dict[str, Any] = msg
                 return found
 
+    @staticmethod
+    def _will_run(cell: Any) -> bool:
+        """Whether ``_run_cells`` executes this cell (a code cell, not skipped,
+        not empty, not only a validate line)."""
+        if cell.cell_type != "code" or cell_markers(cell).skip or not cell_source(cell).strip():
+            return False
+        runnable = without_validate_lines(cell_source(cell))
+        return runnable is None or not (not runnable.strip() or all(
+            not line.strip() or line.strip().startswith("#") or line.strip() == "pass"
+            for line in runnable.splitlines()))
+
     async def _run_cells(self, client: Any, CellTimeoutError: type[BaseException], DeadKernelError: type[BaseException]) -> None:
+        self._emit_progress({"event": PROGRESS_PLAN, "cellsTotal": sum(1 for c in self.nb.cells if self._will_run(c))})
         for index, cell in enumerate(self.nb.cells):
             if cell.cell_type != "code":
                 continue
@@ -419,6 +436,7 @@ class _Execution:
         self._last_reply = None
         self.executed.add(index)
         entry = self.results[index]
+        self._emit_progress({"event": PROGRESS_START, "cellIndex": index, "time": progress_time()})
         started = time.monotonic()
         try:
             await client.async_execute_cell(cell, index, execution_count=client.code_cells_executed + 1)

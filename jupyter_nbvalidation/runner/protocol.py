@@ -4,7 +4,11 @@ A runner reports through three channels, all produced here and all read here:
 
 * the **result document** (``--result FILE``, and the last stdout line
   ``NBVALIDATION-RESULT <JSON>``, see :func:`result_line` / :func:`parse_log`);
-* ``NBVALIDATION-PROGRESS {...}`` lines, one per executed cell (``--progress``);
+* ``NBVALIDATION-PROGRESS {...}`` lines (``--progress``): one ``plan`` record
+  (how many code cells will run), then a ``start`` and an ``end`` record per
+  executed cell; :class:`ProgressReader` folds them into the job's
+  ``status.progress`` (the local backend reads them from the runner's log
+  file, the Kubernetes backend from the validation Pod's log);
 * ``NBVALIDATION-EXECUTED <base64 gzip>``, the executed notebook on one line
   (``--print-executed``: where only the logs come back, a Kubernetes Pod);
 * the **termination summary** (``--termination-log``): compact JSON of at most
@@ -171,8 +175,22 @@ def result_line(result: Mapping[str, Any], limit: int = STDOUT_RESULT_LIMIT) -> 
     return text
 
 
+PROGRESS_PLAN = "plan"  # {"event": "plan", "cellsTotal": N}
+PROGRESS_START = "start"  # {"event": "start", "cellIndex": i, "time": ISO-8601}
+PROGRESS_END = "end"  # {"event": "end", "cellIndex": i, "status": "Success"|..., "executionTime": "1.234s"}
+# a cell's status in status.progress (the result documents keep Success / Failure / Skipped)
+PROGRESS_STATUS = {STATUS_SUCCESS: "ok", STATUS_FAILURE: "error", STATUS_SKIPPED: "skipped"}
+
+
 def progress_line(event: Mapping[str, Any]) -> str:
     return PROGRESS_PREFIX + json.dumps(event, separators=(",", ":"))
+
+
+def progress_time() -> str:
+    """Now, as the progress records say it (RFC 3339, UTC, milliseconds)."""
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def executed_line(notebook_bytes: bytes) -> str:
@@ -201,7 +219,8 @@ def parse_log(text: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def parse_progress(text: str) -> list[dict[str, Any]]:
-    """Every ``NBVALIDATION-PROGRESS`` event in ``text``, in order."""
+    """Every ``NBVALIDATION-PROGRESS`` record in ``text``, in order (``plan``,
+    ``start`` and ``end`` records; see :class:`ProgressReader` for their sum)."""
     events: list[dict[str, Any]] = []
     for line in text.splitlines():
         if line.startswith(PROGRESS_PREFIX):
@@ -212,6 +231,94 @@ def parse_progress(text: str) -> list[dict[str, Any]]:
             if isinstance(event, dict):
                 events.append(event)
     return events
+
+
+def _seconds(value: Any) -> float | None:
+    """An execution time as a float: the runner writes ``"1.234s"``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value[:-1] if value.endswith("s") else value)
+        except ValueError:
+            return None
+    return None
+
+
+class ProgressReader:
+    """Folds ``NBVALIDATION-PROGRESS`` records, fed as they arrive (bytes of a
+    log that is still being written, in any chunks), into the
+    ``status.progress`` shape (without ``updatedAt``, which the writer adds)::
+
+        {"cellsTotal": int, "cellsDone": int, "currentCellIndex": int | None,
+         "currentCellStartedAt": ISO-8601 | None,
+         "cells": [{"cellIndex": int, "status": "ok"|"error"|"skipped", "executionTime": float}]}
+
+    Only complete lines are read: a partial last line waits for the next feed."""
+
+    def __init__(self) -> None:
+        self.total: int | None = None
+        self.current: int | None = None
+        self.current_started: str | None = None
+        self.cells: list[dict[str, Any]] = []
+        self._pending = b""
+        self.seen = False  # any progress record at all
+
+    def feed(self, data: bytes) -> bool:
+        """Read ``data`` (the log's next bytes); True when the progress changed."""
+        data = self._pending + data
+        lines = data.split(b"\n")
+        self._pending = lines.pop()
+        changed = False
+        for raw in lines:
+            changed = self.feed_line(raw.decode("utf-8", "replace")) or changed
+        return changed
+
+    def feed_text(self, text: str) -> bool:
+        """A whole log at once (a Pod's log as fetched)."""
+        changed = False
+        for line in text.splitlines():
+            changed = self.feed_line(line) or changed
+        return changed
+
+    def feed_line(self, line: str) -> bool:
+        if not line.startswith(PROGRESS_PREFIX):
+            return False
+        try:
+            event = json.loads(line[len(PROGRESS_PREFIX):])
+        except ValueError:
+            return False
+        if not isinstance(event, dict):
+            return False
+        kind = event.get("event", PROGRESS_END)  # runners before the plan/start records wrote end records only
+        index = event.get("cellIndex")
+        if kind == PROGRESS_PLAN:
+            if isinstance(event.get("cellsTotal"), int):
+                self.total = event["cellsTotal"]
+        elif kind == PROGRESS_START and isinstance(index, int):
+            self.current, self.current_started = index, event.get("time") if isinstance(event.get("time"), str) else None
+        elif kind == PROGRESS_END and isinstance(index, int):
+            cell: dict[str, Any] = {"cellIndex": index,
+                                    "status": PROGRESS_STATUS.get(str(event.get("status")), "error")}
+            seconds = _seconds(event.get("executionTime"))
+            if seconds is not None:
+                cell["executionTime"] = seconds
+            self.cells.append(cell)
+            if self.current == index:
+                self.current = self.current_started = None
+        else:
+            return False
+        self.seen = True
+        return True
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """The progress so far, or None before any record."""
+        if not self.seen:
+            return None
+        done = sum(1 for c in self.cells if c["status"] != "skipped")
+        return {"cellsTotal": self.total if self.total is not None else max(done, len(self.cells)),
+                "cellsDone": done, "currentCellIndex": self.current,
+                "currentCellStartedAt": self.current_started, "cells": [dict(c) for c in self.cells]}
 
 
 def decode_executed(payload: str) -> dict[str, Any] | None:

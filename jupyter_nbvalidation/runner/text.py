@@ -6,9 +6,16 @@ import re
 
 from ..compare import truncate  # one truncation rule for runner and comparison
 
-__all__ = ["fmt_limit", "format_seconds", "plural", "strip_ansi", "truncate", "truncate_tail"]
+__all__ = ["cell_label", "fmt_limit", "format_seconds", "plural", "strip_ansi", "truncate", "truncate_tail"]
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def cell_label(index: int) -> str:
+    """A cell as people number it: ``"cell 4"`` for the 0-based notebook index 3
+    (all cells, markdown included), as JupyterLab's status bar shows it. Machine
+    fields (``failedCellIndex``, ``cellIndex``) keep the 0-based index."""
+    return f"cell {index + 1}"
 
 
 def strip_ansi(text: str) -> str:
