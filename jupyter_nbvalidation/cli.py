@@ -31,13 +31,14 @@ EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 class InProcess:
     """The same operations as the REST API, on the local data dir, in this process."""
 
-    def __init__(self, root_dir: str, data_dir: str | None = None):
+    def __init__(self, root_dir: str, data_dir: str | None = None, backend_config: dict | None = None):
         from .backends.local import LocalBackend
         from .engine import Engine
         from .service import JobService
 
         self.loop = asyncio.new_event_loop()
-        kw = {"data_dir": data_dir} if data_dir else {}
+        kw: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
+        kw.update(backend_config or {})
         self.backend = LocalBackend(**kw)
         log = logging.getLogger("jupyter_nbvalidation")
         self.engine = Engine(self.backend, log=log)
@@ -165,10 +166,11 @@ def connect(args: argparse.Namespace, path_hint: str | None = None) -> Remote | 
     return InProcess(root, args.data_dir)
 
 
-def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict:
-    spec: dict[str, Any] = {"notebook": {"path": api.api_path(args.notebook)}}
-    if args.golden:
-        spec["goldenNotebook"] = {"path": api.api_path(args.golden)}
+def spec_from_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The spec fields the shared spec options (``add_spec_options``) give, without
+    the notebook and golden paths: one translation for ``submit``, ``run`` and the
+    pytest plugin, so an option added there applies to all of them."""
+    spec: dict[str, Any] = {}
     bc: dict[str, Any] = {}
     if args.no_build:
         bc["enabled"] = False
@@ -203,6 +205,37 @@ def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict:
         spec["cellTimeout"] = args.cell_timeout
     if getattr(args, "input_file", None):
         spec["inputFiles"] = args.input_file
+    return spec
+
+
+def add_spec_options(s: argparse.ArgumentParser) -> None:
+    """The options that become spec fields (``spec_from_options``), shared by ``submit`` and ``run``."""
+    s.add_argument("--no-build", action="store_true", help="validate without building an environment")
+    s.add_argument("--requirements-file", help="requirements file, relative to the notebook's folder")
+    s.add_argument("--requirement", action="append", help="a requirement (repeatable) instead of a file")
+    s.add_argument("--input-file", action="append", metavar="GLOB",
+                   help="a file beside the notebook it reads (glob relative to its folder; repeatable): "
+                        "snapshotted at submit into spec.inputFiles")
+    s.add_argument("--strategy", help="build strategy (local: auto, uv, venv)")
+    s.add_argument("--build-timeout", help="build timeout, e.g. 15m")
+    s.add_argument("--timeout", help="validation timeout, e.g. 30m")
+    s.add_argument("--cell-timeout", help="per-cell timeout, e.g. 10m")
+    s.add_argument("--comparison", choices=["exact", "normalized"])
+    s.add_argument("--tolerance", type=float, help="absolute float tolerance for normalized comparison")
+    s.add_argument("--timestamp-pattern", action="append", metavar="REGEX",
+                   help="normalized comparison: also replace what REGEX matches (repeatable)")
+    s.add_argument("--ignore-output", action="append", metavar="SELECTOR",
+                   help="leave out outputs of this type (stream, execute_result, display_data, error), "
+                        "stream (stream:stderr) or MIME type (text/html, image/*) (repeatable)")
+    s.add_argument("--keep-timestamps", action="store_true", help="compare dates and times too")
+    s.add_argument("--compare-execution-count", action="store_true", help="compare execution counts too")
+
+
+def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict:
+    spec: dict[str, Any] = {"notebook": {"path": api.api_path(args.notebook)}}
+    if args.golden:
+        spec["goldenNotebook"] = {"path": api.api_path(args.golden)}
+    spec.update(spec_from_options(args))
     return spec
 
 
@@ -243,6 +276,76 @@ def cmd_submit(args: argparse.Namespace) -> int:
         for line in render.failure_lines(job):
             print(line)
     return EXIT_OK if job["status"]["phase"] == "Succeeded" else EXIT_FAILED
+
+
+def _connect_batch(args: argparse.Namespace, folder: str, jobs: int) -> Remote | InProcess:
+    """Like ``connect`` for a folder holding every notebook of a batch; in this process,
+    the engine runs up to ``jobs`` validations at once."""
+    if args.server:
+        return Remote(ServerClient(args.server, args.token or os.environ.get("JUPYTER_TOKEN", ""), args.root_dir))
+    if not args.local:
+        info = find_server(folder)
+        if info is not None:
+            return Remote(ServerClient.from_info(info))
+    root = Path(args.root_dir or os.getcwd()).resolve()
+    target = Path(folder).resolve()
+    if target != root and root not in target.parents:
+        root = target
+    return InProcess(str(root), args.data_dir,
+                     {"max_parallel_validations": jobs, "max_parallel_builds": max(1, min(jobs, 2))})
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import batch
+    from .model import SpecError, validate_spec
+    from .reports import console
+
+    if args.jobs is not None and args.jobs < 1:
+        raise ClientError(f"-j/--jobs {args.jobs}: give at least 1")
+    jobs = args.jobs or os.cpu_count() or 1
+    try:
+        items = batch.discover(args.paths, args.exclude, args.golden_suffix, args.golden_self)
+    except batch.BatchInputError as e:
+        raise ClientError(str(e)) from None
+    options = spec_from_options(args)
+    try:  # a bad option is refused once, before anything is submitted
+        validate_spec({"notebook": {"path": "check.ipynb"}, **options})
+    except SpecError as e:
+        raise ClientError(f"spec.{e.field}: {e.reason}") from None
+    api = _connect_batch(args, batch.common_root(items), jobs)
+    if isinstance(api, InProcess):
+        try:
+            validate_spec({"notebook": {"path": "check.ipynb"}, **options}, api.backend.supported_fields())
+            api.backend.check_spec(options)
+        except SpecError as e:
+            api.close()
+            raise ClientError(f"spec.{e.field}: {e.reason}") from None
+
+    def make_spec(item: batch.Item) -> dict:
+        spec: dict[str, Any] = {"notebook": {"path": api.api_path(str(item.path))}}
+        if item.golden is not None:
+            spec["goldenNotebook"] = {"path": api.api_path(str(item.golden))}
+        spec.update(json.loads(json.dumps(options)))
+        return spec
+
+    where = ("in this process" if isinstance(api, InProcess) else f"through the Jupyter server at {api.client.url}")
+    quiet = args.output == "json"
+    if not quiet:
+        print(f"Validating {len(items)} notebook(s), up to {jobs} at a time, {where}.", flush=True)
+    progress = console.Progress(len(items), sys.stderr if quiet else sys.stdout)
+    try:
+        outcomes = batch.run_batch(api, items, make_spec, batch.Options(jobs=jobs, timeout=args.wait_timeout),
+                                   progress)
+    finally:
+        if isinstance(api, InProcess):
+            api.close()
+    if quiet:
+        print(json.dumps([{"notebook": o.item.shown, "verdict": o.verdict, "seconds": round(o.seconds, 3),
+                           "job": o.name, "firstFailure": console.first_failure(o)} for o in outcomes], indent=2))
+    else:
+        print()
+        print(console.summary(outcomes))
+    return batch.exit_code(outcomes)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -321,28 +424,27 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("submit", parents=[common], help="validate a notebook")
     s.add_argument("notebook")
     s.add_argument("--golden", help="golden notebook to compare outputs with")
-    s.add_argument("--no-build", action="store_true", help="validate without building an environment")
-    s.add_argument("--requirements-file", help="requirements file, relative to the notebook's folder")
-    s.add_argument("--requirement", action="append", help="a requirement (repeatable) instead of a file")
-    s.add_argument("--input-file", action="append", metavar="GLOB",
-                   help="a file beside the notebook it reads (glob relative to its folder; repeatable): "
-                        "snapshotted at submit into spec.inputFiles")
-    s.add_argument("--strategy", help="build strategy (local: auto, uv, venv)")
-    s.add_argument("--build-timeout", help="build timeout, e.g. 15m")
-    s.add_argument("--timeout", help="validation timeout, e.g. 30m")
-    s.add_argument("--cell-timeout", help="per-cell timeout, e.g. 10m")
-    s.add_argument("--comparison", choices=["exact", "normalized"])
-    s.add_argument("--tolerance", type=float, help="absolute float tolerance for normalized comparison")
-    s.add_argument("--timestamp-pattern", action="append", metavar="REGEX",
-                   help="normalized comparison: also replace what REGEX matches (repeatable)")
-    s.add_argument("--ignore-output", action="append", metavar="SELECTOR",
-                   help="leave out outputs of this type (stream, execute_result, display_data, error), "
-                        "stream (stream:stderr) or MIME type (text/html, image/*) (repeatable)")
-    s.add_argument("--keep-timestamps", action="store_true", help="compare dates and times too")
-    s.add_argument("--compare-execution-count", action="store_true", help="compare execution counts too")
+    add_spec_options(s)
     s.add_argument("--wait", action="store_true", help="wait for the verdict; exit 0 only if it succeeded")
     s.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after this many seconds")
     s.set_defaults(func=cmd_submit)
+
+    s = sub.add_parser("run", parents=[common], help="validate many notebooks, each as its own job, in parallel")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="notebooks, folders (recursive) or globs")
+    s.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out notebooks whose path, file name or a folder of it matches (repeatable)")
+    s.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="validate up to N notebooks at a time (default: the number of cores)")
+    golden = s.add_mutually_exclusive_group()
+    golden.add_argument("--golden-suffix", metavar="SUFFIX",
+                        help="compare NB.ipynb with NB<SUFFIX>.ipynb beside it when there is one "
+                             "(e.g. .golden); golden copies are not validated themselves")
+    golden.add_argument("--golden-self", action="store_true",
+                        help="compare each notebook with its own stored outputs (as nbval does)")
+    add_spec_options(s)
+    s.add_argument("--wait-timeout", type=float, default=None,
+                   help="give up waiting for a notebook after this many seconds")
+    s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("list", parents=[common], help="list jobs, newest first")
     s.add_argument("--notebook", help="only jobs of this notebook")

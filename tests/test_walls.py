@@ -64,7 +64,8 @@ def _is(name: str, *prefixes: str) -> bool:
 
 # what the engine may know: the ports and the pure core
 ENGINE_MAY_IMPORT = ("backends.base", "store.base", "model", "events", "tasks", "errors", "timeline")
-SERVICE_LAYER = ("service", "handlers", "app", "cli", "magic", "client", "openapi", "render")
+SERVICE_LAYER = ("service", "handlers", "app", "cli", "magic", "client", "openapi", "render", "batch", "reports",
+                 "pytest_plugin")
 
 
 def test_the_import_reader_sees_relative_and_late_imports(tmp_path: Path) -> None:
@@ -135,6 +136,16 @@ def test_the_runner_imports_no_server_engine_kubernetes_or_yaml(path: Path) -> N
     wrong = {n for n in _ours(names) if _is(n, *RUNNER_MAY_NOT_IMPORT)}
     wrong |= {n for n in names if n.split(".")[0] in RUNNER_FOREIGN}
     assert not wrong, f"{path.relative_to(PKG)} imports {sorted(wrong)}"
+
+
+# the batch side (``run``, its reports, the pytest plugin): jobs only through the CLI's clients and the service
+BATCH_SIDE = ("batch", "reports", "pytest_plugin")
+
+
+@pytest.mark.parametrize("path", _modules(*BATCH_SIDE), ids=lambda p: str(p.relative_to(PKG)))
+def test_the_batch_side_reaches_jobs_only_through_the_service_and_the_clients(path: Path) -> None:
+    wrong = {n for n in _ours(_imports(path)) if _is(n, "engine", "store", "backends", "k8s")}
+    assert not wrong, f"{path.relative_to(PKG)} reaches jobs around the service: {sorted(wrong)}"
 
 
 @pytest.mark.parametrize("name", ["handlers", "magic"])

@@ -1,0 +1,340 @@
+"""Many notebooks in one command (``jupyter nbvalidation run``, the pytest plugin):
+find them, validate each as its own job, several at a time, and collect what
+each ended with. Jobs are reached only through the CLI's clients: in this
+process (``InProcess``: one engine for the whole batch, the data dir's lease as
+for ``submit``) or through a running server (``Remote``)."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import glob
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .client import ClientError
+
+SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "node_modules"}
+GLOB_CHARS = set("*?[")
+BUILD_LOG_TAIL = 60  # lines of the build log kept with an outcome
+
+
+class BatchInputError(Exception):
+    """A usage mistake found before anything is submitted (exit code 2)."""
+
+
+@dataclass
+class Item:
+    """One notebook to validate: its path (absolute), how it is shown, its golden copy."""
+
+    path: Path
+    shown: str
+    golden: Path | None = None
+
+    @property
+    def folder(self) -> str:
+        return os.path.dirname(self.shown)
+
+
+@dataclass
+class Outcome:
+    item: Item
+    verdict: str  # Succeeded | Failed | Cancelled | Refused | Unchanged
+    seconds: float = 0.0
+    job: dict | None = None
+    message: str = ""
+    timeline: dict | None = None
+    build_log: str = ""
+    executed: dict | None = None
+
+    @property
+    def name(self) -> str:
+        return self.job["metadata"]["name"] if self.job else ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict in ("Succeeded", "Unchanged")
+
+
+# -- finding notebooks ---------------------------------------------------------------------------
+
+def _shown(path: Path, base: Path) -> str:
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _walk(folder: Path) -> list[Path]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS)
+        found += [Path(dirpath) / f for f in sorted(filenames) if f.endswith(".ipynb") and not f.startswith(".")]
+    return found
+
+
+def _excluded(shown: str, patterns: list[str]) -> bool:
+    parts = shown.split("/")
+    for pattern in patterns:
+        pat = pattern.rstrip("/")
+        if fnmatch.fnmatchcase(shown, pat) or fnmatch.fnmatchcase(parts[-1], pat):
+            return True
+        # a folder: "drafts" (a folder of that name anywhere) or "docs/drafts" excludes what is below it
+        if any(fnmatch.fnmatchcase("/".join(parts[:i]), pat) or fnmatch.fnmatchcase(parts[i - 1], pat)
+               for i in range(1, len(parts))):
+            return True
+    return False
+
+
+def discover(paths: list[str], exclude: list[str] | None = None, golden_suffix: str | None = None,
+             golden_self: bool = False, base: str | None = None) -> list[Item]:
+    """The notebooks ``paths`` name: files, folders (recursive; hidden folders and
+    ``.ipynb_checkpoints`` skipped) and globs; minus ``exclude`` (globs on the shown
+    path, its file name or a folder of it) and golden copies (``<stem><suffix>.ipynb``,
+    the golden copy of ``<stem>.ipynb`` beside it). Raises BatchInputError naming the
+    path when one names nothing, and when no notebook is left."""
+    if golden_suffix is not None:
+        if not golden_suffix or "/" in golden_suffix or golden_suffix.endswith(".ipynb"):
+            raise BatchInputError(f"--golden-suffix {golden_suffix!r}: give what comes between a notebook's "
+                                  "name and .ipynb in its golden copy's name, e.g. .golden")
+        if golden_self:
+            raise BatchInputError("--golden-suffix and --golden-self: give one of them")
+    base_dir = Path(base or os.getcwd()).resolve()
+    exclude = list(exclude or [])
+    found: dict[Path, None] = {}
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            hits = _walk(p)
+        elif p.is_file():
+            if not raw.endswith(".ipynb"):
+                raise BatchInputError(f"{raw}: not a notebook (.ipynb)")
+            hits = [p]
+        elif GLOB_CHARS & set(raw):
+            hits = []
+            for match in sorted(glob.glob(raw, recursive=True)):
+                m = Path(match)
+                if m.is_dir():
+                    hits += _walk(m)
+                elif match.endswith(".ipynb") and ".ipynb_checkpoints" not in m.parts:
+                    hits.append(m)
+            if not hits:
+                raise BatchInputError(f"{raw}: the pattern matches no notebook")
+        else:
+            raise BatchInputError(f"{raw}: no such file or folder")
+        for h in hits:
+            found.setdefault(h.resolve(), None)
+    notebooks = set(found)
+    items = []
+    for path in found:
+        shown = _shown(path, base_dir)
+        if _excluded(shown, exclude):
+            continue
+        golden = None
+        if golden_suffix:
+            stem = path.name[: -len(".ipynb")]
+            if stem.endswith(golden_suffix) and path.with_name(stem[: -len(golden_suffix)] + ".ipynb") in notebooks:
+                continue  # a golden copy is compared with, not validated itself
+            candidate = path.with_name(stem + golden_suffix + ".ipynb")
+            golden = candidate if candidate.is_file() else None
+        elif golden_self:
+            golden = path
+        items.append(Item(path=path, shown=shown, golden=golden))
+    if not items:
+        what = " ".join(paths)
+        raise BatchInputError(f"no notebooks found in {what}" + (" (after --exclude)" if exclude else ""))
+    items.sort(key=lambda i: i.shown)
+    return items
+
+
+def common_root(items: list[Item]) -> str:
+    """The deepest folder holding every notebook (and golden copy)."""
+    paths = [str(i.path.parent) for i in items] + [str(i.golden.parent) for i in items if i.golden]
+    return os.path.commonpath(paths)
+
+
+# -- running them --------------------------------------------------------------------------------
+
+def _verdict(job: dict) -> str:
+    st = job.get("status") or {}
+    if st.get("phase") == "Failed" and st.get("reason") == "Cancelled":
+        return "Cancelled"
+    return st.get("phase") or "Pending"
+
+
+@dataclass
+class Options:
+    jobs: int = 1
+    keep_executed: bool = False
+    timeout: float | None = None
+    use_cache: bool = True
+
+
+class Listener:
+    """What a batch tells as it goes (the CLI's live progress); all calls are serialised."""
+
+    def started(self, item: Item, name: str) -> None: ...
+
+    def phase(self, item: Item, name: str, phase: str) -> None: ...
+
+    def finished(self, outcome: Outcome) -> None: ...
+
+
+@dataclass
+class _Tracker:
+    listener: Listener
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    phases: dict[str, str] = field(default_factory=dict)
+
+    def update(self, item: Item, job: dict) -> None:
+        name, phase = job["metadata"]["name"], (job.get("status") or {}).get("phase") or "Pending"
+        with self.lock:
+            if self.phases.get(name) != phase:
+                self.phases[name] = phase
+                self.listener.phase(item, name, phase)
+
+    def call(self, fn: Callable[..., None], *args: Any) -> None:
+        with self.lock:
+            fn(*args)
+
+
+def run_batch(api: Any, items: list[Item], make_spec: Callable[[Item], dict], options: Options,
+              listener: Listener | None = None, cached: Callable[[Item, dict], dict | None] | None = None
+              ) -> list[Outcome]:
+    """Validate every item as its own job, ``options.jobs`` at a time; the outcomes
+    in the order of ``items``. ``cached(item, spec)`` may answer an earlier
+    Succeeded job that stands for this one (the verdict cache): it is reported
+    Unchanged and nothing runs."""
+    tracker = _Tracker(listener or Listener())
+    if hasattr(api, "engine"):
+        return _run_in_process(api, items, make_spec, options, tracker, cached)
+    return _run_remote(api, items, make_spec, options, tracker, cached)
+
+
+def _refused(item: Item, e: ClientError, started: float) -> Outcome:
+    return Outcome(item, "Refused", time.monotonic() - started, message=str(e))
+
+
+def _run_in_process(api: Any, items: list[Item], make_spec: Callable[[Item], dict], options: Options,
+                    tracker: _Tracker, cached: Callable[[Item, dict], dict | None] | None) -> list[Outcome]:
+    from .service import ApiError
+
+    service, engine = api.service, api.engine
+
+    async def details(out: Outcome) -> None:
+        name = out.name
+        out.timeline = await service.timeline(name)
+        try:
+            out.build_log = _tail(await service.build_log(name), BUILD_LOG_TAIL)
+        except ApiError:
+            out.build_log = ""
+        if options.keep_executed and out.verdict in ("Succeeded", "Failed"):
+            try:
+                out.executed = await service.executed_notebook(name)
+            except ApiError:
+                out.executed = None
+
+    async def one(item: Item, slots: asyncio.Semaphore) -> Outcome:
+        async with slots:
+            started = time.monotonic()
+            spec = make_spec(item)
+            if cached is not None:
+                hit = await asyncio.to_thread(cached, item, spec)
+                if hit is not None:
+                    out = Outcome(item, "Unchanged", 0.0, job=hit,
+                                  message=f"unchanged since {hit['metadata']['name']}")
+                    out.timeline = await service.timeline(hit["metadata"]["name"])
+                    tracker.call(tracker.listener.finished, out)
+                    return out
+            try:
+                job = await service.submit(spec)
+            except ApiError as e:
+                out = _refused(item, ClientError(e.message, e.status, e.field), started)
+                tracker.call(tracker.listener.finished, out)
+                return out
+            name = job["metadata"]["name"]
+            tracker.call(tracker.listener.started, item, name)
+            job = await engine.wait_for_terminal(name, options.timeout, lambda j: tracker.update(item, j))
+            out = Outcome(item, _verdict(job), time.monotonic() - started, job=job,
+                          message=(job.get("status") or {}).get("message", ""))
+            await details(out)
+            tracker.call(tracker.listener.finished, out)
+            return out
+
+    async def go() -> list[Outcome]:
+        await engine.start()
+        try:
+            slots = asyncio.Semaphore(max(1, options.jobs))
+            outcomes = await asyncio.gather(*(one(item, slots) for item in items))
+            await engine.recorder.flush()
+            await engine.step_down()
+            await api.backend.drain()
+            return list(outcomes)
+        finally:
+            await engine.stop()
+
+    try:
+        return api.loop.run_until_complete(go())
+    except ApiError as e:
+        raise ClientError(e.message, e.status, e.field) from None
+
+
+def _run_remote(api: Any, items: list[Item], make_spec: Callable[[Item], dict], options: Options,
+                tracker: _Tracker, cached: Callable[[Item, dict], dict | None] | None) -> list[Outcome]:
+    client = api.client
+
+    def one(item: Item) -> Outcome:
+        started = time.monotonic()
+        spec = make_spec(item)
+        if cached is not None:
+            hit = cached(item, spec)
+            if hit is not None:
+                out = Outcome(item, "Unchanged", 0.0, job=hit, message=f"unchanged since {hit['metadata']['name']}")
+                out.timeline = api.timeline(hit["metadata"]["name"])
+                tracker.call(tracker.listener.finished, out)
+                return out
+        try:
+            job = api.submit(spec)
+        except ClientError as e:
+            if e.status is None or e.status >= 500:
+                raise
+            out = _refused(item, e, started)
+            tracker.call(tracker.listener.finished, out)
+            return out
+        name = job["metadata"]["name"]
+        tracker.call(tracker.listener.started, item, name)
+        job = api.wait(name, lambda j: tracker.update(item, j), options.timeout)
+        out = Outcome(item, _verdict(job), time.monotonic() - started, job=job,
+                      message=(job.get("status") or {}).get("message", ""))
+        out.timeline = api.timeline(name)
+        try:
+            out.build_log = _tail(client.request("GET", f"jobs/{name}/buildlog", raw=True), BUILD_LOG_TAIL)
+        except ClientError:
+            out.build_log = ""
+        if options.keep_executed and out.verdict in ("Succeeded", "Failed"):
+            try:
+                out.executed = client.request("GET", f"jobs/{name}/notebook")
+            except ClientError:
+                out.executed = None
+        tracker.call(tracker.listener.finished, out)
+        return out
+
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        return list(pool.map(one, items))
+
+
+def _tail(text: str, lines: int) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def exit_code(outcomes: list[Outcome]) -> int:
+    """0 when every notebook succeeded (or is unchanged since it did), 2 when one was
+    refused as bad input, else 1."""
+    if any(o.verdict == "Refused" for o in outcomes):
+        return 2
+    return 0 if all(o.ok for o in outcomes) else 1

@@ -1,0 +1,131 @@
+"""`jupyter nbvalidation run PATH...`: many notebooks, each its own job, through the
+real entry point on real kernels (in this process and through a running server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from helpers import write_notebook
+
+JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+
+def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def job_count(data: Path) -> int:
+    jobs = data / "jobs"
+    return len(list(jobs.iterdir())) if jobs.is_dir() else 0
+
+
+def golden_pair(folder: Path, stem: str, source: str, stored: str) -> None:
+    """stem.ipynb printing ``source``'s output, and stem.golden.ipynb whose stored output is ``stored``."""
+    write_notebook(folder / f"{stem}.ipynb", [source])
+    nb = nbformat.read(folder / f"{stem}.ipynb", as_version=4)
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text=stored)]
+    nbformat.write(nb, str(folder / f"{stem}.golden.ipynb"))
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """nbs/: one that succeeds, one failing in its third cell (markdown first), one whose golden copy
+    differs, one that is not a notebook at all; hidden folders and checkpoints that would fail."""
+    nbs = tmp_path / "nbs"
+    write_notebook(nbs / "ok.ipynb", ["print('fine')"])
+    write_notebook(nbs / "sub" / "fail.ipynb", ["# md\n# Prices", "x = {}", "x['price']"])
+    golden_pair(nbs, "gold", "print('actual')", "expected\n")
+    write_notebook(nbs / ".hidden" / "h.ipynb", ["1/0"])
+    write_notebook(nbs / ".ipynb_checkpoints" / "ok-checkpoint.ipynb", ["1/0"])
+    write_notebook(nbs / "sub" / ".ipynb_checkpoints" / "fail-checkpoint.ipynb", ["1/0"])
+    (nbs / "broken.ipynb").write_text("{ not json")
+    (nbs / "notes.txt").write_text("not a notebook")
+    return tmp_path
+
+
+def env_of(tmp_path: Path) -> dict:
+    return {"JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")}
+
+
+def test_run_a_folder_in_process_summary_and_exit_codes(tree):
+    data = tree / "data"
+    base = ["--local", "--data-dir", str(data), "--no-build", "-j", "2"]
+    env = env_of(tree)
+
+    run = cli("run", "nbs", "--golden-suffix", ".golden", "--exclude", "broken.ipynb", *base, cwd=tree, env=env)
+    out = run.stdout
+    assert run.returncode == 1, out + run.stderr
+    assert "Validating 3 notebook(s), up to 2 at a time, in this process." in out
+    rows = {line.split()[0]: line for line in out.split("NOTEBOOK", 1)[1].splitlines()[1:] if line.startswith("nbs/")}
+    assert set(rows) == {"nbs/ok.ipynb", "nbs/sub/fail.ipynb", "nbs/gold.ipynb"}  # no hidden, no golden copy
+    assert rows["nbs/ok.ipynb"].split()[1] == "Succeeded"
+    # numbered as JupyterLab shows it: the markdown cell is cell 1, the failing code cell is cell 3
+    assert rows["nbs/sub/fail.ipynb"].split()[1] == "Failed" and "cell 3: KeyError: 'price'" in rows["nbs/sub/fail.ipynb"]
+    assert rows["nbs/gold.ipynb"].split()[1] == "Failed" and "cell 1: outputs differ from the golden copy" in out
+    for line in rows.values():  # job name and seconds in every row
+        assert float(line.split()[2]) > 0 and line.split()[3].rsplit("-", 1)[0] in line.split()[0]
+    assert "3 notebook(s): 1 succeeded, 2 failed" in out
+    assert sum(line.startswith("[") and "/3]" in line for line in out.splitlines()) == 3  # one live line each
+    assert job_count(data) == 3
+
+    # a notebook the service refuses is bad input: its row says why, the others still run, exit 2
+    only = cli("run", "nbs/ok.ipynb", "nbs/broken.ipynb", *base, cwd=tree, env=env)
+    assert only.returncode == 2, only.stdout + only.stderr
+    assert "Refused" in only.stdout and "not a valid notebook" in only.stdout
+    assert job_count(data) == 4
+
+    # all of them succeed: exit 0 (folders and globs in --exclude, globs as paths)
+    good = cli("run", "nbs/*.ipynb", "nbs/sub", "--exclude", "sub", "--exclude", "gold*", "--exclude", "b*.ipynb",
+               *base, cwd=tree, env=env)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "1 notebook(s): 1 succeeded" in good.stdout and "fail.ipynb" not in good.stdout
+
+    glob = cli("run", "nbs/**/fail.ipynb", "-o", "json", *base, cwd=tree, env=env)
+    assert glob.returncode == 1, glob.stdout + glob.stderr
+    [row] = json.loads(glob.stdout)
+    assert row["notebook"] == "nbs/sub/fail.ipynb" and row["verdict"] == "Failed"
+    assert row["firstFailure"] == "cell 3: KeyError: 'price'" and row["job"].startswith("fail-")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nbs", "--exclude", "*"], "no notebooks found in nbs (after --exclude)"),
+    (["nothing-here"], "nothing-here: no such file or folder"),
+    (["nbs/*.none"], "nbs/*.none: the pattern matches no notebook"),
+    (["nbs/notes.txt"], "nbs/notes.txt: not a notebook (.ipynb)"),
+    (["nbs", "--timeout", "soon"], "spec.timeout: must be a duration"),
+    (["nbs", "--strategy", "conda"], "spec.podConfig.buildConfig.strategy"),
+    (["nbs", "-j", "0"], "-j/--jobs 0"),
+    (["nbs", "--golden-suffix", ".ipynb"], "--golden-suffix '.ipynb'"),
+])
+def test_bad_input_is_exit_2_naming_it_and_submits_nothing(tree, args, message):
+    data = tree / "data"
+    run = cli("run", *args, "--local", "--data-dir", str(data), cwd=tree, env=env_of(tree))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert message in run.stderr
+    assert job_count(data) == 0
+
+
+def test_golden_options_are_exclusive(tree):
+    run = cli("run", "nbs", "--golden-suffix", ".golden", "--golden-self", "--local", cwd=tree, env=env_of(tree))
+    assert run.returncode == 2 and "not allowed with argument" in run.stderr
+
+
+def test_run_through_a_running_server(server_proc):
+    server = server_proc().start()
+    write_notebook(server.root / "a" / "one.ipynb", ["print(1)"])
+    write_notebook(server.root / "a" / "two.ipynb", ["raise ValueError('two')"])
+    run = cli("run", "a", "--no-build", "-j", "2", cwd=server.root, env={"JUPYTER_RUNTIME_DIR": str(server.runtime)})
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"through the Jupyter server at {server.url}" in run.stdout
+    assert "cell 1: ValueError: two" in run.stdout
+    jobs = server.client().request("GET", "jobs")["items"]  # the server's store holds both jobs
+    assert sorted(j["spec"]["notebook"]["path"] for j in jobs) == ["a/one.ipynb", "a/two.ipynb"]
+    assert sorted(j["status"]["phase"] for j in jobs) == ["Failed", "Succeeded"]
