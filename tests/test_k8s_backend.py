@@ -1188,5 +1188,5 @@ async def test_oom_killed_container_wins_over_the_runners_dead_kernel(env):
         {"name": obj.RUNNER_CONTAINER, "state": {"terminated": {
             "exitCode": 1, "reason": "OOMKilled",
             "message": summary("Failed", reason="KernelDied", message="The kernel died")}}}]}}
-    result = await env.backend._result(pod, res.pod_outcome(pod, obj.RUNNER_CONTAINER))
+    result = await env.backend.executor.result(pod, res.pod_outcome(pod, obj.RUNNER_CONTAINER))
     assert result["reason"] == "OOMKilled" and "memory" in result["message"], result

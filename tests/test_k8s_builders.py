@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
@@ -22,9 +23,11 @@ from helpers import write_notebook
 from k8s_support import DIGEST, REGISTRY, WAIT, events_of, make_env, reasons, run_validation, wait_object
 
 from jupyter_nbvalidation.k8s import objects as obj
+from jupyter_nbvalidation.k8s.builders import BuildSettings, BuildSite
 from jupyter_nbvalidation.k8s.builders.openshift import BC_LABEL, BUILD_NUMBER, BUILDCONFIGS, BUILDS, \
     OpenShiftBuilder
 from jupyter_nbvalidation.k8s.builders.tekton import PIPELINERUNS, TASKRUNS
+from jupyter_nbvalidation.k8s.children import Children
 from jupyter_nbvalidation.k8s.client import MERGE_PATCH
 from jupyter_nbvalidation.model import Phase, Reason
 from jupyter_nbvalidation.render import describe
@@ -94,7 +97,7 @@ class StandInOpenShift(OpenShiftBuilder):
 
 async def _env(h, ns, tmp_path, **traits):
     e = make_env(h, ns, tmp_path / "root", **traits)
-    e.backend.builders["openshift"] = StandInOpenShift(e.backend)
+    e.backend.builders["openshift"] = StandInOpenShift(e.backend.build_site)
     write_notebook(e.root / "nb.ipynb", ["x = 1", "print(x + 1)"])
     await e.engine.start()
     return e
@@ -327,12 +330,8 @@ def test_openshift_digest_falls_back_to_the_imagestreamtag():
             assert path.endswith("/imagestreamtags/nvj-x-image:abc"), path
             return {"image": {"metadata": {"name": DIGEST}}}
 
-    class B:
-        kube = FakeKube()
-        log = None
-
-    builder = OpenShiftBuilder.__new__(OpenShiftBuilder)
-    builder.backend = B()
+    store = SimpleNamespace(kube=FakeKube(), pods=None, build_jobs=None, extra={})
+    builder = OpenShiftBuilder(BuildSite(children=Children(store, "ns"), settings=BuildSettings(), inputs=None))
     build = {"metadata": {"name": "nvj-x-build-1"},
              "spec": {"output": {"to": {"kind": "ImageStreamTag", "name": "nvj-x-image:abc"}}},
              "status": {"phase": "Complete", "outputDockerImageReference":

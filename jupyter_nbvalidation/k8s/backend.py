@@ -27,49 +27,29 @@ Finished children are kept (evidence) until the job is deleted.
 
 from __future__ import annotations
 
-import asyncio
-import copy
-import re
 from typing import Any, Callable
 
 from importlib.metadata import PackageNotFoundError, version as _dist_version
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
+from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default, observe
 
-from ..backends.base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
-from ..errors import InputRejected
-from ..events import scrub
-from ..model import GROUP, PLURAL, VERSION, SpecError, build_enabled, isotime, parse_duration, parse_time, \
-    spec_fields, utcnow
+from ..backends.base import RUNNING, Backend, InputError, Observation
+from ..model import GROUP, PLURAL, VERSION, SpecError, build_enabled, parse_duration, spec_fields
 from ..store.base import StoreError
-from ..tasks import wait_within
 from . import objects as obj
-from . import results as res
-from .builders import Builder, BuildInputs, strip_tag
+from .builders import BUILDERS, STRATEGIES, Builder, BuildInputs, BuildSettings, BuildSite, builders_for
 from .builders.discovery import discover
-from .builders.job import JobBuilder
-from .builders.openshift import OpenShiftBuilder
-from .builders.tekton import TektonBuilder
-from .client import CONFIGMAPS, JOBS, PODS, KubeApiError, Resource, default_namespace
-from .informer import Informer
+from .children import IMAGE_ANNOTATION, Children
+from .client import KubeApiError, default_namespace
+from .executor import PodSettings, ValidationExecutor
+from .images import Images, ImageSettings
 from .leader import LeaseElector, new_identity
-from .registry import RegistryClient, RegistryError, parse_reference
-from .store import CREATED_ANNOTATION, KubernetesJobStore
+from .snapshot import Snapshots
+from .store import KubernetesJobStore
+
+__all__ = ["CRD_NAME", "IMAGE_ANNOTATION", "KubernetesBackend"]
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
-STRATEGIES = ("auto", "job", "kaniko", "tekton", "openshift")
-BUILDERS = {"job": JobBuilder, "tekton": TektonBuilder, "openshift": OpenShiftBuilder}
-IMAGE_ANNOTATION = f"{GROUP}/image"  # on the build Job: the repository:tag it pushes
-POD_GRACE_SECONDS = 30  # the runner's own --timeout reports before the pod deadline kills it
-SNAPSHOT_GRACE_SECONDS = 60  # a job younger than this may still be getting its snapshot
-BASE_DIGEST_TTL = 60.0  # seconds a resolved base-image digest is used before asking again
-ENV_REPOSITORY = "env"  # built images: <registry>/env:<content hash>
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")  # CSI sequences, then other escapes
-
-
-def strip_ansi(text: str) -> str:
-    """Builder output without terminal colour codes (kaniko colours its log)."""
-    return _ANSI.sub("", text)
 
 
 def _pinned_versions(*dists: str) -> list[str]:
@@ -81,21 +61,6 @@ def _pinned_versions(*dists: str) -> list[str]:
         except PackageNotFoundError:  # pragma: no cover - both are dependencies
             out.append(d)
     return out
-
-
-class _NotOurs(Exception):
-    pass
-
-
-def _print_executed_supported() -> bool:
-    """Whether this version's runner has ``--print-executed`` (pods run the
-    same version when built from runner_requirements)."""
-    try:
-        from ..runner import build_parser
-
-        return "--print-executed" in build_parser()._option_string_actions  # type: ignore[attr-defined]
-    except Exception:
-        return False
 
 
 class KubernetesBackend(Backend):
@@ -192,25 +157,47 @@ class KubernetesBackend(Backend):
         self.store = KubernetesJobStore(namespace=self.namespace, kubeconfig=self.kubeconfig,
                                         context=self.context, parent=self)
         self._notify: Callable[[str], None] = lambda name: None
-        self._submitting: dict[str, asyncio.Event] = {}
         self._requirements: dict[str, tuple[list[str], str]] = {}  # by job uid
-        self._finished: dict[str, Observation] = {}  # by job uid: a read final validation outcome
-        self._print_executed = _print_executed_supported()
-        self.NotOurs = _NotOurs
-        self.image_annotation = IMAGE_ANNOTATION
-        self.builders: dict[str, Builder] = {k: cls(self) for k, cls in BUILDERS.items()}
+        self.children = Children(self.store, self.namespace, self.log)
+        self.snapshots = Snapshots(self.children, self.store, self.namespace, self.log)
+        self.images = Images(self._image_settings(), requirements=self._build_requirements,
+                             base_image=self._base_image, timeout=self._build_timeout,
+                             notify=lambda name: self._notify(name), log=self.log)
+        self.build_site = BuildSite(children=self.children, settings=self._build_settings(),
+                                    inputs=self.images.inputs, log=self.log)
+        self.builders: dict[str, Builder] = builders_for(self.build_site)
+        self.executor = ValidationExecutor(self.children, self._pod_settings(), timeout=self._validation_timeout,
+                                           input_files=self.snapshots.input_files, log=self.log)
         self.available_strategies: list[str] | None = None  # from discovery (None: not known yet)
         self.auto_strategy = "job"
         self.auto_reason = "auto: API discovery has not run yet"
         self.identity = new_identity()
         self.elector: LeaseElector | None = None
-        self._inputs: dict[str, list[tuple[str, str]]] = {}  # by job uid: the snapshot's input files
-        self._build_inputs: dict[str, BuildInputs] = {}  # by job uid
-        self._base_digests: dict[str, tuple[float, str | None, str]] = {}  # image -> (when, digest, problem)
-        self._reuse_checked: set[str] = set()  # job uids whose own build may run
-        self._tag_builder: dict[str, str] = {}  # destination -> uid of the job whose build pushes it
-        self._tag_waiters: dict[str, set[str]] = {}  # destination -> names of jobs waiting for that build
-        self._registry_client: RegistryClient | None = None
+
+    # -- the parts' settings (from the traits; a trait changed later reaches them) -----------
+    def _image_settings(self) -> ImageSettings:
+        return ImageSettings(registry=self.registry, registry_insecure=self.registry_insecure,
+                             builder_args=tuple(self.builder_args), registry_timeout=self.registry_timeout,
+                             image_reuse=self.image_reuse, kernel_requirements=tuple(self.kernel_requirements),
+                             runner_requirements=tuple(self.runner_requirements))
+
+    def _build_settings(self) -> BuildSettings:
+        return BuildSettings(builder_image=self.builder_image, builder_args=tuple(self.kaniko_args()),
+                             service_account=self.service_account, registry_secret=self.registry_secret,
+                             tekton_task=self.tekton_task, tekton_task_resolver=self.tekton_task_resolver,
+                             tekton_task_namespace=self.tekton_task_namespace, tekton_run_kind=self.tekton_run_kind)
+
+    def _pod_settings(self) -> PodSettings:
+        return PodSettings(runner_image=self.runner_image, service_account=self.service_account,
+                           run_as_user=self.run_as_user, default_cell_timeout=self.default_cell_timeout,
+                           resources=dict(self.validation_resources), image_pull_secrets=tuple(self.image_pull_secrets))
+
+    @observe(All)
+    def _trait_changed(self, change: Any) -> None:
+        if "executor" in self.__dict__:  # wired (traits set by the constructor come before)
+            self.images.settings = self._image_settings()
+            self.build_site.settings = self._build_settings()
+            self.executor.settings = self._pod_settings()
 
     elects_leader = True
 
@@ -229,15 +216,9 @@ class KubernetesBackend(Backend):
 
     async def stop(self) -> None:
         self._requirements.clear()
-        self._finished.clear()
-        self._inputs.clear()
-        self._build_inputs.clear()
-        self._reuse_checked.clear()
-        self._tag_builder.clear()
-        self._tag_waiters.clear()
-        if self._registry_client is not None:
-            await self._registry_client.close()
-            self._registry_client = None
+        self.executor.clear()
+        self.snapshots.clear()
+        await self.images.close()
 
     async def discover(self) -> None:
         """API discovery: which strategies the cluster offers, what ``auto``
@@ -250,10 +231,9 @@ class KubernetesBackend(Backend):
             self.log.warning("nbvalidation: %s", self.auto_reason)
             return
         for strategy in self.available_strategies:
-            builder = self.builders[strategy]
-            if builder.watched is not None:
-                await self.store.add_informer(strategy, builder.watched.resource, builder.watched.api_version,
-                                              builder.watched.kind)
+            watched = self.builders[strategy].watched
+            if watched is not None:
+                await self.children.watch(strategy, watched.resource, watched.api_version, watched.kind)
 
     async def run_election(self, on_started_leading: Callable[[], None],
                            on_stopped_leading: Callable[[], None]) -> None:
@@ -317,113 +297,9 @@ class KubernetesBackend(Backend):
             return f"configured (c.KubernetesBackend.default_build_strategy={self.default_build_strategy})"
         return self.auto_reason
 
-    # -- helpers -------------------------------------------------------------------
-    def _ns(self, job: dict) -> str:
-        return job["metadata"].get("namespace") or self.namespace
-
-    async def _read(self, resource: Resource, informer: Informer | None, ns: str, name: str) -> dict | None:
-        """A child from the informer cache when it is usable (absent there:
-        None, and a create that finds it is a 409 that adopts it), else from
-        the API."""
-        if informer is not None and informer.usable:
-            return informer.get(name)
-        try:
-            found = await self.kube.request("GET", resource.path(ns, name))
-        except KubeApiError as e:
-            if e.status == 404:
-                return None
-            raise StoreError(f"reading {resource.plural}/{name}: {e.reason}: {e.message}") from None
-        if informer is not None:
-            informer.put(found)
-        return found
-
-    async def _create(self, resource: Resource, body: dict, job: dict, informer: Informer | None = None) -> dict:
-        """Create a child; "already exists" is fine when it is ours (adopt it)."""
-        ns = body["metadata"]["namespace"]
-        name = body["metadata"]["name"]
-        try:
-            created = await self.kube.request("POST", resource.path(ns), body=body)
-        except KubeApiError as e:
-            if e.status != 409:
-                raise StoreError(f"creating {resource.plural}/{name}: {e.reason}: {e.message}") from None
-            created = await self._read(resource, None, ns, name)
-            if created is None:  # deleted in between: the next reconcile creates it again
-                raise StoreError(f"{resource.plural}/{name} exists and vanished; retrying") from None
-            if not obj.owned_by(created, job):
-                raise _NotOurs(f"{resource.plural}/{name} already exists in namespace {ns} and does not "
-                               "belong to this job") from None
-        if informer is not None:
-            informer.put(created)
-        return created
-
-    async def _delete(self, resource: Resource, ns: str, name: str, informer: Informer | None = None) -> None:
-        try:
-            await self.kube.request("DELETE", resource.path(ns, name),
-                                    body={"apiVersion": "v1", "kind": "DeleteOptions",
-                                          "propagationPolicy": "Background"})
-        except KubeApiError as e:
-            if e.status != 404:
-                raise StoreError(f"deleting {resource.plural}/{name}: {e.reason}: {e.message}") from None
-        if informer is not None:
-            informer.forget(name)
-
     # -- submit / prepare -------------------------------------------------------------
     async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
-        try:
-            data, binary, index = obj.split_snapshot(files)
-        except ValueError as e:
-            field = "spec.inputFiles" if str(e).startswith(obj.INPUTS_PREFIX) else "spec.notebook.path"
-            raise InputRejected(str(e), field) from None
-        size = obj.configmap_size(data, binary)
-        limit = self.max_notebook_bytes_configmap
-        if size > limit:
-            named = [k for k in sorted(files) if not k.startswith(obj.INPUTS_PREFIX)]
-            what = " + ".join(named) + (f" + {len(index)} input file(s)" if index else "")
-            field = "spec.inputFiles" if index else "spec.notebook.path"
-            raise InputRejected(f"{field}: the notebook snapshot ({what}) is {size} bytes; the kubernetes backend "
-                                f"stores it in one ConfigMap, limited here to {limit} bytes "
-                                "(c.KubernetesBackend.max_notebook_bytes_configmap; Kubernetes caps ConfigMaps at "
-                                "1 MiB)", field, status=413, code="TooLarge")
-        job = copy.deepcopy(job)
-        meta = job["metadata"]
-        name = meta["name"]
-        meta["namespace"] = self.namespace
-        annotations = meta.setdefault("annotations", {})
-        annotations[obj.INPUT_ANNOTATION] = obj.input_configmap_name(name)
-        annotations[CREATED_ANNOTATION] = isotime()
-        done = self._submitting[name] = asyncio.Event()
-        try:
-            created = await self.store.create(job)
-            try:
-                await self.kube.request("POST", CONFIGMAPS.path(self.namespace),
-                                        body=obj.input_configmap(created, files))
-            except KubeApiError as e:
-                try:  # nothing half-created
-                    await self.store.delete(name)
-                except StoreError as de:
-                    self.log.warning("nbvalidation: could not roll back job %s: %s", name, de)
-                raise StoreError(f"storing the notebook snapshot of {name} failed: {e.reason}: {e.message}") from None
-            return created
-        finally:
-            done.set()
-            self._submitting.pop(name, None)
-
-    async def _input(self, job: dict) -> dict:
-        name = job["metadata"]["name"]
-        pending = self._submitting.get(name)
-        if pending is not None:  # this process is still storing the snapshot
-            await wait_within(pending.wait(), 30)
-        cm_name = (job["metadata"].get("annotations") or {}).get(obj.INPUT_ANNOTATION) or obj.input_configmap_name(name)
-        cm = await self._read(CONFIGMAPS, None, self._ns(job), cm_name)
-        if cm is None:
-            created = parse_time(job["metadata"].get("creationTimestamp")) or utcnow()
-            if (utcnow() - created).total_seconds() < SNAPSHOT_GRACE_SECONDS:
-                # another server may be between creating the job and its snapshot
-                raise StoreError(f"the notebook snapshot of {name} is not stored yet")
-            raise InputError(f"The notebook snapshot of this job (ConfigMap {cm_name}) is missing.")
-        data = cm.get("data") or {}
-        self._inputs[job["metadata"]["uid"]] = obj.inputs_index(data)
-        return data
+        return await self.snapshots.submit(job, files, self.max_notebook_bytes_configmap)
 
     def _requirements_from(self, job: dict, data: dict) -> tuple[list[str], str]:
         """The requirement lines of the snapshot checked at submit
@@ -438,7 +314,7 @@ class KubernetesBackend(Backend):
         return list(reqs.display_lines), reqs.origin
 
     async def prepare(self, job: dict) -> str:
-        data = await self._input(job)
+        data = await self.snapshots.read(job)
         if "notebook.ipynb" not in data:
             raise InputError("The notebook snapshot of this job has no notebook.ipynb.", field="spec.notebook.path")
         if job["spec"].get("goldenNotebook") and "golden.ipynb" not in data:
@@ -448,6 +324,12 @@ class KubernetesBackend(Backend):
         if not build_enabled(job["spec"]):
             return f"{len(reqs)} requirement(s) from {origin}; build disabled."
         return f"{len(reqs)} requirement(s) from {origin}; image build on {self._base_image(job)}."
+
+    async def _build_requirements(self, job: dict) -> list[str]:
+        uid = job["metadata"]["uid"]
+        if uid not in self._requirements:
+            await self.prepare(job)
+        return self._requirements[uid][0]
 
     # -- build ---------------------------------------------------------------------------
     def _base_image(self, job: dict) -> str:
@@ -465,19 +347,6 @@ class KubernetesBackend(Backend):
             return parse_duration(job["spec"]["timeout"])
         return float(getattr(self.parent, "validation_timeout", 30 * 60))
 
-    def _plain_http_hosts(self) -> set[str]:
-        hosts = set()
-        if self.registry_insecure or "--insecure" in self.builder_args:
-            hosts.add(parse_reference(f"{self.registry}/x").api_host)
-        return hosts
-
-    @property
-    def registry_client(self) -> RegistryClient:
-        if self._registry_client is None:
-            self._registry_client = RegistryClient(plain_http_hosts=self._plain_http_hosts(),
-                                                   timeout=self.registry_timeout)
-        return self._registry_client
-
     def kaniko_args(self) -> list[str]:
         """The executor's extra arguments: --insecure(-pull) for a plain-HTTP
         registry, then ``builder_args``."""
@@ -486,335 +355,48 @@ class KubernetesBackend(Backend):
             args += ["--insecure", "--insecure-pull"]
         return args + [a for a in self.builder_args if a not in args]
 
-    async def base_digest(self, image: str) -> tuple[str | None, str]:
-        """(digest of the base image, problem): the reference's own digest, or
-        what its registry serves for the tag now (cached for a minute)."""
-        ref = parse_reference(image)
-        if ref.digest:
-            return ref.digest, ""
-        now = asyncio.get_running_loop().time()
-        cached = self._base_digests.get(image)
-        if cached is not None and now - cached[0] < BASE_DIGEST_TTL:
-            return cached[1], cached[2]
-        problem = ""
-        try:
-            digest = await self.registry_client.digest(image)
-            if digest is None:
-                problem = f"the base image {image} is not in its registry"
-        except RegistryError as e:
-            digest, problem = None, f"the base image's digest could not be read ({e})"
-        self._base_digests[image] = (now, digest, problem)
-        return digest, problem
-
     async def build_inputs(self, job: dict) -> BuildInputs:
-        """What the build of ``job`` builds: the Dockerfile (FROM the base image
-        by digest when it resolves), the context files, the destination tag
-        (a hash of all of it) and whether that tag may be reused."""
-        uid = job["metadata"]["uid"]
-        if uid in self._build_inputs:
-            return self._build_inputs[uid]
-        if uid not in self._requirements:
-            await self.prepare(job)
-        reqs, _ = self._requirements[uid]
-        base = self._base_image(job)
-        digest, problem = await self.base_digest(base)
-        from_ = f"{strip_tag(base)}@{digest}" if digest else base
-        docker_file = obj.dockerfile(from_)
-        reqs_txt = obj.build_requirements(list(self.kernel_requirements), reqs)
-        context = obj.build_context(docker_file, reqs_txt, obj.runner_requirements_txt(list(self.runner_requirements)))
-        files = [context[k] for k in sorted(context) if k != obj.RUNNER_TAR]
-        runner = [f"{p}\0".encode() + v for p, v in sorted(obj.runner_files().items())]
-        content = obj.content_hash(*files, *runner, length=32)
-        # an unresolved base (a tag that may move) is never reused
-        tag = content if digest else f"u{content[:31]}"
-        destination = f"{self.registry}/{ENV_REPOSITORY}:{tag}" if self.registry else ""
-        inputs = BuildInputs(dockerfile=docker_file, requirements_txt=reqs_txt, destination=destination,
-                             base_image=from_, content_hash=tag, timeout_seconds=int(self._build_timeout(job)),
-                             context=context, reusable=bool(digest and destination and self.image_reuse),
-                             note=problem)
-        self._build_inputs[uid] = inputs
-        return inputs
-
-    async def build_objects(self, job: dict) -> tuple[dict, dict]:
-        """The build-context ConfigMap and the build Job of ``job``."""
-        inputs = await self.build_inputs(job)
-        ctx = obj.build_context_configmap(job, inputs.context)
-        bj = obj.build_job(job, builder_image=self.builder_image, destination=inputs.destination,
-                           deadline_seconds=inputs.timeout_seconds, service_account=self.service_account,
-                           registry_secret=self.registry_secret, extra_args=self.kaniko_args())
-        bj["metadata"].setdefault("annotations", {})[IMAGE_ANNOTATION] = inputs.destination
-        return ctx, bj
-
-    async def _create_context(self, job: dict, inputs: BuildInputs) -> None:
-        await self._create(CONFIGMAPS, obj.build_context_configmap(job, inputs.context), job)
-
-    # -- image reuse ---------------------------------------------------------------------
-    async def _reused(self, job: dict, inputs: BuildInputs) -> Observation | None:
-        """The image of the same content, when the registry has it already."""
-        try:
-            digest = await self.registry_client.digest(inputs.destination)
-        except RegistryError as e:
-            self.log.info("nbvalidation: reuse check for %s failed (building): %s", inputs.destination, e)
-            return None
-        if digest is None:
-            return None
-        repository = inputs.destination.rsplit(":", 1)[0]
-        now = isotime()
-        return Observation(SUCCEEDED, reference=f"{repository}@{digest}", strategy=self.build_strategy(job),
-                           started_at=now, finished_at=now, extra={"reused": True},
-                           message=f"Reused {inputs.destination} from the registry (same base image digest, "
-                                   "requirements and runner); no build ran.")
-
-    def _release_tag(self, uid: str) -> None:
-        """The build of ``uid`` is over: the jobs waiting for the same image look again."""
-        for dest, owner in list(self._tag_builder.items()):
-            if owner == uid:
-                del self._tag_builder[dest]
-                for name in self._tag_waiters.pop(dest, set()):
-                    self._notify(name)
+        return await self.images.inputs(job)
 
     async def ensure_build(self, job: dict) -> Observation:
-        uid, name = job["metadata"]["uid"], job["metadata"]["name"]
+        uid = job["metadata"]["uid"]
         strategy = self.build_strategy(job)
-        if uid not in self._reuse_checked and (strategy != "job" or await self._read(
-                JOBS, self.store.build_jobs, self._ns(job), obj.build_job_name(name)) is None):
-            inputs = await self.build_inputs(job)
-            if inputs.reusable:
-                reused = await self._reused(job, inputs)
-                if reused is not None:
-                    return reused
-                owner = self._tag_builder.get(inputs.destination)
-                if owner is not None and owner != uid:
-                    # one build per image: wait for the one running, then reuse what it pushed
-                    self._tag_waiters.setdefault(inputs.destination, set()).add(name)
-                    return Observation(RUNNING, strategy=strategy,
-                                       message=f"Waiting for the build of the same image ({inputs.destination}).")
-                self._tag_builder[inputs.destination] = uid
-        self._reuse_checked.add(uid)
-        obs = await self.builders[strategy].ensure(job)
+        builder = self.builders[strategy]
+        if not self.images.checked(uid) and not await builder.started(job):
+            waiting = await self.images.before_build(job, strategy)
+            if waiting is not None:
+                return waiting
+        self.images.building(uid)
+        obs = await builder.ensure(job)
         if obs.state != RUNNING:
-            self._release_tag(uid)
+            self.images.release(uid)
         return obs
 
     async def cancel_build(self, job: dict) -> None:
         await self.builders[self.build_strategy(job)].cancel(job)
-        self._release_tag(job["metadata"]["uid"])
+        self.images.release(job["metadata"]["uid"])
 
     async def build_log(self, job: dict) -> str | None:
         return await self.builders[self.build_strategy(job)].log(job)
 
-    async def _job_ensure_build(self, job: dict) -> Observation:
-        ns, name = self._ns(job), job["metadata"]["name"]
-        bj_name = obj.build_job_name(name)
-        try:
-            bj = await self._read(JOBS, self.store.build_jobs, ns, bj_name)
-            if bj is None:
-                ctx, body = await self.build_objects(job)
-                await self._create(CONFIGMAPS, ctx, job)
-                bj = await self._create(JOBS, body, job, self.store.build_jobs)
-            elif not obj.owned_by(bj, job):
-                raise _NotOurs(f"jobs/{bj_name} already exists in namespace {ns} and does not belong to this job")
-        except _NotOurs as e:
-            return Observation(FAILED, message=str(e), finished_at=isotime(), strategy="job")
-        return await self._build_observation(job, bj)
-
-    async def _build_observation(self, job: dict, bj: dict) -> Observation:
-        st = bj.get("status") or {}
-        true = {c.get("type"): c for c in st.get("conditions") or [] if c.get("status") == "True"}
-        destination = (bj["metadata"].get("annotations") or {}).get(IMAGE_ANNOTATION, "")
-        repository = destination.rsplit(":", 1)[0] if ":" in destination.rsplit("/", 1)[-1] else destination
-        started = st.get("startTime")
-        if "Complete" in true:
-            digest = await self._build_digest(bj)
-            if digest is None:
-                return Observation(FAILED, strategy="job", started_at=started, finished_at=st.get("completionTime"),
-                                   message=f"build job {bj['metadata']['name']} completed but its pod reported no "
-                                           "image digest (expected sha256:... as the termination message)")
-            return Observation(SUCCEEDED, reference=f"{repository}@{digest}", strategy="job", started_at=started,
-                               finished_at=st.get("completionTime") or true["Complete"].get("lastTransitionTime"),
-                               message=f"Pushed {destination}.")
-        if "Failed" in true:
-            cond = true["Failed"]
-            detail = await self._build_failure_detail(bj)
-            message = f"{cond.get('reason') or 'Failed'}: {cond.get('message') or 'the build job failed'}"
-            if detail:
-                message += f". Builder output: {detail}"
-            return Observation(FAILED, strategy="job", started_at=started,
-                               finished_at=cond.get("lastTransitionTime"), message=scrub(message))
-        return Observation(RUNNING, strategy="job", started_at=started,
-                           message=f"Building {destination} (job {bj['metadata']['name']}).")
-
-    async def _builder_pods(self, bj: dict) -> list[dict]:
-        uid = bj["metadata"].get("uid")
-        pods = self.store.pods
-        found = []
-        if pods is not None and pods.usable:
-            found = [p for p in pods.cache.values()
-                     if any(r.get("uid") == uid for r in (p["metadata"].get("ownerReferences") or []))]
-        if found:
-            return found
-        try:
-            page = await self.kube.request("GET", PODS.path(bj["metadata"]["namespace"]), query={
-                "labelSelector": f"batch.kubernetes.io/job-name={bj['metadata']['name']}"})
-        except KubeApiError as e:
-            self.log.warning("nbvalidation: listing the pods of %s failed: %s", bj["metadata"]["name"], e)
-            return []
-        return [p for p in page.get("items") or []
-                if any(r.get("uid") == uid for r in (p["metadata"].get("ownerReferences") or []))]
-
-    async def _build_digest(self, bj: dict) -> str | None:
-        for pod in await self._builder_pods(bj):
-            digest = res.digest_of(pod, obj.BUILD_CONTAINER)
-            if digest:
-                return digest
-        return None
-
-    async def _build_failure_detail(self, bj: dict) -> str:
-        for pod in await self._builder_pods(bj):
-            term = res.terminated(pod, obj.BUILD_CONTAINER) or {}
-            if term.get("exitCode") not in (None, 0):
-                text = " ".join(strip_ansi(term.get("message") or "").split())
-                return f"exit code {term['exitCode']} ({term.get('reason') or 'Error'})" + (
-                    f": {text[-600:]}" if text else "")
-            waiting = res.fatal_waiting(pod, obj.BUILD_CONTAINER)
-            if waiting:
-                return strip_ansi(f"{waiting[0]}: {waiting[1]}")[:600]
-        return ""
-
-    async def _job_cancel_build(self, job: dict) -> None:
-        await self._delete(JOBS, self._ns(job), obj.build_job_name(job["metadata"]["name"]), self.store.build_jobs)
-
     # -- validation ------------------------------------------------------------------------
-    def validation_pod(self, job: dict, image: str) -> dict:
-        spec = job["spec"]
-        cell_timeout = parse_duration(spec["cellTimeout"]) if spec.get("cellTimeout") else self.default_cell_timeout
-        timeout = self._validation_timeout(job)
-        command = obj.runner_command(job, cell_timeout=cell_timeout, timeout=timeout,
-                                     print_executed=self._print_executed, built=build_enabled(spec))
-        return obj.validation_pod(job, image=image, command=command,
-                                  deadline_seconds=int(timeout) + POD_GRACE_SECONDS, run_as_user=self.run_as_user,
-                                  service_account=self.service_account, resources=dict(self.validation_resources),
-                                  image_pull_secrets=list(self.image_pull_secrets),
-                                  inputs=self._inputs.get(job["metadata"]["uid"]))
-
-    def _image(self, job: dict, reference: str | None) -> str:
-        if build_enabled(job["spec"]):
-            if not reference:  # the engine never calls without one; never fall back
-                raise InputError("No built image is recorded for this job.")
-            return reference
-        return (job["spec"].get("podConfig") or {}).get("containerImage") or self.runner_image
-
     async def ensure_validation(self, job: dict, reference: str | None) -> Observation:
-        ns, name, uid = self._ns(job), job["metadata"]["name"], job["metadata"]["uid"]
-        if uid in self._finished:
-            return self._finished[uid]
-        image = self._image(job, reference)
-        pod_name = obj.validation_pod_name(name)
-        try:
-            pod = await self._read(PODS, self.store.pods, ns, pod_name)
-            if pod is None:
-                if uid not in self._inputs:
-                    await self._input(job)
-                pod = await self._create(PODS, self.validation_pod(job, image), job, self.store.pods)
-            elif not obj.owned_by(pod, job):
-                raise _NotOurs(f"pods/{pod_name} already exists in namespace {ns} and does not belong to this job")
-        except _NotOurs as e:
-            return Observation(FAILED, message=str(e), finished_at=isotime(), reference=image,
-                               result=res.failure_result("PodConflict", str(e)))
-        running = [c.get("image") for c in pod["spec"].get("containers") or [] if c.get("name") == obj.RUNNER_CONTAINER]
-        if running != [image]:
-            message = (f"The validation pod {pod_name} runs {running[0] if running else 'no runner'}, not the "
-                       f"environment recorded for this job ({image}); refusing its result.")
-            return Observation(FAILED, message=message, finished_at=isotime(), reference=image,
-                               result=res.failure_result("ImageMismatch", message))
-        outcome = res.pod_outcome(pod, obj.RUNNER_CONTAINER)
-        if not outcome.finished:
-            return Observation(RUNNING, message=f"Validating in pod {pod_name}.", reference=image,
-                               started_at=outcome.started_at)
-        result = await self._result(pod, outcome)
-        ok = outcome.exit_code == 0 and result.get("verdict") == "Succeeded"
-        observation = Observation(SUCCEEDED if ok else FAILED, message=result.get("message") or "",
-                                  result=result, reference=image, started_at=outcome.started_at,
-                                  finished_at=outcome.finished_at or isotime())
-        self._finished[uid] = observation
-        return observation
-
-    async def _result(self, pod: dict, outcome: res.PodOutcome) -> dict:
-        """The runner's verdict: the full result from the log when readable,
-        else the termination-message summary; infrastructure failures name
-        their reason. Never a success without a readable result."""
-        code = outcome.exit_code
-        if outcome.reason == "OOMKilled" and code != 0:
-            # the kernel (the biggest process) was killed for memory; the runner then
-            # reports a dead kernel, but the cause is the container's memory limit
-            return res.failure_result("OOMKilled", "The validation container ran out of memory (OOMKilled)"
-                                                   + (f", exit code {code}: the memory limit was exceeded."
-                                                      if code is not None else ": the memory limit was exceeded."))
-        if code in (0, 1, 2):
-            full = None
-            log = await self._log(pod, obj.RUNNER_CONTAINER)
-            if log is not None:
-                full, _ = res.parse_log(log)
-            if full is not None and (full.get("verdict") == "Succeeded") == (code == 0):
-                return full
-            if outcome.summary is not None and (outcome.summary.get("verdict") == "Succeeded") == (code == 0):
-                return res.result_from_summary(outcome.summary)
-            if code == 0:
-                return res.failure_result("NoResult", "The runner exited 0 but its result could not be read "
-                                                      "(no termination message, no readable log).")
-            return res.failure_result("RunnerError" if code == 2 else "ValidationFailed",
-                                      f"The runner exited with {code} without a readable result"
-                                      + (f": {outcome.message[:500]}" if outcome.message else "."))
-        if code is not None:
-            return res.failure_result(outcome.reason or "ContainerFailed",
-                                      f"The validation container exited with code {code}"
-                                      + (f" ({outcome.reason})" if outcome.reason else "") + ".")
-        return res.failure_result(outcome.reason or "PodFailed",
-                                  f"The validation pod failed: {outcome.reason}"
-                                  + (f": {outcome.message}" if outcome.message else ""))
-
-    async def _log(self, pod: dict, container: str) -> str | None:
-        try:
-            return await self.kube.text(PODS.path(pod["metadata"]["namespace"], pod["metadata"]["name"], "log"),
-                                        query={"container": container}, timeout=15)
-        except KubeApiError as e:
-            self.log.debug("nbvalidation: no log for pod %s: %s", pod["metadata"]["name"], e)
-            return None
+        return await self.executor.ensure(job, reference)
 
     async def cancel_validation(self, job: dict) -> None:
-        await self._delete(PODS, self._ns(job), obj.validation_pod_name(job["metadata"]["name"]), self.store.pods)
+        await self.executor.cancel(job)
 
     async def cleanup(self, job: dict) -> None:
         # nothing destructive: owner references let the garbage collector remove
         # the children with the job; until then they are the evidence
         uid = job["metadata"].get("uid")
         self._requirements.pop(uid, None)
-        self._finished.pop(uid, None)
-        self._inputs.pop(uid, None)
-        self._build_inputs.pop(uid, None)
-        self._reuse_checked.discard(uid)
-        self._release_tag(uid)
+        self.executor.forget(uid)
+        self.snapshots.forget(uid)
+        self.images.forget(uid)
 
-    # -- artefacts ---------------------------------------------------------------------------
     async def executed_notebook(self, job: dict) -> dict | None:
-        pod = await self._read(PODS, self.store.pods, self._ns(job), obj.validation_pod_name(job["metadata"]["name"]))
-        if pod is None or not obj.owned_by(pod, job):
-            return None
-        log = await self._log(pod, obj.RUNNER_CONTAINER)
-        if log is None:
-            return None
-        _, payload = res.parse_log(log)
-        return res.decode_executed(payload) if payload else None
-
-    async def _job_build_log(self, job: dict) -> str | None:
-        bj = await self._read(JOBS, self.store.build_jobs, self._ns(job), obj.build_job_name(job["metadata"]["name"]))
-        if bj is None or not obj.owned_by(bj, job):
-            return None
-        for pod in await self._builder_pods(bj):
-            log = await self._log(pod, obj.BUILD_CONTAINER)
-            if log is not None:
-                return log
-        return None
+        return await self.executor.executed_notebook(job)
 
     # -- health ------------------------------------------------------------------------------
     async def _crd_state(self) -> tuple[bool, str | None]:

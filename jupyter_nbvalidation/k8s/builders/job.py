@@ -1,25 +1,114 @@
-"""The ``job`` strategy: a batch/v1 Job running a kaniko-compatible executor.
+"""The ``job`` strategy: a batch/v1 Job ``nvj-<job>-build`` running a
+kaniko-compatible executor over the build-context ConfigMap.
 
-The mechanics (build Job, builder pod, digest from the termination message)
-live in :class:`..backend.KubernetesBackend` since the first release; this
-wraps them behind the builder interface. The store's built-in Job and Pod
-informers watch them.
+- done when the Job's ``Complete`` / ``Failed`` condition is True (the store's
+  built-in Job and Pod informers watch both);
+- the digest is the builder container's termination message
+  (``--digest-file=/dev/termination-log``): the reference is
+  ``<repository>@<digest>``;
+- a failure names the builder's exit code and the tail of its output;
+- cancel: the Job is deleted (background propagation: its pod goes with it).
 """
 
 from __future__ import annotations
 
-from ...backends.base import Observation
-from . import Builder
-
+from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
+from ...events import scrub
+from ...runner.text import strip_ansi
+from .. import objects as obj
+from .. import results as res
+from ..children import IMAGE_ANNOTATION, NotOurs
+from ..client import CONFIGMAPS, JOBS
+from .base import Builder
 
 class JobBuilder(Builder):
     strategy = "job"
 
+    async def build_objects(self, job: dict) -> tuple[dict, dict]:
+        """The build-context ConfigMap and the build Job of ``job``."""
+        s = self.settings
+        inputs = await self.site.inputs(job)
+        ctx = obj.build_context_configmap(job, inputs.context)
+        bj = obj.build_job(job, builder_image=s.builder_image, destination=inputs.destination,
+                           deadline_seconds=inputs.timeout_seconds, service_account=s.service_account,
+                           registry_secret=s.registry_secret, extra_args=list(s.builder_args))
+        bj["metadata"].setdefault("annotations", {})[IMAGE_ANNOTATION] = inputs.destination
+        return ctx, bj
+
+    async def started(self, job: dict) -> bool:
+        """Whether the build Job of ``job`` exists (then no reuse check is due)."""
+        return await self.children.read(JOBS, self.children.build_jobs(), self.children.ns(job),
+                                        obj.build_job_name(job["metadata"]["name"])) is not None
+
     async def ensure(self, job: dict) -> Observation:
-        return await self.backend._job_ensure_build(job)
+        async def body() -> dict:
+            ctx, bj = await self.build_objects(job)
+            await self.children.create(CONFIGMAPS, ctx, job)
+            return bj
+
+        try:
+            bj = await self.children.ensure(JOBS, self.children.build_jobs(), job,
+                                            obj.build_job_name(job["metadata"]["name"]), body)
+        except NotOurs as e:
+            return self.refused(e)
+        return await self.observe(bj)
+
+    async def observe(self, bj: dict) -> Observation:
+        st = bj.get("status") or {}
+        true = {c.get("type"): c for c in st.get("conditions") or [] if c.get("status") == "True"}
+        destination = (bj["metadata"].get("annotations") or {}).get(IMAGE_ANNOTATION, "")
+        repository = destination.rsplit(":", 1)[0] if ":" in destination.rsplit("/", 1)[-1] else destination
+        started = st.get("startTime")
+        if "Complete" in true:
+            digest = await self._digest(bj)
+            if digest is None:
+                return Observation(FAILED, strategy="job", started_at=started, finished_at=st.get("completionTime"),
+                                   message=f"build job {bj['metadata']['name']} completed but its pod reported no "
+                                           "image digest (expected sha256:... as the termination message)")
+            return Observation(SUCCEEDED, reference=f"{repository}@{digest}", strategy="job", started_at=started,
+                               finished_at=st.get("completionTime") or true["Complete"].get("lastTransitionTime"),
+                               message=f"Pushed {destination}.")
+        if "Failed" in true:
+            cond = true["Failed"]
+            detail = await self._failure_detail(bj)
+            message = f"{cond.get('reason') or 'Failed'}: {cond.get('message') or 'the build job failed'}"
+            if detail:
+                message += f". Builder output: {detail}"
+            return Observation(FAILED, strategy="job", started_at=started,
+                               finished_at=cond.get("lastTransitionTime"), message=scrub(message))
+        return Observation(RUNNING, strategy="job", started_at=started,
+                           message=f"Building {destination} (job {bj['metadata']['name']}).")
+
+    async def _digest(self, bj: dict) -> str | None:
+        for pod in await self.children.pods_of(bj):
+            digest = res.digest_of(pod, obj.BUILD_CONTAINER)
+            if digest:
+                return digest
+        return None
+
+    async def _failure_detail(self, bj: dict) -> str:
+        for pod in await self.children.pods_of(bj):
+            term = res.terminated(pod, obj.BUILD_CONTAINER) or {}
+            if term.get("exitCode") not in (None, 0):
+                text = " ".join(strip_ansi(term.get("message") or "").split())
+                return f"exit code {term['exitCode']} ({term.get('reason') or 'Error'})" + (
+                    f": {text[-600:]}" if text else "")
+            waiting = res.fatal_waiting(pod, obj.BUILD_CONTAINER)
+            if waiting:
+                return strip_ansi(f"{waiting[0]}: {waiting[1]}")[:600]
+        return ""
 
     async def cancel(self, job: dict) -> None:
-        await self.backend._job_cancel_build(job)
+        await self.children.delete(JOBS, self.children.ns(job), obj.build_job_name(job["metadata"]["name"]),
+                                   self.children.build_jobs())
 
     async def log(self, job: dict) -> str | None:
-        return await self.backend._job_build_log(job)
+        bj = await self.children.mine(JOBS, self.children.build_jobs(), job,
+                                      obj.build_job_name(job["metadata"]["name"]))
+        if bj is None:
+            return None
+        for pod in await self.children.pods_of(bj):
+            text = await self.children.container_log(pod, obj.BUILD_CONTAINER)
+            if text is not None:
+                return text
+        return None

@@ -24,11 +24,11 @@ from __future__ import annotations
 from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
 from ...events import scrub
 from ...model import isotime
-from ...store.base import StoreError
 from .. import objects as obj
-from ..client import MERGE_PATCH, KubeApiError, Resource
+from ..children import NotOurs, api_failure
+from ..client import KubeApiError, Resource
 from ..store import JOB_LABEL
-from . import Builder, Watched, pinned, strip_tag
+from .base import Builder, BuildInputs, Watched, pinned, strip_tag
 
 BUILDCONFIGS = Resource("build.openshift.io/v1", "buildconfigs")
 BUILDS = Resource("build.openshift.io/v1", "builds")
@@ -42,8 +42,8 @@ class OpenShiftBuilder(Builder):
     strategy = "openshift"
     watched = Watched(BUILDS, "build.openshift.io/v1", "Build")
 
-    def build_config(self, job: dict, inputs) -> dict:
-        b = self.backend
+    def build_config(self, job: dict, inputs: BuildInputs) -> dict:
+        b = self.settings
         name = job["metadata"]["name"]
         meta = obj._meta(job, obj.build_job_name(name), "build")
         if inputs.destination:
@@ -96,20 +96,18 @@ class OpenShiftBuilder(Builder):
         return sorted(found, key=number)
 
     async def ensure(self, job: dict) -> Observation:
-        b = self.backend
-        ns, name = b._ns(job), job["metadata"]["name"]
+        ns, name = self.children.ns(job), job["metadata"]["name"]
         bc_name = obj.build_job_name(name)
+
+        async def body() -> dict:
+            inputs = await self.site.inputs(job)
+            await self.children.create_context(job, inputs.context)
+            return self.build_config(job, inputs)
+
         try:
             builds = await self._builds_of(ns, bc_name, live=False)
             if not builds:
-                bc = await b._read(BUILDCONFIGS, None, ns, bc_name)
-                if bc is None:
-                    inputs = await b.build_inputs(job)
-                    await b._create_context(job, inputs)
-                    bc = await b._create(BUILDCONFIGS, self.build_config(job, inputs), job)
-                elif not obj.owned_by(bc, job):
-                    raise b.NotOurs(f"buildconfigs/{bc_name} already exists in namespace {ns} and does not "
-                                    "belong to this job")
+                bc = await self.children.ensure(BUILDCONFIGS, None, job, bc_name, body)
                 builds = await self._builds_of(ns, bc_name, live=True)
                 if not builds:
                     build = await self.instantiate(ns, bc)
@@ -119,10 +117,10 @@ class OpenShiftBuilder(Builder):
                     if inf is not None:
                         inf.put(build)
                     builds = [build]
-        except b.NotOurs as e:
-            return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=self.strategy)
+        except NotOurs as e:
+            return self.refused(e)
         except KubeApiError as e:
-            raise StoreError(f"openshift build of {name}: {e.reason}: {e.message}") from None
+            raise api_failure(e, f"openshift build of {name}") from None
         return await self.observe(ns, builds[-1])
 
     async def observe(self, ns: str, build: dict) -> Observation:
@@ -156,33 +154,24 @@ class OpenShiftBuilder(Builder):
         try:
             tag = await self.kube.request("GET", IMAGESTREAMTAGS.path(ns, istag))
         except KubeApiError as e:
-            self.backend.log.warning("nbvalidation: reading imagestreamtag %s failed: %s", istag, e)
+            self.log.warning("nbvalidation: reading imagestreamtag %s failed: %s", istag, e)
             return ""
         return str(((tag.get("image") or {}).get("metadata") or {}).get("name") or "")
 
     async def cancel(self, job: dict) -> None:
-        b = self.backend
-        ns = b._ns(job)
+        ns = self.children.ns(job)
         bc_name = obj.build_job_name(job["metadata"]["name"])
         try:
             builds = await self._builds_of(ns, bc_name, live=True)
         except KubeApiError as e:
             if e.status == 404:
                 return
-            raise StoreError(f"cancelling the build: {e.reason}: {e.message}") from None
+            raise api_failure(e, "cancelling the build") from None
         for build in builds:
             if ((build.get("status") or {}).get("phase")) in TERMINAL:
                 continue
-            try:
-                updated = await b.kube.request("PATCH", BUILDS.path(ns, build["metadata"]["name"]),
-                                               body={"status": {"cancelled": True}}, content_type=MERGE_PATCH)
-            except KubeApiError as e:
-                if e.status == 404:
-                    continue
-                raise StoreError(f"cancelling build {build['metadata']['name']}: {e.reason}: {e.message}") from None
-            inf = self.informer()
-            if inf is not None:
-                inf.put(updated)
+            await self.children.patch(BUILDS, ns, build["metadata"]["name"], {"status": {"cancelled": True}},
+                                      self.informer(), f"cancelling build {build['metadata']['name']}")
 
 
 __all__ = ["OpenShiftBuilder", "BUILDCONFIGS", "BUILDS", "IMAGESTREAMTAGS", "JOB_LABEL"]

@@ -17,10 +17,10 @@ from __future__ import annotations
 from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
 from ...events import scrub
 from ...model import isotime
-from ...store.base import StoreError
 from .. import objects as obj
-from ..client import MERGE_PATCH, KubeApiError, Resource
-from . import Builder, Watched, condition, pinned
+from ..children import IMAGE_ANNOTATION, NotOurs
+from ..client import Resource
+from .base import Builder, BuildInputs, BuildSite, Watched, condition, pinned
 
 PIPELINERUNS = Resource("tekton.dev/v1", "pipelineruns")
 TASKRUNS = Resource("tekton.dev/v1", "taskruns")
@@ -29,15 +29,15 @@ TASKRUNS = Resource("tekton.dev/v1", "taskruns")
 class TektonBuilder(Builder):
     strategy = "tekton"
 
-    def __init__(self, backend):
-        super().__init__(backend)
-        self.kind = backend.tekton_run_kind
+    def __init__(self, site: BuildSite):
+        super().__init__(site)
+        self.kind = site.settings.tekton_run_kind
         self.resource = PIPELINERUNS if self.kind == "PipelineRun" else TASKRUNS
         self.watched = Watched(self.resource, "tekton.dev/v1", self.kind)
 
     # -- the object --------------------------------------------------------------
     def task_ref(self, ns: str) -> dict:
-        b = self.backend
+        b = self.settings
         if b.tekton_task_resolver:
             params = [{"name": "kind", "value": "task"}, {"name": "name", "value": b.tekton_task}]
             if b.tekton_task_resolver == "cluster":
@@ -45,12 +45,12 @@ class TektonBuilder(Builder):
             return {"resolver": b.tekton_task_resolver, "params": params}
         return {"kind": "Task", "name": b.tekton_task}
 
-    def run_object(self, job: dict, inputs) -> dict:
-        b = self.backend
+    def run_object(self, job: dict, inputs: BuildInputs) -> dict:
+        b = self.settings
         ns = job["metadata"]["namespace"]
         name = job["metadata"]["name"]
         meta = obj._meta(job, obj.build_job_name(name), "build")
-        meta["annotations"] = {b.image_annotation: inputs.destination}
+        meta["annotations"] = {IMAGE_ANNOTATION: inputs.destination}
         source = {"name": "source", "configMap": {"name": obj.build_context_name(name)}}
         workspaces = [source]
         if b.registry_secret:
@@ -80,21 +80,16 @@ class TektonBuilder(Builder):
 
     # -- the interface -----------------------------------------------------------------
     async def ensure(self, job: dict) -> Observation:
-        b = self.backend
-        ns, name = b._ns(job), job["metadata"]["name"]
-        run_name = obj.build_job_name(name)
-        run = await b._read(self.resource, self.informer(), ns, run_name)
-        if run is None:
-            inputs = await b.build_inputs(job)
-            await b._create_context(job, inputs)
-            try:
-                run = await b._create(self.resource, self.run_object(job, inputs), job, self.informer())
-            except b.NotOurs as e:
-                return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=self.strategy)
-        elif not obj.owned_by(run, job):
-            return Observation(FAILED, finished_at=isotime(), strategy=self.strategy,
-                               message=f"{self.resource.plural}/{run_name} already exists in namespace {ns} and "
-                                       "does not belong to this job")
+        async def body() -> dict:
+            inputs = await self.site.inputs(job)
+            await self.children.create_context(job, inputs.context)
+            return self.run_object(job, inputs)
+
+        try:
+            run = await self.children.ensure(self.resource, self.informer(), job,
+                                             obj.build_job_name(job["metadata"]["name"]), body)
+        except NotOurs as e:
+            return self.refused(e)
         return self.observe(run)
 
     def observe(self, run: dict) -> Observation:
@@ -116,7 +111,7 @@ class TektonBuilder(Builder):
         url = (results.get("IMAGE_URL") or "").strip()
         digest = (results.get("IMAGE_DIGEST") or "").strip()
         if not url:
-            url = ((run["metadata"].get("annotations") or {}).get(self.backend.image_annotation) or "")
+            url = ((run["metadata"].get("annotations") or {}).get(IMAGE_ANNOTATION) or "")
         if not digest.startswith("sha256:") or not url:
             return Observation(FAILED, strategy=self.strategy, started_at=started, finished_at=finished,
                                message=f"{what} succeeded but reported no IMAGE_DIGEST/IMAGE_URL result")
@@ -124,16 +119,6 @@ class TektonBuilder(Builder):
                            finished_at=finished, message=f"Pushed {url} ({what}).")
 
     async def cancel(self, job: dict) -> None:
-        b = self.backend
         value = "Cancelled" if self.kind == "PipelineRun" else "TaskRunCancelled"
-        path = self.resource.path(b._ns(job), obj.build_job_name(job["metadata"]["name"]))
-        try:
-            updated = await b.kube.request("PATCH", path, body={"spec": {"status": value}},
-                                           content_type=MERGE_PATCH)
-        except KubeApiError as e:
-            if e.status == 404:
-                return
-            raise StoreError(f"cancelling {self.resource.plural}: {e.reason}: {e.message}") from None
-        inf = self.informer()
-        if inf is not None:
-            inf.put(updated)
+        await self.children.patch(self.resource, self.children.ns(job), obj.build_job_name(job["metadata"]["name"]),
+                                  {"spec": {"status": value}}, self.informer(), f"cancelling {self.resource.plural}")

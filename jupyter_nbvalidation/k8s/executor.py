@@ -1,0 +1,167 @@
+"""The validation Pod ``nvj-<name>-validate``: the runner, in exactly the
+image recorded in ``status.buildStatus.imageReference`` (or, build disabled,
+``podConfig.containerImage`` / ``runner_image``), with the snapshot mounted.
+
+Its verdict is the runner's result: the full result from the container log
+when readable, else the termination-message summary; infrastructure failures
+(OOMKilled, image pull, eviction) name their reason. Never a success without
+a readable result, and never the result of a pod running another image."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+from ..backends.base import FAILED, RUNNING, SUCCEEDED, InputError, Observation
+from ..model import build_enabled, isotime, parse_duration
+from . import objects as obj
+from . import results as res
+from .children import Children, NotOurs
+from .client import PODS
+
+POD_GRACE_SECONDS = 30  # the runner's own --timeout reports before the pod deadline kills it
+
+
+def print_executed_supported() -> bool:
+    """Whether this version's runner has ``--print-executed`` (pods run the
+    same version when built from runner_requirements)."""
+    try:
+        from ..runner import build_parser
+
+        return "--print-executed" in build_parser()._option_string_actions  # type: ignore[attr-defined]
+    except Exception:
+        return False
+
+
+@dataclass(frozen=True)
+class PodSettings:
+    runner_image: str = ""
+    service_account: str = ""
+    run_as_user: int = 1000
+    default_cell_timeout: int = 600
+    resources: dict = field(default_factory=dict)
+    image_pull_secrets: tuple[str, ...] = ()
+
+
+class ValidationExecutor:
+    """Runs a job's validation in its Pod and reads the verdict.
+
+    ``timeout(job)`` is the job's validation timeout; ``input_files(job)``
+    the snapshot's input files, mounted into the pod."""
+
+    def __init__(self, children: Children, settings: PodSettings, *, timeout: Callable[[dict], float],
+                 input_files: Callable[[dict], Awaitable[list[tuple[str, str]]]], log: logging.Logger):
+        self.children = children
+        self.settings = settings
+        self.timeout = timeout
+        self.input_files = input_files
+        self.log = log
+        self.print_executed = print_executed_supported()
+        self._finished: dict[str, Observation] = {}  # by job uid: a read final validation outcome
+
+    def forget(self, uid: str) -> None:
+        self._finished.pop(uid, None)
+
+    def clear(self) -> None:
+        self._finished.clear()
+
+    def pod(self, job: dict, image: str, inputs: list[tuple[str, str]] | None = None) -> dict:
+        s = self.settings
+        spec = job["spec"]
+        cell_timeout = parse_duration(spec["cellTimeout"]) if spec.get("cellTimeout") else s.default_cell_timeout
+        timeout = self.timeout(job)
+        command = obj.runner_command(job, cell_timeout=cell_timeout, timeout=timeout,
+                                     print_executed=self.print_executed, built=build_enabled(spec))
+        return obj.validation_pod(job, image=image, command=command,
+                                  deadline_seconds=int(timeout) + POD_GRACE_SECONDS, run_as_user=s.run_as_user,
+                                  service_account=s.service_account, resources=dict(s.resources),
+                                  image_pull_secrets=list(s.image_pull_secrets), inputs=inputs)
+
+    def image(self, job: dict, reference: str | None) -> str:
+        if build_enabled(job["spec"]):
+            if not reference:  # the engine never calls without one; never fall back
+                raise InputError("No built image is recorded for this job.")
+            return reference
+        return (job["spec"].get("podConfig") or {}).get("containerImage") or self.settings.runner_image
+
+    async def ensure(self, job: dict, reference: str | None) -> Observation:
+        uid = job["metadata"]["uid"]
+        if uid in self._finished:
+            return self._finished[uid]
+        image = self.image(job, reference)
+        pod_name = obj.validation_pod_name(job["metadata"]["name"])
+
+        async def body() -> dict:
+            return self.pod(job, image, await self.input_files(job))
+
+        try:
+            pod = await self.children.ensure(PODS, self.children.pods(), job, pod_name, body)
+        except NotOurs as e:
+            return Observation(FAILED, message=str(e), finished_at=isotime(), reference=image,
+                               result=res.failure_result("PodConflict", str(e)))
+        running = [c.get("image") for c in pod["spec"].get("containers") or [] if c.get("name") == obj.RUNNER_CONTAINER]
+        if running != [image]:
+            message = (f"The validation pod {pod_name} runs {running[0] if running else 'no runner'}, not the "
+                       f"environment recorded for this job ({image}); refusing its result.")
+            return Observation(FAILED, message=message, finished_at=isotime(), reference=image,
+                               result=res.failure_result("ImageMismatch", message))
+        outcome = res.pod_outcome(pod, obj.RUNNER_CONTAINER)
+        if not outcome.finished:
+            return Observation(RUNNING, message=f"Validating in pod {pod_name}.", reference=image,
+                               started_at=outcome.started_at)
+        result = await self.result(pod, outcome)
+        ok = outcome.exit_code == 0 and result.get("verdict") == "Succeeded"
+        observation = Observation(SUCCEEDED if ok else FAILED, message=result.get("message") or "",
+                                  result=result, reference=image, started_at=outcome.started_at,
+                                  finished_at=outcome.finished_at or isotime())
+        self._finished[uid] = observation
+        return observation
+
+    async def result(self, pod: dict, outcome: res.PodOutcome) -> dict:
+        """The runner's verdict: the full result from the log when readable,
+        else the termination-message summary; infrastructure failures name
+        their reason. Never a success without a readable result."""
+        code = outcome.exit_code
+        if outcome.reason == "OOMKilled" and code != 0:
+            # the kernel (the biggest process) was killed for memory; the runner then
+            # reports a dead kernel, but the cause is the container's memory limit
+            return res.failure_result("OOMKilled", "The validation container ran out of memory (OOMKilled)"
+                                                   + (f", exit code {code}: the memory limit was exceeded."
+                                                      if code is not None else ": the memory limit was exceeded."))
+        if code in (0, 1, 2):
+            full = None
+            log = await self.children.container_log(pod, obj.RUNNER_CONTAINER)
+            if log is not None:
+                full, _ = res.parse_log(log)
+            if full is not None and (full.get("verdict") == "Succeeded") == (code == 0):
+                return full
+            if outcome.summary is not None and (outcome.summary.get("verdict") == "Succeeded") == (code == 0):
+                return res.result_from_summary(outcome.summary)
+            if code == 0:
+                return res.failure_result("NoResult", "The runner exited 0 but its result could not be read "
+                                                      "(no termination message, no readable log).")
+            return res.failure_result("RunnerError" if code == 2 else "ValidationFailed",
+                                      f"The runner exited with {code} without a readable result"
+                                      + (f": {outcome.message[:500]}" if outcome.message else "."))
+        if code is not None:
+            return res.failure_result(outcome.reason or "ContainerFailed",
+                                      f"The validation container exited with code {code}"
+                                      + (f" ({outcome.reason})" if outcome.reason else "") + ".")
+        return res.failure_result(outcome.reason or "PodFailed",
+                                  f"The validation pod failed: {outcome.reason}"
+                                  + (f": {outcome.message}" if outcome.message else ""))
+
+    async def cancel(self, job: dict) -> None:
+        await self.children.delete(PODS, self.children.ns(job), obj.validation_pod_name(job["metadata"]["name"]),
+                                   self.children.pods())
+
+    async def executed_notebook(self, job: dict) -> dict | None:
+        pod = await self.children.mine(PODS, self.children.pods(), job, obj.validation_pod_name(job["metadata"]["name"]))
+        if pod is None:
+            return None
+        log = await self.children.container_log(pod, obj.RUNNER_CONTAINER)
+        if log is None:
+            return None
+        _, payload = res.parse_log(log)
+        return res.decode_executed(payload) if payload else None

@@ -1,0 +1,182 @@
+"""What a build builds, and whether it needs to run: the build inputs of a job
+(Dockerfile FROM the base image pinned by digest, the context files, the
+destination ``<registry>/env:<content hash>``), the image-reuse check against
+the registry, and one build per image (jobs of the same content wait for the
+one build that pushes it, then reuse it)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from ..backends.base import RUNNING, SUCCEEDED, Observation
+from ..model import isotime
+from . import objects as obj
+from .builders.base import BuildInputs, strip_tag
+from .registry import RegistryClient, RegistryError, parse_reference
+
+BASE_DIGEST_TTL = 60.0  # seconds a resolved base-image digest is used before asking again
+ENV_REPOSITORY = "env"  # built images: <registry>/env:<content hash>
+
+
+@dataclass(frozen=True)
+class ImageSettings:
+    registry: str = ""
+    registry_insecure: bool = False
+    builder_args: tuple[str, ...] = ()
+    registry_timeout: float = 10.0
+    image_reuse: bool = True
+    kernel_requirements: tuple[str, ...] = ("ipykernel",)
+    runner_requirements: tuple[str, ...] = ()
+
+
+class Images:
+    """The build inputs of each job (cached by uid) and the reuse decisions.
+
+    ``requirements(job)`` gives the job's requirement lines (prepared by the
+    backend), ``base_image(job)`` and ``timeout(job)`` its base image and
+    build timeout."""
+
+    def __init__(self, settings: ImageSettings, *, requirements: Callable[[dict], Awaitable[list[str]]],
+                 base_image: Callable[[dict], str], timeout: Callable[[dict], float],
+                 notify: Callable[[str], None], log: logging.Logger):
+        self.settings = settings
+        self._requirements = requirements
+        self._base_image = base_image
+        self._timeout = timeout
+        self.notify = notify
+        self.log = log
+        self._inputs: dict[str, BuildInputs] = {}  # by job uid
+        self._base_digests: dict[str, tuple[float, str | None, str]] = {}  # image -> (when, digest, problem)
+        self._reuse_checked: set[str] = set()  # job uids whose own build may run
+        self._tag_builder: dict[str, str] = {}  # destination -> uid of the job whose build pushes it
+        self._tag_waiters: dict[str, set[str]] = {}  # destination -> names of jobs waiting for that build
+        self._client: RegistryClient | None = None
+
+    def _plain_http_hosts(self) -> set[str]:
+        s = self.settings
+        hosts = set()
+        if s.registry_insecure or "--insecure" in s.builder_args:
+            hosts.add(parse_reference(f"{s.registry}/x").api_host)
+        return hosts
+
+    @property
+    def registry_client(self) -> RegistryClient:
+        if self._client is None:
+            self._client = RegistryClient(plain_http_hosts=self._plain_http_hosts(),
+                                          timeout=self.settings.registry_timeout)
+        return self._client
+
+    async def close(self) -> None:
+        self._inputs.clear()
+        self._reuse_checked.clear()
+        self._tag_builder.clear()
+        self._tag_waiters.clear()
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    def forget(self, uid: str) -> None:
+        self._inputs.pop(uid, None)
+        self._reuse_checked.discard(uid)
+        self.release(uid)
+
+    async def base_digest(self, image: str) -> tuple[str | None, str]:
+        """(digest of the base image, problem): the reference's own digest, or
+        what its registry serves for the tag now (cached for a minute)."""
+        ref = parse_reference(image)
+        if ref.digest:
+            return ref.digest, ""
+        now = asyncio.get_running_loop().time()
+        cached = self._base_digests.get(image)
+        if cached is not None and now - cached[0] < BASE_DIGEST_TTL:
+            return cached[1], cached[2]
+        problem = ""
+        try:
+            digest = await self.registry_client.digest(image)
+            if digest is None:
+                problem = f"the base image {image} is not in its registry"
+        except RegistryError as e:
+            digest, problem = None, f"the base image's digest could not be read ({e})"
+        self._base_digests[image] = (now, digest, problem)
+        return digest, problem
+
+    async def inputs(self, job: dict) -> BuildInputs:
+        """What the build of ``job`` builds: the Dockerfile (FROM the base image
+        by digest when it resolves), the context files, the destination tag
+        (a hash of all of it) and whether that tag may be reused."""
+        uid = job["metadata"]["uid"]
+        if uid in self._inputs:
+            return self._inputs[uid]
+        s = self.settings
+        reqs = await self._requirements(job)
+        base = self._base_image(job)
+        digest, problem = await self.base_digest(base)
+        from_ = f"{strip_tag(base)}@{digest}" if digest else base
+        docker_file = obj.dockerfile(from_)
+        reqs_txt = obj.build_requirements(list(s.kernel_requirements), reqs)
+        context = obj.build_context(docker_file, reqs_txt, obj.runner_requirements_txt(list(s.runner_requirements)))
+        files = [context[k] for k in sorted(context) if k != obj.RUNNER_TAR]
+        runner = [f"{p}\0".encode() + v for p, v in sorted(obj.runner_files().items())]
+        content = obj.content_hash(*files, *runner, length=32)
+        # an unresolved base (a tag that may move) is never reused
+        tag = content if digest else f"u{content[:31]}"
+        destination = f"{s.registry}/{ENV_REPOSITORY}:{tag}" if s.registry else ""
+        inputs = BuildInputs(dockerfile=docker_file, requirements_txt=reqs_txt, destination=destination,
+                             base_image=from_, content_hash=tag, timeout_seconds=int(self._timeout(job)),
+                             context=context, reusable=bool(digest and destination and s.image_reuse),
+                             note=problem)
+        self._inputs[uid] = inputs
+        return inputs
+
+    async def reused(self, inputs: BuildInputs, strategy: str) -> Observation | None:
+        """The image of the same content, when the registry has it already."""
+        try:
+            digest = await self.registry_client.digest(inputs.destination)
+        except RegistryError as e:
+            self.log.info("nbvalidation: reuse check for %s failed (building): %s", inputs.destination, e)
+            return None
+        if digest is None:
+            return None
+        repository = inputs.destination.rsplit(":", 1)[0]
+        now = isotime()
+        return Observation(SUCCEEDED, reference=f"{repository}@{digest}", strategy=strategy,
+                           started_at=now, finished_at=now, extra={"reused": True},
+                           message=f"Reused {inputs.destination} from the registry (same base image digest, "
+                                   "requirements and runner); no build ran.")
+
+    def checked(self, uid: str) -> bool:
+        """Whether the reuse decision of ``uid`` was taken (its own build may run)."""
+        return uid in self._reuse_checked
+
+    async def before_build(self, job: dict, strategy: str) -> Observation | None:
+        """Before a job's own build starts: the reused image, a wait for the
+        build of the same image another job runs, or None (build)."""
+        uid, name = job["metadata"]["uid"], job["metadata"]["name"]
+        inputs = await self.inputs(job)
+        if not inputs.reusable:
+            return None
+        reused = await self.reused(inputs, strategy)
+        if reused is not None:
+            return reused
+        owner = self._tag_builder.get(inputs.destination)
+        if owner is not None and owner != uid:
+            # one build per image: wait for the one running, then reuse what it pushed
+            self._tag_waiters.setdefault(inputs.destination, set()).add(name)
+            return Observation(RUNNING, strategy=strategy,
+                               message=f"Waiting for the build of the same image ({inputs.destination}).")
+        self._tag_builder[inputs.destination] = uid
+        return None
+
+    def building(self, uid: str) -> None:
+        self._reuse_checked.add(uid)
+
+    def release(self, uid: str) -> None:
+        """The build of ``uid`` is over: the jobs waiting for the same image look again."""
+        for dest, owner in list(self._tag_builder.items()):
+            if owner == uid:
+                del self._tag_builder[dest]
+                for name in self._tag_waiters.pop(dest, set()):
+                    self.notify(name)

@@ -1,0 +1,115 @@
+"""The notebook snapshot of a job, taken at submit: the ConfigMap
+``nvj-<name>-input`` (``notebook.ipynb``, ``golden.ipynb``,
+``requirements.txt`` as text; the input files as binaryData), created right
+after the job and owned by it; read back by ``prepare`` and mounted into the
+validation pod."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from typing import TYPE_CHECKING
+
+from ..backends.base import InputError
+from ..errors import InputRejected
+from ..model import isotime, parse_time, utcnow
+from ..store.base import StoreError
+from ..tasks import wait_within
+from . import objects as obj
+from .children import Children
+from .client import CONFIGMAPS, KubeApiError
+from .store import CREATED_ANNOTATION
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import KubernetesJobStore
+
+SNAPSHOT_GRACE_SECONDS = 60  # a job younger than this may still be getting its snapshot
+
+
+class Snapshots:
+    def __init__(self, children: Children, store: "KubernetesJobStore", namespace: str, log: logging.Logger):
+        self.children = children
+        self.store = store
+        self.namespace = namespace
+        self.log = log
+        self._submitting: dict[str, asyncio.Event] = {}
+        self._inputs: dict[str, list[tuple[str, str]]] = {}  # by job uid: the snapshot's input files
+
+    def check(self, files: dict[str, bytes], limit: int) -> None:
+        """InputRejected (naming the field) when ``files`` cannot be one ConfigMap of at most ``limit`` bytes."""
+        try:
+            data, binary, index = obj.split_snapshot(files)
+        except ValueError as e:
+            field = "spec.inputFiles" if str(e).startswith(obj.INPUTS_PREFIX) else "spec.notebook.path"
+            raise InputRejected(str(e), field) from None
+        size = obj.configmap_size(data, binary)
+        if size > limit:
+            named = [k for k in sorted(files) if not k.startswith(obj.INPUTS_PREFIX)]
+            what = " + ".join(named) + (f" + {len(index)} input file(s)" if index else "")
+            field = "spec.inputFiles" if index else "spec.notebook.path"
+            raise InputRejected(f"{field}: the notebook snapshot ({what}) is {size} bytes; the kubernetes backend "
+                                f"stores it in one ConfigMap, limited here to {limit} bytes "
+                                "(c.KubernetesBackend.max_notebook_bytes_configmap; Kubernetes caps ConfigMaps at "
+                                "1 MiB)", field, status=413, code="TooLarge")
+
+    async def submit(self, job: dict, files: dict[str, bytes], limit: int) -> dict:
+        """Create the job and its snapshot, or neither."""
+        self.check(files, limit)
+        job = copy.deepcopy(job)
+        meta = job["metadata"]
+        name = meta["name"]
+        meta["namespace"] = self.namespace
+        annotations = meta.setdefault("annotations", {})
+        annotations[obj.INPUT_ANNOTATION] = obj.input_configmap_name(name)
+        annotations[CREATED_ANNOTATION] = isotime()
+        done = self._submitting[name] = asyncio.Event()
+        try:
+            created = await self.store.create(job)
+            try:
+                await self.children.kube.request("POST", CONFIGMAPS.path(self.namespace),
+                                                 body=obj.input_configmap(created, files))
+            except KubeApiError as e:
+                try:  # nothing half-created
+                    await self.store.delete(name)
+                except StoreError as de:
+                    self.log.warning("nbvalidation: could not roll back job %s: %s", name, de)
+                raise StoreError(f"storing the notebook snapshot of {name} failed: {e.reason}: {e.message}") from None
+            return created
+        finally:
+            done.set()
+            self._submitting.pop(name, None)
+
+    async def read(self, job: dict) -> dict:
+        """The snapshot's ``data`` (and its input-file index, kept by uid)."""
+        name = job["metadata"]["name"]
+        pending = self._submitting.get(name)
+        if pending is not None:  # this process is still storing the snapshot
+            await wait_within(pending.wait(), 30)
+        cm_name = (job["metadata"].get("annotations") or {}).get(obj.INPUT_ANNOTATION) or obj.input_configmap_name(name)
+        cm = await self.children.read(CONFIGMAPS, None, self.children.ns(job), cm_name)
+        if cm is None:
+            created = parse_time(job["metadata"].get("creationTimestamp")) or utcnow()
+            if (utcnow() - created).total_seconds() < SNAPSHOT_GRACE_SECONDS:
+                # another server may be between creating the job and its snapshot
+                raise StoreError(f"the notebook snapshot of {name} is not stored yet")
+            raise InputError(f"The notebook snapshot of this job (ConfigMap {cm_name}) is missing.")
+        data = cm.get("data") or {}
+        self._inputs[job["metadata"]["uid"]] = obj.inputs_index(data)
+        return data
+
+    async def input_files(self, job: dict) -> list[tuple[str, str]]:
+        """The snapshot's input files ``(key, relative path)`` (read once per job)."""
+        uid = job["metadata"]["uid"]
+        if uid not in self._inputs:
+            await self.read(job)
+        return self._inputs[uid]
+
+    def known_input_files(self, uid: str) -> list[tuple[str, str]] | None:
+        return self._inputs.get(uid)
+
+    def forget(self, uid: str) -> None:
+        self._inputs.pop(uid, None)
+
+    def clear(self) -> None:
+        self._inputs.clear()
