@@ -22,6 +22,7 @@ from .client import ClientError
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "node_modules"}
 GLOB_CHARS = set("*?[")
 BUILD_LOG_TAIL = 60  # lines of the build log kept with an outcome
+KEEPS_NOTEBOOK = ("Succeeded", "Failed", "Unchanged")  # an executed notebook to save (--output-dir)
 
 
 class BatchInputError(Exception):
@@ -230,10 +231,11 @@ def _run_in_process(api: Any, items: list[Item], make_spec: Callable[[Item], dic
         name = out.name
         out.timeline = await service.timeline(name)
         try:
-            out.build_log = _tail(await service.build_log(name), BUILD_LOG_TAIL)
+            chunk = await service.build_log(name)
+            out.build_log = _tail(chunk.data.decode("utf-8", "replace"), BUILD_LOG_TAIL)
         except ApiError:
             out.build_log = ""
-        if options.keep_executed and out.verdict in ("Succeeded", "Failed"):
+        if options.keep_executed and out.verdict in KEEPS_NOTEBOOK:
             try:
                 out.executed = await service.executed_notebook(name)
             except ApiError:
@@ -248,7 +250,7 @@ def _run_in_process(api: Any, items: list[Item], make_spec: Callable[[Item], dic
                 if hit is not None:
                     out = Outcome(item, "Unchanged", 0.0, job=hit,
                                   message=f"unchanged since {hit['metadata']['name']}")
-                    out.timeline = await service.timeline(hit["metadata"]["name"])
+                    await details(out)
                     tracker.call(tracker.listener.finished, out)
                     return out
             try:
@@ -295,7 +297,7 @@ def _run_remote(api: Any, items: list[Item], make_spec: Callable[[Item], dict], 
             hit = cached(item, spec)
             if hit is not None:
                 out = Outcome(item, "Unchanged", 0.0, job=hit, message=f"unchanged since {hit['metadata']['name']}")
-                out.timeline = api.timeline(hit["metadata"]["name"])
+                details(out)
                 tracker.call(tracker.listener.finished, out)
                 return out
         try:
@@ -311,18 +313,22 @@ def _run_remote(api: Any, items: list[Item], make_spec: Callable[[Item], dict], 
         job = api.wait(name, lambda j: tracker.update(item, j), options.timeout)
         out = Outcome(item, _verdict(job), time.monotonic() - started, job=job,
                       message=(job.get("status") or {}).get("message", ""))
+        details(out)
+        tracker.call(tracker.listener.finished, out)
+        return out
+
+    def details(out: Outcome) -> None:
+        name = out.name
         out.timeline = api.timeline(name)
         try:
             out.build_log = _tail(client.request("GET", f"jobs/{name}/buildlog", raw=True), BUILD_LOG_TAIL)
         except ClientError:
             out.build_log = ""
-        if options.keep_executed and out.verdict in ("Succeeded", "Failed"):
+        if options.keep_executed and out.verdict in KEEPS_NOTEBOOK:
             try:
                 out.executed = client.request("GET", f"jobs/{name}/notebook")
             except ClientError:
                 out.executed = None
-        tracker.call(tracker.listener.finished, out)
-        return out
 
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
         return list(pool.map(one, items))
@@ -330,6 +336,23 @@ def _run_remote(api: Any, items: list[Item], make_spec: Callable[[Item], dict], 
 
 def _tail(text: str, lines: int) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def save_executed(outcomes: list[Outcome], out_dir: str, root: str) -> list[str]:
+    """Each executed notebook into ``out_dir`` at its path as shown (relative to ``root``
+    when shown absolute); the files written."""
+    import json
+
+    written = []
+    for o in outcomes:
+        if o.executed is None:
+            continue
+        rel = o.item.shown if not os.path.isabs(o.item.shown) else os.path.relpath(o.item.path, root)
+        target = Path(out_dir) / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(o.executed, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(str(target))
+    return written
 
 
 def exit_code(outcomes: list[Outcome]) -> int:

@@ -312,6 +312,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         validate_spec({"notebook": {"path": "check.ipynb"}, **options})
     except SpecError as e:
         raise ClientError(f"spec.{e.field}: {e.reason}") from None
+    for flag, folder in (("--junitxml", args.junitxml and Path(args.junitxml).parent),
+                         ("--html", args.html and Path(args.html).parent), ("--output-dir", args.output_dir)):
+        try:  # made now (as pytest does for --junitxml): one that cannot be is refused before anything runs
+            if folder:
+                Path(folder).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ClientError(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}: {e.strerror}") from None
     api = _connect_batch(args, batch.common_root(items), jobs)
     if isinstance(api, InProcess):
         try:
@@ -334,11 +341,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"Validating {len(items)} notebook(s), up to {jobs} at a time, {where}.", flush=True)
     progress = console.Progress(len(items), sys.stderr if quiet else sys.stdout)
     try:
-        outcomes = batch.run_batch(api, items, make_spec, batch.Options(jobs=jobs, timeout=args.wait_timeout),
-                                   progress)
+        outcomes = batch.run_batch(api, items, make_spec,
+                                   batch.Options(jobs=jobs, timeout=args.wait_timeout,
+                                                 keep_executed=bool(args.output_dir)), progress)
     finally:
         if isinstance(api, InProcess):
             api.close()
+    if args.junitxml:
+        from .reports import junit
+
+        junit.write(outcomes, args.junitxml)
+    if args.html:
+        from .reports import html
+
+        html.write(outcomes, args.html)
+    if args.output_dir:
+        batch.save_executed(outcomes, args.output_dir, batch.common_root(items))
     if quiet:
         print(json.dumps([{"notebook": o.item.shown, "verdict": o.verdict, "seconds": round(o.seconds, 3),
                            "job": o.name, "firstFailure": console.first_failure(o)} for o in outcomes], indent=2))
@@ -441,6 +459,9 @@ def parser() -> argparse.ArgumentParser:
                              "(e.g. .golden); golden copies are not validated themselves")
     golden.add_argument("--golden-self", action="store_true",
                         help="compare each notebook with its own stored outputs (as nbval does)")
+    s.add_argument("--junitxml", metavar="FILE", help="write JUnit XML: one testcase per notebook")
+    s.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    s.add_argument("--output-dir", metavar="DIR", help="save each executed notebook there (same relative paths)")
     add_spec_options(s)
     s.add_argument("--wait-timeout", type=float, default=None,
                    help="give up waiting for a notebook after this many seconds")

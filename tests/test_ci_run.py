@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 import shutil
 import subprocess
 import sys
@@ -42,7 +44,7 @@ def tree(tmp_path):
     nbs = tmp_path / "nbs"
     write_notebook(nbs / "ok.ipynb", ["print('fine')"])
     write_notebook(nbs / "sub" / "fail.ipynb", ["# md\n# Prices", "x = {}", "x['price']"])
-    golden_pair(nbs, "gold", "print('actual')", "expected\n")
+    golden_pair(nbs, "gold", "print('<b>actual</b> & more')", "expected\n")
     write_notebook(nbs / ".hidden" / "h.ipynb", ["1/0"])
     write_notebook(nbs / ".ipynb_checkpoints" / "ok-checkpoint.ipynb", ["1/0"])
     write_notebook(nbs / "sub" / ".ipynb_checkpoints" / "fail-checkpoint.ipynb", ["1/0"])
@@ -60,7 +62,9 @@ def test_run_a_folder_in_process_summary_and_exit_codes(tree):
     base = ["--local", "--data-dir", str(data), "--no-build", "-j", "2"]
     env = env_of(tree)
 
-    run = cli("run", "nbs", "--golden-suffix", ".golden", "--exclude", "broken.ipynb", *base, cwd=tree, env=env)
+    run = cli("run", "nbs", "--golden-suffix", ".golden", "--exclude", "broken.ipynb", *base,
+              "--junitxml", "reports/junit.xml", "--html", "reports/report.html", "--output-dir", "executed",
+              cwd=tree, env=env)
     out = run.stdout
     assert run.returncode == 1, out + run.stderr
     assert "Validating 3 notebook(s), up to 2 at a time, in this process." in out
@@ -75,6 +79,15 @@ def test_run_a_folder_in_process_summary_and_exit_codes(tree):
     assert "3 notebook(s): 1 succeeded, 2 failed" in out
     assert sum(line.startswith("[") and "/3]" in line for line in out.splitlines()) == 3  # one live line each
     assert job_count(data) == 3
+    check_junit(tree / "reports" / "junit.xml")
+    check_html(tree / "reports" / "report.html")
+    # --output-dir: each executed notebook at its relative path, with the outputs of this run
+    executed = sorted(p.relative_to(tree / "executed").as_posix() for p in (tree / "executed").rglob("*.ipynb"))
+    assert executed == ["nbs/gold.ipynb", "nbs/ok.ipynb", "nbs/sub/fail.ipynb"]
+    ok = nbformat.read(tree / "executed" / "nbs" / "ok.ipynb", as_version=4)
+    assert ok.cells[0].outputs[0]["text"] == "fine\n"
+    failed = nbformat.read(tree / "executed" / "nbs" / "sub" / "fail.ipynb", as_version=4)
+    assert failed.cells[2].outputs[0]["ename"] == "KeyError"
 
     # a notebook the service refuses is bad input: its row says why, the others still run, exit 2
     only = cli("run", "nbs/ok.ipynb", "nbs/broken.ipynb", *base, cwd=tree, env=env)
@@ -95,6 +108,57 @@ def test_run_a_folder_in_process_summary_and_exit_codes(tree):
     assert row["firstFailure"] == "cell 3: KeyError: 'price'" and row["job"].startswith("fail-")
 
 
+def check_junit(path: Path) -> None:
+    """As pytest writes it: testsuites > testsuite (counts) > testcase (classname = folder dotted,
+    name = the notebook's file name, time) with failure message = the failing cell."""
+    root = ET.parse(path).getroot()
+    assert root.tag == "testsuites"
+    [suite] = root.findall("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("3", "2", "0", "0")
+    cases = {(c.get("classname"), c.get("name")): c for c in suite.findall("testcase")}
+    assert set(cases) == {("nbs", "ok.ipynb"), ("nbs.sub", "fail.ipynb"), ("nbs", "gold.ipynb")}
+    for case in cases.values():
+        assert float(case.get("time")) > 0
+        assert set(case.attrib) == {"classname", "name", "time"}  # xunit2: nothing a strict schema refuses
+    assert cases[("nbs", "ok.ipynb")].find("failure") is None
+    failure = cases[("nbs.sub", "fail.ipynb")].find("failure")
+    assert failure.get("message") == "cell 3: KeyError: 'price'"
+    assert "Traceback" in failure.text and "x['price']" in failure.text and "\x1b[" not in failure.text
+    golden = cases[("nbs", "gold.ipynb")].find("failure")
+    assert golden.get("message").startswith("cell 1: outputs differ from the golden copy")
+    assert "-expected" in golden.text and "+<b>actual</b> & more" in golden.text  # the golden differences
+    out = cases[("nbs.sub", "fail.ipynb")].find("system-out").text
+    assert "job: fail-" in out
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+        self.tags: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.urls += [v or "" for k, v in attrs if k in ("src", "href")]
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def check_html(path: Path) -> None:
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    text = "".join(page.text)
+    assert "script" not in page.tags and "link" not in page.tags  # self-contained: inline CSS, no scripts
+    assert all(u.startswith("#") for u in page.urls), page.urls  # no network: in-page anchors only
+    for shown in ("nbs/ok.ipynb", "nbs/sub/fail.ipynb", "nbs/gold.ipynb"):
+        assert shown in text
+    assert "cell 3: KeyError: 'price'" in text  # escaped in the source, itself again once parsed
+    assert "expected" in text and "+<b>actual</b> & more" in text and "b" not in page.tags  # escaped diff
+    assert "ValidationRunning" in text  # the timeline
+
+
 @pytest.mark.parametrize("args, message", [
     (["nbs", "--exclude", "*"], "no notebooks found in nbs (after --exclude)"),
     (["nothing-here"], "nothing-here: no such file or folder"),
@@ -103,6 +167,8 @@ def test_run_a_folder_in_process_summary_and_exit_codes(tree):
     (["nbs", "--timeout", "soon"], "spec.timeout: must be a duration"),
     (["nbs", "--strategy", "conda"], "spec.podConfig.buildConfig.strategy"),
     (["nbs", "-j", "0"], "-j/--jobs 0"),
+    (["nbs", "--junitxml", "nbs/notes.txt/j.xml"], "--junitxml nbs/notes.txt/j.xml: File exists"),
+    (["nbs", "--output-dir", "nbs/notes.txt"], "--output-dir nbs/notes.txt: File exists"),
     (["nbs", "--golden-suffix", ".ipynb"], "--golden-suffix '.ipynb'"),
 ])
 def test_bad_input_is_exit_2_naming_it_and_submits_nothing(tree, args, message):
