@@ -19,13 +19,78 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import render
 from .client import ClientError, ServerClient, find_server
-from .model import is_terminal
+from .model import Phase, build_enabled, is_terminal
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+FOLLOW_POLL = 0.5  # seconds between two looks at a job being followed
+
+
+class Follower:
+    """What ``submit --wait`` and ``describe --follow`` print while a job runs:
+    each phase once, the validation's progress as it changes, and (``follow_log``)
+    the build log as it grows."""
+
+    def __init__(self, quiet: bool = False, follow_log: bool = False, phase: str | None = None):
+        self.quiet = quiet
+        self.log_done = quiet or not follow_log
+        self.offset = 0
+        self.phase = phase
+        self.progress: tuple | None = None
+
+    def update(self, job: dict) -> None:
+        if self.quiet:
+            return
+        st = job.get("status") or {}
+        name = job["metadata"]["name"]
+        phase = render.phase_label(job)
+        if phase != self.phase:
+            self.phase = phase
+            print(f"{time.strftime('%H:%M:%S')}  {name}  {phase:<18} {st.get('message', '')}", flush=True)
+        p = st.get("progress")
+        if p and st.get("phase") == Phase.VALIDATION_RUNNING:
+            key = (p.get("currentCellIndex"), p.get("cellsDone"))
+            if key != self.progress:
+                self.progress = key
+                print(f"{time.strftime('%H:%M:%S')}  {name}  {'':<18} {render.progress_text(p)}", flush=True)
+
+    def wants_log(self, job: dict) -> bool:
+        return not self.log_done and build_enabled(job["spec"])
+
+    def log(self, data: bytes, complete: bool, next_offset: int) -> None:
+        if data:
+            for line in data.decode("utf-8", "replace").splitlines():
+                print(f"  build | {line}", flush=True)
+        self.offset = next_offset
+        self.log_done = self.log_done or complete
+
+    def no_log(self) -> None:
+        self.log_done = True
+
+
+def follow(api: "Remote | InProcess", name: str, follower: Follower, timeout: float | None) -> dict:
+    """Poll a job (through the REST API or this process's service) until it is
+    terminal, printing what ``follower`` prints; the job as it ended."""
+    deadline = time.monotonic() + timeout if timeout else None
+    while True:
+        job = api.get(name)
+        follower.update(job)
+        terminal = is_terminal((job.get("status") or {}).get("phase"))
+        if follower.wants_log(job):
+            try:
+                follower.log(*api.build_log(name, follower.offset))
+            except ClientError as e:
+                if e.status != 404:
+                    raise
+                follower.no_log()
+        if terminal:
+            return job
+        if deadline and time.monotonic() > deadline:
+            raise ClientError(f"job {name} did not finish within {timeout:.0f}s")
+        time.sleep(FOLLOW_POLL)
 
 
 class InProcess:
@@ -85,12 +150,43 @@ class InProcess:
     def gc(self, job_ttl: float | None, env_cache_max_bytes: int | None) -> dict:
         return self._call(self.service.gc(job_ttl=job_ttl, env_cache_max_bytes=env_cache_max_bytes))
 
-    def run(self, spec: dict, on_update: Callable[[dict], None], timeout: float | None) -> dict:
+    def build_log(self, name: str, offset: int) -> tuple[bytes, bool, int]:
+        chunk = self._call(self.service.build_log(name, offset))
+        return chunk.data, chunk.complete, chunk.next_offset
+
+    async def _follow_log(self, name: str, follower: Follower) -> None:
+        """The build log as it grows, while this process's engine runs the job."""
+        from .service import ApiError
+
+        while True:
+            job = await self.service.get(name)
+            if follower.wants_log(job):
+                try:
+                    chunk = await self.service.build_log(name, follower.offset)
+                    follower.log(chunk.data, chunk.complete, chunk.next_offset)
+                except ApiError as e:
+                    if e.status != 404:
+                        raise
+                    follower.no_log()
+            if is_terminal((job.get("status") or {}).get("phase")) or follower.log_done:
+                return
+            await asyncio.sleep(FOLLOW_POLL)
+
+    def run(self, spec: dict, follower: Follower, timeout: float | None) -> dict:
         async def go() -> dict:
             await self.engine.start()
             try:
                 job = await self.service.submit(spec)
-                done = await self.engine.wait_for_terminal(job["metadata"]["name"], timeout, on_update)
+                name = job["metadata"]["name"]
+                logging_task = asyncio.ensure_future(self._follow_log(name, follower))
+                try:
+                    done = await self.engine.wait_for_terminal(name, timeout, follower.update)
+                finally:
+                    if not logging_task.done():
+                        logging_task.cancel()
+                    await asyncio.gather(logging_task, return_exceptions=True)
+                if follower.wants_log(done):  # the rest of the log, once the build ended
+                    await self._follow_log(name, follower)
                 await self.engine.recorder.flush()
                 # hand over: release the lease at once, then let what this process
                 # started for other jobs finish (never killed, never run twice):
@@ -135,20 +231,8 @@ class Remote:
         answer = self.client.request("DELETE", f"jobs/{name}")
         return (200 if is_terminal((job.get("status") or {}).get("phase")) else 202), answer
 
-    def wait(self, name: str, on_update: Callable[[dict], None], timeout: float | None) -> dict:
-        deadline = time.monotonic() + timeout if timeout else None
-        last = None
-        while True:
-            job = self.get(name)
-            version = job["metadata"].get("resourceVersion")
-            if version != last:
-                on_update(job)
-                last = version
-            if is_terminal((job.get("status") or {}).get("phase")):
-                return job
-            if deadline and time.monotonic() > deadline:
-                raise ClientError(f"job {name} did not finish within {timeout:.0f}s")
-            time.sleep(0.5)
+    def build_log(self, name: str, offset: int) -> tuple[bytes, bool, int]:
+        return self.client.build_log(name, offset)
 
 
 def connect(args: argparse.Namespace, path_hint: str | None = None) -> Remote | InProcess:
@@ -249,26 +333,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
     api = connect(args, args.notebook)
     spec = build_spec(args, api)
     quiet = args.output == "json"
-    seen: list[str] = []
-
-    def on_update(job: dict) -> None:
-        phase = (job.get("status") or {}).get("phase") or "Pending"
-        if not quiet and (not seen or seen[-1] != phase):
-            seen.append(phase)
-            st = job.get("status") or {}
-            print(f"{time.strftime('%H:%M:%S')}  {job['metadata']['name']}  {phase:<18} {st.get('message', '')}",
-                  flush=True)
+    follower = Follower(quiet, follow_log=args.follow_build_log)
 
     if isinstance(api, InProcess):
         if not args.wait and not quiet:
             print("No running Jupyter server serves this folder; validating in this process.", flush=True)
-        job = api.run(spec, on_update, args.wait_timeout)
+        job = api.run(spec, follower, args.wait_timeout)
     else:
         job = api.submit(spec)
         if not args.wait:
             _out(args, job, f"{job['metadata']['name']} submitted")
             return EXIT_OK
-        job = api.wait(job["metadata"]["name"], on_update, args.wait_timeout)
+        job = follow(api, job["metadata"]["name"], follower, args.wait_timeout)
     if quiet:
         print(json.dumps(job, indent=2))
     else:
@@ -378,6 +454,22 @@ def cmd_describe(args: argparse.Namespace) -> int:
     api = connect(args)
     job, timeline, events = api.get(args.name), api.timeline(args.name), api.events(args.name)
     _out(args, {"job": job, "timeline": timeline, "events": events}, render.describe(job, timeline, events))
+    if getattr(args, "follow", False) and args.output != "json":
+        # then the build log as it grows, the phases and the progress, until the verdict
+        follower = Follower(follow_log=True, phase=render.phase_label(job))
+        if not is_terminal((job.get("status") or {}).get("phase")):
+            job = follow(api, args.name, follower, None)
+            print(render.verdict_line(job))
+            for line in render.failure_lines(job):
+                print(line)
+        elif follower.wants_log(job):
+            print("Build log:")
+            try:
+                follower.log(*api.build_log(args.name, 0))
+            except ClientError as e:
+                if e.status != 404:
+                    raise
+                print("  <none>")
     return EXIT_OK
 
 
@@ -445,6 +537,8 @@ def parser() -> argparse.ArgumentParser:
     add_spec_options(s)
     s.add_argument("--wait", action="store_true", help="wait for the verdict; exit 0 only if it succeeded")
     s.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after this many seconds")
+    s.add_argument("--follow-build-log", "--follow", action="store_true",
+                   help="with --wait: print the environment build log as it is written")
     s.set_defaults(func=cmd_submit)
 
     s = sub.add_parser("run", parents=[common], help="validate many notebooks, each as its own job, in parallel")
@@ -478,6 +572,9 @@ def parser() -> argparse.ArgumentParser:
                                                      "(a running one is cancelled)")]:
         s = sub.add_parser(name, parents=[common], help=help_)
         s.add_argument("name")
+        if name == "describe":
+            s.add_argument("--follow", "-f", action="store_true",
+                           help="then print the build log as it grows and the progress, until the verdict")
         s.set_defaults(func=func)
     s = sub.add_parser("gc", parents=[common],
                        help="local backend: remove finished jobs past their retention and evict "

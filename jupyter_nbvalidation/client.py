@@ -101,6 +101,29 @@ class ServerClient:
             return payload.decode("utf-8", "replace")
         return json.loads(payload) if payload else None
 
+    def build_log(self, name: str, offset: int = 0, timeout: float = 30) -> tuple[bytes, bool, int]:
+        """``GET jobs/{name}/buildlog?offset=N``: (the bytes from ``offset``, whether the
+        log is complete, the offset to ask next)."""
+        url = self.url + PREFIX + f"/jobs/{urllib.parse.quote(name, safe='')}/buildlog?offset={int(offset)}"
+        req = urllib.request.Request(url, method="GET")
+        if self.token:
+            req.add_header("Authorization", f"token {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback server URL
+                data = resp.read()
+                complete = resp.headers.get("X-Build-Log-Complete", "true") == "true"
+                nxt = int(resp.headers.get("X-Build-Log-Next-Offset") or offset + len(data))
+        except urllib.error.HTTPError as e:
+            text = e.read().decode("utf-8", "replace")
+            try:
+                err = json.loads(text)["error"]
+                raise ClientError(err.get("message") or text, e.code, err.get("field")) from None
+            except (ValueError, KeyError, TypeError):
+                raise ClientError(f"HTTP {e.code}: {text[:300]}", e.code) from None
+        except urllib.error.URLError as e:
+            raise ClientError(f"cannot reach the Jupyter server at {self.url}: {e.reason}") from None
+        return data, complete, nxt
+
     def api_path(self, local_path: str) -> str:
         """A filesystem path as the server's root-relative API path."""
         root = Path(self.root_dir or os.getcwd()).resolve()

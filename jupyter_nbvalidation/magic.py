@@ -81,20 +81,31 @@ def parse(line: str) -> argparse.Namespace:
                          "[--no-wait] [--server URL --token T]") from None
 
 
+COLOURS = {"Succeeded": "var(--jp-success-color1, green)", "Failed": "var(--jp-error-color1, red)",
+           render.CANCELLED: "var(--jp-warn-color1, #b45f06)"}
+
+
 def _progress(job: dict, timeline: dict | None, started: float) -> tuple[str, str]:
     st = job.get("status") or {}
-    phase = st.get("phase") or "Pending"
+    phase = render.phase_label(job)
     head = (f"{job['metadata']['name']}  {job['spec']['notebook']['path']}\n"
-            f"phase: {phase}   elapsed: {time.monotonic() - started:.1f}s   {st.get('message', '')}")
+            f"phase: {phase}   elapsed: {time.monotonic() - started:.1f}s")
+    if st.get("phase") == "ValidationRunning" and st.get("progress"):
+        head += f"\n{render.progress_text(st['progress'])}"  # "cell 4 running, 3.2 s · 3 of 12 code cells done"
+    elif st.get("message") and not is_terminal(st.get("phase")):
+        head += f"\n{st['message']}"
     body = render.timeline_bars(timeline) if timeline else ""
     text = head + ("\n" + body if body else "")
-    if is_terminal(phase):
+    if is_terminal(st.get("phase")):
         text += "\n" + render.verdict_line(job)
         extra = render.failure_lines(job)
         if extra:
             text += "\n" + "\n".join(extra)
-    colour = {"Succeeded": "var(--jp-success-color1, green)", "Failed": "var(--jp-error-color1, red)"}.get(phase, "inherit")
-    html_text = (f"<pre style='border-left: 3px solid {colour}; padding-left: 6px'>"
+    colour = COLOURS.get(phase, "inherit")
+    # white-space: pre and a scroll bar: a narrow output area never wraps a line in the
+    # middle of a word ("BuildStar/ted"); the message goes on a line of its own
+    html_text = (f"<pre style='border-left: 3px solid {colour}; padding-left: 6px; white-space: pre; "
+                 f"overflow-x: auto; word-break: normal; overflow-wrap: normal'>"
                  f"{html.escape(text)}</pre>")
     return text, html_text
 

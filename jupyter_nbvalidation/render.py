@@ -2,9 +2,41 @@
 
 from __future__ import annotations
 
-from .model import Phase, format_duration, parse_time, utcnow
+from .model import Phase, Reason, format_duration, parse_time, utcnow
+from .runner.text import cell_label, strip_ansi
 
-MARK = {Phase.SUCCEEDED: "✔", Phase.FAILED: "✘"}
+CANCELLED = "Cancelled"
+# before the engine first looks at a job it has no phase yet: shown as "Pending" (README, "REST API")
+PENDING = "Pending"
+MARK = {Phase.SUCCEEDED: "✔", Phase.FAILED: "✘", CANCELLED: "⊘"}
+
+
+def phase_label(job: dict) -> str:
+    """The phase as people read it: a cancelled job says Cancelled (it is stored
+    as Failed / reason Cancelled), a job not looked at yet says Pending."""
+    st = job.get("status") or {}
+    phase = st.get("phase") or PENDING
+    if phase == Phase.FAILED and st.get("reason") == Reason.CANCELLED:
+        return CANCELLED
+    return phase
+
+
+def progress_text(progress: dict | None, now: float | None = None) -> str:
+    """``"cell 4 running, 3.2 s · 3 of 12 code cells done"`` (``status.progress``;
+    cell numbers as JupyterLab shows them)."""
+    if not progress:
+        return ""
+    done, total = progress.get("cellsDone", 0), progress.get("cellsTotal", 0)
+    counts = f"{done} of {total} code cells done"
+    current = progress.get("currentCellIndex")
+    if current is None:
+        return counts
+    started = parse_time(progress.get("currentCellStartedAt"))
+    elapsed = ""
+    if started is not None:
+        seconds = (now if now is not None else utcnow().timestamp()) - started.timestamp()
+        elapsed = f", {max(0.0, seconds):.1f} s"
+    return f"{cell_label(current)} running{elapsed} · {counts}"
 
 
 def age(ts: str | None) -> str:
@@ -20,7 +52,7 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def job_rows(jobs: list[dict]) -> str:
-    rows = [[j["metadata"]["name"], (j.get("status") or {}).get("phase") or "Pending",
+    rows = [[j["metadata"]["name"], phase_label(j),
              j["spec"]["notebook"]["path"], (j.get("status") or {}).get("reason") or "",
              age(j["metadata"].get("creationTimestamp"))] for j in jobs]
     return table(rows, ["NAME", "PHASE", "NOTEBOOK", "REASON", "AGE"]) if rows else "No jobs."
@@ -45,6 +77,27 @@ def timeline_bars(timeline: dict, width: int = 40) -> str:
     return "\n".join(out)
 
 
+def _traceback_lines(r: dict, keep: int = 12) -> list[str]:
+    """The user's line first, then the notebook's own frames, then the end of the traceback."""
+    lines = []
+    if r.get("errorLine"):
+        where = f"line {r['errorLineNumber']} of " if r.get("errorLineNumber") else ""
+        lines.append(f"  at {where}the cell: {r['errorLine']}")
+    tb = r.get("traceback") or []
+    cells = [i for i in r.get("cellFrames") or [] if 0 <= i < len(tb)]
+    if cells:
+        for i in cells:
+            lines += ["  " + ln for ln in strip_ansi(tb[i]).rstrip().splitlines()[:keep]]
+        library = len(tb) - len(cells) - 2  # besides the header and the error's own line
+        if library > 0:
+            lines.append(f"  [{library} library frame(s) not shown]")
+        if tb and len(tb) - 1 not in cells:
+            lines += ["  " + ln for ln in strip_ansi(tb[-1]).rstrip().splitlines()[-keep:]]
+    elif r.get("output"):
+        lines += ["  " + ln for ln in strip_ansi(r["output"]).rstrip().splitlines()[-keep:]]
+    return lines
+
+
 def failure_lines(job: dict) -> list[str]:
     st = job.get("status") or {}
     lines = []
@@ -52,18 +105,20 @@ def failure_lines(job: dict) -> list[str]:
     if idx is not None:
         for r in st.get("results", []):
             if r.get("cellIndex") == idx and r.get("status") == "Failure":
-                lines.append(f"Failed cell {idx}: {r.get('errorName', '')}: {r.get('errorMessage', '')}".rstrip(": "))
-                if r.get("output"):
-                    lines += ["  " + ln for ln in r["output"].rstrip().splitlines()[-12:]]
+                message = strip_ansi(r.get("errorMessage", "")).strip().splitlines() or [""]
+                lines.append(f"Failed {cell_label(idx)}: {r.get('errorName', '')}: {message[0]}".rstrip(": "))
+                lines += ["  " + ln for ln in message[1:12] if ln.strip()]  # the whole message, not its first line
+                lines += _traceback_lines(r)
                 break
         else:
-            lines.append(f"First differing cell: {idx}")
+            lines.append(f"First differing cell: {idx + 1}")
     cr = st.get("comparisonResult") or {}
     if cr.get("result") == "failed":
         lines.append(f"Golden comparison: {cr.get('mismatchedCells')} of "
                      f"{cr.get('totalCells')} cells differ")
         for d in cr.get("diffs", [])[:5]:
-            lines.append(f"  cell {d.get('cellIndex')}: {d.get('diffType')}")
+            index = d.get("cellIndex")
+            lines.append(f"  {cell_label(index) if isinstance(index, int) else 'cell ?'}: {d.get('diffType')}")
             for ln in (d.get("diff") or "").splitlines()[:12]:
                 lines.append("    " + ln)
     return lines
@@ -78,7 +133,7 @@ def describe(job: dict, timeline: dict, events: list[dict]) -> str:
         f"UID:          {meta.get('uid', '')}",
         f"Notebook:     {job['spec']['notebook']['path']}",
         f"Created:      {meta.get('creationTimestamp', '')} ({age(meta.get('creationTimestamp'))} ago)",
-        f"Phase:        {st.get('phase') or 'Pending'}",
+        f"Phase:        {phase_label(job)}",
         f"Reason:       {st.get('reason', '')}",
         f"Message:      {st.get('message', '')}",
     ]
@@ -89,6 +144,8 @@ def describe(job: dict, timeline: dict, events: list[dict]) -> str:
             lines.append(f"Strategy:     {bs['strategy']} ({bs['strategyReason']})")
         if bs.get("logPath"):
             lines.append(f"Build log:    {bs['logPath']}")
+    if st.get("progress"):
+        lines.append(f"Progress:     {progress_text(st['progress'])}")
     if st.get("conditions"):
         lines.append("Conditions:   " + ", ".join(f"{c['type']}={c['status']}" for c in st["conditions"]))
     lines += failure_lines(job)
@@ -110,5 +167,8 @@ def events_table(events: list[dict]) -> str:
 
 def verdict_line(job: dict) -> str:
     st = job.get("status") or {}
-    phase = st.get("phase") or "Pending"
-    return f"{MARK.get(phase, '…')} {job['metadata']['name']}: {phase} ({st.get('reason', '')}) {st.get('message', '')}"
+    phase = phase_label(job)
+    message = st.get("message", "")
+    if phase == CANCELLED:
+        return f"{MARK[CANCELLED]} {job['metadata']['name']}: Cancelled {message}".rstrip()
+    return f"{MARK.get(phase, '…')} {job['metadata']['name']}: {phase} ({st.get('reason', '')}) {message}"

@@ -248,7 +248,7 @@ async def test_validation_exit_1_records_the_failing_cell(env, admin, aio_admin,
     done = await env.terminal(name)
     st = done["status"]
     assert (st["phase"], st["reason"]) == (Phase.FAILED, Reason.VALIDATION_FAILED)
-    assert st["message"] == "Cell 1 raised ZeroDivisionError: division by zero"
+    assert st["message"] == "Cell 2 raised ZeroDivisionError: division by zero"
     assert st["failedCellIndex"] == 1
     assert st["results"] == [{"cellIndex": 1, "status": "Failure", "errorName": "ZeroDivisionError",
                               "errorMessage": "division by zero"}]

@@ -181,7 +181,7 @@ def test_failing_notebook_reports_its_cell_error_and_traceback(real_cluster, ns,
     assert phases(done) == [Phase.INITIALIZING, Phase.BUILDING, Phase.BUILD_COMPLETE, Phase.VALIDATION_RUNNING,
                             Phase.FAILED]
     assert st["failedCellIndex"] == 1
-    assert st["message"] == "Cell 1 raised ZeroDivisionError: division by zero"
+    assert st["message"] == "Cell 2 raised ZeroDivisionError: division by zero"
     (failed,) = [r for r in st["results"] if r.get("status") == "Failure"]
     assert failed["cellIndex"] == 1 and failed["errorName"] == "ZeroDivisionError"
     assert failed["errorMessage"] == "division by zero"

@@ -123,7 +123,7 @@ async def test_an_undeclared_package_the_server_has_is_not_importable(real, modu
     st = done["status"]
     assert st["phase"] == Phase.FAILED and st["reason"] == Reason.VALIDATION_FAILED, json.dumps(st, indent=1)
     assert st["failedCellIndex"] == 1 and st["validationStatus"]["reason"] == "CellExecutionFailed", st
-    assert st["message"] == f"Cell 1 raised ModuleNotFoundError: No module named '{module}'", st["message"]
+    assert st["message"] == f"Cell 2 raised ModuleNotFoundError: No module named '{module}'", st["message"]
 
 
 @pytest.mark.asyncio

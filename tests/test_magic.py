@@ -91,7 +91,7 @@ def test_nbvalidate_current_notebook_with_live_progress(lab):
 def test_nbvalidate_other_notebook_reports_the_failing_cell(lab):
     server, kc = lab
     text, _ = _run(kc, "%load_ext jupyter_nbvalidation\n%nbvalidate broken.ipynb --no-build --timeout 2m")
-    assert "Failed" in text and "Failed cell 1: ZeroDivisionError: division by zero" in text, text
+    assert "Failed" in text and "Failed cell 2: ZeroDivisionError: division by zero" in text, text
     job = server.client().request("GET", "jobs")["items"][0]
     assert job["spec"]["notebook"]["path"] == "work/broken.ipynb" and job["spec"]["timeout"] == "2m"
 

@@ -181,7 +181,7 @@ def test_exception_fails_at_the_right_cell_and_skips_the_rest(tmp_path):
     res = run.result
     assert (res["verdict"], res["reason"]) == ("Failed", "CellExecutionFailed")
     assert res["failedCellIndex"] == 2
-    assert res["message"] == "Cell 2 raised ZeroDivisionError: division by zero"
+    assert res["message"] == "Cell 3 raised ZeroDivisionError: division by zero"
     assert statuses(run) == ["Success", "Skipped", "Failure", "Skipped"]
     failed = res["results"][2]
     assert failed["errorName"] == "ZeroDivisionError"
@@ -275,7 +275,7 @@ def test_cell_timeout_stops_and_leaves_no_process(tmp_path):
     assert run.returncode == 1, run.stderr
     res = run.result
     assert (res["reason"], res["failedCellIndex"]) == ("CellTimedOut", 1)
-    assert res["message"] == "Cell 1 did not finish within 2 s (cell timeout)"
+    assert res["message"] == "Cell 2 did not finish within 2 s (cell timeout)"
     assert statuses(run) == ["Success", "Failure", "Skipped"]
     timed_out = res["results"][1]
     assert timed_out["errorName"] == "CellTimedOut"
@@ -315,7 +315,7 @@ def test_kernel_death(tmp_path):
     assert run.returncode == 1, run.stderr
     res = run.result
     assert (res["reason"], res["failedCellIndex"]) == ("KernelDied", 0)
-    assert res["message"] == "The kernel died while executing cell 0"
+    assert res["message"] == "The kernel died while executing cell 1"
     assert "about to die" in res["results"][0]["output"]
     assert statuses(run) == ["Failure", "Skipped"]
 
@@ -415,7 +415,7 @@ def test_golden_mismatch_normalized(tmp_path):
     assert run.returncode == 1, run.stderr
     res = run.result
     assert (res["verdict"], res["reason"], res["failedCellIndex"]) == ("Failed", "GoldenMismatch", 2)
-    assert res["message"] == "1 of 5 compared cells differ from the golden notebook (first: cell 2)"
+    assert res["message"] == "1 of 5 compared cells differ from the golden notebook (first: cell 3)"
     cmp = res["comparisonResult"]
     assert cmp["strategy"] == "normalized" and cmp["result"] == "failed"
     # compared: 0 hello, 1 float noise, 2 pi (differs), 3 memory address, 6 expected error;

@@ -51,6 +51,7 @@ from ..requirements import Requirements
 from ..runner import hygiene
 from ..runner.environment import runner_environment
 from ..runner.protocol import ProgressReader
+from ..runner.text import plural
 from ..runner_args import comparison_args
 from ..model import build_enabled, parse_time
 from ..store.base import NotFound as NotFoundError
@@ -188,7 +189,8 @@ class LocalBackend(Backend):
     build_tool = Enum(["auto", "uv", "venv"], default_value="auto",
                       help="How environments are built: uv when available (auto), always uv, "
                            "or venv + pip.").tag(config=True)
-    uv_path = Unicode(help="The uv executable (default: found on PATH or beside this interpreter).").tag(config=True)
+    uv_path = Unicode(help="The uv executable (default: the one of the uv package this one depends on, "
+                           "else found on PATH or beside this interpreter).").tag(config=True)
     kernel_packages = List(Unicode(), default_value=["ipykernel"],
                            help="Packages added to every built environment so a kernel can start in it.").tag(config=True)
     max_parallel_builds = Int(2, help="Environment builds run at once.").tag(config=True)
@@ -227,6 +229,13 @@ class LocalBackend(Backend):
 
     @default("uv_path")
     def _uv_default(self) -> str:
+        # the uv this package depends on first (the default install has it), then PATH
+        try:
+            from uv import find_uv_bin
+
+            return str(find_uv_bin())
+        except (ImportError, FileNotFoundError):
+            pass
         found = shutil.which("uv")
         if found:
             return found
@@ -484,7 +493,7 @@ class LocalBackend(Backend):
             except (OSError, ValueError) as e:
                 raise InputError(f"A local path of the requirements cannot be hashed for the cache key: {e}",
                                  field="spec.podConfig.buildConfig.requirements") from None
-            return f"{reqs.count} requirement(s) from {origin}."
+            return f"{reqmod_sentence(reqs.count, origin)}."
 
         return await asyncio.to_thread(check)
 
@@ -698,7 +707,7 @@ class LocalBackend(Backend):
         await asyncio.to_thread(publish)
         return Observation(SUCCEEDED, reference=str(self.env_dir(key)), started_at=started,
                            finished_at=isotime(), log_path=log_path, strategy=strategy,
-                           message=f"Built with {strategy} ({requirements.count} requirement(s)).")
+                           message=f"Built with {strategy} ({reqmod_sentence(requirements.count, None)}).")
 
     async def cancel_build(self, job: dict) -> None:
         rec = self._job_build.pop(job["metadata"]["uid"], None)
@@ -1224,6 +1233,14 @@ def _tail(path: str, lines: int) -> str:
     except OSError:
         return ""
     return " | ".join(content[-lines:])[-800:]
+
+
+def reqmod_sentence(count: int, origin: str | None) -> str:
+    """``"2 requirements from requirements.txt beside the notebook"``; with none, says
+    so (never "0 requirement(s) from no requirements declared")."""
+    if count == 0:
+        return "no requirements declared (the environment gets the kernel only)"
+    return plural(count, "requirement") + (f" from {origin}" if origin else "")
 
 
 def _progress_extra(run: _Run) -> dict:

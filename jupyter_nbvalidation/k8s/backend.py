@@ -322,8 +322,8 @@ class KubernetesBackend(Backend):
         reqs, origin = self._requirements_from(job, data)
         self._requirements[job["metadata"]["uid"]] = (reqs, origin)
         if not build_enabled(job["spec"]):
-            return f"{len(reqs)} requirement(s) from {origin}; build disabled."
-        return f"{len(reqs)} requirement(s) from {origin}; image build on {self._base_image(job)}."
+            return f"{_requirements_sentence(len(reqs), origin)}; build disabled."
+        return f"{_requirements_sentence(len(reqs), origin)}; image build on {self._base_image(job)}."
 
     async def _build_requirements(self, job: dict) -> list[str]:
         uid = job["metadata"]["uid"]
@@ -460,3 +460,9 @@ class KubernetesBackend(Backend):
             out["warning"] = "no registry is configured (c.KubernetesBackend.registry): jobs that build are refused"
         return out
 
+
+def _requirements_sentence(count: int, origin: str) -> str:
+    """``"2 requirements from requirements.txt beside the notebook"``; with none, says so."""
+    if count == 0:
+        return "no requirements declared (the image gets the kernel only)"
+    return f"{count} requirement{'' if count == 1 else 's'} from {origin}"

@@ -25,11 +25,14 @@ from . import hygiene
 from .environment import kernel_environment
 from .protocol import (PROGRESS_END, PROGRESS_PLAN, PROGRESS_START, STATUS_FAILURE, STATUS_SKIPPED, STATUS_SUCCESS,
                        Reason, progress_time)
-from .text import fmt_limit, format_seconds, strip_ansi, truncate, truncate_tail
+from .text import cell_label, fmt_limit, format_seconds, strip_ansi, truncate, truncate_tail
 
 DEFAULT_CELL_TIMEOUT = 600.0
 DEFAULT_STARTUP_TIMEOUT = 120.0
 OUTPUT_LIMIT = 4000  # traceback text per cell result
+MESSAGE_LIMIT = 1000  # the error message in the job's message (the result entry keeps up to OUTPUT_LIMIT)
+FRAME_LIMIT = 2000  # one traceback frame in a result's "traceback" list
+TRACEBACK_LIMIT = 12000  # all of a result's "traceback" frames together
 INTERRUPT_GRACE = 2.0  # after a timeout: how long to wait for the interrupted cell's traceback
 KERNEL_NAME = "nbvalidation-python"
 VALIDATE_CELL_NOTE = "a validate cell (%nbvalidate / %load_ext jupyter_nbvalidation): not run inside a validation"
@@ -53,23 +56,71 @@ def without_validate_lines(source: str) -> str | None:
     return "\n".join(lines) if changed else None
 
 
-def _error_details(cell: Mapping[str, Any], reply: Mapping[str, Any] | None) -> dict[str, str] | None:
-    """ename / evalue / traceback of a failed cell: its first error output, else the reply."""
+# the frame of a notebook cell in IPython's traceback ("Cell In[3], line 2"; older IPythons:
+# "Input In [3], in <cell line: 2>()", "<ipython-input-3-...>")
+_CELL_FRAME = re.compile(r"^(?:Cell In\s*\[\d*\]|Input In \[\d*\]|<ipython-input-\d+-)")
+_ARROW_LINE = re.compile(r"^-*>\s*(\d+)\s?(.*)$")
+
+
+def traceback_details(frames: list[str]) -> dict[str, Any]:
+    """A traceback (IPython's list of frame texts) with the notebook's own frames
+    identified, so a reader can show them first and fold the library frames:
+
+    * ``traceback``: the frames, ANSI stripped (each, and all together, bounded);
+    * ``cellFrames``: indexes in ``traceback`` of the frames of the notebook's cells;
+    * ``errorLine`` / ``errorLineNumber``: the line of the user's code that was
+      running (the ``---->`` line of the last cell frame) and its line number in its cell.
+    """
+    tb = [strip_ansi(str(f)).rstrip() for f in frames]
+    cell = [i for i, f in enumerate(tb) if _CELL_FRAME.match(f.lstrip())]
+    bounded = [truncate(f, FRAME_LIMIT) if i in cell else truncate_tail(f, FRAME_LIMIT // 2) for i, f in enumerate(tb)]
+    # over the total: library frames in the middle give way first (never the cell frames, the first and the last)
+    total = sum(len(f) for f in bounded)
+    for i in range(1, len(bounded) - 1):
+        if total <= TRACEBACK_LIMIT:
+            break
+        if i not in cell:
+            total -= len(bounded[i]) - 40
+            bounded[i] = truncate(bounded[i], 40)
+    details: dict[str, Any] = {"traceback": bounded, "cellFrames": cell}
+    if cell:
+        for line in tb[cell[-1]].splitlines():
+            m = _ARROW_LINE.match(line.strip())
+            if m:
+                details["errorLine"] = truncate(m.group(2).strip(), 500)
+                details["errorLineNumber"] = int(m.group(1))
+    return details
+
+
+def _error_details(cell: Mapping[str, Any], reply: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """ename / evalue / traceback of a failed cell: its first error output, else the reply.
+    The whole message (all its lines) is kept, and the traceback with the cell's own frames marked."""
+    source: Mapping[str, Any] | None = None
     for out in cell.get("outputs") or []:
         if out.get("output_type") == "error":
-            return {
-                "errorName": str(out.get("ename", "")),
-                "errorMessage": truncate(strip_ansi(str(out.get("evalue", ""))), OUTPUT_LIMIT),
-                "output": truncate_tail(strip_ansi("\n".join(out.get("traceback") or [])), OUTPUT_LIMIT),
-            }
-    content = (reply or {}).get("content") or {}
-    if content.get("status") in ("error", "aborted"):
-        return {
-            "errorName": str(content.get("ename", "") or ("ExecutionAborted" if content.get("status") == "aborted" else "")),
-            "errorMessage": truncate(strip_ansi(str(content.get("evalue", ""))), OUTPUT_LIMIT),
-            "output": truncate_tail(strip_ansi("\n".join(content.get("traceback") or [])), OUTPUT_LIMIT),
-        }
-    return None
+            source = out
+            name = str(out.get("ename", ""))
+            break
+    else:
+        content = (reply or {}).get("content") or {}
+        if content.get("status") not in ("error", "aborted"):
+            return None
+        source = content
+        name = str(content.get("ename", "") or ("ExecutionAborted" if content.get("status") == "aborted" else ""))
+    frames = [str(f) for f in source.get("traceback") or []]
+    return {
+        "errorName": name,
+        "errorMessage": truncate(strip_ansi(str(source.get("evalue", ""))), OUTPUT_LIMIT),
+        "output": truncate_tail(strip_ansi("\n".join(frames)), OUTPUT_LIMIT),
+        **traceback_details(frames),
+    }
+
+
+def error_summary(name: str, message: str) -> str:
+    """``Name: the whole message`` (every non-empty line, in order; bounded) for a job's message."""
+    lines = [ln.rstrip() for ln in message.strip().splitlines() if ln.strip()]
+    text = "\n".join(lines)
+    return f"{name or 'an error'}: {truncate(text, MESSAGE_LIMIT)}" if text else (name or "an error")
 
 
 def _partial_output(cell: Mapping[str, Any]) -> str:
@@ -138,8 +189,11 @@ class _Execution:
         self.reap_descendants = reap_descendants
         self.validate_cells: set[int] = set()  # cells holding %nbvalidate / %load_ext jupyter_nbvalidation
         self.leftovers = 0  # processes still running after the kernel's shutdown, killed
+        # every cell has an entry (the indexes are the notebook's); a markdown or raw cell
+        # says so ("cellType"), so that it is never counted as a skipped code cell
         self.results: list[dict[str, Any]] = [
-            {"cellIndex": i, "status": STATUS_SKIPPED} for i in range(len(nb.cells))
+            {"cellIndex": i, "status": STATUS_SKIPPED,
+             **({} if c.cell_type == "code" else {"cellType": str(c.cell_type)})} for i, c in enumerate(nb.cells)
         ]
         self.executed: set[int] = set()
         self.code_cells_run = 0
@@ -190,7 +244,7 @@ class _Execution:
         assert self.stop_signal is not None
         name = signal.Signals(self.stop_signal).name
         index = self._current_index
-        where = f" in cell {index}" if index is not None else ""
+        where = f" in {cell_label(index)}" if index is not None else ""
         self._fail(Reason.RUNNER_ERROR, index, f"The runner was stopped by {name}{where}; the kernel was shut down")
         if index is not None:
             self.results[index].update(status=STATUS_FAILURE, errorName=name, errorMessage=f"the runner was stopped by {name}")
@@ -424,7 +478,7 @@ class _Execution:
             self._fail(
                 Reason.VALIDATION_TIMED_OUT,
                 index,
-                f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; cell {index} was not started",
+                f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; {cell_label(index)} was not started",
             )
             raise _Stop
         limit = self.cell_timeout
@@ -450,14 +504,17 @@ class _Execution:
                     errorName="ValidationTimedOut",
                     errorMessage=f"the whole validation exceeded {fmt_limit(self.run_timeout or 0)}",
                 )
-                message = f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; stopped in cell {index}"
+                message = f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; stopped in {cell_label(index)}"
                 reason = Reason.VALIDATION_TIMED_OUT
             else:
                 assert limit is not None
                 entry.update(errorName="CellTimedOut", errorMessage=f"cell did not finish within {fmt_limit(limit)}")
-                message = f"Cell {index} did not finish within {fmt_limit(limit)} (cell timeout)"
+                message = f"{cell_label(index).capitalize()} did not finish within {fmt_limit(limit)} (cell timeout)"
                 reason = Reason.CELL_TIMED_OUT
             entry["output"] = _partial_output(cell)
+            interrupted = next((o for o in cell.get("outputs") or [] if o.get("output_type") == "error"), None)
+            if interrupted is not None:  # where it hung: the interrupt's traceback, the cell's frames marked
+                entry.update(traceback_details([str(f) for f in interrupted.get("traceback") or []]))
             self._fail(reason, index, message)
             self._progress(entry)
             raise _Stop from None
@@ -472,7 +529,7 @@ class _Execution:
                 errorMessage="the kernel died while executing the cell",
                 output=_partial_output(cell),
             )
-            self._fail(Reason.KERNEL_DIED, index, f"The kernel died while executing cell {index}")
+            self._fail(Reason.KERNEL_DIED, index, f"The kernel died while executing {cell_label(index)}")
             self._progress(entry)
             raise _Stop from None
         elapsed = time.monotonic() - started
@@ -487,11 +544,8 @@ class _Execution:
             if not markers.raises_exception:
                 entry["status"] = STATUS_FAILURE
                 if not self.allow_errors:
-                    summary = error["errorName"] or "an error"
-                    first_line = (error["errorMessage"].strip().splitlines() or [""])[0]
-                    if first_line:
-                        summary += f": {truncate(first_line, 300)}"
-                    self._fail(Reason.CELL_EXECUTION_FAILED, index, f"Cell {index} raised {summary}")
+                    summary = error_summary(error["errorName"], error["errorMessage"])
+                    self._fail(Reason.CELL_EXECUTION_FAILED, index, f"{cell_label(index).capitalize()} raised {summary}")
                     self._progress(entry)
                     raise _Stop
         self._progress(entry)

@@ -81,7 +81,8 @@ def exit_code(result: Mapping[str, Any]) -> int:
 def termination_summary(result: Mapping[str, Any], limit: int = TERMINATION_LOG_LIMIT) -> str:
     """A compact JSON summary of ``result`` that fits in ``limit`` bytes (UTF-8)."""
     counts = {STATUS_SUCCESS: 0, STATUS_FAILURE: 0, STATUS_SKIPPED: 0}
-    for entry in result.get("results") or []:
+    code_cells = [e for e in result.get("results") or [] if e.get("cellType", "code") == "code"]
+    for entry in code_cells:  # markdown and raw cells are not "skipped": they are not code
         counts[entry.get("status", STATUS_SKIPPED)] = counts.get(entry.get("status", STATUS_SKIPPED), 0) + 1
     summary: dict[str, Any] = {
         "verdict": result.get("verdict"),
@@ -90,7 +91,7 @@ def termination_summary(result: Mapping[str, Any], limit: int = TERMINATION_LOG_
         "failedCellIndex": result.get("failedCellIndex"),
         "durationSeconds": result.get("durationSeconds"),
         "cells": {
-            "total": len(result.get("results") or []),
+            "total": len(code_cells),
             "succeeded": counts[STATUS_SUCCESS],
             "failed": counts[STATUS_FAILURE],
             "skipped": counts[STATUS_SKIPPED],
@@ -163,6 +164,10 @@ def result_line(result: Mapping[str, Any], limit: int = STDOUT_RESULT_LIMIT) -> 
                 entry["output"] = truncate_tail(entry["output"], text_limit)
             if "errorMessage" in entry:
                 entry["errorMessage"] = truncate(entry["errorMessage"], max(text_limit, 200))
+            if "traceback" in entry:  # the cell's own frames are the last to go
+                cells = set(entry.get("cellFrames") or [])
+                entry["traceback"] = [truncate(f, text_limit if i not in cells else max(text_limit, 500))
+                                      for i, f in enumerate(entry["traceback"])]
         comparison = shrunk.get("comparisonResult")
         if comparison:
             for diff in comparison.get("diffs") or []:

@@ -38,7 +38,7 @@ from .. import compare as _compare
 from ..markers import notebook_execution_settings
 from .execute import DEFAULT_CELL_TIMEOUT, _Execution
 from .protocol import FAILED, SUCCEEDED, Reason, write_termination_log
-from .text import plural
+from .text import cell_label, plural
 
 KERNEL_LOG_LIMIT = 20000  # kernel stdout/stderr copied to our stderr
 _PYTHON_KERNEL_NAME = re.compile(r"^i?python[0-9.]*$", re.IGNORECASE)
@@ -299,7 +299,7 @@ def run_notebook(
             failedCellIndex=first,
             message=(
                 f"{comparison_result['mismatchedCells']} of {compared} compared cells differ from the golden notebook"
-                + (f" (first: cell {first})" if first is not None else "")
+                + (f" (first: {cell_label(first)})" if first is not None else "")
             ),
         )
     else:
