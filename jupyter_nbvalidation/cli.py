@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import render
 from .client import ClientError, ServerClient, find_server
@@ -233,6 +233,21 @@ class Remote:
 
     def build_log(self, name: str, offset: int) -> tuple[bytes, bool, int]:
         return self.client.build_log(name, offset)
+
+    def wait(self, name: str, on_update: Callable[[dict], None], timeout: float | None) -> dict:
+        deadline = time.monotonic() + timeout if timeout else None
+        last = None
+        while True:
+            job = self.get(name)
+            version = job["metadata"].get("resourceVersion")
+            if version != last:
+                on_update(job)
+                last = version
+            if is_terminal((job.get("status") or {}).get("phase")):
+                return job
+            if deadline and time.monotonic() > deadline:
+                raise ClientError(f"job {name} did not finish within {timeout:.0f}s")
+            time.sleep(0.5)
 
 
 def connect(args: argparse.Namespace, path_hint: str | None = None) -> Remote | InProcess:
