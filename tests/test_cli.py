@@ -130,11 +130,8 @@ def test_input_files_and_refused_requirements(folder, tmp_path):
     assert "requirements[1]" in refused.stderr and "--constr abbreviates --constraint" in refused.stderr
 
 
-def test_follow_build_log_progress_and_cancelled_wording(server_proc):
-    """Through a real server: submit --wait --follow-build-log prints the build log
-    while it builds; describe --follow prints the progress; a cancel reads Cancelled."""
-    import time
-
+def test_follow_build_log(server_proc):
+    """Through a real server: submit --wait --follow-build-log prints the build log while it builds."""
     server = server_proc().start()
     env = {"JUPYTER_RUNTIME_DIR": str(server.runtime)}
     pkg = server.root / "slowpkg"
@@ -155,31 +152,3 @@ def test_follow_build_log_progress_and_cancelled_wording(server_proc):
     after = next(i for i, ln in enumerate(lines) if " ValidationRunning " in ln or " BuildComplete " in ln)
     assert building < first_log < after, done.stdout  # printed while Building, not once it ended
     assert any(ln.startswith("  build | kernel ready") for ln in lines), done.stdout
-
-    write_notebook(server.root / "slow.ipynb", ["import time", "time.sleep(2)", "time.sleep(120)"])
-    waiting = subprocess.Popen([JUPYTER, "nbvalidation", "submit", "slow.ipynb", "--wait", "--no-build"],
-                               cwd=server.root, env={**os.environ, **env}, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    client = server.client()
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        jobs = [j for j in client.request("GET", "jobs")["items"] if j["spec"]["notebook"]["path"] == "slow.ipynb"]
-        progress = (jobs[0]["status"].get("progress") or {}) if jobs else {}
-        if progress.get("currentCellIndex") == 2:
-            break
-        time.sleep(0.3)
-    assert progress.get("currentCellIndex") == 2, jobs
-    name = jobs[0]["metadata"]["name"]
-    followed = subprocess.Popen([JUPYTER, "nbvalidation", "describe", name, "--follow"], cwd=server.root,
-                                env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
-    time.sleep(2)
-    assert cli("cancel", name, cwd=server.root, env=env).returncode == 0
-    out, _ = waiting.communicate(timeout=300)
-    assert waiting.returncode == 1, out  # a cancelled job still fails the gate
-    assert f"⊘ {name}: Cancelled" in out and "✘" not in out, out
-    assert "cell 3 running" in out, out  # human numbering of the running cell (index 2)
-    described, _ = followed.communicate(timeout=300)
-    assert "Progress:     cell 3 running" in described, described
-    assert f"⊘ {name}: Cancelled" in described, described
-    assert "Phase:        Cancelled" in cli("describe", name, cwd=server.root, env=env).stdout
