@@ -152,3 +152,39 @@ def test_follow_build_log(server_proc):
     after = next(i for i, ln in enumerate(lines) if " ValidationRunning " in ln or " BuildComplete " in ln)
     assert building < first_log < after, done.stdout  # printed while Building, not once it ended
     assert any(ln.startswith("  build | kernel ready") for ln in lines), done.stdout
+
+
+def test_progress_and_cancelled_wording(server_proc):
+    """Through a real server: submit --wait and describe --follow print the running cell
+    (numbered as JupyterLab does); a cancel reads Cancelled, never Failed, exit code 1."""
+    import time
+
+    server = server_proc().start()
+    env = {"JUPYTER_RUNTIME_DIR": str(server.runtime)}
+    write_notebook(server.root / "slow.ipynb", ["import time", "time.sleep(2)", "time.sleep(120)"])
+    waiting = subprocess.Popen([JUPYTER, "nbvalidation", "submit", "slow.ipynb", "--wait", "--no-build"],
+                               cwd=server.root, env={**os.environ, **env}, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    client = server.client()
+    deadline = time.monotonic() + 600  # a kernel start on a machine loaded far past its cores
+    while time.monotonic() < deadline:
+        jobs = [j for j in client.request("GET", "jobs")["items"] if j["spec"]["notebook"]["path"] == "slow.ipynb"]
+        progress = (jobs[0]["status"].get("progress") or {}) if jobs else {}
+        if progress.get("currentCellIndex") == 2:
+            break
+        time.sleep(0.3)
+    assert progress.get("currentCellIndex") == 2, jobs
+    name = jobs[0]["metadata"]["name"]
+    followed = subprocess.Popen([JUPYTER, "nbvalidation", "describe", name, "--follow"], cwd=server.root,
+                                env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+    time.sleep(2)
+    assert cli("cancel", name, cwd=server.root, env=env).returncode == 0
+    out, _ = waiting.communicate(timeout=300)
+    assert waiting.returncode == 1, out  # a cancelled job still fails the gate
+    assert f"⊘ {name}: Cancelled" in out and "✘" not in out, out
+    assert "cell 3 running" in out, out  # human numbering of the running cell (index 2)
+    described, _ = followed.communicate(timeout=300)
+    assert "Progress:     cell 3 running" in described, described
+    assert f"⊘ {name}: Cancelled" in described, described
+    assert "Phase:        Cancelled" in cli("describe", name, cwd=server.root, env=env).stdout
