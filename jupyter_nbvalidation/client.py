@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,15 +25,40 @@ class ClientError(Exception):
 
 def running_servers() -> list[dict]:
     """Jupyter servers this user has running (runtime files), newest first."""
+    # the runtime files are read here, as jupyter_server's list_running_servers does:
+    # importing jupyter_server.serverapp costs seconds (jupyter_events -> jsonschema
+    # format checkers) on every CLI call
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    runtime = Path(jupyter_runtime_dir())
     try:
-        from jupyter_server.serverapp import list_running_servers
-    except ImportError:  # pragma: no cover
+        names = sorted(os.listdir(runtime))
+    except OSError:
         return []
     servers = []
-    for info in list_running_servers():
-        servers.append(info)
+    for file_name in names:
+        if not re.fullmatch(r"jpserver-(.+)\.json", file_name):
+            continue
+        try:
+            info = json.loads((runtime / file_name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # being written, or unreadable
+        if isinstance(info, dict) and isinstance(info.get("pid"), int) and _pid_alive(info["pid"]):
+            servers.append(info)
     servers.sort(key=lambda s: s.get("pid", 0), reverse=True)
     return servers
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, someone else's
+    except OSError:
+        return False
+    return True
 
 
 def find_server(path: str | None = None) -> dict | None:

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
 from . import requirements as reqmod
 from .backends.base import Backend
 from .engine import Engine
@@ -77,6 +75,8 @@ def _read_notebook(path: Path, field: str, limit: int) -> bytes:
         raise ApiError(413, "TooLarge", f"{field}: the notebook is {size} bytes; the limit is {limit} bytes "
                        "(c.NBValidation.max_notebook_bytes)", field)
     data = path.read_bytes()
+    import nbformat  # here, not at import time: importing it imports jsonschema
+
     try:
         nb = nbformat.reads(data.decode("utf-8"), as_version=4)
         nbformat.validate(nb)

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import nbformat
 from jupyter_core.paths import jupyter_data_dir
 from traitlets import Enum, Float, Int, List, Unicode, default
 
@@ -1104,6 +1103,8 @@ class LocalBackend(Backend):
             run = self._latest_run(job)
             if run is None or not (run / "executed.ipynb").is_file():
                 return None
+            import nbformat  # here, not at import time: importing it imports jsonschema
+
             # nbformat.read rejoins multi-line strings: clients get plain strings
             return nbformat.read(str(run / "executed.ipynb"), as_version=4)
 
