@@ -102,7 +102,11 @@ class InProcess:
         from .service import JobService
 
         self.loop = asyncio.new_event_loop()
-        kw: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
+        # the CLI is itself the user's batch work, as pytest --nbmake is: its runners and
+        # kernels run at its own priority (a server lowers theirs to stay responsive)
+        kw: dict[str, Any] = {"niceness": 0}
+        if data_dir:
+            kw["data_dir"] = data_dir
         kw.update(backend_config or {})
         self.backend = LocalBackend(**kw)
         log = logging.getLogger("jupyter_nbvalidation")

@@ -1,4 +1,4 @@
-"""The CLI's own start-up cost: `jupyter nbvalidation submit --wait` must not pay for
+"""The CLI's own costs: `jupyter nbvalidation submit --wait` must not pay for
 imports it does not use (jupyter_server's server application, jupyter_events, the
 ``rfc3987_syntax`` grammar jsonschema builds at import time: seconds of CPU), while
 bad notebooks are still rejected at submit with exit 2."""
@@ -62,6 +62,11 @@ def test_submit_wait_skips_slow_imports_and_still_validates(folder, tmp_path):
     assert "Succeeded" in ok.stdout
     assert loaded == [], f"the CLI imported {loaded}"
 
+    many, loaded = run_cli(["run", "ok.ipynb", "-j", "2", "--no-build", *data], cwd=folder, watch=SLOW,
+                           tmp_path=tmp_path)
+    assert many.returncode == 0, many.stdout + many.stderr
+    assert loaded == [], f"`run` imported {loaded}"
+
     bad, loaded = run_cli(["submit", "invalid.ipynb", "--wait", "--no-build", *data], cwd=folder,
                           watch=SLOW, tmp_path=tmp_path)
     assert bad.returncode == 2, bad.stdout + bad.stderr
@@ -74,3 +79,13 @@ def test_list_does_not_import_nbformat(folder, tmp_path):
                              watch=SLOW + ["nbformat", "jsonschema"], tmp_path=tmp_path)
     assert listed.returncode == 0, listed.stdout + listed.stderr
     assert loaded == [], f"`list` imported {loaded}"
+
+
+def test_cli_runs_kernels_at_its_own_priority(tmp_path):
+    """Without a server there is nothing to keep responsive: the CLI's kernel runs at the
+    CLI's own nice level (a server's backend lowers it by LocalBackend.niceness)."""
+    root = tmp_path / "root"
+    write_notebook(root / "nice.ipynb", [f"import os\nassert os.nice(0) == {os.nice(0)}, os.nice(0)"])
+    proc, _ = run_cli(["submit", "nice.ipynb", "--wait", "--no-build", "--data-dir", str(tmp_path / "data")],
+                      cwd=root, watch=[], tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
