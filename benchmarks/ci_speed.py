@@ -2,11 +2,12 @@
 
     .venv/bin/python benchmarks/ci_speed.py [--rounds 3] [--notebooks 12] [--only folder,one,reqs]
 
-Every figure is a whole process timed from outside (start to exit), the two tools
-alternating A B A B in one run, on the same notebooks and the same interpreter:
+Every figure is a whole process timed from outside (start to exit; wall seconds, and
+the CPU seconds of its process tree, which a loaded machine disturbs less), the two
+tools alternating A B A B in one run, on the same notebooks and the same interpreter:
 
-(folder) 12 small notebooks, two at a time: `jupyter nbvalidation run DIR -j 2 --no-build
-         --no-cache` when this checkout has `run`, else one process driving the same 12
+(folder) 12 small notebooks, two at a time: `jupyter nbvalidation run DIR -j 2 --no-build`
+         (and `--no-cache` once `run` has a verdict cache) when this checkout has `run`, else one process driving the same 12
          jobs through the in-process engine with two validation slots (what `run` does
          locally) -- against `pytest --nbmake -n 2 DIR`.
 (one)    one notebook: `jupyter nbvalidation submit NB --wait --no-build` (no server) against
@@ -27,6 +28,7 @@ import asyncio
 import json
 import logging
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -59,17 +61,36 @@ def make_folder(path: Path, n: int, requirements: str | None = None) -> Path:
     return path
 
 
+CPU: list[float] = []  # CPU seconds (user + sys) of each timed process tree, in call order
+
+
 def timed(argv: list[str], *, cwd: Path, env: dict | None = None, expect: int = 0) -> float:
+    """Wall seconds of one whole process; its CPU seconds (itself and every descendant
+    that was waited for: runner, kernels, pytest workers) are appended to CPU."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **PYTEST_NO_AUTOLOAD, **(env or {})})
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if proc.returncode != expect:
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return elapsed
 
 
+def timed_cpu(argv: list[str], **kw) -> tuple[float, float]:
+    wall = timed(argv, **kw)
+    return wall, CPU[-1]
+
+
+def _run_help() -> str | None:
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "--help"], capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else None
+
+
 def has_run_command() -> bool:
-    return subprocess.run([JUPYTER, "nbvalidation", "run", "--help"], capture_output=True).returncode == 0
+    return _run_help() is not None
 
 
 # -- ours, without `run`: the in-process engine, 12 jobs, two validation slots -------------
@@ -98,22 +119,33 @@ async def _engine_main(folder: Path, data: Path, build: bool, parallel: int) -> 
 
 def ours_folder_argv(folder: Path, data: Path, build: bool) -> list[str]:
     if has_run_command():
-        argv = [JUPYTER, "nbvalidation", "run", str(folder), "-j", "2", "--no-cache", "--data-dir", str(data)]
+        argv = [JUPYTER, "nbvalidation", "run", str(folder), "-j", "2", "--data-dir", str(data)]
+        if "--no-cache" in (_run_help() or ""):  # never a cached verdict: every notebook runs
+            argv.append("--no-cache")
         return argv if build else argv + ["--no-build"]
     return [sys.executable, __file__, "_engine", str(folder), str(data), "build" if build else "no-build"]
 
 
 def nbmake_argv(*targets: str, workers: int | None, python: str = sys.executable) -> list[str]:
-    argv = [python, "-m", "pytest", "--nbmake", "-q", "-p", "no:cacheprovider", *targets]
+    # nbmake at its leanest: only its own plugin and xdist's are loaded (PYTEST_NO_AUTOLOAD
+    # below), not every pytest plugin this interpreter has (pytest-jupyter, hypothesis, ...)
+    argv = [python, "-m", "pytest", "-p", "nbmake", "-p", "xdist.plugin", "--nbmake", "-q",
+            "-p", "no:cacheprovider", *targets]
     return argv + ["-n", str(workers)] if workers else argv
 
 
-def report(label: str, ours: list[float], theirs: list[float], ours_name: str, theirs_name: str) -> None:
-    mo, mt = statistics.median(ours), statistics.median(theirs)
-    ratios = [a / b for a, b in zip(ours, theirs)]
-    print(f"{label}: {ours_name} median {mo:.2f} s (min {min(ours):.2f}, max {max(ours):.2f}); "
-          f"{theirs_name} median {mt:.2f} s (min {min(theirs):.2f}, max {max(theirs):.2f}); "
-          f"ratio of medians {mo / mt:.2f}, pairwise ratios {', '.join(f'{r:.2f}' for r in ratios)}", flush=True)
+PYTEST_NO_AUTOLOAD = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def report(label: str, ours: list[tuple[float, float]], theirs: list[tuple[float, float]], ours_name: str,
+           theirs_name: str) -> None:
+    for what, k in (("wall", 0), ("CPU", 1)):
+        a, b = [x[k] for x in ours], [x[k] for x in theirs]
+        mo, mt = statistics.median(a), statistics.median(b)
+        ratios = [x / y for x, y in zip(a, b)]
+        print(f"{label} [{what}]: {ours_name} median {mo:.2f} s (min {min(a):.2f}, max {max(a):.2f}); "
+              f"{theirs_name} median {mt:.2f} s (min {min(b):.2f}, max {max(b):.2f}); "
+              f"ratio of medians {mo / mt:.2f}, pairwise {', '.join(f'{r:.2f}' for r in ratios)}", flush=True)
 
 
 def bench_folder(base: Path, n: int, rounds: int) -> None:
@@ -125,8 +157,8 @@ def bench_folder(base: Path, n: int, rounds: int) -> None:
     timed(nbmake_argv(str(folder), workers=2), cwd=folder)
     ours, theirs = [], []
     for _ in range(rounds):
-        ours.append(timed(argv, cwd=folder))
-        theirs.append(timed(nbmake_argv(str(folder), workers=2), cwd=folder))
+        ours.append(timed_cpu(argv, cwd=folder))
+        theirs.append(timed_cpu(nbmake_argv(str(folder), workers=2), cwd=folder))
     report(f"(folder) {n} notebooks, 2 at a time, no build", ours, theirs, name, "pytest --nbmake -n 2")
 
 
@@ -139,14 +171,15 @@ def bench_one(base: Path, rounds: int) -> None:
     timed(nbmake_argv(nb, workers=None), cwd=folder)
     ours, theirs = [], []
     for _ in range(rounds):
-        ours.append(timed(argv, cwd=folder, env=env))
-        theirs.append(timed(nbmake_argv(nb, workers=None), cwd=folder))
+        ours.append(timed_cpu(argv, cwd=folder, env=env))
+        theirs.append(timed_cpu(nbmake_argv(nb, workers=None), cwd=folder))
     report("(one) one notebook, no server, no build", ours, theirs, "submit --wait", "pytest --nbmake NB")
 
 
 def bench_reqs(base: Path, n: int, rounds: int) -> None:
     reqs = "tabulate==0.9.0\nsix==1.17.0\n"
-    results: dict[str, tuple[list[float], list[float]]] = {"cold": ([], []), "warm": ([], [])}
+    results: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {"cold": ([], []),
+                                                                                      "warm": ([], [])}
     warm_uv = base / "reqs-uv-cache-warm"
     warm_data = base / "reqs-data-warm"
     for r in range(rounds + 1):  # the first round fills the warm caches and is not counted
@@ -155,15 +188,17 @@ def bench_reqs(base: Path, n: int, rounds: int) -> None:
             uv_cache = base / f"reqs-uv-cold-{r}" if mode == "cold" else warm_uv
             data = base / f"reqs-data-cold-{r}" if mode == "cold" else warm_data
             env = {"UV_CACHE_DIR": str(uv_cache)}
-            ours = timed(ours_folder_argv(folder, data, build=True), cwd=folder, env=env)
+            ours = timed_cpu(ours_folder_argv(folder, data, build=True), cwd=folder, env=env)
             venv = base / f"reqs-venv-{mode}-{r}"
 
-            def ci_script() -> float:
-                t = timed([UV, "venv", "-q", "--python", sys.executable, str(venv)], cwd=folder, env=env)
-                t += timed([UV, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
-                            "-r", "requirements.txt", "ipykernel", "nbmake", "pytest-xdist"], cwd=folder, env=env)
-                return t + timed(nbmake_argv(str(folder), workers=2, python=str(venv / "bin" / "python")),
-                                 cwd=folder, env=env)
+            def ci_script() -> tuple[float, float]:
+                steps = [timed_cpu([UV, "venv", "-q", "--python", sys.executable, str(venv)], cwd=folder, env=env),
+                         timed_cpu([UV, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
+                                    "-r", "requirements.txt", "ipykernel", "nbmake", "pytest-xdist"],
+                                   cwd=folder, env=env),
+                         timed_cpu(nbmake_argv(str(folder), workers=2, python=str(venv / "bin" / "python")),
+                                   cwd=folder, env=env)]
+                return sum(w for w, _ in steps), sum(c for _, c in steps)
 
             theirs = ci_script()
             if r > 0:
