@@ -23,12 +23,21 @@ Two strategies:
 ``normalized``
     volatile text is sanitised first (memory addresses in ``<... at 0x...>``,
     ISO timestamps, dates, times unless ``ignore_timestamps=False``, what the
-    caller's ``timestamp_patterns`` match, trailing whitespace, runs of blank
-    lines), then the
+    caller's ``timestamp_patterns`` match (replaced by ``MASKED``), trailing
+    whitespace, runs of blank lines), then the
     texts are split into alternating non-number / number tokens; non-number tokens
     must be equal and numbers ``a`` (actual) and ``b`` (golden) are equal when
     ``|a - b| <= abs_tol + rel_tol * |b|``. A different number of tokens is a
     mismatch.
+
+In both strategies the caller's ``sanitizers`` (nbval's sanitizer entries:
+a regular expression and its replacement, ``re.sub`` semantics) are applied
+first, in order, to golden and actual text alike. With ``lax=True`` (nbval's
+``--nbval-lax``) only cells marked ``# NBVAL_CHECK_OUTPUT`` / tagged
+``nbval-check-output`` are compared. Cells tagged ``injected-parameters``
+(papermill's injected cell, on either side) are never compared and do not
+shift the alignment: cell indexes in the result are those of ``actual``
+without them.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from .markers import cell_markers, cell_source
+from .markers import cell_markers, cell_source, cell_tags
 
 EXACT = "exact"
 NORMALIZED = "normalized"
@@ -53,6 +62,11 @@ DIFF_LIMIT = 8000  # unified diff text in a diff entry
 
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 IMAGE_PREFIX = "image/"  # image/png, image/jpeg, image/svg+xml, ...
+
+# papermill's tag of the cell it injects (and the runner's, see runner/parameters.py)
+INJECTED_PARAMETERS_TAG = "injected-parameters"
+# what a ``customTimestampPatterns`` match is replaced by (it need not be a timestamp)
+MASK = "MASKED"
 
 # diffType values
 OUTPUT_MISMATCH = "output_mismatch"
@@ -205,6 +219,102 @@ _TIME = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
 Sanitizers = Sequence[tuple["re.Pattern[str]", str]]
+
+
+def cell_label(index: int) -> str:
+    """A cell as people number it (JupyterLab's "Cell N"): the 0-based index + 1
+    (the same rule as ``runner.text.cell_label``; this module imports nothing of the runner)."""
+    return f"cell {index + 1}"
+
+
+def check_sanitizer(regex: str, replace: str) -> None:
+    """Raise ValueError unless ``regex`` compiles and ``replace`` is a valid
+    ``re.sub`` replacement for it (group references, escapes)."""
+    try:
+        pattern = re.compile(regex)
+    except re.error as e:
+        raise ValueError(f"regex {regex!r} is not a valid regular expression: {e}") from None
+    compile_template = getattr(re, "_compile_template", None)  # Python >= 3.12: (pattern, repl)
+    try:
+        if compile_template is not None:
+            compile_template(pattern, replace)
+        elif hasattr(re, "_compile_repl"):  # Python 3.10, 3.11: (repl, pattern)
+            getattr(re, "_compile_repl")(replace, pattern)
+    except (re.error, IndexError) as e:
+        raise ValueError(f"replace {replace!r} is not a valid replacement for {regex!r}: {e}") from None
+
+
+class SanitizerFileError(ValueError):
+    """A line of an nbval sanitizer file that cannot be read (``line`` is 1-based)."""
+
+    def __init__(self, line: int, message: str):
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.reason = message
+
+
+_SECTION = re.compile(r"^\[([^\]]*)\]\s*$")
+
+
+def _field(line: str, key: str) -> str | None:
+    """The value of ``key: value`` as nbval reads it (everything after ``key: ``)."""
+    if not line.startswith(key + ":"):
+        return None
+    value = line[len(key) + 1:]
+    return value[1:] if value.startswith(" ") else value
+
+
+def parse_sanitizer_file(text: str) -> list[dict[str, str]]:
+    """nbval's sanitizer file (``--sanitize-with``) as ``[{"section", "regex", "replace"}]``.
+
+    The format: ``[section]`` headers, each followed by pairs of lines
+    ``regex: REGEX`` and, on the next line, ``replace: REPLACEMENT``; blank
+    lines and lines starting with ``#`` or ``;`` are comments. Stricter than
+    nbval, which skips what it does not understand: any other line, a
+    ``regex:`` without its ``replace:`` line, or a regular expression that
+    does not compile raises :class:`SanitizerFileError` naming the line.
+    """
+    out: list[dict[str, str]] = []
+    section = ""
+    pending: tuple[int, str] | None = None
+    lines = text.splitlines()
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r")
+        replace = _field(line, "replace")
+        if pending is not None:
+            regex_line, pending_regex = pending
+            if replace is None:
+                raise SanitizerFileError(regex_line, "a 'regex:' line must be followed by its 'replace:' line")
+            try:
+                check_sanitizer(pending_regex, replace)
+            except ValueError as e:
+                raise SanitizerFileError(regex_line, str(e)) from None
+            entry = {"regex": pending_regex, "replace": replace}
+            if section:
+                entry["section"] = section
+            out.append(entry)
+            pending = None
+            continue
+        if not line.strip() or line.lstrip().startswith(("#", ";")):
+            continue
+        m = _SECTION.match(line.strip())
+        if m:
+            section = m.group(1).strip()
+            continue
+        regex = _field(line, "regex")
+        if regex is not None:
+            if not regex:
+                raise SanitizerFileError(number, "the regular expression is empty")
+            pending = (number, regex)
+            continue
+        if replace is not None:
+            raise SanitizerFileError(number, "a 'replace:' line without a 'regex:' line before it")
+        raise SanitizerFileError(number, f"not a '[section]', 'regex: ...' or 'replace: ...' line: {line.strip()[:80]!r}")
+    if pending is not None:
+        raise SanitizerFileError(pending[0], "a 'regex:' line must be followed by its 'replace:' line")
+    if not out:
+        raise SanitizerFileError(max(1, len(lines)), "the file holds no regex/replace pair")
+    return out
 _ADDRESSES: tuple[tuple[re.Pattern[str], str], ...] = ((_MEMORY_ADDRESS, r"\g<1>0xADDRESS"),)
 _TIMESTAMPS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_ISO_DATETIME, "DATETIME"),
@@ -215,19 +325,31 @@ _TIMESTAMPS: tuple[tuple[re.Pattern[str], str], ...] = (
 _SANITIZERS = _ADDRESSES + _TIMESTAMPS
 
 
-def make_sanitizers(*, ignore_timestamps: bool = True, timestamp_patterns: Iterable[str] = ()) -> Sanitizers:
-    """The sanitizers of normalized mode: the caller's ``timestamp_patterns``
-    (regular expressions, replaced by ``TIMESTAMP``) first, then memory
-    addresses, then the built-in dates and times unless ``ignore_timestamps``
-    is false. Raises ``re.error`` for a pattern that does not compile."""
-    custom = tuple((re.compile(p), "TIMESTAMP") for p in timestamp_patterns)
-    return custom + _ADDRESSES + (_TIMESTAMPS if ignore_timestamps else ())
+def user_sanitizers(entries: Iterable[Mapping[str, str]] = ()) -> Sanitizers:
+    """nbval sanitizer entries (``{"regex", "replace"}``) compiled, in order."""
+    return tuple((re.compile(e["regex"]), e["replace"]) for e in entries)
+
+
+def make_sanitizers(*, ignore_timestamps: bool = True, timestamp_patterns: Iterable[str] = (),
+                    sanitizers: Iterable[Mapping[str, str]] = ()) -> Sanitizers:
+    """The sanitizers of normalized mode: the caller's nbval ``sanitizers``
+    first, then its ``timestamp_patterns`` (regular expressions, replaced by
+    ``MASKED``), then memory addresses, then the built-in dates and times
+    unless ``ignore_timestamps`` is false. Raises ``re.error`` for a pattern
+    that does not compile."""
+    custom = tuple((re.compile(p), MASK) for p in timestamp_patterns)
+    return tuple(user_sanitizers(sanitizers)) + custom + _ADDRESSES + (_TIMESTAMPS if ignore_timestamps else ())
+
+
+def _substitute(text: str, sanitizers: Sanitizers) -> str:
+    for pattern, replacement in sanitizers:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def sanitize(text: str, sanitizers: Sanitizers = _SANITIZERS) -> str:
     """Remove volatile parts of an output text (normalized mode)."""
-    for pattern, replacement in sanitizers:
-        text = pattern.sub(replacement, text)
+    text = _substitute(text, sanitizers)
     text = "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n"))
     text = _BLANK_RUNS.sub("\n\n", text)
     return text.rstrip()
@@ -282,11 +404,18 @@ def texts_equal(
     strategy: str = NORMALIZED,
     abs_tol: float = DEFAULT_ABS_TOL,
     rel_tol: float = DEFAULT_REL_TOL,
-    sanitizers: Sanitizers = _SANITIZERS,
+    sanitizers: Sanitizers | None = None,
 ) -> bool:
-    """Compare one golden value with one actual value under ``strategy``."""
+    """Compare one golden value with one actual value under ``strategy``.
+
+    ``sanitizers``: normalized mode's (default: the built-in ones); in exact
+    mode only the caller's (nbval's), as plain substitutions (default: none)."""
     if strategy == EXACT:
+        if sanitizers:
+            expected, actual = _substitute(expected, sanitizers), _substitute(actual, sanitizers)
         return expected == actual
+    if sanitizers is None:
+        sanitizers = _SANITIZERS
     expected, actual = sanitize(expected, sanitizers), sanitize(actual, sanitizers)
     if expected == actual:
         return True
@@ -315,13 +444,17 @@ class CellComparison:
 
 
 def render_flat(flat: Mapping[str, Sequence[str]], *, strategy: str = NORMALIZED,
-                sanitizers: Sanitizers = _SANITIZERS) -> str:
+                sanitizers: Sanitizers | None = None) -> str:
     """A readable text form of flattened outputs (what the unified diff is made of)."""
     parts = []
     for key, values in flat.items():
         for value in values:
-            if strategy == NORMALIZED and not key.startswith(IMAGE_PREFIX):
-                value = sanitize(value, sanitizers)
+            if key.startswith(IMAGE_PREFIX):
+                pass
+            elif strategy == NORMALIZED:
+                value = sanitize(value, _SANITIZERS if sanitizers is None else sanitizers)
+            elif sanitizers:
+                value = _substitute(value, sanitizers)
             parts.append(f"[{key}]")
             parts.append(value)
     return "\n".join(parts)
@@ -346,7 +479,7 @@ def flat_equal(
     strategy: str = NORMALIZED,
     abs_tol: float = DEFAULT_ABS_TOL,
     rel_tol: float = DEFAULT_REL_TOL,
-    sanitizers: Sanitizers = _SANITIZERS,
+    sanitizers: Sanitizers | None = None,
 ) -> bool:
     if set(expected) != set(actual):
         return False
@@ -373,7 +506,7 @@ def compare_cell_outputs(
     rel_tol: float = DEFAULT_REL_TOL,
     compare_images: bool = False,
     label: str = "",
-    sanitizers: Sanitizers = _SANITIZERS,
+    sanitizers: Sanitizers | None = None,
     ignore: Sequence[str] = (),
 ) -> CellComparison:
     """Compare the outputs of one golden cell with those of the executed cell."""
@@ -424,6 +557,11 @@ def _diff_entry(index: int, cell_type: str, diff_type: str, expected: str, actua
     }
 
 
+def is_injected_parameters(cell: Mapping[str, Any]) -> bool:
+    """papermill's injected parameters cell (tag ``injected-parameters``)."""
+    return INJECTED_PARAMETERS_TAG in cell_tags(cell)
+
+
 def compare_notebooks(
     golden: Mapping[str, Any],
     actual: Mapping[str, Any],
@@ -437,37 +575,59 @@ def compare_notebooks(
     timestamp_patterns: Iterable[str] = (),
     ignore_output_types: Iterable[str] = (),
     compare_execution_count: bool = False,
+    lax: bool = False,
+    sanitizers: Iterable[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     """Compare an executed notebook with its golden copy.
 
-    ``skip_cells`` are indices (into ``cells``) that must not be compared, e.g. the
-    cells the runner did not execute. ``ignore_timestamps``,
-    ``timestamp_patterns`` (normalized mode), ``ignore_output_types`` and
-    ``compare_execution_count`` are the spec's ``comparisonConfig`` fields of the
-    same names (``ignoreExecutionCount`` inverted). Returns the
+    ``skip_cells`` are indices (into ``actual``'s ``cells``) that must not be
+    compared, e.g. the cells the runner did not execute. ``ignore_timestamps``,
+    ``timestamp_patterns`` (normalized mode), ``ignore_output_types``,
+    ``compare_execution_count``, ``lax`` and ``sanitizers`` are the spec's
+    ``comparisonConfig`` fields (``ignoreExecutionCount`` inverted,
+    ``customTimestampPatterns`` for ``timestamp_patterns``). Returns the
     ``comparisonResult`` document::
 
         {"strategy", "result": "matched"|"failed", "totalCells", "matchedCells",
-         "mismatchedCells", "skippedCells", "diffs": [...]}
+         "mismatchedCells", "skippedCells", "tolerance": {"absolute", "relative"},
+         "lax", "diffs": [...]}
 
     ``totalCells`` counts the compared-or-skipped code-cell positions and equals
-    matched + mismatched + skipped.
+    matched + mismatched + skipped. ``diffs[].cellIndex`` is an index into
+    ``actual``'s cells (0-based); the messages number cells as people do
+    (:func:`cell_label`).
     """
     _check_strategy(strategy)
     if abs_tol < 0 or rel_tol < 0:
         raise ValueError("tolerances must not be negative")
-    sanitizers = make_sanitizers(ignore_timestamps=ignore_timestamps, timestamp_patterns=timestamp_patterns)
+    sanitizers = list(sanitizers)
+    if strategy == NORMALIZED:
+        active = make_sanitizers(ignore_timestamps=ignore_timestamps, timestamp_patterns=timestamp_patterns,
+                                 sanitizers=sanitizers)
+    else:
+        active = user_sanitizers(sanitizers)
     ignore = tuple(ignore_output_types)
     for selector in ignore:
         check_output_selector(selector)
     skip = set(skip_cells)
-    golden_cells, actual_cells = _cells(golden), _cells(actual)
+    all_actual = _cells(actual)
+    # papermill's injected cells are not the notebook's own: left out on both sides
+    golden_cells = [c for c in _cells(golden) if not is_injected_parameters(c)]
+    actual_index = [i for i, c in enumerate(all_actual) if not is_injected_parameters(c)]
+    actual_cells = [all_actual[i] for i in actual_index]
     matched = mismatched = skipped = 0
     diffs: list[dict[str, Any]] = []
 
-    for index in range(max(len(golden_cells), len(actual_cells))):
-        g = golden_cells[index] if index < len(golden_cells) else None
-        a = actual_cells[index] if index < len(actual_cells) else None
+    def where(pos: int) -> int:  # an aligned position as an index into actual's cells
+        if pos < len(actual_index):
+            return actual_index[pos]
+        return len(all_actual) + pos - len(actual_index)
+
+    for pos in range(max(len(golden_cells), len(actual_cells))):
+        index = where(pos)
+        label = cell_label(index)
+        g = golden_cells[pos] if pos < len(golden_cells) else None
+        a = actual_cells[pos] if pos < len(actual_cells) else None
         g_code = g is not None and g.get("cell_type") == "code"
         a_code = a is not None and a.get("cell_type") == "code"
         if not g_code and not a_code:
@@ -475,29 +635,33 @@ def compare_notebooks(
         if g is not None and g_code and not a_code:
             mismatched += 1
             exp = render_flat(flatten_outputs(g.get("outputs") or [], compare_images=compare_images, ignore=ignore),
-                              strategy=strategy, sanitizers=sanitizers)
+                              strategy=strategy, sanitizers=active)
             actual_desc = "" if a is None else f"<{a.get('cell_type')} cell>"
             expected_desc = f"<code cell>\n{cell_source(g)}" if not exp else exp
             diffs.append(
                 _diff_entry(index, "code", MISSING_CELL, expected_desc, actual_desc,
-                            unified_diff(expected_desc, actual_desc, label=f"cell {index}"))
+                            unified_diff(expected_desc, actual_desc, label=label))
             )
             continue
         if a is not None and a_code and not g_code:
             mismatched += 1
             act = render_flat(flatten_outputs(a.get("outputs") or [], compare_images=compare_images, ignore=ignore),
-                              strategy=strategy, sanitizers=sanitizers)
+                              strategy=strategy, sanitizers=active)
             expected_desc = "" if g is None else f"<{g.get('cell_type')} cell>"
             actual_desc = f"<code cell>\n{cell_source(a)}" if not act else act
             diffs.append(
                 _diff_entry(index, "code", EXTRA_CELL, expected_desc, actual_desc,
-                            unified_diff(expected_desc, actual_desc, label=f"cell {index}"))
+                            unified_diff(expected_desc, actual_desc, label=label))
             )
             continue
         # both code cells
         assert g is not None and a is not None
-        if index in skip or not cell_markers(g).compare or not cell_markers(a).compare or is_unexecuted(g):
+        g_markers, a_markers = cell_markers(g), cell_markers(a)
+        if index in skip or not g_markers.compare or not a_markers.compare or is_unexecuted(g):
             skipped += 1
+            continue
+        if lax and not (g_markers.check_output or a_markers.check_output):
+            skipped += 1  # nbval's lax mode: only marked cells are compared
             continue
         result = compare_cell_outputs(
             g.get("outputs") or [],
@@ -506,15 +670,15 @@ def compare_notebooks(
             abs_tol=abs_tol,
             rel_tol=rel_tol,
             compare_images=compare_images,
-            label=f"cell {index}",
-            sanitizers=sanitizers,
+            label=label,
+            sanitizers=active,
             ignore=ignore,
         )
         if result.equal and compare_execution_count and g.get("execution_count") != a.get("execution_count"):
             exp_text = f"execution_count: {g.get('execution_count')}\n{result.expected_text}"
             act_text = f"execution_count: {a.get('execution_count')}\n{result.actual_text}"
             result = CellComparison(False, OUTPUT_MISMATCH, exp_text, act_text,
-                                    unified_diff(exp_text, act_text, label=f"cell {index}"))
+                                    unified_diff(exp_text, act_text, label=label))
         if result.equal:
             matched += 1
         else:
@@ -529,5 +693,7 @@ def compare_notebooks(
         "matchedCells": matched,
         "mismatchedCells": mismatched,
         "skippedCells": skipped,
+        "tolerance": {"absolute": float(abs_tol), "relative": float(rel_tol)},
+        "lax": bool(lax),
         "diffs": diffs,
     }

@@ -265,6 +265,8 @@ def test_identical_notebooks_match_and_unexecuted_golden_cells_are_skipped():
         "matchedCells": 2,
         "mismatchedCells": 0,
         "skippedCells": 1,
+        "tolerance": {"absolute": 1e-4, "relative": 0.0},  # the defaults, shown with every result
+        "lax": False,
         "diffs": [],
     }
 
@@ -291,7 +293,7 @@ def test_mismatch_yields_one_diff_with_unified_diff_text():
     assert diff["severity"] == "major"
     assert diff["expected"] == "[stream:stdout]\nx\n"
     assert diff["actual"] == "[stream:stdout]\ny\n"
-    assert "--- golden cell 1" in diff["diff"]
+    assert "--- golden cell 2" in diff["diff"]  # cellIndex 1 is what JupyterLab shows as Cell 2
     assert "-x" in diff["diff"].splitlines()
     assert "+y" in diff["diff"].splitlines()
 
