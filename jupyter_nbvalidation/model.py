@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import decimal
+import json
+import keyword
 import math
 import re
 import uuid
@@ -193,7 +195,16 @@ MAX_PATTERNS = 50  # customTimestampPatterns, ignoreOutputTypes
 MAX_PATTERN_CHARS = 1000
 MAX_MAP_ITEMS = 50  # resources.requests/limits, nodeSelector, tolerations
 MAX_QUANTITY = 1e18  # a resource quantity (after its suffix)
+MAX_PARAMETERS = 100  # spec.parameters entries
+MAX_PARAMETER_NAME_CHARS = 256
+MAX_PARAMETERS_BYTES = 64 * 1024  # all of spec.parameters as JSON
+MAX_PARAMETER_DEPTH = 32  # nesting of lists and objects in one value
+MAX_SANITIZERS = 50  # comparisonConfig.sanitizers
 INT64 = 2**63 - 1
+
+# a parameter name: an ASCII Python identifier (keywords are refused separately)
+PARAMETER_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_PARAMETER_NAME = re.compile(PARAMETER_NAME_PATTERN)
 
 SPEC_SCHEMA: dict[str, Any] = {
     "notebook": {"path": ("str", None)},
@@ -222,9 +233,12 @@ SPEC_SCHEMA: dict[str, Any] = {
         "customTimestampPatterns": ("regexlist", (MAX_PATTERNS, MAX_PATTERN_CHARS)),
         "ignoreOutputTypes": ("outputlist", (MAX_PATTERNS, MAX_PATTERN_CHARS)),
         "ignoreExecutionCount": ("bool", None),
+        "lax": ("bool", None),
+        "sanitizers": ("sanitizers", None),
     },
     "timeout": ("duration", MAX_DURATION_SECONDS),
     "cellTimeout": ("duration", MAX_DURATION_SECONDS),
+    "parameters": ("parameters", None),
 }
 
 REQUIRED = ("notebook.path",)
@@ -338,6 +352,10 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
         return value
     if kind == "envlist":
         return _check_env(value, path)
+    if kind == "parameters":
+        return check_parameters(value, path)
+    if kind == "sanitizers":
+        return check_sanitizers(value, path)
     if kind == "quantities":
         return _check_quantities(value, path)
     if kind == "labels":
@@ -357,6 +375,97 @@ RESERVED_ENV = frozenset({"PATH", "VIRTUAL_ENV", "PYTHONHOME", "HOME", "PYTHONUN
                           "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "NBVALIDATION_RUN_ID"})
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
+
+
+def _check_parameter_value(value: Any, path: str, depth: int) -> None:
+    if depth > MAX_PARAMETER_DEPTH:
+        raise SpecError(path, f"nests lists and objects deeper than {MAX_PARAMETER_DEPTH} levels")
+    if value is None or isinstance(value, (bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SpecError(path, "must be a finite number")
+        return
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SpecError(path, "is not valid Unicode (a lone surrogate)") from None
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_parameter_value(item, f"{path}[{i}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SpecError(path, "object keys must be strings")
+            _check_parameter_value(key, f"{path}.{key}", depth + 1)
+            _check_parameter_value(item, f"{path}.{key}", depth + 1)
+        return
+    raise SpecError(path, "must be a JSON value (string, number, true/false, null, list or object)")
+
+
+def check_parameters(value: Any, path: str = "parameters") -> dict:
+    """``spec.parameters``: ``{NAME: JSON value}``, NAME an ASCII Python identifier
+    that is not a keyword (the names become assignments in the injected cell)."""
+    if not isinstance(value, dict):
+        raise SpecError(path, "must be an object of NAME: value")
+    if len(value) > MAX_PARAMETERS:
+        raise SpecError(path, f"has {len(value)} entries; the limit is {MAX_PARAMETERS}")
+    for name, item in value.items():
+        where = f"{path}.{name}"
+        if not isinstance(name, str) or not _PARAMETER_NAME.match(name):
+            raise SpecError(where, "must be a Python identifier (letters, digits and '_', not starting with a digit)")
+        if keyword.iskeyword(name):
+            raise SpecError(where, f"{name} is a Python keyword")
+        if len(name) > MAX_PARAMETER_NAME_CHARS:
+            raise SpecError(where, f"is {len(name)} characters; the limit is {MAX_PARAMETER_NAME_CHARS}")
+        _check_parameter_value(item, where, 1)
+    try:
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    except (ValueError, TypeError) as e:  # e.g. an integer too long to print
+        raise SpecError(path, f"cannot be written as JSON: {e}") from None
+    if size > MAX_PARAMETERS_BYTES:
+        raise SpecError(path, f"is {size} bytes as JSON; the limit is {MAX_PARAMETERS_BYTES}")
+    return dict(value)
+
+
+def check_sanitizers(value: Any, path: str = "comparisonConfig.sanitizers") -> list[dict]:
+    """``comparisonConfig.sanitizers``: nbval's sanitizer entries ``[{regex, replace, section?}]``."""
+    from .compare import check_sanitizer
+
+    if not isinstance(value, list):
+        raise SpecError(path, "must be a list of {regex, replace} objects")
+    if len(value) > MAX_SANITIZERS:
+        raise SpecError(path, f"has {len(value)} items; the limit is {MAX_SANITIZERS}")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            raise SpecError(where, "must be an object with regex and replace")
+        for key in item:
+            if key not in ("regex", "replace", "section"):
+                raise SpecError(f"{where}.{key}", "unknown field")
+        for key in ("regex", "replace"):
+            if key not in item:
+                raise SpecError(f"{where}.{key}", "is required")
+        for key, limit in (("regex", MAX_PATTERN_CHARS), ("replace", MAX_PATTERN_CHARS), ("section", 256)):
+            if key not in item:
+                continue
+            val = item[key]
+            if not isinstance(val, str) or (key == "regex" and not val):
+                raise SpecError(f"{where}.{key}", "must be a non-empty string" if key == "regex" else "must be a string")
+            if len(val) > limit:
+                raise SpecError(f"{where}.{key}", f"is {len(val)} characters; the limit is {limit}")
+            if "\x00" in val:
+                raise SpecError(f"{where}.{key}", "contains a NUL character")
+        try:
+            check_sanitizer(item["regex"], item["replace"])
+        except ValueError as e:
+            raise SpecError(where, str(e)) from None
+        out.append(dict(item))
+    return out
 
 
 def _check_glob(pattern: str, path: str) -> None:

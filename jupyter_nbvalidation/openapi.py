@@ -66,9 +66,22 @@ SPEC_SCHEMA = _obj({
         "ignoreOutputTypes": {"type": "array", "maxItems": M.MAX_PATTERNS, "items": {
             "type": "string", "pattern": OUTPUT_SELECTOR_PATTERN, "maxLength": M.MAX_PATTERN_CHARS}},
         "ignoreExecutionCount": {"type": "boolean"},
+        "lax": {"type": "boolean", "description": "nbval's lax mode: compare only the cells marked "
+                                                  "NBVAL_CHECK_OUTPUT / tagged nbval-check-output"},
+        "sanitizers": {"type": "array", "maxItems": M.MAX_SANITIZERS,
+                       "description": "nbval sanitizers: a regular expression and its re.sub replacement, "
+                                      "applied in order before comparing (both strategies)",
+                       "items": _obj({"regex": {"type": "string", "minLength": 1, "maxLength": M.MAX_PATTERN_CHARS},
+                                      "replace": {"type": "string", "maxLength": M.MAX_PATTERN_CHARS},
+                                      "section": {"type": "string", "maxLength": 256}},
+                                     ["regex", "replace"])},
     }),
     "timeout": _DURATION,
     "cellTimeout": _DURATION,
+    "parameters": {"type": "object", "maxProperties": M.MAX_PARAMETERS, "additionalProperties": {},
+                   "description": "parameters injected as papermill does ({name: JSON value}; names are "
+                                  "Python identifiers, at most "
+                                  f"{M.MAX_PARAMETERS_BYTES // 1024} KiB of JSON in all)"},
 }, ["notebook"])
 
 # status.progress: written during ValidationRunning (at most once a second, never an event), kept as it

@@ -3,7 +3,23 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
+
+
+def spec_args(spec: Mapping[str, Any]) -> list[str]:
+    """All runner arguments a job spec gives beside the paths and the timeouts
+    (which each backend resolves with its own defaults): the comparison and the
+    parameters. Both backends call this."""
+    return comparison_args(spec) + parameter_args(spec)
+
+
+def parameter_args(spec: Mapping[str, Any]) -> list[str]:
+    """``spec.parameters`` as one ``--parameters=JSON`` token (a value may start with "-")."""
+    params = spec.get("parameters")
+    if not params:
+        return []
+    return ["--parameters=" + json.dumps(params, ensure_ascii=False, separators=(",", ":"))]
 
 
 def comparison_args(spec: Mapping[str, Any]) -> list[str]:
@@ -24,4 +40,10 @@ def comparison_args(spec: Mapping[str, Any]) -> list[str]:
         args.append(f"--ignore-output-type={selector}")
     if cc.get("ignoreExecutionCount") is False:
         args.append("--compare-execution-count")
+    if cc.get("lax"):
+        args.append("--lax")
+    if cc.get("sanitizers"):
+        args.append("--sanitizers=" + json.dumps(
+            [{"regex": e["regex"], "replace": e["replace"]} for e in cc["sanitizers"]],
+            ensure_ascii=False, separators=(",", ":")))
     return args

@@ -51,7 +51,7 @@ from ..runner import hygiene
 from ..runner.environment import runner_environment
 from ..runner.protocol import ProgressReader
 from ..runner.text import plural
-from ..runner_args import comparison_args
+from ..runner_args import spec_args
 from ..model import build_enabled, parse_time
 from ..store.base import NotFound as NotFoundError
 from ..store.lease import StoreLeaseElector, new_identity
@@ -848,7 +848,7 @@ class LocalBackend(Backend):
                 "--progress"]
         if spec.get("goldenNotebook"):
             argv += ["--golden", str(inp / "golden.ipynb")]
-        argv += comparison_args(spec)
+        argv += spec_args(spec)
         cell_timeout = parse_duration(spec["cellTimeout"]) if spec.get("cellTimeout") else self.default_cell_timeout
         argv += ["--cell-timeout", str(cell_timeout)]
         if spec.get("timeout"):

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..model import API_VERSION, GROUP, KIND
-from ..runner_args import comparison_args
+from ..runner_args import spec_args
 from .store import JOB_LABEL
 
 COMPONENT_LABEL = f"{GROUP}/component"
@@ -324,7 +324,7 @@ def runner_command(job: dict, *, cell_timeout: float, timeout: float | None, pri
         cmd += ["--python", KERNEL_PYTHON]
     if spec.get("goldenNotebook"):
         cmd += ["--golden", f"{INPUT_MOUNT}/golden.ipynb"]
-    cmd += comparison_args(spec)
+    cmd += spec_args(spec)
     cmd += ["--cell-timeout", f"{cell_timeout:g}"]
     if timeout:
         cmd += ["--timeout", f"{timeout:g}"]

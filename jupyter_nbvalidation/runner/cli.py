@@ -4,7 +4,7 @@
         [--python PYTHON] [--cwd DIR] [--golden GOLDEN.ipynb]
         [--comparison exact|normalized] [--abs-tol FLOAT] [--rel-tol FLOAT]
         [--keep-timestamps] [--timestamp-pattern REGEX]... [--ignore-output-type SELECTOR]...
-        [--compare-execution-count]
+        [--compare-execution-count] [--lax] [--sanitizers JSON] [--parameters JSON]
         [--cell-timeout SECONDS] [--timeout SECONDS]
         [--kernel-env NAME=VALUE]... [--kernel-env-file FILE.json]
         [--termination-log PATH] [--progress] [--print-executed]
@@ -54,6 +54,34 @@ def _non_negative(value: str) -> float:
     return number
 
 
+def _json_arg(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+
+
+def _parameters(value: str) -> dict[str, Any]:
+    doc = _json_arg(value)
+    if not isinstance(doc, dict) or not all(isinstance(k, str) and k.isidentifier() for k in doc):
+        raise argparse.ArgumentTypeError("must be a JSON object whose keys are Python identifiers")
+    return doc
+
+
+def _sanitizers(value: str) -> list[dict[str, str]]:
+    doc = _json_arg(value)
+    if not isinstance(doc, list) or not all(
+            isinstance(d, dict) and isinstance(d.get("regex"), str) and isinstance(d.get("replace"), str)
+            for d in doc):
+        raise argparse.ArgumentTypeError('must be a JSON list of {"regex": ..., "replace": ...}')
+    for d in doc:
+        try:
+            _compare.check_sanitizer(d["regex"], d["replace"])
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return doc
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m jupyter_nbvalidation.runner",
@@ -76,6 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave out outputs of this type, stream (stream:stderr) or MIME type (repeatable)")
     p.add_argument("--compare-execution-count", action="store_true",
                    help="compare execution counts too (comparisonConfig.ignoreExecutionCount: false)")
+    p.add_argument("--lax", action="store_true",
+                   help="compare only cells marked # NBVAL_CHECK_OUTPUT / nbval-check-output (comparisonConfig.lax)")
+    p.add_argument("--sanitizers", type=_sanitizers, default=[], metavar="JSON",
+                   help='nbval sanitizers applied before comparing: [{"regex": ..., "replace": ...}] '
+                        "(comparisonConfig.sanitizers)")
+    p.add_argument("--parameters", type=_parameters, default=None, metavar="JSON",
+                   help="a JSON object {name: value} injected as papermill does, after the cell tagged "
+                        "parameters (spec.parameters)")
     p.add_argument("--cell-timeout", type=_non_negative, default=DEFAULT_CELL_TIMEOUT,
                    help="per-cell timeout in seconds (0: none); metadata.execution.timeout overrides it")
     p.add_argument("--timeout", type=_non_negative, default=None, help="deadline for the whole run, in seconds")
@@ -176,7 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             compare_options={"ignore_timestamps": not args.keep_timestamps,
                              "timestamp_patterns": args.timestamp_pattern,
                              "ignore_output_types": args.ignore_output_type,
-                             "compare_execution_count": args.compare_execution_count},
+                             "compare_execution_count": args.compare_execution_count,
+                             "lax": args.lax,
+                             "sanitizers": args.sanitizers},
+            parameters=args.parameters,
             cell_timeout=args.cell_timeout,
             timeout=args.timeout,
             termination_log=args.termination_log,

@@ -175,8 +175,15 @@ class _Execution:
         run_id: str,
         kernel_env: Mapping[str, str] | None = None,
         reap_descendants: bool = False,
+        injected: tuple[int, Any] | None = None,
+        not_run: Mapping[int, str] | None = None,
     ) -> None:
         self.nb = nb
+        # (index, cell): a cell that is not the notebook's own (the job's parameters,
+        # runner/parameters.py), run before cell ``index`` of the notebook (after the last
+        # when index == len(cells)); cell indexes everywhere stay the notebook's
+        self.injected = injected
+        self.not_run = dict(not_run or {})  # index -> why it is not run (skipReason)
         self.python = python
         self.cwd = cwd
         self.cell_timeout = cell_timeout
@@ -448,8 +455,14 @@ class _Execution:
             for line in runnable.splitlines()))
 
     async def _run_cells(self, client: Any, CellTimeoutError: type[BaseException], DeadKernelError: type[BaseException]) -> None:
-        self._emit_progress({"event": PROGRESS_PLAN, "cellsTotal": sum(1 for c in self.nb.cells if self._will_run(c))})
+        self._emit_progress({"event": PROGRESS_PLAN, "cellsTotal": sum(1 for i, c in enumerate(self.nb.cells)
+                                                                           if i not in self.not_run and self._will_run(c))})
         for index, cell in enumerate(self.nb.cells):
+            if self.injected is not None and self.injected[0] == index:
+                await self._run_injected(client, CellTimeoutError, DeadKernelError)
+            if index in self.not_run:
+                self.results[index]["skipReason"] = self.not_run[index]
+                continue
             if cell.cell_type != "code":
                 continue
             if cell_markers(cell).skip or not cell_source(cell).strip():
@@ -470,6 +483,50 @@ class _Execution:
                     cell.source = original
                 continue
             await self._run_cell(client, index, cell, CellTimeoutError, DeadKernelError)
+        if self.injected is not None and self.injected[0] >= len(self.nb.cells):
+            await self._run_injected(client, CellTimeoutError, DeadKernelError)
+
+    async def _run_injected(self, client: Any, CellTimeoutError: type[BaseException],
+                            DeadKernelError: type[BaseException]) -> None:
+        """Run the injected parameters cell: not one of the notebook's cells, so it
+        reports no progress and takes no execution count (the notebook's own
+        cells keep theirs, as in a golden copy made without parameters)."""
+        assert self.injected is not None
+        position, cell = self.injected
+        remaining = self._remaining()
+        if remaining is not None and remaining <= 0:
+            self._fail(Reason.VALIDATION_TIMED_OUT, None,
+                       f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; "
+                       "the injected parameters cell was not started")
+            raise _Stop
+        limit = self.cell_timeout
+        if remaining is not None and (limit is None or remaining < limit):
+            limit = max(remaining, 0.001)
+        self._current_timeout = limit
+        self._last_reply = None
+        # nbclient stores the cell it ran at its index: in the notebook while it runs, taken out after
+        self.nb.cells.insert(position, cell)
+        try:
+            await client.async_execute_cell(cell, position, execution_count=None, store_history=False)
+        except CellTimeoutError:
+            self._fail(Reason.CELL_TIMED_OUT, None,
+                       f"The injected parameters cell did not finish within {fmt_limit(limit or 0)}")
+            raise _Stop from None
+        except DeadKernelError:
+            if self.stop_signal is not None:
+                raise asyncio.CancelledError from None
+            self._fail(Reason.KERNEL_DIED, None, "The kernel died while executing the injected parameters cell")
+            raise _Stop from None
+        finally:
+            self.nb.cells[:] = [c for c in self.nb.cells if c is not cell]
+            client.code_cells_executed -= 1  # the next cell keeps the count it has without parameters
+            cell.execution_count = None
+        error = _error_details(cell, self._last_reply)
+        if error is not None:
+            self._fail(Reason.CELL_EXECUTION_FAILED, None,
+                       f"The injected parameters cell raised {error['errorName'] or 'an error'}: "
+                       f"{truncate(error['errorMessage'], 300)}")
+            raise _Stop
 
     async def _run_cell(self, client: Any, index: int, cell: Any, CellTimeoutError: type[BaseException], DeadKernelError: type[BaseException]) -> None:
         markers = cell_markers(cell)

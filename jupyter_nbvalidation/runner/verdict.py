@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping
 from .. import compare as _compare
 from ..markers import notebook_execution_settings
 from .execute import DEFAULT_CELL_TIMEOUT, _Execution
+from . import parameters as _parameters
 from .protocol import FAILED, SUCCEEDED, Reason, write_termination_log
 from .text import cell_label, plural
 
@@ -171,6 +172,7 @@ def run_notebook(
     kernel_env: Mapping[str, str] | None = None,
     run_id: str | None = None,
     reap_descendants: bool = False,
+    parameters: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Execute ``notebook`` in a fresh kernel, optionally compare with ``golden``.
 
@@ -185,7 +187,10 @@ def run_notebook(
     for the kernel only (a job's ``podConfig.env``) over its clean environment.
     ``run_id`` marks every process of this run (default: a new one); with
     ``reap_descendants`` every process below this one is stopped at the end too
-    (for the runner's own process, see :mod:`.hygiene`).
+    (for the runner's own process, see :mod:`.hygiene`). ``parameters``
+    (``{name: JSON value}``) are injected as papermill does (:mod:`.parameters`):
+    cell indexes in the result stay the submitted notebook's; only the executed
+    notebook holds the injected cell.
     """
     started = time.monotonic()
     notebook = os.path.abspath(os.fspath(notebook))
@@ -233,6 +238,11 @@ def run_notebook(
     workdir = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.path.dirname(notebook)
 
     work_nb = _clean_copy(nb)
+    injected = None
+    replaced: dict[int, str] = {}
+    if parameters:
+        injected = (_parameters.injection_index(nb), _parameters.injected_cell(parameters))
+        replaced = {i: _parameters.REPLACED_NOTE for i in _parameters.replaced_cells(nb)}
     execution = _Execution(
         work_nb,
         python=python_path,
@@ -245,6 +255,8 @@ def run_notebook(
         run_id=run_id or uuid.uuid4().hex,
         kernel_env=kernel_env,
         reap_descendants=reap_descendants,
+        injected=injected,
+        not_run=replaced,
     )
     internal_error: BaseException | None = None
     try:
@@ -269,7 +281,8 @@ def run_notebook(
     # -- the executed notebook (also on failure)
     if executed_path is not None:
         try:
-            _write_notebook(work_nb, executed_path)
+            _write_notebook(work_nb if injected is None else _parameters.with_injected(work_nb, injected[1], injected[0]),
+                            executed_path)
         except Exception as e:
             result["executedNotebook"] = None
             execution._fail(Reason.RUNNER_ERROR, None, f"Cannot write the executed notebook {executed_path}: {e}")
@@ -317,6 +330,11 @@ def run_notebook(
         if skipped_validate:
             message += f"; {plural(len(skipped_validate), 'validate cell')} skipped"
         result.update(verdict=SUCCEEDED, reason=Reason.VALIDATION_SUCCEEDED, message=message)
+    if injected is not None and isinstance(result.get("message"), str):
+        where = "at the top" if injected[0] == 0 else f"after {cell_label(injected[0] - 1)}"
+        names = list(parameters or {})
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        result["message"] += f" (parameters injected {where}: {shown})"
     note = kernel_note(nb)
     if note and isinstance(result.get("message"), str):
         result["message"] += f" ({note})"
