@@ -269,10 +269,75 @@ def connect(args: argparse.Namespace, path_hint: str | None = None) -> Remote | 
     return InProcess(root, args.data_dir)
 
 
+def parameter_value(text: str) -> Any:
+    """A ``-p NAME VALUE`` value: JSON when it parses (``1``, ``0.5``, ``true``,
+    ``[1, 2]``, ``{"a": 1}``), papermill's ``True`` / ``False`` / ``None``, else
+    the text itself as a string."""
+    if text in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[text]
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def read_sanitizer_file(path: str) -> list[dict]:
+    """An nbval sanitizer file as ``comparisonConfig.sanitizers`` entries; a
+    ClientError (exit 2) naming the file and the line when it cannot be read."""
+    from .compare import SanitizerFileError, parse_sanitizer_file
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ClientError(f"--sanitize-with {path}: cannot be read: {e}") from None
+    try:
+        return parse_sanitizer_file(text)
+    except SanitizerFileError as e:
+        raise ClientError(f"--sanitize-with {path}:{e.line}: {e.reason}") from None
+
+
+def add_spec_options(s: argparse.ArgumentParser) -> None:
+    """The options that become spec fields (:func:`spec_from_options`), shared by ``submit``,
+    ``run`` and ``%nbvalidate``."""
+    s.add_argument("--no-build", action="store_true", help="validate without building an environment")
+    s.add_argument("--requirements-file", help="requirements file, relative to the notebook's folder")
+    s.add_argument("--requirement", action="append", help="a requirement (repeatable) instead of a file")
+    s.add_argument("--input-file", action="append", metavar="GLOB",
+                   help="a file beside the notebook it reads (glob relative to its folder; repeatable): "
+                        "snapshotted at submit into spec.inputFiles")
+    s.add_argument("--strategy", help="build strategy (local: auto, uv, venv)")
+    s.add_argument("--build-timeout", help="build timeout, e.g. 15m")
+    s.add_argument("--timeout", help="validation timeout, e.g. 30m")
+    s.add_argument("--cell-timeout", help="per-cell timeout, e.g. 10m or 60 (seconds)")
+    s.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="a parameter injected as papermill does (spec.parameters); VALUE is read as JSON "
+                        "(1, 0.5, true, [1, 2]) or True/False/None, else kept as a string (repeatable)")
+    s.add_argument("-r", "--raw-parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="a parameter whose VALUE is always a string (repeatable)")
+    s.add_argument("--comparison", choices=["exact", "normalized"])
+    s.add_argument("--abs-tol", "--tolerance", dest="tolerance", type=float, metavar="X",
+                   help="normalized comparison: absolute tolerance for numbers (default 1e-4)")
+    s.add_argument("--rel-tol", type=float, metavar="X",
+                   help="normalized comparison: relative tolerance for numbers (default 0)")
+    s.add_argument("--timestamp-pattern", action="append", metavar="REGEX",
+                   help="normalized comparison: also mask what REGEX matches (repeatable)")
+    s.add_argument("--sanitize-with", action="append", metavar="FILE",
+                   help="an nbval sanitizer file ([section], regex: / replace: lines) applied before "
+                        "comparing (repeatable); its content goes into the spec")
+    s.add_argument("--lax", action="store_true",
+                   help="compare only cells marked # NBVAL_CHECK_OUTPUT or tagged nbval-check-output")
+    s.add_argument("--ignore-output", action="append", metavar="SELECTOR",
+                   help="leave out outputs of this type (stream, execute_result, display_data, error), "
+                        "stream (stream:stderr) or MIME type (text/html, image/*) (repeatable)")
+    s.add_argument("--keep-timestamps", action="store_true", help="compare dates and times too")
+    s.add_argument("--compare-execution-count", action="store_true", help="compare execution counts too")
+
+
 def spec_from_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The spec fields the shared spec options (``add_spec_options``) give, without
-    the notebook and golden paths: one translation for ``submit``, ``run`` and the
-    pytest plugin, so an option added there applies to all of them."""
+    """The spec fields the shared spec options (:func:`add_spec_options`) give, without
+    the notebook and golden paths: one translation for ``submit``, ``run``, the magic
+    and the pytest plugin, so an option added there applies to all of them. Raises
+    ClientError (exit 2) for a sanitizer file that cannot be read."""
     spec: dict[str, Any] = {}
     bc: dict[str, Any] = {}
     if args.no_build:
@@ -292,8 +357,14 @@ def spec_from_options(args: argparse.Namespace) -> dict[str, Any]:
         cc["strategy"] = args.comparison
     if args.tolerance is not None:
         cc["floatingPointTolerance"] = args.tolerance
+    if getattr(args, "rel_tol", None) is not None:
+        cc["relativeTolerance"] = args.rel_tol
     if args.timestamp_pattern:
         cc["customTimestampPatterns"] = args.timestamp_pattern
+    if getattr(args, "sanitize_with", None):
+        cc["sanitizers"] = [entry for path in args.sanitize_with for entry in read_sanitizer_file(path)]
+    if getattr(args, "lax", False):
+        cc["lax"] = True
     if args.ignore_output:
         cc["ignoreOutputTypes"] = args.ignore_output
     if args.keep_timestamps:
@@ -303,35 +374,28 @@ def spec_from_options(args: argparse.Namespace) -> dict[str, Any]:
     if cc:
         spec["comparisonConfig"] = cc
     if args.timeout:
-        spec["timeout"] = args.timeout
+        spec["timeout"] = duration_arg(args.timeout)
     if args.cell_timeout:
-        spec["cellTimeout"] = args.cell_timeout
+        spec["cellTimeout"] = duration_arg(args.cell_timeout)
+    params: dict[str, Any] = {}
+    for name, value in getattr(args, "parameter", None) or []:
+        params[name] = parameter_value(value)
+    for name, value in getattr(args, "raw_parameter", None) or []:
+        params[name] = value
+    if params:
+        spec["parameters"] = params
     if getattr(args, "input_file", None):
         spec["inputFiles"] = args.input_file
     return spec
 
 
-def add_spec_options(s: argparse.ArgumentParser) -> None:
-    """The options that become spec fields (``spec_from_options``), shared by ``submit`` and ``run``."""
-    s.add_argument("--no-build", action="store_true", help="validate without building an environment")
-    s.add_argument("--requirements-file", help="requirements file, relative to the notebook's folder")
-    s.add_argument("--requirement", action="append", help="a requirement (repeatable) instead of a file")
-    s.add_argument("--input-file", action="append", metavar="GLOB",
-                   help="a file beside the notebook it reads (glob relative to its folder; repeatable): "
-                        "snapshotted at submit into spec.inputFiles")
-    s.add_argument("--strategy", help="build strategy (local: auto, uv, venv)")
-    s.add_argument("--build-timeout", help="build timeout, e.g. 15m")
-    s.add_argument("--timeout", help="validation timeout, e.g. 30m")
-    s.add_argument("--cell-timeout", help="per-cell timeout, e.g. 10m")
-    s.add_argument("--comparison", choices=["exact", "normalized"])
-    s.add_argument("--tolerance", type=float, help="absolute float tolerance for normalized comparison")
-    s.add_argument("--timestamp-pattern", action="append", metavar="REGEX",
-                   help="normalized comparison: also replace what REGEX matches (repeatable)")
-    s.add_argument("--ignore-output", action="append", metavar="SELECTOR",
-                   help="leave out outputs of this type (stream, execute_result, display_data, error), "
-                        "stream (stream:stderr) or MIME type (text/html, image/*) (repeatable)")
-    s.add_argument("--keep-timestamps", action="store_true", help="compare dates and times too")
-    s.add_argument("--compare-execution-count", action="store_true", help="compare execution counts too")
+def duration_arg(value: str) -> str:
+    """A duration option: ``10m`` as it is, a plain number of seconds as ``60s``."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return f"{number:g}s" if number == number and number not in (float("inf"), float("-inf")) else value
 
 
 def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict:

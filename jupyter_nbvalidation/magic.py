@@ -3,6 +3,11 @@
     %load_ext jupyter_nbvalidation
     %nbvalidate                       # this notebook (found from the server's session of this kernel)
     %nbvalidate other.ipynb --golden golden.ipynb --no-build --timeout 10m --no-wait
+    %nbvalidate --abs-tol 1e-6 --rel-tol 0 --ignore-output stream:stderr --cell-timeout 60 -p epochs 1
+
+It takes the spec options of ``jupyter nbvalidation submit`` (``cli.add_spec_options``:
+parameters, tolerances, ignored outputs, timeouts, lax mode, sanitizer files, build
+options), with files relative to the kernel's working directory (the notebook's folder).
 
 It talks to the Jupyter server that runs this kernel through the REST API,
 shows the phase, elapsed time and a compact timeline in the cell output
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import render
+from .cli import add_spec_options, spec_from_options
 from .client import ClientError, ServerClient, running_servers
 from .model import is_terminal
 
@@ -69,8 +75,7 @@ def parse(line: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="%nbvalidate", add_help=False)
     p.add_argument("notebook", nargs="?")
     p.add_argument("--golden")
-    p.add_argument("--no-build", action="store_true")
-    p.add_argument("--timeout")
+    add_spec_options(p)
     p.add_argument("--no-wait", action="store_true")
     p.add_argument("--server")
     p.add_argument("--token", default="")
@@ -78,7 +83,9 @@ def parse(line: str) -> argparse.Namespace:
         return p.parse_args(shlex.split(line))
     except SystemExit:
         raise MagicError("usage: %nbvalidate [NOTEBOOK] [--golden G] [--no-build] [--timeout 10m] "
-                         "[--no-wait] [--server URL --token T]") from None
+                         "[--cell-timeout 60] [--abs-tol X] [--rel-tol X] [--ignore-output SELECTOR] "
+                         "[-p NAME VALUE] [--lax] [--sanitize-with FILE] [--no-wait] [--server URL --token T] "
+                         "(the options of `jupyter nbvalidation submit`)") from None
 
 
 COLOURS = {"Succeeded": "var(--jp-success-color1, green)", "Failed": "var(--jp-error-color1, red)",
@@ -134,10 +141,7 @@ def nbvalidate(line: str, display: Any = None, sleep: float = 0.5) -> dict | Non
     if args.golden:
         base = Path(path).parent.as_posix()
         spec["goldenNotebook"] = {"path": args.golden if base in ("", ".") else f"{base}/{args.golden}"}
-    if args.no_build:
-        spec["podConfig"] = {"buildConfig": {"enabled": False}}
-    if args.timeout:
-        spec["timeout"] = args.timeout
+    spec.update(spec_from_options(args))
     job = client.request("POST", "jobs", spec)
     name = job["metadata"]["name"]
     started = time.monotonic()

@@ -153,3 +153,30 @@ def test_no_server_gives_one_clear_sentence(tmp_path, monkeypatch):
     with pytest.raises(MagicError) as e:
         nbvalidate("nb.ipynb", display=lambda *a: None)
     assert "could be reached" in str(e.value) or "No running Jupyter server" in str(e.value)
+
+
+def test_nbvalidate_takes_the_spec_options(lab):
+    """Tolerances, ignored outputs, cell timeout, timeout and parameters from the magic's line."""
+    server, kc = lab
+    write_notebook(server.root / "work" / "train.ipynb",
+                   ["epochs = 10", "import sys\nprint('noise', file=sys.stderr)\nprint(round(1 / 3, 3))",
+                    "assert epochs == 1, epochs"], tags={0: ["parameters"]})
+    golden = json.loads((server.root / "work" / "train.ipynb").read_text())
+    for i, cell in enumerate(golden["cells"]):
+        cell["execution_count"] = i + 1
+    golden["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "0.33\n"}]
+    (server.root / "work" / "golden.ipynb").write_text(json.dumps(golden))
+    text, _ = _run(kc, "%load_ext jupyter_nbvalidation\n%nbvalidate train.ipynb --golden golden.ipynb --no-build "
+                       "--abs-tol 0.01 --rel-tol 0 --ignore-output stream:stderr --cell-timeout 60 --timeout 10m "
+                       "-p epochs 1")
+    assert "Succeeded" in text, text
+    job = server.client().request("GET", "jobs")["items"][0]
+    spec = job["spec"]
+    assert spec["parameters"] == {"epochs": 1} and spec["cellTimeout"] == "60s" and spec["timeout"] == "10m"
+    assert spec["comparisonConfig"] == {"floatingPointTolerance": 0.01, "relativeTolerance": 0.0,
+                                        "ignoreOutputTypes": ["stream:stderr"]}
+    assert job["status"]["comparisonResult"]["tolerance"] == {"absolute": 0.01, "relative": 0.0}
+    # a bad parameter name: the server's 400 names the field, nothing is created
+    text, _ = _run(kc, "%nbvalidate train.ipynb --no-build -p 1x 2")
+    assert text.startswith("%nbvalidate: ") and "spec.parameters.1x" in text, text
+    assert len(server.client().request("GET", "jobs")["items"]) == 1
