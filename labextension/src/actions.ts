@@ -1,4 +1,6 @@
 /** What the panel asks of the application (wired in index.ts). */
+import type { IJob } from './types';
+
 export interface IPanelActions {
   /** Validate the active notebook (runs the command). */
   validate(): void;
@@ -8,4 +10,12 @@ export interface IPanelActions {
   gotoCell(path: string, index: number): Promise<void> | void;
   /** Whether a notebook is active (enables Validate). */
   canValidate(): boolean;
+  /** Ask for a confirmation, then cancel the job. */
+  cancel(job: IJob): Promise<void> | void;
+  /** Open the job's executed notebook in a lab tab (read-only, no kernel). */
+  openExecuted(job: IJob): Promise<void> | void;
+  /** Download the job's executed notebook as .ipynb. */
+  downloadExecuted(job: IJob): Promise<void> | void;
+  /** Ask for a confirmation, then write cell `index`'s executed outputs into the golden notebook. */
+  acceptGolden(job: IJob, index: number): Promise<void> | void;
 }

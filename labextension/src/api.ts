@@ -5,7 +5,15 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { APIError } from './errors';
-import type { IEventList, IHealth, IJob, IJobList, IJobSpec, IValidationAPI } from './types';
+import type {
+  IBuildLogChunk,
+  IEventList,
+  IHealth,
+  IJob,
+  IJobList,
+  IJobSpec,
+  IValidationAPI
+} from './types';
 
 export { APIError };
 
@@ -97,6 +105,33 @@ export class NBValidationAPI implements IValidationAPI {
 
   buildLogUrl(name: string): string {
     return this.url(['jobs', name, 'buildlog']);
+  }
+
+  /**
+   * The build log from byte `offset` (GET …/buildlog?offset=N), or null when
+   * the job has no build log (404). Bytes are returned decoded; the caller
+   * keeps a streaming TextDecoder across calls (see BuildLogFollower).
+   */
+  async buildLog(name: string, offset: number): Promise<IBuildLogChunk | null> {
+    let response: Response;
+    try {
+      response = await this.request(['jobs', name, 'buildlog'], {}, offset ? { offset } : {});
+    } catch (e) {
+      if (e instanceof APIError && e.status === 404) {
+        return null;
+      }
+      throw e;
+    }
+    const body = new Uint8Array(await response.arrayBuffer());
+    const next = response.headers.get('X-Build-Log-Next-Offset');
+    const complete = response.headers.get('X-Build-Log-Complete');
+    return {
+      text: '',
+      raw: body,
+      bytes: body.byteLength,
+      nextOffset: next !== null && /^\d+$/.test(next) ? Number(next) : null,
+      complete: complete === null ? null : complete.toLowerCase() === 'true'
+    };
   }
 
   /** The executed notebook JSON, or null while there is none (404). */

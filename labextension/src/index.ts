@@ -13,13 +13,22 @@ import {
 } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
-import { INotebookTracker } from '@jupyterlab/notebook';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import {
+  INotebookTracker,
+  INotebookWidgetFactory,
+  NotebookWidgetFactory
+} from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import { acceptAsGolden, confirmCancel } from './accept';
+import { decorateFileBrowser } from './badges';
 import { NBValidationAPI } from './api';
 import { CommandIDs, ICommandContext, addCommands, gotoCell } from './commands';
 import { followLiveUpdates, followNotebooks, reportServerState } from './live';
-import { ValidationModel } from './model';
+import { downloadExecuted, openExecuted, setupExecutedNotebooks } from './executed';
+import { describe, ValidationModel } from './model';
+import { Notification } from '@jupyterlab/apputils';
 import { PANEL_ID, ValidationPanel } from './panel';
 import { trackSettings } from './settings';
 import { ValidationStatus } from './statusbar';
@@ -33,7 +42,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description: 'Validate notebooks in a clean environment and follow the job in a side panel.',
   autoStart: true,
   requires: [INotebookTracker, IDocumentManager],
-  optional: [ICommandPalette, ISettingRegistry, ILayoutRestorer, IStatusBar, ILabShell],
+  optional: [
+    ICommandPalette,
+    ISettingRegistry,
+    ILayoutRestorer,
+    IStatusBar,
+    ILabShell,
+    INotebookWidgetFactory,
+    IDefaultFileBrowser
+  ],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
@@ -42,9 +59,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     settingRegistry: ISettingRegistry | null,
     restorer: ILayoutRestorer | null,
     statusBar: IStatusBar | null,
-    labShell: ILabShell | null
+    labShell: ILabShell | null,
+    notebookFactory: NotebookWidgetFactory.IFactory | null,
+    fileBrowser: IDefaultFileBrowser | null
   ) => {
-    const model = new ValidationModel(new NBValidationAPI(app.serviceManager.serverSettings));
+    const api = new NBValidationAPI(app.serviceManager.serverSettings);
+    const model = new ValidationModel(api);
+    const haveFactory = setupExecutedNotebooks(app, api, notebookFactory);
     const ctx: ICommandContext = {
       app,
       tracker,
@@ -63,7 +84,23 @@ const plugin: JupyterFrontEndPlugin<void> = {
       validate: () => void app.commands.execute(CommandIDs.validate),
       validateWithOptions: () => void app.commands.execute(CommandIDs.validateWithOptions),
       canValidate: () => !!tracker.currentWidget,
-      gotoCell: (path, index) => gotoCell(ctx, path, index)
+      gotoCell: (path, index) => gotoCell(ctx, path, index),
+      cancel: async job => {
+        if (await confirmCancel(job)) {
+          await model.cancel(job.metadata.name).catch(e =>
+            Notification.error(`Could not cancel ${job.metadata.name}: ${describe(e)}`, {
+              autoClose: 8000
+            })
+          );
+        }
+      },
+      openExecuted: async job => {
+        await openExecuted(docManager, job, haveFactory);
+      },
+      downloadExecuted: job => downloadExecuted(api, job),
+      acceptGolden: async (job, index) => {
+        await acceptAsGolden(model, app.serviceManager.contents, docManager, job, index);
+      }
     });
     panel.title.caption = 'Notebook validation';
     app.shell.add(panel, 'right', { rank: 600 });
@@ -85,6 +122,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
 
     followLiveUpdates(app, model);
+    if (fileBrowser) {
+      decorateFileBrowser(fileBrowser, model);
+    }
     void app.restored.then(async () => {
       follow();
       await reportServerState(model);

@@ -7,6 +7,7 @@
  * (10 s) reconciles while something runs, in case the event stream dropped.
  */
 import { ISignal, Signal } from '@lumino/signaling';
+import { BuildLogFollower } from './buildlog';
 import { APIError } from './errors';
 import {
   IPanelState,
@@ -14,6 +15,8 @@ import {
   addSubmittedJob,
   anyRunning,
   applyLiveEvent,
+  newerJob,
+  sortJobs,
   initialState,
   latestJobFor,
   mergeJobs,
@@ -29,6 +32,14 @@ import type { IJob, IJobSpec, ILiveJobEvent, IValidationAPI } from './types';
 export type ServerState = 'unknown' | 'ok' | 'missing' | 'unusable' | 'unreachable';
 
 export const SAFETY_POLL_MS = 10_000;
+/** With nothing running, the list is re-read this often (jobs started by another process). */
+/** While a shown job is ValidationRunning, it is re-read this often (status.progress is no event). */
+export const PROGRESS_POLL_MS = 1500;
+/** How many jobs the all-notebooks index (file browser badges) reads. */
+export const INDEX_LIMIT = 200;
+export const IDLE_POLL_MS = 30_000;
+
+const EMPTY: ReadonlySet<number> = new Set();
 
 export class ValidationModel {
   constructor(readonly api: IValidationAPI) {}
@@ -203,10 +214,56 @@ export class ValidationModel {
     this._schedulePoll();
   }
 
+  /**
+   * The newest job of every notebook the server knows of (the file
+   * browser's verdict badges): the all-notebooks list, the jobs the panel
+   * holds, and the live events since.
+   */
+  get latestByNotebook(): ReadonlyMap<string, IJob> {
+    if (this._latestCache === null) {
+      const byName = new Map<string, IJob>();
+      for (const job of [...this._indexJobs, ...this._state.jobs]) {
+        byName.set(job.metadata.name, newerJob(byName.get(job.metadata.name), job));
+      }
+      const latest = new Map<string, IJob>();
+      for (const job of sortJobs([...byName.values()])) {
+        const path = job.spec?.notebook?.path;
+        if (path && !latest.has(path)) {
+          latest.set(path, job);
+        }
+      }
+      this._latestCache = latest;
+    }
+    return this._latestCache;
+  }
+
+  /** Re-read the all-notebooks list behind {@link latestByNotebook}. */
+  async refreshIndex(): Promise<void> {
+    try {
+      const list = await this.api.listJobs(null, INDEX_LIMIT);
+      this._indexJobs = list.items ?? [];
+      this._latestCache = null;
+      this._emit();
+    } catch {
+      // the badges keep what they had; the panel reports API errors
+    }
+  }
+
   /** A jupyter_events record of our schema arrived. */
   onLiveEvent(data: ILiveJobEvent): void {
     if (!data || !data.name) {
       return;
+    }
+    const index = applyLiveEvent({ ...initialState('all'), jobs: this._indexJobs }, data);
+    if (index.known) {
+      this._indexJobs = index.state.jobs;
+      this._latestCache = null;
+      this._emit();
+    } else if (this._indexTimer === null) {
+      this._indexTimer = setTimeout(() => {
+        this._indexTimer = null;
+        void this.refreshIndex();
+      }, 300);
     }
     const merged = applyLiveEvent(this._state, data);
     this._update(merged.state);
@@ -218,6 +275,7 @@ export class ValidationModel {
     } else {
       void this.refresh();
     }
+    this._scheduleProgress();
   }
 
   /** Submit a job; the new job is added and selected. */
@@ -233,17 +291,99 @@ export class ValidationModel {
     await this.refreshJob(name);
   }
 
+  /** The (one) build log follower of a job; the panel asks on every render. */
+  buildLog(name: string): BuildLogFollower {
+    let follower = this._logs.get(name);
+    if (!follower) {
+      follower = new BuildLogFollower(this.api, name);
+      this._logs.set(name, follower);
+      // keep a few: the selected job's and the ones just looked at
+      for (const [key, old] of this._logs) {
+        if (this._logs.size <= 8) {
+          break;
+        }
+        if (key !== name) {
+          old.dispose();
+          this._logs.delete(key);
+        }
+      }
+    }
+    return follower;
+  }
+
+  /** Cells of a job's diff accepted into the golden notebook (this session). */
+  acceptedCells(name: string): ReadonlySet<number> {
+    return this._accepted.get(name) ?? EMPTY;
+  }
+
+  markAccepted(name: string, index: number): void {
+    const set = new Set(this._accepted.get(name) ?? []);
+    set.add(index);
+    this._accepted.set(name, set);
+    this._emit();
+  }
+
+  /** The executed notebook of a finished job (fetched once), or null while there is none. */
+  executedNotebook(name: string): Promise<Record<string, unknown> | null> {
+    let cached = this._notebooks.get(name);
+    if (!cached) {
+      cached = this.api.executedNotebook(name).catch(e => {
+        this._notebooks.delete(name);
+        throw e;
+      });
+      this._notebooks.set(name, cached);
+    }
+    return cached;
+  }
+
   dispose(): void {
+    for (const follower of this._logs.values()) {
+      follower.dispose();
+    }
+    this._logs.clear();
     if (this._pollTimer !== null) {
       clearTimeout(this._pollTimer);
       this._pollTimer = null;
+    }
+    if (this._progressTimer !== null) {
+      clearTimeout(this._progressTimer);
+      this._progressTimer = null;
+    }
+    if (this._indexTimer !== null) {
+      clearTimeout(this._indexTimer);
+      this._indexTimer = null;
     }
     this._disposed = true;
     Signal.clearData(this);
   }
 
+  /** Cell progress: re-read the selected / active notebook's job while it validates. */
+  private _scheduleProgress(): void {
+    if (this._disposed || this._progressTimer !== null) {
+      return;
+    }
+    const names = new Set<string>();
+    for (const job of [this.selectedJob, this.activeNotebookJob]) {
+      if (job && job.status?.phase === 'ValidationRunning') {
+        names.add(job.metadata.name);
+      }
+    }
+    if (!names.size) {
+      return;
+    }
+    this._progressTimer = setTimeout(() => {
+      this._progressTimer = null;
+      if (typeof document !== 'undefined' && document.hidden) {
+        this._scheduleProgress();
+        return;
+      }
+      void Promise.all([...names].map(n => this.refreshJob(n, false)));
+    }, PROGRESS_POLL_MS);
+  }
+
   /** Safety net: while a shown job runs, reconcile every SAFETY_POLL_MS. */
   private _schedulePoll(): void {
+    this._scheduleProgress();
     if (this._disposed || this._pollTimer !== null) {
       return;
     }
@@ -251,23 +391,25 @@ export class ValidationModel {
       ...this.visibleJobs,
       ...(this.activeNotebookJob ? [this.activeNotebookJob] : [])
     ];
-    if (!anyRunning(watched)) {
-      return;
-    }
-    this._pollTimer = setTimeout(() => {
-      this._pollTimer = null;
-      if (typeof document !== 'undefined' && document.hidden) {
-        this._schedulePoll();
-        return;
-      }
-      // the same tick notices a backend outage (and its end): /health says
-      void this.probe(0).then(() => this.refresh());
-    }, SAFETY_POLL_MS);
+    const running = anyRunning(watched);
+    this._pollTimer = setTimeout(
+      () => {
+        this._pollTimer = null;
+        if (typeof document !== 'undefined' && document.hidden) {
+          this._schedulePoll();
+          return;
+        }
+        // the same tick notices a backend outage (and its end): /health says
+        void this.probe(0).then(() => this.refresh());
+      },
+      running ? SAFETY_POLL_MS : IDLE_POLL_MS
+    );
   }
 
   private _update(next: IPanelState): void {
     if (next !== this._state) {
       this._state = next;
+      this._latestCache = null;
       this._emit();
     }
   }
@@ -286,7 +428,14 @@ export class ValidationModel {
   private _serverDetail = '';
   private _loading = 0;
   private _pollTimer: ReturnType<typeof setTimeout> | null = null;
+  private _progressTimer: ReturnType<typeof setTimeout> | null = null;
   private _disposed = false;
+  private _indexJobs: IJob[] = [];
+  private _latestCache: Map<string, IJob> | null = null;
+  private _indexTimer: ReturnType<typeof setTimeout> | null = null;
+  private _accepted = new Map<string, Set<number>>();
+  private _logs = new Map<string, BuildLogFollower>();
+  private _notebooks = new Map<string, Promise<Record<string, unknown> | null>>();
   private _inflight = new Map<string, { again: boolean; promise: Promise<void> }>();
 }
 

@@ -100,7 +100,28 @@ export function mergeJobs(
       delete events[name];
     }
   }
-  return ensureSelection({ ...state, jobs, events });
+  return ensureSelection(followNewest(state, { ...state, jobs, events }));
+}
+
+/**
+ * The panel follows the newest job of the current notebook, whoever started
+ * it (this tab, another tab, the magic, the CLI): when a job the panel did
+ * not know before becomes that notebook's newest, it is selected, even over
+ * a job picked by hand.
+ */
+export function followNewest(before: IPanelState, after: IPanelState): IPanelState {
+  const path = after.notebookPath;
+  if (!path) {
+    return after;
+  }
+  const newest = latestJobFor(after.jobs, path);
+  if (!newest || newest.metadata.name === after.selected) {
+    return after;
+  }
+  if (before.jobs.some(j => j.metadata.name === newest.metadata.name)) {
+    return after; // not new: a selection made by hand stays
+  }
+  return { ...after, selected: newest.metadata.name, pinned: false };
 }
 
 /** The jobs the list shows for the current scope and notebook. */

@@ -3,8 +3,10 @@ import * as React from 'react';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import { validateIcon } from './icons';
 import type { ValidationModel } from './model';
-import { PHASE_LABELS, isTerminal } from './phases';
+import { isTerminal } from './phases';
+import { progressText, readProgress } from './progress';
 import { jobPhase } from './state';
+import { statusBarText, verdictAttr } from './verdict';
 
 export class ValidationStatus extends ReactWidget {
   constructor(
@@ -35,16 +37,8 @@ function StatusView(props: { model: ValidationModel; openPanel: () => void }): J
     return null;
   }
   const phase = job ? jobPhase(job) : '';
-  let text: string;
-  if (!job) {
-    text = 'Not validated';
-  } else if (phase === 'Succeeded') {
-    text = 'Validated ✓';
-  } else if (phase === 'Failed') {
-    text = 'Validation failed ✗';
-  } else {
-    text = `Validating: ${PHASE_LABELS[phase] ?? (phase || 'pending')}…`;
-  }
+  const progress = phase === 'ValidationRunning' ? progressText(readProgress(job, Date.now())) : '';
+  const text = statusBarText(job, progress);
   const title = job
     ? `Last validation of ${model.state.notebookPath}: ${phase || 'pending'}${
         job.status?.reason ? ` (${job.status.reason})` : ''
@@ -55,6 +49,7 @@ function StatusView(props: { model: ValidationModel; openPanel: () => void }): J
       type="button"
       className="jp-NBValidation-statusButton"
       data-phase={phase || 'None'}
+      data-verdict={verdictAttr(job)}
       data-terminal={isTerminal(phase)}
       onClick={openPanel}
       title={title}

@@ -29,6 +29,11 @@ export interface ICellResult {
   errorName?: string | null;
   errorMessage?: string | null;
   output?: string | null;
+  /** "code" | "markdown" | "raw" (when the server says; else read from the notebook) */
+  cellType?: string;
+  /** traceback frames, when the server splits them (kind "cell" = the notebook's own cell) */
+  frames?: Array<{ kind: string; text: string }>;
+  skipReason?: string;
 }
 
 export interface ICellDiff {
@@ -46,7 +51,34 @@ export interface IComparisonResult {
   totalCells?: number;
   matchedCells?: number;
   mismatchedCells?: number;
+  skippedCells?: number;
   diffs?: ICellDiff[];
+  /** the tolerances the comparison used */
+  tolerance?: { absolute?: number; relative?: number };
+}
+
+/** status.progress: written during ValidationRunning (at most once a second). */
+export interface IProgress {
+  cellsTotal?: number;
+  cellsDone?: number;
+  currentCellIndex?: number | null;
+  currentCellStartedAt?: string | null;
+  cells?: Array<{ cellIndex: number; status: string; executionTime?: number | null }>;
+  updatedAt?: string;
+}
+
+/** One answer of GET /jobs/{name}/buildlog?offset=N. */
+export interface IBuildLogChunk {
+  /** the text from `offset` on, when already decoded */
+  text: string;
+  /** the raw bytes from `offset` on (decoded by the follower: a character may span two answers) */
+  raw?: Uint8Array;
+  /** bytes of this answer */
+  bytes: number;
+  /** X-Build-Log-Next-Offset, or null when the server does not send it (then `text` is the whole log) */
+  nextOffset: number | null;
+  /** X-Build-Log-Complete (null when not sent) */
+  complete: boolean | null;
 }
 
 export interface IBuildStatus {
@@ -72,6 +104,7 @@ export interface IJobStatus {
   comparisonResult?: IComparisonResult;
   failedCellIndex?: number | null;
   transitions?: ITransition[];
+  progress?: IProgress | null;
 }
 
 export interface IJob {
@@ -138,4 +171,8 @@ export interface IValidationAPI {
   events(name: string): Promise<IEventList>;
   buildLogUrl(name: string): string;
   executedNotebookUrl(name: string): string;
+  /** Part of the build log from byte `offset`; null when the job has no build log (404). */
+  buildLog(name: string, offset: number): Promise<IBuildLogChunk | null>;
+  /** The executed notebook, or null while there is none (404). */
+  executedNotebook(name: string): Promise<Record<string, unknown> | null>;
 }

@@ -52,6 +52,12 @@ class FakeAPI implements IValidationAPI {
   executedNotebookUrl(name: string): string {
     return `/nb/${name}`;
   }
+  async buildLog(): Promise<null> {
+    return null;
+  }
+  async executedNotebook(): Promise<null> {
+    return null;
+  }
 }
 
 const flush = () => new Promise(resolve => setTimeout(resolve, 0));

@@ -66,8 +66,27 @@ describe('selection', () => {
     expect(s.selected).toBe('a-2');
     s = selectJob(s, 'a-1');
     expect(selectedJob(s)?.metadata.name).toBe('a-1');
-    s = mergeJobs(s, [a1, a2, job('a-3', 'dir/a.ipynb', 'Initializing', 30)], 'dir/a.ipynb');
+    // a refresh that brings nothing new keeps the hand-picked job
+    s = mergeJobs(s, [a1, a2], 'dir/a.ipynb');
     expect(s.selected).toBe('a-1');
+  });
+
+  it('follows the newest job of the notebook, whoever started it', () => {
+    let s = setNotebook(initialState(), 'dir/a.ipynb');
+    s = mergeJobs(s, [a1, a2], 'dir/a.ipynb');
+    s = selectJob(s, 'a-1');
+    // a job started by the magic, the CLI or another tab appears in the list: it is selected
+    s = mergeJobs(s, [a1, a2, job('a-3', 'dir/a.ipynb', 'Initializing', 30)], 'dir/a.ipynb');
+    expect(s.selected).toBe('a-3');
+    expect(s.pinned).toBe(false);
+    // a new job of another notebook does not take the selection
+    s = mergeJobs(s, [job('b-9', 'b.ipynb', 'Initializing', 40)], null);
+    expect(s.selected).toBe('a-3');
+    // in "All notebooks" too, the current notebook's new job is followed
+    s = setScope(s, 'all');
+    s = selectJob(s, 'b-9');
+    s = mergeJobs(s, [job('a-4', 'dir/a.ipynb', 'Initializing', 50)], null);
+    expect(s.selected).toBe('a-4');
   });
 
   it('moves to the newest remaining job when the selected one disappears', () => {

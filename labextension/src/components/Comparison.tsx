@@ -1,20 +1,41 @@
 import * as React from 'react';
 import type { IPanelActions } from '../actions';
+import { cellLabel } from '../cells';
 import { stripAnsi } from '../format';
+import { canAccept } from '../golden';
 import type { IComparisonResult, IJob } from '../types';
 import { GotoButton } from './GotoButton';
+
+/** "absolute 0.0001, relative 0" (the tolerances the comparison used). */
+export function toleranceText(comparison: IComparisonResult): string {
+  const t = comparison.tolerance;
+  if (!t) {
+    return '';
+  }
+  const parts: string[] = [];
+  if (t.absolute !== undefined && t.absolute !== null) {
+    parts.push(`absolute ${t.absolute}`);
+  }
+  if (t.relative !== undefined && t.relative !== null) {
+    parts.push(`relative ${t.relative}`);
+  }
+  return parts.join(', ');
+}
 
 export function Comparison(props: {
   comparison: IComparisonResult | undefined;
   job: IJob;
   actions: IPanelActions;
+  /** cells accepted into the golden notebook since this job ran */
+  accepted?: ReadonlySet<number>;
 }): JSX.Element | null {
-  const { comparison, job, actions } = props;
+  const { comparison, job, actions, accepted } = props;
   if (!comparison) {
     return null;
   }
   const diffs = comparison.diffs ?? [];
   const matched = comparison.result === 'matched';
+  const tolerance = toleranceText(comparison);
   return (
     <div className="jp-NBValidation-section jp-NBValidation-comparison">
       <h3 className="jp-NBValidation-sectionTitle">Golden comparison</h3>
@@ -27,19 +48,44 @@ export function Comparison(props: {
           ` — ${comparison.matchedCells ?? 0}/${comparison.totalCells} cells matched`}
         {comparison.strategy && ` (${comparison.strategy})`}
       </div>
+      {tolerance && (
+        <div
+          className="jp-NBValidation-tolerance"
+          title="Numbers in outputs match when |expected − actual| ≤ absolute + relative × |expected|"
+        >
+          Tolerance: {tolerance}
+        </div>
+      )}
       {diffs.map((d, i) => (
         <div
           className="jp-NBValidation-diff"
           key={`${d.cellIndex}-${i}`}
           data-severity={d.severity ?? ''}
+          data-cell-index={d.cellIndex}
         >
           <div className="jp-NBValidation-diffHead">
             <span>
-              cell {d.cellIndex}
+              {cellLabel(d.cellIndex)}
               {d.diffType ? ` — ${d.diffType}` : ''}
               {d.severity ? ` (${d.severity})` : ''}
             </span>
-            <GotoButton job={job} index={d.cellIndex} actions={actions} />
+            <span className="jp-NBValidation-diffActions">
+              {job.spec.goldenNotebook?.path &&
+                canAccept(d) &&
+                (accepted?.has(d.cellIndex) ? (
+                  <span className="jp-NBValidation-accepted">accepted ✓</span>
+                ) : (
+                  <button
+                    type="button"
+                    className="jp-Button jp-mod-styled jp-NBValidation-accept"
+                    onClick={() => void actions.acceptGolden(job, d.cellIndex)}
+                    title={`Write ${cellLabel(d.cellIndex, false)}'s actual outputs into ${job.spec.goldenNotebook.path}`}
+                  >
+                    Accept as golden
+                  </button>
+                ))}
+              <GotoButton job={job} index={d.cellIndex} actions={actions} />
+            </span>
           </div>
           <div className="jp-NBValidation-diffColumns">
             <div>

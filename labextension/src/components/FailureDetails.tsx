@@ -1,8 +1,11 @@
 import * as React from 'react';
 import type { IPanelActions } from '../actions';
+import { cellLabel } from '../cells';
 import { stripAnsi } from '../format';
 import { jobPhase } from '../state';
+import { splitTraceback } from '../traceback';
 import type { ICellResult, IJob } from '../types';
+import { isCancelled } from '../verdict';
 import { GotoButton } from './GotoButton';
 
 export function failingResult(job: IJob): ICellResult | null {
@@ -28,12 +31,21 @@ export function FailureDetails(props: { job: IJob; actions: IPanelActions }): JS
   if (!result) {
     return null;
   }
-  const traceback = stripAnsi(result.output);
+  const split = splitTraceback(result);
+  const libraryCount = split.libraryFrames.length;
+  const hasFrames = split.cellFrames.length + libraryCount > 0;
+  const cancelled = isCancelled(job);
   return (
-    <div className="jp-NBValidation-section jp-NBValidation-failure">
-      <h3 className="jp-NBValidation-sectionTitle">Failing cell</h3>
+    <div
+      className={`jp-NBValidation-section jp-NBValidation-failure${cancelled ? ' jp-mod-cancelled' : ''}`}
+    >
+      <h3 className="jp-NBValidation-sectionTitle">
+        {cancelled ? 'Cell running when cancelled' : 'Failing cell'}
+      </h3>
       <div className="jp-NBValidation-failureHead">
-        <span className="jp-NBValidation-cellIndex">cell {result.cellIndex}</span>
+        <span className="jp-NBValidation-cellIndex" data-cell-index={result.cellIndex}>
+          {cellLabel(result.cellIndex)}
+        </span>
         <GotoButton job={job} index={result.cellIndex} actions={actions} />
       </div>
       {(result.errorName || result.errorMessage) && (
@@ -43,7 +55,34 @@ export function FailureDetails(props: { job: IJob; actions: IPanelActions }): JS
           {stripAnsi(result.errorMessage)}
         </div>
       )}
-      {traceback && <pre className="jp-NBValidation-traceback">{traceback}</pre>}
+      {hasFrames ? (
+        <div className="jp-NBValidation-traceback" aria-label="Traceback">
+          {split.cellFrames.map((f, i) => (
+            <pre key={`c${i}`} className="jp-NBValidation-frame jp-mod-cell">
+              {f.text}
+            </pre>
+          ))}
+          {split.tail && <pre className="jp-NBValidation-frame jp-mod-error">{split.tail}</pre>}
+          {libraryCount > 0 && (
+            <details className="jp-NBValidation-libraryFrames">
+              <summary>
+                {libraryCount} library frame{libraryCount === 1 ? '' : 's'}
+              </summary>
+              {split.libraryFrames.map((f, i) => (
+                <pre key={`l${i}`} className="jp-NBValidation-frame jp-mod-library">
+                  {f.text}
+                </pre>
+              ))}
+            </details>
+          )}
+        </div>
+      ) : (
+        split.tail && (
+          <div className="jp-NBValidation-traceback" aria-label="Traceback">
+            <pre className="jp-NBValidation-frame jp-mod-error">{split.tail}</pre>
+          </div>
+        )
+      )}
     </div>
   );
 }

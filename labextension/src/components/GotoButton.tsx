@@ -1,5 +1,6 @@
 import * as React from 'react';
 import type { IPanelActions } from '../actions';
+import { cellLabel } from '../cells';
 import { jobNotebook } from '../state';
 import type { IJob } from '../types';
 
@@ -15,7 +16,7 @@ export function GotoButton(props: {
       className="jp-Button jp-mod-styled jp-NBValidation-goto"
       data-cell-index={index}
       onClick={() => void actions.gotoCell(jobNotebook(job), index)}
-      title={`Open ${jobNotebook(job)} and select cell ${index}`}
+      title={`Open ${jobNotebook(job)} and select ${cellLabel(index, false)}`}
     >
       Go to cell
     </button>

@@ -6,12 +6,43 @@ import { PHASE_LABELS, isTerminal } from '../phases';
 import { jobNotebook } from '../state';
 import { ITimeline, computeTimeline, totalSeconds } from '../timeline';
 import type { IJob } from '../types';
+import { isCancelled, verdictAttr } from '../verdict';
+import { BuildLog } from './BuildLog';
 import { CellSummary } from './CellSummary';
 import { Comparison } from './Comparison';
 import { EventsList } from './EventsList';
 import { FailureDetails } from './FailureDetails';
 import { Links } from './Links';
+import { Progress } from './Progress';
 import { Timeline } from './Timeline';
+
+/** Cell types of the executed notebook of a finished job (for the cell summary), or null. */
+function useCellTypes(model: ValidationModel, job: IJob): string[] | null {
+  const name = job.metadata.name;
+  const results = job.status?.results ?? [];
+  const needed =
+    isTerminal(job.status?.phase) && results.length > 0 && results.some(r => !r.cellType);
+  const [types, setTypes] = React.useState<string[] | null>(null);
+  React.useEffect(() => {
+    if (!needed) {
+      return;
+    }
+    let live = true;
+    model
+      .executedNotebook(name)
+      .then(nb => {
+        const cells = (nb?.cells as Array<{ cell_type?: string }> | undefined) ?? null;
+        if (live && cells) {
+          setTypes(cells.map(c => c.cell_type ?? 'code'));
+        }
+      })
+      .catch(() => undefined);
+    return () => {
+      live = false;
+    };
+  }, [model, name, needed]);
+  return types;
+}
 
 export function JobDetail(props: {
   model: ValidationModel;
@@ -26,19 +57,24 @@ export function JobDetail(props: {
   const status = job.status ?? {};
   const phase = status.phase ?? '';
   const terminal = isTerminal(phase);
+  const cancelled = isCancelled(job);
   const verdictPhase = timeline.verdict ?? (phase || timeline.currentPhase || 'Pending');
+  const cellTypes = useCellTypes(model, job);
   return (
     <section className="jp-NBValidation-detail" aria-label={`Job ${name}`}>
       <div className="jp-NBValidation-summary">
         <div
           className={`jp-NBValidation-verdict${terminal ? ' jp-mod-terminal' : ''}`}
           data-phase={verdictPhase}
+          data-verdict={terminal ? verdictAttr(job) : 'running'}
           role="status"
         >
-          {verdictText(verdictPhase, timeline)}
+          {verdictText(verdictPhase, timeline, cancelled)}
         </div>
         <div className="jp-NBValidation-meta">
-          <span title="Job name">{name}</span>
+          <span title="Job name" className="jp-NBValidation-jobFullName">
+            {name}
+          </span>
           <span title="Notebook">{jobNotebook(job)}</span>
           {job.spec.goldenNotebook?.path && (
             <span title="Golden notebook">golden: {job.spec.goldenNotebook.path}</span>
@@ -55,29 +91,36 @@ export function JobDetail(props: {
           <button
             type="button"
             className="jp-Button jp-mod-styled jp-mod-warn jp-NBValidation-cancel"
-            onClick={() => void model.cancel(name).catch(() => undefined)}
+            onClick={() => void actions.cancel(job)}
           >
             Cancel
           </button>
         )}
       </div>
-      <Timeline timeline={timeline} />
+      <Timeline timeline={timeline} cancelled={cancelled} />
+      <Progress job={job} now={now} />
+      <BuildLog model={model} job={job} />
       <FailureDetails job={job} actions={actions} />
-      <Comparison comparison={status.comparisonResult} job={job} actions={actions} />
-      <CellSummary results={status.results} />
-      <Links model={model} job={job} />
+      <Comparison
+        comparison={status.comparisonResult}
+        job={job}
+        actions={actions}
+        accepted={model.acceptedCells(name)}
+      />
+      <CellSummary results={status.results} cellTypes={cellTypes} />
+      <Links job={job} actions={actions} />
       <EventsList events={events} />
     </section>
   );
 }
 
-export function verdictText(phase: string, timeline: ITimeline): string {
+export function verdictText(phase: string, timeline: ITimeline, cancelled = false): string {
   const total = formatDuration(totalSeconds(timeline));
   switch (phase) {
     case 'Succeeded':
       return `✓ Succeeded in ${total}`;
     case 'Failed':
-      return `✗ Failed after ${total}`;
+      return cancelled ? `⊘ Cancelled after ${total}` : `✗ Failed after ${total}`;
     case 'Pending':
       return 'Pending…';
     default:

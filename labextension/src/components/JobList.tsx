@@ -1,7 +1,7 @@
 import * as React from 'react';
 import { basename, formatAgo, parseTime } from '../format';
 import type { ValidationModel } from '../model';
-import { jobNotebook, jobPhase } from '../state';
+import { jobNotebook } from '../state';
 import type { IJob } from '../types';
 import { PhaseBadge } from './PhaseBadge';
 
@@ -30,9 +30,16 @@ export function JobList(props: {
               onClick={() => model.select(name)}
               title={`${name}\n${jobNotebook(job)}`}
             >
-              <PhaseBadge phase={jobPhase(job)} />
-              <span className="jp-NBValidation-jobName">
-                {showNotebook ? basename(jobNotebook(job)) : name}
+              <PhaseBadge job={job} />
+              <span className="jp-NBValidation-jobName" title={name}>
+                {showNotebook ? (
+                  <>
+                    {basename(jobNotebook(job))}
+                    <span className="jp-NBValidation-jobSub">{name}</span>
+                  </>
+                ) : (
+                  name
+                )}
               </span>
               <span className="jp-NBValidation-jobAge">
                 {formatAgo(parseTime(job.metadata.creationTimestamp), now)}

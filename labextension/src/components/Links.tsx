@@ -1,39 +1,34 @@
 import * as React from 'react';
-import type { ValidationModel } from '../model';
+import type { IPanelActions } from '../actions';
 import { isTerminal } from '../phases';
 import type { IJob } from '../types';
 
-export function Links(props: { model: ValidationModel; job: IJob }): JSX.Element | null {
-  const { model, job } = props;
-  const name = job.metadata.name;
+/** The executed notebook: open it in a lab tab (read-only, no kernel) or download it. */
+export function Links(props: { job: IJob; actions: IPanelActions }): JSX.Element | null {
+  const { job, actions } = props;
   const status = job.status ?? {};
-  const hasBuild = !!status.buildStatus;
   const hasNotebook = isTerminal(status.phase) && (status.results?.length ?? 0) > 0;
-  if (!hasBuild && !hasNotebook) {
+  if (!hasNotebook) {
     return null;
   }
   return (
     <div className="jp-NBValidation-links">
-      {hasBuild && (
-        <a
-          className="jp-NBValidation-link"
-          href={model.api.buildLogUrl(name)}
-          target="_blank"
-          rel="noopener noreferrer"
-        >
-          Build log
-        </a>
-      )}
-      {hasNotebook && (
-        <a
-          className="jp-NBValidation-link"
-          href={model.api.executedNotebookUrl(name)}
-          target="_blank"
-          rel="noopener noreferrer"
-        >
-          Executed notebook (JSON)
-        </a>
-      )}
+      <button
+        type="button"
+        className="jp-Button jp-mod-styled jp-NBValidation-openExecuted"
+        onClick={() => void actions.openExecuted(job)}
+        title="Open the executed notebook, with its outputs, in a read-only tab (no kernel)"
+      >
+        Open executed notebook
+      </button>
+      <button
+        type="button"
+        className="jp-Button jp-mod-styled jp-NBValidation-downloadExecuted"
+        onClick={() => void actions.downloadExecuted(job)}
+        title="Download the executed notebook as .ipynb"
+      >
+        Download .ipynb
+      </button>
     </div>
   );
 }

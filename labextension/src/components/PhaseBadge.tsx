@@ -1,11 +1,13 @@
 import * as React from 'react';
-import { PHASE_LABELS } from '../phases';
+import type { IJob } from '../types';
+import { phaseWord, verdictAttr } from '../verdict';
 
-export function PhaseBadge(props: { phase: string }): JSX.Element {
-  const phase = props.phase || 'Pending';
+export function PhaseBadge(props: { job: IJob }): JSX.Element {
+  const { job } = props;
+  const phase = job.status?.phase || 'Pending';
   return (
-    <span className="jp-NBValidation-badge" data-phase={phase}>
-      {PHASE_LABELS[phase] ?? phase}
+    <span className="jp-NBValidation-badge" data-phase={phase} data-verdict={verdictAttr(job)}>
+      {phaseWord(job)}
     </span>
   );
 }

@@ -3,8 +3,8 @@ import { formatClock, formatDuration } from '../format';
 import { ITimeline, totalSeconds } from '../timeline';
 import { TimelineRow } from './TimelineRow';
 
-export function Timeline(props: { timeline: ITimeline }): JSX.Element {
-  const { timeline } = props;
+export function Timeline(props: { timeline: ITimeline; cancelled?: boolean }): JSX.Element {
+  const { timeline, cancelled } = props;
   if (!timeline.phases.length) {
     return <div className="jp-NBValidation-timeline jp-mod-empty">No phases recorded yet.</div>;
   }
@@ -19,7 +19,7 @@ export function Timeline(props: { timeline: ITimeline }): JSX.Element {
       <div className="jp-NBValidation-timelineGrid">
         <ol className="jp-NBValidation-timeline" aria-label="Phase timeline">
           {timeline.phases.map(p => (
-            <TimelineRow key={p.phase} timeline={timeline} phase={p} />
+            <TimelineRow key={p.phase} timeline={timeline} phase={p} cancelled={cancelled} />
           ))}
         </ol>
         <div className="jp-NBValidation-row jp-NBValidation-axisRow" aria-hidden="true">

@@ -3,24 +3,34 @@ import { formatClock, formatDuration } from '../format';
 import { PHASE_LABELS } from '../phases';
 import { ITimeline, ITimelinePhase, barGeometry } from '../timeline';
 
-export function TimelineRow(props: { timeline: ITimeline; phase: ITimelinePhase }): JSX.Element {
-  const { timeline, phase } = props;
+export function TimelineRow(props: {
+  timeline: ITimeline;
+  phase: ITimelinePhase;
+  cancelled?: boolean;
+}): JSX.Element {
+  const { timeline, phase, cancelled } = props;
   const { left, width } = barGeometry(timeline, phase);
   const classes = ['jp-NBValidation-bar'];
   if (phase.current) {
     classes.push('jp-mod-current');
   }
   if (phase.failed) {
-    classes.push('jp-mod-failed');
+    // a cancel ends Failed too, but is shown as cancelled (its own colour)
+    classes.push(cancelled ? 'jp-mod-cancelled' : 'jp-mod-failed');
   }
   if (phase.terminal) {
     classes.push('jp-mod-terminal');
   }
-  const label = PHASE_LABELS[phase.phase] ?? phase.phase;
+  const label =
+    cancelled && phase.phase === 'Failed'
+      ? 'Cancelled'
+      : (PHASE_LABELS[phase.phase] ?? phase.phase);
   const duration = phase.terminal
     ? phase.phase === 'Succeeded'
       ? '✓'
-      : '✗'
+      : cancelled
+        ? '⊘'
+        : '✗'
     : formatDuration(phase.durationSeconds);
   const tip = [
     `${label}: ${phase.terminal ? 'at ' + formatClock(phase.start) : formatDuration(phase.durationSeconds)}`,

@@ -1,0 +1,237 @@
+/**
+ * The executed notebook of a job, in a lab tab: a read-only contents drive
+ * ("NBValidationExecuted:<job>/<notebook>.ipynb") serves it from
+ * GET …/jobs/{name}/notebook, and a notebook widget factory that never starts
+ * a kernel shows it with its outputs. Saving is refused; cells are read-only.
+ */
+import type { JupyterFrontEnd } from '@jupyterlab/application';
+import { Notification } from '@jupyterlab/apputils';
+import type { IDocumentManager } from '@jupyterlab/docmanager';
+import type { NotebookPanel } from '@jupyterlab/notebook';
+import { NotebookWidgetFactory } from '@jupyterlab/notebook';
+import { Contents, ServerConnection } from '@jupyterlab/services';
+import { ISignal, Signal } from '@lumino/signaling';
+import { basename } from './format';
+import { executedFileName, executedPath, lockCells } from './nbfiles';
+import { describe } from './model';
+import type { IJob, IValidationAPI } from './types';
+
+export const DRIVE_NAME = 'NBValidationExecuted';
+export const FACTORY_NAME = 'Executed notebook (read-only)';
+
+function readOnlyError(): Error {
+  return new Error('An executed notebook of a validation is read-only.');
+}
+
+export class ExecutedNotebookDrive implements Contents.IDrive {
+  constructor(
+    readonly api: IValidationAPI,
+    readonly serverSettings: ServerConnection.ISettings
+  ) {}
+
+  readonly name = DRIVE_NAME;
+
+  get fileChanged(): ISignal<this, Contents.IChangedArgs> {
+    return this._fileChanged;
+  }
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  dispose(): void {
+    this._disposed = true;
+    Signal.clearData(this);
+  }
+
+  async get(localPath: string, options?: Contents.IFetchOptions): Promise<Contents.IModel> {
+    const parts = localPath.split('/').filter(Boolean);
+    if (parts.length === 0) {
+      return this._dir('', []);
+    }
+    const job = parts[0];
+    if (parts.length === 1) {
+      return this._dir(job, []);
+    }
+    const nb = await this.api.executedNotebook(job);
+    if (!nb) {
+      throw new Error(`Job ${job} has no executed notebook (yet).`);
+    }
+    const now = new Date().toISOString();
+    return {
+      name: parts[parts.length - 1],
+      path: localPath,
+      type: 'notebook',
+      format: options?.content === false ? null : 'json',
+      content: options?.content === false ? null : lockCells(nb),
+      writable: false,
+      created: now,
+      last_modified: now,
+      mimetype: 'application/x-ipynb+json',
+      size: undefined
+    };
+  }
+
+  async getDownloadUrl(localPath: string): Promise<string> {
+    const job = localPath.split('/').filter(Boolean)[0] ?? '';
+    return this.api.executedNotebookUrl(job);
+  }
+
+  async newUntitled(): Promise<Contents.IModel> {
+    throw readOnlyError();
+  }
+
+  async delete(): Promise<void> {
+    throw readOnlyError();
+  }
+
+  async rename(): Promise<Contents.IModel> {
+    throw readOnlyError();
+  }
+
+  async save(): Promise<Contents.IModel> {
+    throw readOnlyError();
+  }
+
+  async copy(): Promise<Contents.IModel> {
+    throw readOnlyError();
+  }
+
+  async createCheckpoint(): Promise<Contents.ICheckpointModel> {
+    // the lab asks for one on open; nothing is stored
+    return { id: 'executed', last_modified: new Date().toISOString() };
+  }
+
+  async listCheckpoints(): Promise<Contents.ICheckpointModel[]> {
+    return [];
+  }
+
+  async restoreCheckpoint(): Promise<void> {
+    throw readOnlyError();
+  }
+
+  async deleteCheckpoint(): Promise<void> {
+    throw readOnlyError();
+  }
+
+  private _dir(path: string, content: Contents.IModel[]): Contents.IModel {
+    const now = new Date().toISOString();
+    return {
+      name: basename(path),
+      path,
+      type: 'directory',
+      format: 'json',
+      content,
+      writable: false,
+      created: now,
+      last_modified: now,
+      mimetype: ''
+    };
+  }
+
+  private _disposed = false;
+  private _fileChanged = new Signal<this, Contents.IChangedArgs>(this);
+}
+
+/**
+ * Register the drive and a kernel-less, read-only notebook factory built
+ * from the lab's own notebook factory (same renderers and content factory).
+ */
+export function setupExecutedNotebooks(
+  app: JupyterFrontEnd,
+  api: IValidationAPI,
+  notebookFactory: NotebookWidgetFactory.IFactory | null
+): boolean {
+  const drive = new ExecutedNotebookDrive(api, app.serviceManager.serverSettings);
+  app.serviceManager.contents.addDrive(drive);
+  const base = notebookFactory as unknown as NotebookWidgetFactory | null;
+  if (!base || !base.rendermime || !base.contentFactory || !base.mimeTypeService) {
+    return false;
+  }
+  const factory = new NotebookWidgetFactory({
+    name: FACTORY_NAME,
+    label: FACTORY_NAME,
+    fileTypes: ['notebook'],
+    modelName: 'notebook',
+    defaultFor: [],
+    preferKernel: false,
+    canStartKernel: false,
+    shutdownOnClose: false,
+    autoStartDefault: false,
+    readOnly: true,
+    rendermime: base.rendermime,
+    contentFactory: base.contentFactory,
+    mimeTypeService: base.mimeTypeService,
+    editorConfig: base.editorConfig,
+    notebookConfig: base.notebookConfig
+  });
+  app.docRegistry.addWidgetFactory(factory);
+  factory.widgetCreated.connect((_, panel) => {
+    panel.addClass('jp-NBValidation-executed');
+    void panel.context.ready.then(() => makeReadOnly(panel));
+  });
+  return true;
+}
+
+function makeReadOnly(panel: NotebookPanel): void {
+  const notebook = panel.content;
+  const apply = () => {
+    for (const cell of notebook.widgets) {
+      cell.readOnly = true;
+    }
+  };
+  apply();
+  notebook.model?.cells.changed.connect(apply);
+  // (the label stays the file name: a DocumentWidget renames its file when the label changes)
+  const job = panel.context.localPath.split('/')[0];
+  panel.title.caption = `Executed notebook of validation ${job} (read-only, no kernel)`;
+}
+
+/** Open a job's executed notebook in a tab. */
+export async function openExecuted(
+  docManager: IDocumentManager,
+  job: IJob,
+  haveFactory: boolean
+): Promise<NotebookPanel | null> {
+  const path = `${DRIVE_NAME}:${executedPath(job)}`;
+  try {
+    const widget = docManager.openOrReveal(
+      path,
+      haveFactory ? FACTORY_NAME : 'Notebook',
+      undefined
+    );
+    if (!widget) {
+      throw new Error(`cannot open ${path}`);
+    }
+    await widget.context.ready;
+    return widget as unknown as NotebookPanel;
+  } catch (e) {
+    Notification.error(`Cannot open the executed notebook: ${describe(e)}`, { autoClose: 8000 });
+    return null;
+  }
+}
+
+/** Download a job's executed notebook as <notebook>.executed.ipynb. */
+export async function downloadExecuted(api: IValidationAPI, job: IJob): Promise<void> {
+  try {
+    const nb = await api.executedNotebook(job.metadata.name);
+    if (!nb) {
+      throw new Error('it has no executed notebook (yet)');
+    }
+    const blob = new Blob([JSON.stringify(nb, null, 1) + '\n'], {
+      type: 'application/x-ipynb+json'
+    });
+    const url = URL.createObjectURL(blob);
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = executedFileName(job);
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  } catch (e) {
+    Notification.error(`Cannot download the executed notebook: ${describe(e)}`, {
+      autoClose: 8000
+    });
+  }
+}
