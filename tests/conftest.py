@@ -204,3 +204,55 @@ def server_proc(tmp_path):
     yield make
     for s in servers:
         s.stop()
+
+
+@pytest.fixture
+def ui_tests():
+    """ui_tests("file.test.js"): run one file of labextension/ui-tests/ (node's
+    test runner + playwright-core driving Debian's Chromium against a real
+    ``jupyter lab``); fails, never skips, when a part is missing."""
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    labext = root / "labextension"
+    chromium = os.environ.get("NBV_CHROMIUM", "/usr/bin/chromium")
+    timeout = int(os.environ.get("NBV_E2E_TIMEOUT", "900"))
+
+    def installed_labextension() -> Path | None:
+        from jupyter_core.paths import jupyter_path
+
+        for base in jupyter_path("labextensions"):
+            pkg = Path(base) / "jupyter-nbvalidation" / "package.json"
+            if pkg.is_file():
+                return pkg
+        return None
+
+    def run(test_file: str) -> str:
+        node = shutil.which("node")
+        assert node, "node is not on PATH: install Node.js 20 to run the browser tests"
+        assert Path(chromium).exists(), f"{chromium} is missing: `apt-get install -y chromium` (or set NBV_CHROMIUM)"
+        assert (labext / "node_modules" / "playwright-core").is_dir(), (
+            "labextension/node_modules is missing: run `jlpm install` in labextension/")
+        pkg = installed_labextension()
+        assert pkg is not None, ("the jupyter-nbvalidation labextension is not installed: `pip install -e .` "
+                                 "(builds it) or `jupyter labextension develop --overwrite .`")
+        assert "_build" in json.loads(pkg.read_text()).get("jupyterlab", {}), f"{pkg} is not a built labextension"
+        jupyter = Path(sys.executable).with_name("jupyter")
+        assert jupyter.exists(), f"no jupyter beside {sys.executable}"
+        env = {**os.environ, "NBV_JUPYTER": str(jupyter), "NBV_CHROMIUM": chromium,
+               "NBV_ARTIFACTS": str(root / "test-artifacts")}
+        env["PATH"] = f"{jupyter.parent}{os.pathsep}{env.get('PATH', '')}"
+        proc = subprocess.run([node, "--test", "--test-reporter=spec", f"ui-tests/{test_file}"],
+                              cwd=labext, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        print(proc.stdout[-30000:])
+        if proc.stderr.strip():
+            print(proc.stderr[-10000:], file=sys.stderr)
+        assert proc.returncode == 0, (
+            f"browser tests failed (exit {proc.returncode}); screenshots and lab logs in test-artifacts/\n"
+            + proc.stdout[-6000:])
+        return proc.stdout
+
+    return run

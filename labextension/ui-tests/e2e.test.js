@@ -218,7 +218,7 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
     await failure.waitFor({ timeout: 15_000 });
     assert.equal(
       (await failure.locator('.jp-NBValidation-cellIndex').textContent()).trim(),
-      'cell 2'
+      'Cell 3'
     );
     const errorLine = await failure.locator('.jp-NBValidation-errorLine').textContent();
     assert.match(errorLine, /ZeroDivisionError/);
@@ -324,7 +324,8 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
     const diff = comparison.locator('.jp-NBValidation-diff').first();
     assert.match(await diff.locator('.jp-NBValidation-expected').textContent(), /hello 1/);
     assert.match(await diff.locator('.jp-NBValidation-actual').textContent(), /hello 2/);
-    assert.match(await diff.locator('.jp-NBValidation-diffHead').textContent(), /cell 1/);
+    // the second cell (index 1) differs: "Cell 2", as JupyterLab numbers it
+    assert.match(await diff.locator('.jp-NBValidation-diffHead').textContent(), /Cell 2\b/);
     await page.mouse.move(0, 0);
     await page
       .locator(PANEL)

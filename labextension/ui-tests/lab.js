@@ -178,9 +178,10 @@ function tail(file, n = 60) {
 
 /**
  * Start the lab; resolves to {base, token, root, logFile, health, stop()}.
- * `overrides` adds JupyterLab setting overrides (e.g. a theme).
+ * `overrides` adds JupyterLab setting overrides (e.g. a theme); `files` adds
+ * files to the root (relative path → content).
  */
-async function startLab({ overrides = {}, withoutServerExtension = false } = {}) {
+async function startLab({ overrides = {}, withoutServerExtension = false, files = {} } = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nbv-e2e-'));
   const dirs = {};
   for (const d of [
@@ -195,7 +196,7 @@ async function startLab({ overrides = {}, withoutServerExtension = false } = {})
     dirs[d] = path.join(tmp, d);
     fs.mkdirSync(dirs[d], { recursive: true });
   }
-  for (const [rel, content] of Object.entries(NOTEBOOKS)) {
+  for (const [rel, content] of Object.entries({ ...NOTEBOOKS, ...files })) {
     const file = path.join(dirs.root, rel);
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, content);
@@ -271,4 +272,13 @@ async function startLab({ overrides = {}, withoutServerExtension = false } = {})
   return { base, token, root: dirs.root, tmp, logFile, health, proc, stop };
 }
 
-module.exports = { startLab, chromiumPath, CHROMIUM_ARGS, jupyterBin, NOTEBOOKS, tail, REPO };
+module.exports = {
+  startLab,
+  chromiumPath,
+  CHROMIUM_ARGS,
+  jupyterBin,
+  NOTEBOOKS,
+  notebook,
+  tail,
+  REPO
+};
