@@ -250,8 +250,8 @@ async function startLab({ overrides = {}, withoutServerExtension = false, files 
   let health;
   try {
     health = withoutServerExtension
-      ? await waitForLab(base, token, proc, logFile, 90_000)
-      : await waitForHealth(base, token, proc, logFile, 90_000);
+      ? await waitForLab(base, token, proc, logFile, 240_000)
+      : await waitForHealth(base, token, proc, logFile, 240_000);
   } catch (e) {
     proc.kill('SIGTERM');
     throw e;

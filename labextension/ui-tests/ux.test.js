@@ -389,7 +389,10 @@ describe('the lab as a data scientist meets it', () => {
     assert.equal((await output.textContent()).trim(), '2');
     const tab = page.locator('.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current');
     assert.equal((await tab.textContent()).trim(), 'passing.ipynb');
-    assert.match(await tab.getAttribute('title'), new RegExp(`Executed notebook of validation ${name}`));
+    assert.match(
+      await tab.getAttribute('title'),
+      new RegExp(`Executed notebook of validation ${name}`)
+    );
     // no kernel: the toolbar says so, and no session was started for it
     await page.waitForTimeout(1500);
     assert.equal(
