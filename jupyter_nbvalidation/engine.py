@@ -21,7 +21,8 @@ import random
 import time
 from typing import Any, Callable
 
-from .backends.base import RUNNING, SUCCEEDED, Backend, InputError, Observation
+from .backends.base import RUNNING, SUCCEEDED, Backend, Observation
+from .errors import InputRejected, PermanentFailure, TemporaryFailure
 from .events import EventRecorder, scrub, transition_event_name
 from .model import (
     ALLOWED_TRANSITIONS,
@@ -33,12 +34,12 @@ from .model import (
     format_duration,
     is_terminal,
     isotime,
-    parse_duration,
     parse_time,
     set_condition,
     transition_event_type,
     utcnow,
 )
+from .plan import ValidationPlan, make_plan, timeouts
 from .store.base import Conflict, NotFound
 from .tasks import cancel_all, cancel_and_wait, wait_within
 
@@ -119,6 +120,7 @@ class Engine:
         self._processing: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._failures: dict[str, int] = {}
+        self._plans: dict[str, ValidationPlan] = {}  # by job uid: computed once, dropped at the end
         self._tasks: list[asyncio.Task] = []
         self._election: asyncio.Task | None = None
         self._follower_checks: set[asyncio.Task] = set()
@@ -324,12 +326,9 @@ class Engine:
         if job is None:
             return
         if is_terminal(phase):
-            await self.backend.cleanup(job)
+            await self._forget(job)
         elif CANCEL_ANNOTATION in (job["metadata"].get("annotations") or {}):
-            if phase == Phase.BUILDING:
-                await self.backend.cancel_build(job)
-            elif phase == Phase.VALIDATION_RUNNING:
-                await self.backend.cancel_validation(job)
+            await self._cancel(job, phase)
 
     def enqueue_after(self, name: str, delay: float) -> None:
         loop = asyncio.get_running_loop()
@@ -365,10 +364,12 @@ class Engine:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
+                # a TemporaryFailure (and anything unforeseen) leaves the phase as it is and
+                # comes back with capped, jittered exponential backoff, at least its own delay
                 self.errors += 1
                 n = self._failures.get(name, 0) + 1
                 self._failures[name] = n
-                backoff = min(self.max_backoff, 0.2 * 2 ** (n - 1)) * (0.8 + 0.4 * random.random())
+                backoff = self.backoff(n, e.delay if isinstance(e, TemporaryFailure) else None)
                 self.log.warning("nbvalidation: reconcile of %s failed (%s); retrying in %.1fs",
                                  name, e, backoff)
                 self.enqueue_after(name, backoff)
@@ -378,6 +379,52 @@ class Engine:
                     self._queue.put_nowait(name)
                 if not self._dirty and not self._processing:
                     self._idle.set()
+
+    def backoff(self, failures: int, delay: float | None = None) -> float:
+        """Seconds before the ``failures``-th retry: 0.2 s doubling, jittered
+        by ±20 %, capped by ``max_backoff``; at least ``delay`` (a
+        TemporaryFailure's own, itself capped by ``max_backoff``)."""
+        wait = min(self.max_backoff, 0.2 * 2 ** (failures - 1)) * (0.8 + 0.4 * random.random())
+        return max(wait, min(self.max_backoff, delay or 0.0))
+
+    # -- the plan ---------------------------------------------------------------
+    async def plan_of(self, job: dict) -> ValidationPlan:
+        """The job's validation plan, computed once from its spec and stored
+        snapshot (plan.py) and handed to every backend call; an engine that
+        takes over computes the same one again."""
+        uid = job["metadata"]["uid"]
+        plan = self._plans.get(uid)
+        if plan is None:
+            snapshot = await self.backend.read_snapshot(job)
+            limits = self._timeouts(job)
+            plan = await asyncio.to_thread(make_plan, job, snapshot, build_timeout=limits.build,
+                                           validation_timeout=limits.validation, cell_timeout=limits.cell)
+            self._plans[uid] = plan
+        return plan
+
+    def _timeouts(self, job: dict) -> Any:
+        return timeouts(job["spec"], build_timeout=self.build_timeout, validation_timeout=self.validation_timeout,
+                        cell_timeout=self.backend.default_cell_timeout)
+
+    async def _forget(self, job: dict) -> None:
+        """A terminal job: its plan is dropped, the backend releases what it holds."""
+        self._plans.pop(job["metadata"]["uid"], None)
+        try:
+            await self.backend.cleanup(job)
+        except PermanentFailure as e:
+            self.log.warning("nbvalidation: cleaning up %s failed for good: %s", job["metadata"]["name"], e)
+
+    async def _cancel(self, job: dict, phase: str) -> None:
+        """Stop what runs for the job; a permanent failure to do so is logged
+        (the job ends all the same), a temporary one retried."""
+        try:
+            if phase == Phase.BUILDING:
+                await self.backend.cancel_build(job)
+            elif phase == Phase.VALIDATION_RUNNING:
+                await self.backend.cancel_validation(job)
+        except PermanentFailure as e:
+            self.log.warning("nbvalidation: cancelling the %s of %s failed for good: %s",
+                             "build" if phase == Phase.BUILDING else "validation", job["metadata"]["name"], e)
 
     # -- the one write path ---------------------------------------------------
     async def _write(self, job: dict, decide: Callable[[dict], dict | None]) -> dict:
@@ -451,18 +498,42 @@ class Engine:
         return 0.0
 
     async def _step(self, job: dict) -> Any:
+        phase = (job.get("status") or {}).get("phase", "")
+        try:
+            return await self._decide(job)
+        except (PermanentFailure, InputRejected) as e:
+            # the same call would fail the same way: the job fails with its phase's reason
+            if is_terminal(phase) or phase == "":
+                raise
+            return await self._fail(job, phase, e)
+
+    async def _fail(self, job: dict, phase: str, e: PermanentFailure | InputRejected) -> Any:
+        default = {Phase.INITIALIZING: Reason.INVALID_INPUT, Phase.BUILDING: Reason.BUILD_FAILED,
+                   Phase.BUILD_COMPLETE: Reason.BUILD_FAILED}.get(phase, Reason.VALIDATION_FAILED)
+        reason = getattr(e, "reason", None) or default
+        message = str(e)
+        await self._cancel(job, phase)  # whatever still runs for it stops (a no-op when nothing does)
+
+        def patch(st: dict) -> None:
+            if phase == Phase.BUILDING:
+                st.setdefault("buildStatus", {}).update(phase="Failed", message=scrub(message),
+                                                        completionTime=st["completionTime"])
+
+        if isinstance(e, PermanentFailure) and phase != Phase.INITIALIZING:
+            self.log.warning("nbvalidation: %s failed for good in %s: %s", job["metadata"]["name"], phase, message)
+        await self._move(job, phase, Phase.FAILED, reason, message, patch)
+        return _AGAIN
+
+    async def _decide(self, job: dict) -> Any:
         status = job.get("status") or {}
         phase = status.get("phase", "")
         spec = job["spec"]
         if is_terminal(phase):
-            await self.backend.cleanup(job)
+            await self._forget(job)
             return None
 
         if CANCEL_ANNOTATION in (job["metadata"].get("annotations") or {}):
-            if phase == Phase.BUILDING:
-                await self.backend.cancel_build(job)
-            if phase == Phase.VALIDATION_RUNNING:
-                await self.backend.cancel_validation(job)
+            await self._cancel(job, phase)
 
             def cancel_patch(st: dict) -> None:
                 if phase == Phase.BUILDING:
@@ -477,11 +548,10 @@ class Engine:
             return _AGAIN
 
         if phase == Phase.INITIALIZING:
-            try:
-                detected = await self.backend.prepare(job)
-            except InputError as e:
-                await self._move(job, phase, Phase.FAILED, Reason.INVALID_INPUT, str(e))
-                return _AGAIN
+            # the plan is computed here (and again by an engine that takes over); an
+            # input it cannot use fails the job (InvalidInput, via _step)
+            plan = await self.plan_of(job)
+            detected = await self.backend.prepare(job, plan)
             if build_enabled(spec):
                 def start_build(st: dict) -> None:
                     st["buildStatus"] = {"phase": "Running", "startTime": st["transitions"][-1]["time"],
@@ -513,17 +583,16 @@ class Engine:
             return await self._validating(job)
         raise ValueError(f"job {job['metadata']['name']} has an unknown phase {phase!r}")
 
-    def _deadline(self, job: dict, phase: str, default: float, override: Any) -> float:
+    def _deadline(self, job: dict, phase: str, limit: float) -> float:
         started = phase_entered_at(job.get("status") or {}, phase) or utcnow()
-        limit = parse_duration(override) if override else default
         return started.timestamp() + limit
 
     async def _building(self, job: dict) -> Any:
         status = job["status"]
-        bc = job["spec"].get("podConfig", {}).get("buildConfig", {})
-        deadline = self._deadline(job, Phase.BUILDING, self.build_timeout, bc.get("timeout"))
+        # the timeouts need no snapshot (plan.timeouts): a job whose plan cannot be had still times out
+        deadline = self._deadline(job, Phase.BUILDING, self._timeouts(job).build)
         if time.time() >= deadline:
-            await self.backend.cancel_build(job)
+            await self._cancel(job, Phase.BUILDING)
             limit = format_duration(deadline - phase_entered_at(status, Phase.BUILDING).timestamp())
 
             def timed_out(st: dict) -> None:
@@ -533,7 +602,7 @@ class Engine:
             await self._move(job, Phase.BUILDING, Phase.FAILED, Reason.BUILD_TIMED_OUT,
                              f"The environment build did not finish within {limit}.", timed_out)
             return _AGAIN
-        obs = await self.backend.ensure_build(job)
+        obs = await self.backend.ensure_build(job, await self.plan_of(job))
         if obs.state == RUNNING:
             return max(0.05, deadline - time.time())
         ok = obs.state == SUCCEEDED
@@ -573,14 +642,14 @@ class Engine:
                 await self._move(job, Phase.VALIDATION_RUNNING, Phase.FAILED, Reason.VALIDATION_FAILED,
                                  "No built environment is recorded for this job; refusing to validate.")
                 return _AGAIN
-        deadline = self._deadline(job, Phase.VALIDATION_RUNNING, self.validation_timeout, job["spec"].get("timeout"))
+        deadline = self._deadline(job, Phase.VALIDATION_RUNNING, self._timeouts(job).validation)
         if time.time() >= deadline:
-            await self.backend.cancel_validation(job)
+            await self._cancel(job, Phase.VALIDATION_RUNNING)
             limit = format_duration(deadline - phase_entered_at(status, Phase.VALIDATION_RUNNING).timestamp())
             await self._move(job, Phase.VALIDATION_RUNNING, Phase.FAILED, Reason.VALIDATION_TIMED_OUT,
                              f"The validation did not finish within {limit}.")
             return _AGAIN
-        obs = await self.backend.ensure_validation(job, reference)
+        obs = await self.backend.ensure_validation(job, reference, await self.plan_of(job))
         if obs.state == RUNNING:
             delay = max(0.05, deadline - time.time())
             wait = await self._write_progress(job, obs.extra.get("progress"))

@@ -26,7 +26,10 @@ class InputRejected(Exception):
 
 class TemporaryFailure(Exception):
     """Worth retrying: the cause may go away (an unreachable API server, a
-    conflict). ``delay`` is a suggested wait in seconds, if known."""
+    conflict). ``delay`` is a suggested wait in seconds, if known. The engine
+    leaves the job's phase as it is and retries with capped, jittered
+    exponential backoff, waiting at least ``delay``; the phase timeouts keep
+    running."""
 
     def __init__(self, message: str, delay: float | None = None) -> None:
         super().__init__(message)
@@ -34,4 +37,12 @@ class TemporaryFailure(Exception):
 
 
 class PermanentFailure(Exception):
-    """Not worth retrying: the same call will fail the same way."""
+    """Not worth retrying: the same call will fail the same way. The engine
+    fails the job with its phase's failure reason (``InvalidInput``,
+    ``BuildFailed``, ``ValidationFailed``) unless ``reason`` names another
+    one; the message names the object and the cause (already free of
+    secrets)."""
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -47,3 +47,17 @@ def comparison_args(spec: Mapping[str, Any]) -> list[str]:
             [{"regex": e["regex"], "replace": e["replace"]} for e in cc["sanitizers"]],
             ensure_ascii=False, separators=(",", ":")))
     return args
+
+
+def plan_args(spec: Mapping[str, Any], *, cell_timeout: float, timeout: float) -> list[str]:
+    """Every runner argument a job spec decides (both backends; locations such
+    as the notebook, the golden notebook or the result file are the backend's):
+    the comparison options, the cell timeout and the validation timeout, in
+    seconds (the spec's values or the server's defaults, see plan.timeouts)."""
+    return [*spec_args(spec), "--cell-timeout", seconds(cell_timeout), "--timeout", seconds(timeout)]
+
+
+def seconds(value: float) -> str:
+    """A number of seconds as a short exact argument ("600", "1.5")."""
+    short = f"{value:g}"
+    return short if float(short) == float(value) else repr(float(value))

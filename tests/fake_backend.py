@@ -18,8 +18,10 @@ import itertools
 import uuid
 from typing import Any, Callable
 
-from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Backend, Observation
+from jupyter_nbvalidation.errors import InputRejected
 from jupyter_nbvalidation.model import is_terminal, isotime
+from jupyter_nbvalidation.plan import Snapshot, ValidationPlan, snapshot_from_files
 from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
 
 
@@ -127,8 +129,11 @@ class FakeBackend(Backend):
     changes them with :meth:`finish_build` / :meth:`finish_validation`, which
     notify the engine like a real backend does when its work ends.
     ``prepare_error`` makes ``prepare`` reject the inputs; ``raise_next``
-    makes the next N calls of a method raise (``{"ensure_build": 2}``).
-    ``calls`` lists every call as ``(method, job name, argument)``.
+    makes the next N calls of a method raise (``{"ensure_build": 2}``), by
+    default a RuntimeError, or the exception ``raise_with[method]`` gives.
+    ``calls`` lists every call as ``(method, job name, argument)``; the
+    ``plans`` each call got are kept too. Submitted files are kept in
+    memory (``files``): they are the snapshot ``read_snapshot`` reports.
     """
 
     name = "fake"
@@ -138,9 +143,12 @@ class FakeBackend(Backend):
         self.store = MemoryStore()
         self.build: dict[str, Observation] = {}
         self.validation: dict[str, Observation] = {}
-        self.prepare_error: dict[str, InputError] = {}
+        self.prepare_error: dict[str, InputRejected] = {}
         self.raise_next: dict[str, int] = {}
+        self.raise_with: dict[str, BaseException] = {}
         self.calls: list[tuple[str, str, Any]] = []
+        self.plans: list[ValidationPlan] = []
+        self.files: dict[str, dict[str, bytes]] = {}
         self._notify: Callable[[str], None] | None = None
 
     # -- scripting ------------------------------------------------------------
@@ -170,7 +178,7 @@ class FakeBackend(Backend):
         self.calls.append((method, job["metadata"]["name"], arg))
         if self.raise_next.get(method):
             self.raise_next[method] -= 1
-            raise RuntimeError(f"injected: {method} failed")
+            raise self.raise_with.get(method) or RuntimeError(f"injected: {method} failed")
 
     # -- the port -------------------------------------------------------------
     async def start(self, notify: Callable[[str], None]) -> None:
@@ -183,9 +191,16 @@ class FakeBackend(Backend):
         return {"notebook", "goldenNotebook", "timeout", "podConfig"}
 
     async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
+        self.files[job["metadata"]["name"]] = {"notebook.ipynb": b"{}", **files}
         return await self.store.create(job)
 
-    async def prepare(self, job: dict) -> str:
+    async def read_snapshot(self, job: dict) -> Snapshot:
+        self._record("read_snapshot", job)
+        files = self.files.get(job["metadata"]["name"], {})
+        return snapshot_from_files(frozenset(files), lambda n: files[n].decode())
+
+    async def prepare(self, job: dict, plan: ValidationPlan) -> str:
+        self.plans.append(plan)
         self._record("prepare", job)
         error = self.prepare_error.get(job["metadata"]["name"])
         if error is not None:
@@ -195,14 +210,16 @@ class FakeBackend(Backend):
     def build_strategy(self, job: dict) -> str:
         return "fake"
 
-    async def ensure_build(self, job: dict) -> Observation:
+    async def ensure_build(self, job: dict, plan: ValidationPlan) -> Observation:
+        self.plans.append(plan)
         self._record("ensure_build", job)
         return self.build.get(job["metadata"]["name"], Observation(state=RUNNING))
 
     async def cancel_build(self, job: dict) -> None:
         self._record("cancel_build", job)
 
-    async def ensure_validation(self, job: dict, reference: str | None) -> Observation:
+    async def ensure_validation(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
+        self.plans.append(plan)
         self._record("ensure_validation", job, reference)
         return self.validation.get(job["metadata"]["name"], Observation(state=RUNNING))
 

@@ -85,3 +85,13 @@ async def rest_wait_terminal(jp_fetch, name, timeout):
             return job
         await asyncio.sleep(0.25)
     raise AssertionError(f"{name} did not finish: {job['status']}")
+
+
+async def plan_for(backend, job: dict, *, build_timeout: float = 15 * 60, validation_timeout: float = 30 * 60):
+    """The validation plan an engine would hand ``backend`` for ``job`` (plan.make_plan over the
+    backend's stored snapshot), for tests that drive a backend without an engine."""
+    from jupyter_nbvalidation.plan import make_plan
+
+    snapshot = await backend.read_snapshot(job)
+    return await asyncio.to_thread(make_plan, job, snapshot, build_timeout=build_timeout,
+                                   validation_timeout=validation_timeout, cell_timeout=backend.default_cell_timeout)

@@ -18,6 +18,7 @@ from helpers import phases, reasons
 
 from jupyter_nbvalidation.backends.base import InputError
 from jupyter_nbvalidation.engine import Engine, new_status
+from jupyter_nbvalidation.errors import InputRejected, PermanentFailure, TemporaryFailure
 from jupyter_nbvalidation.events import transition_event_name
 from jupyter_nbvalidation.model import CANCEL_ANNOTATION, Phase, Reason, isotime, new_job
 from jupyter_nbvalidation.tasks import wait_within
@@ -248,6 +249,122 @@ async def test_a_failing_backend_call_is_retried_with_growing_backoff(run):
     assert 0.32 <= retries[1] <= 0.48
     assert 0.40 <= retries[2] <= 0.60
     assert phases(await engine.store.get(name))[:2] == [Phase.INITIALIZING, Phase.BUILDING]
+
+
+async def test_a_temporary_failure_is_requeued_with_backoff_and_at_least_its_delay(run):
+    engine, backend = await run(max_backoff=5.0)
+    delays: list[float] = []
+    enqueue_after = engine.enqueue_after
+
+    def record(name: str, delay: float) -> None:
+        delays.append(delay)
+        enqueue_after(name, delay)
+
+    engine.enqueue_after = record  # type: ignore[method-assign]
+    backend.raise_with["ensure_build"] = TemporaryFailure("creating jobs/x: 429 TooManyRequests", delay=0.3)
+    backend.raise_next["ensure_build"] = 2
+    name = await _submit(backend)
+    await _until(engine, name, Phase.BUILDING)
+    while len(backend.called("ensure_build", name)) < 3:
+        await asyncio.sleep(0.05)
+    job = await engine.store.get(name)
+    assert job["status"]["phase"] == Phase.BUILDING, "a temporary failure changes no phase"
+    assert [w for w in engine.store.writes if w[0] == "status"][-1][1] == Phase.BUILDING
+    # the first retry would be 0.2 s ± 20 %: the failure's own delay (0.3 s) is the floor, the second 0.4 s ± 20 %
+    assert delays[0] == pytest.approx(0.3)
+    assert 0.32 <= delays[1] <= 0.48
+    assert engine.backoff(1, delay=60.0) == 5.0, "a failure's delay is capped by max_backoff"
+    backend.finish_build(name)
+    backend.finish_validation(name)
+    done = await engine.wait_for_terminal(name, WAIT)
+    assert done["status"]["phase"] == Phase.SUCCEEDED and engine.errors == 2
+
+
+@pytest.mark.parametrize("where", ["ensure_build", "ensure_validation"])
+async def test_a_permanent_failure_fails_the_job_with_its_phases_reason_and_is_not_retried(run, where):
+    engine, backend = await run()
+    message = "creating pods/nvj-x: 403 Forbidden: pods is forbidden"
+    backend.raise_with[where] = PermanentFailure(message)
+    backend.raise_next[where] = 1
+    name = await _submit(backend)
+    if where == "ensure_validation":
+        await _until(engine, name, Phase.BUILDING)
+        backend.finish_build(name)
+    job = await engine.wait_for_terminal(name, WAIT)
+    await engine.wait_idle(WAIT)
+    assert job["status"]["phase"] == Phase.FAILED
+    assert job["status"]["message"] == message
+    assert len(backend.called(where, name)) == 1, "never retried"
+    assert engine.errors == 0
+    if where == "ensure_build":
+        assert job["status"]["reason"] == Reason.BUILD_FAILED
+        assert job["status"]["buildStatus"]["phase"] == "Failed"
+        assert job["status"]["buildStatus"]["message"] == message
+        assert backend.called("cancel_build", name)
+    else:
+        assert job["status"]["reason"] == Reason.VALIDATION_FAILED
+    assert reasons(await _events(engine, job))[-1] == job["status"]["reason"]
+
+
+async def test_a_permanent_failure_may_name_its_reason(run):
+    engine, backend = await run()
+    backend.raise_with["ensure_build"] = PermanentFailure("the build timed out on the cluster",
+                                                          reason=Reason.BUILD_TIMED_OUT)
+    backend.raise_next["ensure_build"] = 1
+    name = await _submit(backend)
+    job = await engine.wait_for_terminal(name, WAIT)
+    assert job["status"]["reason"] == Reason.BUILD_TIMED_OUT
+
+
+async def test_a_snapshot_that_cannot_be_used_fails_at_initializing_and_a_missing_one_later_fails_its_phase(run):
+    engine, backend = await run()
+    backend.raise_with["read_snapshot"] = InputRejected("The notebook snapshot is missing.", "spec.notebook.path")
+    backend.raise_next["read_snapshot"] = 1
+    name = await _submit(backend)
+    job = await engine.wait_for_terminal(name, WAIT)
+    assert phases(job) == [Phase.INITIALIZING, Phase.FAILED]
+    assert job["status"]["reason"] == Reason.INVALID_INPUT
+    # no golden notebook stored although the spec names one: the plan refuses it, naming the field
+    other = await _submit(backend, name="nb-2", goldenNotebook={"path": "g.ipynb"})
+    job = await engine.wait_for_terminal(other, WAIT)
+    assert job["status"]["reason"] == Reason.INVALID_INPUT and "golden" in job["status"]["message"]
+    assert backend.called("prepare", other) == []
+
+
+async def test_a_permanent_failure_to_cancel_still_cancels_the_job(run):
+    engine, backend = await run()
+    backend.raise_with["cancel_validation"] = PermanentFailure("deleting pods/x: 403 Forbidden")
+    backend.raise_next["cancel_validation"] = 5
+    name = await _submit(backend, build=False)
+    await _until(engine, name, Phase.VALIDATION_RUNNING)
+    await engine.request_cancel(name)
+    job = await engine.wait_for_terminal(name, WAIT)
+    assert job["status"]["reason"] == Reason.CANCELLED
+    assert len(backend.called("cancel_validation", name)) == 1
+
+
+# -- the plan -------------------------------------------------------------------------
+
+async def test_the_plan_is_computed_once_and_every_backend_call_gets_it(run):
+    engine, backend = await run(build_timeout=120, validation_timeout=300)
+    name = await _submit(backend, cellTimeout="45s", timeout="10m",
+                         comparisonConfig={"strategy": "normalized", "floatingPointTolerance": 0.01})
+    await _until(engine, name, Phase.BUILDING)
+    for _ in range(3):
+        engine.enqueue(name)
+        await engine.wait_idle(WAIT)
+    backend.finish_build(name)
+    await _until(engine, name, Phase.VALIDATION_RUNNING)
+    backend.finish_validation(name)
+    await engine.wait_for_terminal(name, WAIT)
+    await engine.wait_idle(WAIT)
+    assert len(backend.called("read_snapshot", name)) == 1, "the snapshot is read once, for the plan"
+    plan = backend.plans[0]
+    assert all(p is plan for p in backend.plans) and len(backend.plans) >= 4
+    assert (plan.build_timeout, plan.validation_timeout, plan.cell_timeout) == (120.0, 600.0, 45.0)
+    assert plan.runner_args == ("--comparison", "normalized", "--abs-tol", "0.01",
+                                "--cell-timeout", "45", "--timeout", "600")
+    assert engine._plans == {}, "a finished job's plan is dropped"
 
 
 # -- event rules ----------------------------------------------------------------------

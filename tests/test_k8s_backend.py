@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 import yaml
-from helpers import write_notebook
+from helpers import plan_for, write_notebook
 from k8s_support import (DIGEST, LOG, NOBUILD, REGISTRY, RUNNER_IMAGE, WAIT, events_of, get_or_none,
                          make_env, phases, reasons, run_builder, run_validation, summary, wait_for, wait_object)
 
@@ -37,6 +37,7 @@ from jupyter_nbvalidation.k8s.backend import IMAGE_ANNOTATION
 from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, CONFIGMAPS, Kube, KubeApiError, connect
 from jupyter_nbvalidation.k8s.store import NVJ
 from jupyter_nbvalidation.model import Phase, Reason
+from jupyter_nbvalidation.plan import Snapshot, make_plan
 from jupyter_nbvalidation.service import ApiError
 
 try:  # the harness is loaded as a plugin; import it by whichever name is on sys.path
@@ -300,7 +301,7 @@ async def test_repeated_child_creation_is_a_no_op(env, admin, aio_admin):
     job = await env.store.get(name)
     for _ in range(3):  # as a second engine (or a restart) would
         env.backend.store.build_jobs.forget(obj.build_job_name(name))  # even with a cold cache: 409 -> adopt
-        obs = await env.backend.ensure_build(job)
+        obs = await env.backend.ensure_build(job, await plan_for(env.backend, job))
         assert obs.state == "Running"
     again = await admin.request("GET", JOBS.path(env.ns, obj.build_job_name(name)))
     assert again["metadata"]["uid"] == first["metadata"]["uid"]
@@ -313,7 +314,7 @@ async def test_repeated_child_creation_is_a_no_op(env, admin, aio_admin):
     ref = job["status"]["buildStatus"]["imageReference"]
     for _ in range(3):
         env.backend.store.pods.forget(pod["metadata"]["name"])
-        assert (await env.backend.ensure_validation(job, ref)).state == "Running"
+        assert (await env.backend.ensure_validation(job, ref, await plan_for(env.backend, job))).state == "Running"
     pods = await admin.request("GET", PODS.path(env.ns), query={"labelSelector": "nbvalidation.dev/component=validation"})
     assert [p["metadata"]["uid"] for p in pods["items"]] == [pod["metadata"]["uid"]]
 
@@ -321,7 +322,7 @@ async def test_repeated_child_creation_is_a_no_op(env, admin, aio_admin):
     other = copy.deepcopy(job)
     other["metadata"]["uid"] = str(uuid.uuid4())
     env.backend.store.build_jobs.forget(obj.build_job_name(name))
-    obs = await env.backend.ensure_build(other)
+    obs = await env.backend.ensure_build(other, await plan_for(env.backend, other))
     assert obs.state == "Failed" and "does not belong to this job" in obs.message
 
 
@@ -1053,7 +1054,8 @@ async def test_same_content_is_built_once_and_then_reused(renv, admin, aio_admin
 
 
 async def _message_has(env, name: str, text: str) -> bool:
-    obs = await env.backend.ensure_build(await env.store.get(name))
+    job = await env.store.get(name)
+    obs = await env.backend.ensure_build(job, await plan_for(env.backend, job))
     return text in obs.message
 
 
@@ -1067,8 +1069,9 @@ async def test_reuse_answers_the_registry_token_challenge(kube_apiserver, k8s_na
     try:
         job = {"metadata": {"name": "probe", "uid": "u-probe", "namespace": k8s_namespace},
                "spec": {"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"requirements": ["six"]}}}}
-        e.backend._requirements["u-probe"] = (["six"], "test")
-        inputs = await e.backend.build_inputs(job)
+        plan = make_plan(job, Snapshot(frozenset({"notebook.ipynb"})), build_timeout=900, validation_timeout=1800,
+                         cell_timeout=600)
+        inputs = await e.backend.build_inputs(job, plan)
         assert inputs.reusable and inputs.base_image == f"{reg.host}/nbv/base@{BASE_DIGEST}"
         reg.manifests[("nbv/env", inputs.content_hash)] = PUSHED
         await e.engine.start()

@@ -22,6 +22,7 @@ from jupyter_nbvalidation.backends.local import (
     process_record,
     same_process_alive,
 )
+from jupyter_nbvalidation.plan import Snapshot, make_plan
 from jupyter_nbvalidation.store.lease import StoreLeaseElector, microtime
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 from jupyter_nbvalidation.tasks import cancel_and_wait
@@ -192,6 +193,11 @@ def _fake_run(data_dir, uid, owner, runner):
     return run
 
 
+def _plan(job: dict):
+    return make_plan(job, Snapshot(frozenset({"notebook.ipynb"})), build_timeout=900, validation_timeout=1800,
+                     cell_timeout=600)
+
+
 @pytest.mark.asyncio
 async def test_a_run_of_a_live_engine_is_waited_for_never_killed_nor_run_again(tmp_path):
     backend = LocalBackend(data_dir=str(tmp_path / "data"))
@@ -204,21 +210,21 @@ async def test_a_run_of_a_live_engine_is_waited_for_never_killed_nor_run_again(t
         owner = {"holder": "someone-else", "host": os.uname().nodename, **process_record(other_engine.pid)}
         job = {"metadata": {"name": "j", "uid": "u1"}, "spec": {"notebook": {"path": "n.ipynb"}}}
         run = _fake_run(backend.root, "u1", owner, process_record(runner.pid))
-        obs = await backend.ensure_validation(job, None)
+        obs = await backend.ensure_validation(job, None, _plan(job))
         assert obs.state == "Running"
         await asyncio.sleep(2 * 0.5 + 0.5)
-        obs = await backend.ensure_validation(job, None)
+        obs = await backend.ensure_validation(job, None, _plan(job))
         assert obs.state == "Running"
         await backend.cancel_validation(job)  # its owner lives: not ours to stop
         assert runner.poll() is None
-        obs = await backend.ensure_validation(job, None)  # adopted again
+        obs = await backend.ensure_validation(job, None, _plan(job))  # adopted again
         assert sorted(p.name for p in run.parent.iterdir()) == ["run-1"]
         # the runner writes its verdict and ends: it is read, nothing ran twice
         (run / "result.json").write_text(json.dumps({"verdict": "Succeeded", "message": "fine"}))
         runner.kill()
         runner.wait()
         for _ in range(100):
-            obs = await backend.ensure_validation(job, None)
+            obs = await backend.ensure_validation(job, None, _plan(job))
             if obs.state != "Running":
                 break
             await asyncio.sleep(0.1)
@@ -245,7 +251,7 @@ async def test_a_dead_engines_runner_is_stopped_only_on_cancel_and_a_dead_run_is
         job = {"metadata": {"name": "j", "uid": "u2"}, "spec": {"notebook": {"path": "n.ipynb"}}}
         run = _fake_run(backend.root, "u2", owner, process_record(runner.pid))
         # a dead holder's runner still at work: adopted (waited for), not killed
-        assert (await backend.ensure_validation(job, None)).state == "Running"
+        assert (await backend.ensure_validation(job, None, _plan(job))).state == "Running"
         await asyncio.sleep(1.0)
         assert runner.poll() is None
         # cancelled: its owner is provably dead, so its runner (verified pid + start) is stopped

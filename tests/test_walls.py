@@ -63,7 +63,7 @@ def _is(name: str, *prefixes: str) -> bool:
 
 
 # what the engine may know: the ports and the pure core
-ENGINE_MAY_IMPORT = ("backends.base", "store.base", "model", "events", "tasks", "errors", "timeline")
+ENGINE_MAY_IMPORT = ("backends.base", "store.base", "model", "events", "tasks", "errors", "timeline", "plan")
 SERVICE_LAYER = ("service", "handlers", "app", "cli", "magic", "client", "openapi", "render", "batch", "reports",
                  "pytest_plugin")
 
@@ -102,7 +102,8 @@ def test_the_local_side_does_not_import_kubernetes(path: Path) -> None:
     assert not wrong, f"{path.relative_to(PKG)} imports the Kubernetes backend: {sorted(wrong)}"
 
 
-@pytest.mark.parametrize("path", _modules("store/base", "backends/base", "model", "timeline", "errors"),
+@pytest.mark.parametrize("path", _modules("store/base", "backends/base", "model", "timeline", "errors", "plan",
+                                          "runner_args", "requirements"),
                          ids=lambda p: str(p.relative_to(PKG)))
 def test_the_ports_and_the_core_import_no_backend(path: Path) -> None:
     wrong = {n for n in _ours(_imports(path))

@@ -5,6 +5,11 @@ an image build; a local kernel or a Pod). Every ``ensure_*`` is idempotent
 and level-triggered: it starts the work if it is not running, and reports
 its state. Backends call ``notify(name)`` when something they run finishes,
 so the engine reacts at once instead of polling.
+
+What a job asks for is decided once, by the engine: the validation plan
+(plan.py), handed to ``prepare``, ``ensure_build`` and ``ensure_validation``.
+A backend carries it out and raises the domain errors of errors.py when it
+cannot (docs/architecture.md, "The validation plan" and "Errors").
 """
 
 from __future__ import annotations
@@ -12,8 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from traitlets import Int
 from traitlets.config import LoggingConfigurable
 
+from ..errors import InputRejected
+from ..plan import Snapshot, ValidationPlan
 from ..store.base import JobStore
 
 RUNNING = "Running"
@@ -36,12 +44,8 @@ class Observation:
     extra: dict = field(default_factory=dict)
 
 
-class InputError(Exception):
-    """The job's inputs cannot be used (missing snapshot, unreadable requirements)."""
-
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.field = field
+#: the job's inputs cannot be used (missing snapshot, unreadable requirements): the one input error
+InputError = InputRejected
 
 
 class Backend(LoggingConfigurable):
@@ -51,6 +55,9 @@ class Backend(LoggingConfigurable):
     name = "abstract"
 
     store: JobStore
+
+    default_cell_timeout = Int(600, help="Per-cell timeout in seconds unless the job or notebook sets one."
+                               ).tag(config=True)
 
     #: whether several servers can share this backend's store, so that only
     #: an elected leader may reconcile (see ``run_election``)
@@ -80,10 +87,17 @@ class Backend(LoggingConfigurable):
         optional ``golden.ipynb`` and ``requirements.txt``)."""
         raise NotImplementedError
 
-    async def prepare(self, job: dict) -> str:
-        """Initializing: check the stored inputs; return a sentence on what
-        was detected. Raise InputError when they cannot be used."""
+    async def read_snapshot(self, job: dict) -> Snapshot:
+        """The input snapshot stored at submit, as the engine's plan needs it
+        (plan.make_plan). Raise errors.InputRejected when it is gone,
+        errors.TemporaryFailure when it may not be stored yet."""
         raise NotImplementedError
+
+    async def prepare(self, job: dict, plan: ValidationPlan) -> str:
+        """Initializing: what this backend checks of the plan beyond
+        make_plan's checks; return a sentence on what was detected. Raise
+        errors.InputRejected when the inputs cannot be used here."""
+        return f"{plan.detected}."
 
     def build_strategy(self, job: dict) -> str:
         """The build strategy this job will use (recorded in buildStatus)."""
@@ -93,13 +107,13 @@ class Backend(LoggingConfigurable):
         """Why that strategy (recorded as buildStatus.strategyReason), if worth saying."""
         return None
 
-    async def ensure_build(self, job: dict) -> Observation:
+    async def ensure_build(self, job: dict, plan: ValidationPlan) -> Observation:
         raise NotImplementedError
 
     async def cancel_build(self, job: dict) -> None:
         raise NotImplementedError
 
-    async def ensure_validation(self, job: dict, reference: str | None) -> Observation:
+    async def ensure_validation(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
         """Start (once) or observe the validation run. ``reference`` is read
         by the engine from the persisted status (BuildComplete), never
         computed here."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -43,21 +44,20 @@ from typing import Any, Callable
 from jupyter_core.paths import jupyter_data_dir
 from traitlets import Enum, Float, Int, List, Unicode, default
 
-from ..model import WORKDIR_ANNOTATION, SpecError, isotime, parse_duration, spec_fields
 from .. import requirements as reqmod
+from ..model import WORKDIR_ANNOTATION, SpecError, build_enabled, isotime, parse_time, spec_fields
+from ..plan import (Snapshot, ValidationPlan, requirements_key, requirements_of, requirements_sentence,
+                    snapshot_from_files)
 from ..priority import deprioritize
 from ..requirements import Requirements
 from ..runner import hygiene
 from ..runner.environment import runner_environment
 from ..runner.protocol import ProgressReader
-from ..runner.text import plural
-from ..runner_args import spec_args
-from ..model import build_enabled, parse_time
 from ..store.base import NotFound as NotFoundError
 from ..store.lease import StoreLeaseElector, new_identity
 from ..store.sqlite import SQLiteJobStore
 from ..tasks import cancel_and_wait, wait_within
-from .base import FAILED, RUNNING, SUCCEEDED, Backend, InputError, Observation
+from .base import FAILED, RUNNING, SUCCEEDED, Backend, Observation
 
 ENV_MARKER = ".nbvalidation-env.json"
 LAST_USE = ".last-use"
@@ -194,7 +194,6 @@ class LocalBackend(Backend):
                            help="Packages added to every built environment so a kernel can start in it.").tag(config=True)
     max_parallel_builds = Int(2, help="Environment builds run at once.").tag(config=True)
     max_parallel_validations = Int(2, help="Notebook validations run at once.").tag(config=True)
-    default_cell_timeout = Int(600, help="Per-cell timeout in seconds unless the job or notebook sets one.").tag(config=True)
     niceness = Int(10, help="Builds, runners and their kernels run at this `nice` level, so the Jupyter "
                             "server (and the user's own kernels) stay responsive while jobs compute; "
                             "0 disables it.").tag(config=True)
@@ -461,51 +460,46 @@ class LocalBackend(Backend):
             await asyncio.to_thread(shutil.rmtree, self.job_dir(job), True)
             raise
 
-    def _requirements(self, job: dict) -> tuple[Requirements, str]:
-        inp = self.job_dir(job) / "input"
+    def _snapshot(self, job: dict) -> Snapshot:
+        inp = self.job_dir(job) / "input"  # gone: no names, which make_plan refuses
+        names = frozenset(p.relative_to(inp).as_posix() for p in inp.rglob("*") if p.is_file())
+        return snapshot_from_files(names, lambda name: (inp / name).read_text(encoding="utf-8"))
 
-        def read(name: str) -> str | None:
-            path = inp / name
-            return path.read_text(encoding="utf-8") if path.exists() else None
+    async def read_snapshot(self, job: dict) -> Snapshot:
+        return await asyncio.to_thread(self._snapshot, job)
 
-        reqs = reqmod.of_job(job, read("requirements.txt"), read("constraints.txt"))
-        return reqs, reqs.origin
-
-    def env_key(self, requirements: Requirements) -> str:
-        """Interpreter + the displayed requirement lines + the content hash of
-        every local path they name (so editing a local package rebuilds)."""
+    def _env_key_of(self, requirements_key: str) -> str:
         ident = {
             "python": os.path.realpath(self.python),
             "version": self._python_version,
-            **requirements.cache_key_material(),
+            "requirements": requirements_key,
             "kernel": sorted(self.kernel_packages),
         }
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
 
-    async def prepare(self, job: dict) -> str:
-        def check() -> str:
-            if not (self.job_dir(job) / "input" / "notebook.ipynb").exists():
-                raise InputError("The notebook snapshot of this job is missing.")
-            reqs, origin = self._requirements(job)
-            try:
-                self._keys[job["metadata"]["uid"]] = self.env_key(reqs)
-            except (OSError, ValueError) as e:
-                raise InputError(f"A local path of the requirements cannot be hashed for the cache key: {e}",
-                                 field="spec.podConfig.buildConfig.requirements") from None
-            return f"{reqmod_sentence(reqs.count, origin)}."
+    def _unplanned_env_key(self, job: dict) -> str:
+        """The environment of a job this process has no plan for (another
+        process reconciles it): from its snapshot, as its plan would have it."""
+        return self._env_key_of(requirements_key(requirements_of(job, self._snapshot(job))))
 
-        return await asyncio.to_thread(check)
+    def env_key(self, plan: ValidationPlan) -> str:
+        """The environment of a plan here: this interpreter, its version and
+        the kernel packages + the plan's requirements key (the requirement
+        lines and the content of every local path they name, so editing a
+        local package rebuilds)."""
+        return self._env_key_of(plan.requirements_key)
+
+    async def prepare(self, job: dict, plan: ValidationPlan) -> str:
+        self._keys[job["metadata"]["uid"]] = self.env_key(plan)
+        return f"{plan.detected}."
 
     # -- build -----------------------------------------------------------------
     def _env_ready(self, key: str) -> bool:
         return (self.env_dir(key) / ENV_MARKER).is_file()
 
-    async def ensure_build(self, job: dict) -> Observation:
+    async def ensure_build(self, job: dict, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
-        key = self._keys.get(uid)
-        if key is None:
-            await self.prepare(job)
-            key = self._keys[uid]
+        key = self._keys[uid] = self.env_key(plan)
         strategy = self.build_strategy(job)
         rec = self._job_build.get(uid)
         if rec is None and await asyncio.to_thread(self._use_env, key):
@@ -518,9 +512,8 @@ class LocalBackend(Backend):
         if rec is None:
             build = self._builds.get(key)
             if build is None or build.task.done():
-                reqs, _ = await asyncio.to_thread(self._requirements, job)
-                try:
-                    reqs = await asyncio.to_thread(reqmod.for_build, job, reqs)
+                try:  # a copy: the credentials' values never reach the plan
+                    reqs = await asyncio.to_thread(reqmod.for_build, job, dataclasses.replace(plan.requirements))
                 except ValueError as e:
                     return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=strategy)
                 stamp = isotime().replace(":", "").replace(".", "")
@@ -706,7 +699,7 @@ class LocalBackend(Backend):
         await asyncio.to_thread(publish)
         return Observation(SUCCEEDED, reference=str(self.env_dir(key)), started_at=started,
                            finished_at=isotime(), log_path=log_path, strategy=strategy,
-                           message=f"Built with {strategy} ({reqmod_sentence(requirements.count, None)}).")
+                           message=f"Built with {strategy} ({requirements_sentence(requirements.count, None)}).")
 
     async def cancel_build(self, job: dict) -> None:
         rec = self._job_build.pop(job["metadata"]["uid"], None)
@@ -717,7 +710,7 @@ class LocalBackend(Backend):
             await cancel_and_wait(rec.task)
 
     # -- validation ------------------------------------------------------------
-    async def ensure_validation(self, job: dict, reference: str | None) -> Observation:
+    async def ensure_validation(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
         run = self._runs.get(uid)
         if run is not None and run.task.done() and run.adopted and run.task.result().extra.get("again"):
@@ -753,7 +746,7 @@ class LocalBackend(Backend):
             python = self.unbuilt_python
         await asyncio.to_thread(self._touch_env, reference)
         run = _Run(task=None, run_dir=run_dir, name=job["metadata"]["name"])  # type: ignore[arg-type]
-        run.task = asyncio.get_running_loop().create_task(self._validate(job, run, python, reference))
+        run.task = asyncio.get_running_loop().create_task(self._validate(job, run, python, reference, plan))
         self._runs[uid] = run
         return Observation(RUNNING, message="Validation queued.", reference=reference)
 
@@ -836,8 +829,8 @@ class LocalBackend(Backend):
         (run.run_dir / "pid").write_text(str(pid))
         _write_json_atomic(run.run_dir / "owner.json", {**self.owner(), "runner": process_record(pid)})
 
-    def runner_argv(self, job: dict, run_dir: Path, python: str) -> list[str]:
-        spec = job["spec"]
+    def runner_argv(self, job: dict, run_dir: Path, python: str, plan: ValidationPlan) -> list[str]:
+        """The runner's command: where things are here, then what the plan asks (``plan.runner_args``)."""
         inp = self.job_dir(job) / "input"
         # the notebook's folder, or (spec.inputFiles) the job's snapshot of the files it named
         cwd = (job["metadata"].get("annotations") or {}).get(WORKDIR_ANNOTATION) or str(
@@ -846,38 +839,36 @@ class LocalBackend(Backend):
                 "--python", python, "--cwd", cwd,
                 "--result", str(run_dir / "result.json"), "--executed", str(run_dir / "executed.ipynb"),
                 "--progress"]
-        if spec.get("goldenNotebook"):
+        if plan.golden:
             argv += ["--golden", str(inp / "golden.ipynb")]
-        argv += spec_args(spec)
-        cell_timeout = parse_duration(spec["cellTimeout"]) if spec.get("cellTimeout") else self.default_cell_timeout
-        argv += ["--cell-timeout", str(cell_timeout)]
-        if spec.get("timeout"):
-            argv += ["--timeout", str(parse_duration(spec["timeout"]))]
-        if spec.get("podConfig", {}).get("env"):  # for the kernel only, never the runner's own environment
+        argv += plan.runner_args
+        if plan.kernel_env:  # for the kernel only, never the runner's own environment
             argv += ["--kernel-env-file", str(run_dir / "kernel-env.json")]
         return argv
 
-    async def _validate(self, job: dict, run: _Run, python: str, reference: str | None) -> Observation:
+    async def _validate(self, job: dict, run: _Run, python: str, reference: str | None,
+                        plan: ValidationPlan) -> Observation:
         name = job["metadata"]["name"]
         try:
-            return await self._validate_in(job, run, python, reference)
+            return await self._validate_in(job, run, python, reference, plan)
         except OSError as e:
             return Observation(FAILED, started_at=run.started_at, finished_at=isotime(), reference=reference,
                                message=f"The validation could not run: {e}")
         finally:
             self._notify(name)
 
-    async def _validate_in(self, job: dict, run: _Run, python: str, reference: str | None) -> Observation:
+    async def _validate_in(self, job: dict, run: _Run, python: str, reference: str | None,
+                           plan: ValidationPlan) -> Observation:
         async with self._run_slots:
             run.started_at = isotime()
-            argv = self.runner_argv(job, run.run_dir, python)
+            argv = self.runner_argv(job, run.run_dir, python, plan)
             log_path = run.run_dir / "runner.log"
 
             def setup() -> dict[str, str]:
                 # the runner's environment: an allow-list, nothing of this server's
                 # (token, runtime/data dirs, IPython profile, PYTHONPATH); the job's
                 # podConfig.env goes to the kernel only, through a file
-                kernel_env = {e["name"]: e["value"] for e in job["spec"].get("podConfig", {}).get("env", [])}
+                kernel_env = dict(plan.kernel_env)
                 if kernel_env:
                     (run.run_dir / "kernel-env.json").write_text(json.dumps(kernel_env), encoding="utf-8")
                 (run.run_dir / "run-id").write_text(run.run_id)
@@ -1005,9 +996,9 @@ class LocalBackend(Backend):
                     out.add(Path(ref).name)
                 if build_enabled(job["spec"]):
                     key = self._keys.get(job["metadata"]["uid"])
-                    if key is None:
+                    if key is None:  # a job this process has not planned (yet): its environment from its snapshot
                         try:
-                            key = self.env_key(self._requirements(job)[0])
+                            key = self._unplanned_env_key(job)
                         except Exception:  # unreadable inputs: that job cannot reuse a cached environment
                             continue
                     out.add(key)
@@ -1141,7 +1132,7 @@ class LocalBackend(Backend):
             if self._python_version is None:
                 return None
             try:
-                key = self.env_key(self._requirements(job)[0])
+                key = self._unplanned_env_key(job)
             except Exception:  # unreadable inputs: no build is running for them
                 return None
         since = 0.0
@@ -1235,13 +1226,6 @@ def _tail(path: str, lines: int) -> str:
         return ""
     return " | ".join(content[-lines:])[-800:]
 
-
-def reqmod_sentence(count: int, origin: str | None) -> str:
-    """``"2 requirements from requirements.txt beside the notebook"``; with none, says
-    so (never "0 requirement(s) from no requirements declared")."""
-    if count == 0:
-        return "no requirements declared (the environment gets the kernel only)"
-    return plural(count, "requirement") + (f" from {origin}" if origin else "")
 
 
 def _progress_extra(run: _Run) -> dict:

@@ -33,8 +33,10 @@ from importlib.metadata import PackageNotFoundError, version as _dist_version
 
 from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default, observe
 
-from ..backends.base import RUNNING, Backend, InputError, Observation
-from ..model import GROUP, PLURAL, VERSION, SpecError, build_enabled, parse_duration, spec_fields
+from ..backends.base import RUNNING, Backend, Observation
+from ..errors import InputRejected
+from ..model import GROUP, PLURAL, VERSION, SpecError, build_enabled, spec_fields
+from ..plan import Snapshot, ValidationPlan
 from ..store.base import StoreError
 from . import objects as obj
 from .builders import BUILDERS, STRATEGIES, Builder, BuildInputs, BuildSettings, BuildSite, builders_for
@@ -138,7 +140,6 @@ class KubernetesBackend(Backend):
                                        "namespace's default). Their API token is never mounted.").tag(config=True)
     run_as_user = Int(1000, help="UID (and GID) the validation pod runs as (runAsNonRoot).").tag(config=True)
     validation_resources = Dict(help="resources (requests/limits) of the validation container.").tag(config=True)
-    default_cell_timeout = Int(600, help="Per-cell timeout in seconds unless the job or notebook sets one.").tag(config=True)
     max_notebook_bytes_configmap = Int(2**20 - 8 * 2**10,
                                        help="Largest notebook snapshot (notebook + golden + requirements, keys "
                                             "included) accepted at submit: it is stored in a ConfigMap, which "
@@ -157,17 +158,14 @@ class KubernetesBackend(Backend):
         self.store = KubernetesJobStore(namespace=self.namespace, kubeconfig=self.kubeconfig,
                                         context=self.context, parent=self)
         self._notify: Callable[[str], None] = lambda name: None
-        self._requirements: dict[str, tuple[list[str], str]] = {}  # by job uid
         self.children = Children(self.store, self.namespace, self.log)
         self.snapshots = Snapshots(self.children, self.store, self.namespace, self.log)
-        self.images = Images(self._image_settings(), requirements=self._build_requirements,
-                             base_image=self._base_image, timeout=self._build_timeout,
+        self.images = Images(self._image_settings(), base_image=self._base_image,
                              notify=lambda name: self._notify(name), log=self.log)
         self.build_site = BuildSite(children=self.children, settings=self._build_settings(),
                                     inputs=self.images.inputs, log=self.log)
         self.builders: dict[str, Builder] = builders_for(self.build_site)
-        self.executor = ValidationExecutor(self.children, self._pod_settings(), timeout=self._validation_timeout,
-                                           input_files=self.snapshots.input_files, log=self.log)
+        self.executor = ValidationExecutor(self.children, self._pod_settings(), log=self.log)
         self.available_strategies: list[str] | None = None  # from discovery (None: not known yet)
         self.auto_strategy = "job"
         self.auto_reason = "auto: API discovery has not run yet"
@@ -189,7 +187,7 @@ class KubernetesBackend(Backend):
 
     def _pod_settings(self) -> PodSettings:
         return PodSettings(runner_image=self.runner_image, service_account=self.service_account,
-                           run_as_user=self.run_as_user, default_cell_timeout=self.default_cell_timeout,
+                           run_as_user=self.run_as_user,
                            resources=dict(self.validation_resources), image_pull_secrets=tuple(self.image_pull_secrets))
 
     @observe(All)
@@ -215,7 +213,6 @@ class KubernetesBackend(Backend):
             self.log.warning("nbvalidation: the kubernetes backend is not usable yet: %s", h["problem"])
 
     async def stop(self) -> None:
-        self._requirements.clear()
         self.executor.clear()
         self.snapshots.clear()
         await self.images.close()
@@ -301,51 +298,27 @@ class KubernetesBackend(Backend):
     async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
         return await self.snapshots.submit(job, files, self.max_notebook_bytes_configmap)
 
-    def _requirements_from(self, job: dict, data: dict) -> tuple[list[str], str]:
-        """The requirement lines of the snapshot checked at submit
-        (requirements.py; this backend refuses local paths and credentials
-        there, so the display lines are the build lines)."""
-        from ..requirements import of_job
-
-        reqs = of_job(job, data.get("requirements.txt"), data.get("constraints.txt"))
-        if reqs.constraints:
-            raise InputError("Constraints files (-c) are not supported by the kubernetes backend yet.",
-                             field="spec.podConfig.buildConfig.requirementsFile")
-        return list(reqs.display_lines), reqs.origin
-
-    async def prepare(self, job: dict) -> str:
+    async def read_snapshot(self, job: dict) -> Snapshot:
+        """The snapshot ConfigMap as the plan needs it (its input files: the
+        ConfigMap keys the validation pod's init container copies, with their paths)."""
         data = await self.snapshots.read(job)
-        if "notebook.ipynb" not in data:
-            raise InputError("The notebook snapshot of this job has no notebook.ipynb.", field="spec.notebook.path")
-        if job["spec"].get("goldenNotebook") and "golden.ipynb" not in data:
-            raise InputError("The snapshot has no golden notebook.", field="spec.goldenNotebook.path")
-        reqs, origin = self._requirements_from(job, data)
-        self._requirements[job["metadata"]["uid"]] = (reqs, origin)
-        if not build_enabled(job["spec"]):
-            return f"{_requirements_sentence(len(reqs), origin)}; build disabled."
-        return f"{_requirements_sentence(len(reqs), origin)}; image build on {self._base_image(job)}."
+        return Snapshot(names=frozenset(data), requirements_txt=data.get("requirements.txt"),
+                        constraints_txt=data.get("constraints.txt"), input_files=tuple(obj.inputs_index(data)))
 
-    async def _build_requirements(self, job: dict) -> list[str]:
-        uid = job["metadata"]["uid"]
-        if uid not in self._requirements:
-            await self.prepare(job)
-        return self._requirements[uid][0]
+    async def prepare(self, job: dict, plan: ValidationPlan) -> str:
+        # the plan's requirements were checked at submit (requirements.py; this backend refuses
+        # local paths and credentials there, so the display lines are the build lines)
+        if plan.requirements.constraints:
+            raise InputRejected("Constraints files (-c) are not supported by the kubernetes backend yet.",
+                                "spec.podConfig.buildConfig.requirementsFile")
+        if not plan.build:
+            return f"{plan.detected}; build disabled."
+        return f"{plan.detected}; image build on {self._base_image(job)}."
 
     # -- build ---------------------------------------------------------------------------
     def _base_image(self, job: dict) -> str:
         pc = job["spec"].get("podConfig") or {}
         return (pc.get("buildConfig") or {}).get("baseImage") or pc.get("containerImage") or self.base_image
-
-    def _build_timeout(self, job: dict) -> float:
-        bc = (job["spec"].get("podConfig") or {}).get("buildConfig") or {}
-        if bc.get("timeout"):
-            return parse_duration(bc["timeout"])
-        return float(getattr(self.parent, "build_timeout", 15 * 60))
-
-    def _validation_timeout(self, job: dict) -> float:
-        if job["spec"].get("timeout"):
-            return parse_duration(job["spec"]["timeout"])
-        return float(getattr(self.parent, "validation_timeout", 30 * 60))
 
     def kaniko_args(self) -> list[str]:
         """The executor's extra arguments: --insecure(-pull) for a plain-HTTP
@@ -355,11 +328,12 @@ class KubernetesBackend(Backend):
             args += ["--insecure", "--insecure-pull"]
         return args + [a for a in self.builder_args if a not in args]
 
-    async def build_inputs(self, job: dict) -> BuildInputs:
-        return await self.images.inputs(job)
+    async def build_inputs(self, job: dict, plan: ValidationPlan | None = None) -> BuildInputs:
+        return await self.images.inputs(job, plan)
 
-    async def ensure_build(self, job: dict) -> Observation:
+    async def ensure_build(self, job: dict, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
+        await self.images.inputs(job, plan)  # once per job: what every builder builds from
         strategy = self.build_strategy(job)
         builder = self.builders[strategy]
         if not self.images.checked(uid) and not await builder.started(job):
@@ -380,8 +354,8 @@ class KubernetesBackend(Backend):
         return await self.builders[self.build_strategy(job)].log(job)
 
     # -- validation ------------------------------------------------------------------------
-    async def ensure_validation(self, job: dict, reference: str | None) -> Observation:
-        return await self.executor.ensure(job, reference)
+    async def ensure_validation(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
+        return await self.executor.ensure(job, reference, plan)
 
     async def cancel_validation(self, job: dict) -> None:
         await self.executor.cancel(job)
@@ -390,7 +364,6 @@ class KubernetesBackend(Backend):
         # nothing destructive: owner references let the garbage collector remove
         # the children with the job; until then they are the evidence
         uid = job["metadata"].get("uid")
-        self._requirements.pop(uid, None)
         self.executor.forget(uid)
         self.snapshots.forget(uid)
         self.images.forget(uid)
@@ -460,9 +433,3 @@ class KubernetesBackend(Backend):
             out["warning"] = "no registry is configured (c.KubernetesBackend.registry): jobs that build are refused"
         return out
 
-
-def _requirements_sentence(count: int, origin: str) -> str:
-    """``"2 requirements from requirements.txt beside the notebook"``; with none, says so."""
-    if count == 0:
-        return "no requirements declared (the image gets the kernel only)"
-    return f"{count} requirement{'' if count == 1 else 's'} from {origin}"

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
-from ..backends.base import FAILED, RUNNING, SUCCEEDED, InputError, Observation
-from ..model import build_enabled, isotime, parse_duration
+from ..backends.base import FAILED, RUNNING, SUCCEEDED, Observation
+from ..errors import InputRejected
+from ..model import build_enabled, isotime
+from ..plan import ValidationPlan
 from . import objects as obj
 from . import results as res
 from .children import Children, NotOurs
@@ -39,23 +40,18 @@ class PodSettings:
     runner_image: str = ""
     service_account: str = ""
     run_as_user: int = 1000
-    default_cell_timeout: int = 600
     resources: dict = field(default_factory=dict)
     image_pull_secrets: tuple[str, ...] = ()
 
 
 class ValidationExecutor:
-    """Runs a job's validation in its Pod and reads the verdict.
+    """Runs a job's validation in its Pod, as its plan says (the runner
+    arguments, the validation timeout, the kernel's environment, the input
+    files mounted into the pod), and reads the verdict."""
 
-    ``timeout(job)`` is the job's validation timeout; ``input_files(job)``
-    the snapshot's input files, mounted into the pod."""
-
-    def __init__(self, children: Children, settings: PodSettings, *, timeout: Callable[[dict], float],
-                 input_files: Callable[[dict], Awaitable[list[tuple[str, str]]]], log: logging.Logger):
+    def __init__(self, children: Children, settings: PodSettings, *, log: logging.Logger):
         self.children = children
         self.settings = settings
-        self.timeout = timeout
-        self.input_files = input_files
         self.log = log
         self.print_executed = print_executed_supported()
         self._finished: dict[str, Observation] = {}  # by job uid: a read final validation outcome
@@ -66,26 +62,23 @@ class ValidationExecutor:
     def clear(self) -> None:
         self._finished.clear()
 
-    def pod(self, job: dict, image: str, inputs: list[tuple[str, str]] | None = None) -> dict:
+    def pod(self, job: dict, image: str, plan: ValidationPlan) -> dict:
         s = self.settings
-        spec = job["spec"]
-        cell_timeout = parse_duration(spec["cellTimeout"]) if spec.get("cellTimeout") else s.default_cell_timeout
-        timeout = self.timeout(job)
-        command = obj.runner_command(job, cell_timeout=cell_timeout, timeout=timeout,
-                                     print_executed=self.print_executed, built=build_enabled(spec))
+        command = obj.runner_command(plan, print_executed=self.print_executed)
         return obj.validation_pod(job, image=image, command=command,
-                                  deadline_seconds=int(timeout) + POD_GRACE_SECONDS, run_as_user=s.run_as_user,
-                                  service_account=s.service_account, resources=dict(s.resources),
-                                  image_pull_secrets=list(s.image_pull_secrets), inputs=inputs)
+                                  deadline_seconds=int(plan.validation_timeout) + POD_GRACE_SECONDS,
+                                  run_as_user=s.run_as_user, service_account=s.service_account,
+                                  resources=dict(s.resources), image_pull_secrets=list(s.image_pull_secrets),
+                                  inputs=list(plan.input_files))
 
     def image(self, job: dict, reference: str | None) -> str:
         if build_enabled(job["spec"]):
             if not reference:  # the engine never calls without one; never fall back
-                raise InputError("No built image is recorded for this job.")
+                raise InputRejected("No built image is recorded for this job.")
             return reference
         return (job["spec"].get("podConfig") or {}).get("containerImage") or self.settings.runner_image
 
-    async def ensure(self, job: dict, reference: str | None) -> Observation:
+    async def ensure(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
         if uid in self._finished:
             return self._finished[uid]
@@ -93,7 +86,7 @@ class ValidationExecutor:
         pod_name = obj.validation_pod_name(job["metadata"]["name"])
 
         async def body() -> dict:
-            return self.pod(job, image, await self.input_files(job))
+            return self.pod(job, image, plan)
 
         try:
             pod = await self.children.ensure(PODS, self.children.pods(), job, pod_name, body)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Callable
 
 from ..backends.base import RUNNING, SUCCEEDED, Observation
+from ..errors import TemporaryFailure
 from ..model import isotime
+from ..plan import ValidationPlan
 from . import objects as obj
 from .builders.base import BuildInputs, strip_tag
 from .registry import RegistryClient, RegistryError, parse_reference
@@ -35,17 +37,13 @@ class ImageSettings:
 class Images:
     """The build inputs of each job (cached by uid) and the reuse decisions.
 
-    ``requirements(job)`` gives the job's requirement lines (prepared by the
-    backend), ``base_image(job)`` and ``timeout(job)`` its base image and
-    build timeout."""
+    The requirement lines and the build timeout come from the job's plan
+    (plan.py); ``base_image(job)`` gives its base image."""
 
-    def __init__(self, settings: ImageSettings, *, requirements: Callable[[dict], Awaitable[list[str]]],
-                 base_image: Callable[[dict], str], timeout: Callable[[dict], float],
+    def __init__(self, settings: ImageSettings, *, base_image: Callable[[dict], str],
                  notify: Callable[[str], None], log: logging.Logger):
         self.settings = settings
-        self._requirements = requirements
         self._base_image = base_image
-        self._timeout = timeout
         self.notify = notify
         self.log = log
         self._inputs: dict[str, BuildInputs] = {}  # by job uid
@@ -103,15 +101,19 @@ class Images:
         self._base_digests[image] = (now, digest, problem)
         return digest, problem
 
-    async def inputs(self, job: dict) -> BuildInputs:
-        """What the build of ``job`` builds: the Dockerfile (FROM the base image
-        by digest when it resolves), the context files, the destination tag
-        (a hash of all of it) and whether that tag may be reused."""
+    async def inputs(self, job: dict, plan: ValidationPlan | None = None) -> BuildInputs:
+        """What the build of ``job`` builds from its ``plan``: the Dockerfile
+        (FROM the base image by digest when it resolves), the context files,
+        the destination tag (a hash of all of it) and whether that tag may be
+        reused. Computed once per job (``ensure_build`` hands the plan); a
+        builder asks again without it."""
         uid = job["metadata"]["uid"]
         if uid in self._inputs:
             return self._inputs[uid]
+        if plan is None:  # a builder runs only after ensure_build(job, plan) computed them
+            raise TemporaryFailure(f"the build inputs of {job['metadata']['name']} are not computed yet")
         s = self.settings
-        reqs = await self._requirements(job)
+        reqs = list(plan.requirements.display_lines)
         base = self._base_image(job)
         digest, problem = await self.base_digest(base)
         from_ = f"{strip_tag(base)}@{digest}" if digest else base
@@ -125,7 +127,7 @@ class Images:
         tag = content if digest else f"u{content[:31]}"
         destination = f"{s.registry}/{ENV_REPOSITORY}:{tag}" if s.registry else ""
         inputs = BuildInputs(dockerfile=docker_file, requirements_txt=reqs_txt, destination=destination,
-                             base_image=from_, content_hash=tag, timeout_seconds=int(self._timeout(job)),
+                             base_image=from_, content_hash=tag, timeout_seconds=int(plan.build_timeout),
                              context=context, reusable=bool(digest and destination and s.image_reuse),
                              note=problem)
         self._inputs[uid] = inputs

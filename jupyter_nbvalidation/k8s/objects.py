@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..model import API_VERSION, GROUP, KIND
-from ..runner_args import spec_args
+from ..plan import ValidationPlan
 from .store import JOB_LABEL
 
 COMPONENT_LABEL = f"{GROUP}/component"
@@ -309,12 +309,12 @@ def build_job(job: dict, *, builder_image: str, destination: str, deadline_secon
 # --- the validation -----------------------------------------------------------------
 
 
-def runner_command(job: dict, *, cell_timeout: float, timeout: float | None, print_executed: bool,
-                   built: bool = True) -> list[str]:
-    """``built``: the image was built here, so the runner runs from its own
-    venv and starts the kernel with the kernel venv's interpreter; else (a
-    given image) ``python`` on the image's PATH has both."""
-    spec = job["spec"]
+def runner_command(plan: ValidationPlan, *, print_executed: bool) -> list[str]:
+    """The runner's command in the pod: the mount points, then what the plan
+    asks (``plan.runner_args``). A built image (``plan.build``): the runner
+    runs from its own venv and starts the kernel with the kernel venv's
+    interpreter; else (a given image) ``python`` on the image's PATH has both."""
+    built = plan.build
     head = [RUNNER_PYTHON, "-m", "jupyter_nbvalidation.runner"] if built else ["python", "-m",
                                                                                  "jupyter_nbvalidation.runner"]
     cmd = [*head, f"{INPUT_MOUNT}/notebook.ipynb",
@@ -322,17 +322,14 @@ def runner_command(job: dict, *, cell_timeout: float, timeout: float | None, pri
            "--termination-log", "/dev/termination-log", "--cwd", WORKDIR]
     if built:
         cmd += ["--python", KERNEL_PYTHON]
-    if spec.get("goldenNotebook"):
+    if plan.golden:
         cmd += ["--golden", f"{INPUT_MOUNT}/golden.ipynb"]
-    cmd += spec_args(spec)
-    cmd += ["--cell-timeout", f"{cell_timeout:g}"]
-    if timeout:
-        cmd += ["--timeout", f"{timeout:g}"]
+    cmd += plan.runner_args
     if print_executed:
         cmd.append("--print-executed")
     # the job's variables go to the kernel only (the runner builds the kernel's
     # environment from an allow-list, not from the container's)
-    cmd += [f"--kernel-env={e['name']}={e['value']}" for e in (spec.get("podConfig") or {}).get("env") or []]
+    cmd += [f"--kernel-env={name}={value}" for name, value in plan.kernel_env]
     return cmd
 
 

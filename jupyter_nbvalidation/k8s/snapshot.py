@@ -11,8 +11,7 @@ import copy
 import logging
 from typing import TYPE_CHECKING
 
-from ..backends.base import InputError
-from ..errors import InputRejected
+from ..errors import InputRejected, TemporaryFailure
 from ..model import isotime, parse_time, utcnow
 from ..store.base import StoreError
 from ..tasks import wait_within
@@ -34,7 +33,6 @@ class Snapshots:
         self.namespace = namespace
         self.log = log
         self._submitting: dict[str, asyncio.Event] = {}
-        self._inputs: dict[str, list[tuple[str, str]]] = {}  # by job uid: the snapshot's input files
 
     def check(self, files: dict[str, bytes], limit: int) -> None:
         """InputRejected (naming the field) when ``files`` cannot be one ConfigMap of at most ``limit`` bytes."""
@@ -81,7 +79,7 @@ class Snapshots:
             self._submitting.pop(name, None)
 
     async def read(self, job: dict) -> dict:
-        """The snapshot's ``data`` (and its input-file index, kept by uid)."""
+        """The snapshot's ``data`` (Backend.read_snapshot makes the plan's Snapshot of it)."""
         name = job["metadata"]["name"]
         pending = self._submitting.get(name)
         if pending is not None:  # this process is still storing the snapshot
@@ -92,24 +90,13 @@ class Snapshots:
             created = parse_time(job["metadata"].get("creationTimestamp")) or utcnow()
             if (utcnow() - created).total_seconds() < SNAPSHOT_GRACE_SECONDS:
                 # another server may be between creating the job and its snapshot
-                raise StoreError(f"the notebook snapshot of {name} is not stored yet")
-            raise InputError(f"The notebook snapshot of this job (ConfigMap {cm_name}) is missing.")
-        data = cm.get("data") or {}
-        self._inputs[job["metadata"]["uid"]] = obj.inputs_index(data)
-        return data
-
-    async def input_files(self, job: dict) -> list[tuple[str, str]]:
-        """The snapshot's input files ``(key, relative path)`` (read once per job)."""
-        uid = job["metadata"]["uid"]
-        if uid not in self._inputs:
-            await self.read(job)
-        return self._inputs[uid]
-
-    def known_input_files(self, uid: str) -> list[tuple[str, str]] | None:
-        return self._inputs.get(uid)
+                raise TemporaryFailure(f"the notebook snapshot of {name} is not stored yet")
+            raise InputRejected(f"The notebook snapshot of this job (ConfigMap {cm_name}) is missing.",
+                                "spec.notebook.path")
+        return cm.get("data") or {}
 
     def forget(self, uid: str) -> None:
-        self._inputs.pop(uid, None)
+        """Nothing is kept per job (the engine's plan holds what was read)."""
 
     def clear(self) -> None:
-        self._inputs.clear()
+        pass
