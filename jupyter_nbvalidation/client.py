@@ -105,24 +105,7 @@ class ServerClient:
         if params:
             url += "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.token:
-            req.add_header("Authorization", f"token {self.token}")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback server URL
-                payload = resp.read()
-        except urllib.error.HTTPError as e:
-            text = e.read().decode("utf-8", "replace")
-            try:
-                err = json.loads(text)["error"]
-                raise ClientError(err.get("message") or text, e.code, err.get("field")) from None
-            except (ValueError, KeyError, TypeError):
-                raise ClientError(f"HTTP {e.code}: {text[:300]}", e.code) from None
-        except urllib.error.URLError as e:
-            raise ClientError(f"cannot reach the Jupyter server at {self.url}: {e.reason}") from None
+        payload, _ = self._send(method, url, data, timeout)
         if raw:
             return payload.decode("utf-8", "replace")
         return json.loads(payload) if payload else None
@@ -131,14 +114,23 @@ class ServerClient:
         """``GET jobs/{name}/buildlog?offset=N``: (the bytes from ``offset``, whether the
         log is complete, the offset to ask next)."""
         url = self.url + PREFIX + f"/jobs/{urllib.parse.quote(name, safe='')}/buildlog?offset={int(offset)}"
-        req = urllib.request.Request(url, method="GET")
+        data, headers = self._send("GET", url, None, timeout)
+        complete = headers.get("X-Build-Log-Complete", "true") == "true"
+        nxt = int(headers.get("X-Build-Log-Next-Offset") or offset + len(data))
+        return data, complete, nxt
+
+    def _send(self, method: str, url: str, data: bytes | None, timeout: float) -> tuple[bytes, Any]:
+        """One HTTP request with the token: (the body, the response headers); an HTTP error becomes a
+        ClientError carrying the API's error message and field."""
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
         if self.token:
             req.add_header("Authorization", f"token {self.token}")
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback server URL
-                data = resp.read()
-                complete = resp.headers.get("X-Build-Log-Complete", "true") == "true"
-                nxt = int(resp.headers.get("X-Build-Log-Next-Offset") or offset + len(data))
+                return resp.read(), resp.headers
         except urllib.error.HTTPError as e:
             text = e.read().decode("utf-8", "replace")
             try:
@@ -148,7 +140,6 @@ class ServerClient:
                 raise ClientError(f"HTTP {e.code}: {text[:300]}", e.code) from None
         except urllib.error.URLError as e:
             raise ClientError(f"cannot reach the Jupyter server at {self.url}: {e.reason}") from None
-        return data, complete, nxt
 
     def api_path(self, local_path: str) -> str:
         """A filesystem path as the server's root-relative API path."""
