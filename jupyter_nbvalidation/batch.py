@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from .client import ClientError
 
@@ -92,6 +92,21 @@ def _excluded(shown: str, patterns: list[str]) -> bool:
     return False
 
 
+def is_golden_copy(path: Path, suffix: str | None) -> bool:
+    """``<stem><suffix>.ipynb`` beside ``<stem>.ipynb``: a golden copy, compared with, not validated."""
+    if not suffix:
+        return False
+    stem = path.name[: -len(".ipynb")]
+    return stem.endswith(suffix) and path.with_name(stem[: -len(suffix)] + ".ipynb").is_file()
+
+
+def golden_of(path: Path, suffix: str | None) -> Path | None:
+    if not suffix:
+        return None
+    candidate = path.with_name(path.name[: -len(".ipynb")] + suffix + ".ipynb")
+    return candidate if candidate.is_file() else None
+
+
 def discover(paths: list[str], exclude: list[str] | None = None, golden_suffix: str | None = None,
              golden_self: bool = False, base: str | None = None) -> list[Item]:
     """The notebooks ``paths`` name: files, folders (recursive; hidden folders and
@@ -130,7 +145,6 @@ def discover(paths: list[str], exclude: list[str] | None = None, golden_suffix: 
             raise BatchInputError(f"{raw}: no such file or folder")
         for h in hits:
             found.setdefault(h.resolve(), None)
-    notebooks = set(found)
     items = []
     for path in found:
         shown = _shown(path, base_dir)
@@ -138,11 +152,9 @@ def discover(paths: list[str], exclude: list[str] | None = None, golden_suffix: 
             continue
         golden = None
         if golden_suffix:
-            stem = path.name[: -len(".ipynb")]
-            if stem.endswith(golden_suffix) and path.with_name(stem[: -len(golden_suffix)] + ".ipynb") in notebooks:
-                continue  # a golden copy is compared with, not validated itself
-            candidate = path.with_name(stem + golden_suffix + ".ipynb")
-            golden = candidate if candidate.is_file() else None
+            if is_golden_copy(path, golden_suffix):
+                continue
+            golden = golden_of(path, golden_suffix)
         elif golden_self:
             golden = path
         items.append(Item(path=path, shown=shown, golden=golden))
@@ -173,7 +185,7 @@ class Options:
     jobs: int = 1
     keep_executed: bool = False
     timeout: float | None = None
-    use_cache: bool = True
+    use_cache: bool = False
 
 
 class Listener:
@@ -205,27 +217,65 @@ class _Tracker:
 
 
 def run_batch(api: Any, items: list[Item], make_spec: Callable[[Item], dict], options: Options,
-              listener: Listener | None = None, cached: Callable[[Item, dict], dict | None] | None = None
-              ) -> list[Outcome]:
+              listener: Listener | None = None) -> list[Outcome]:
     """Validate every item as its own job, ``options.jobs`` at a time; the outcomes
-    in the order of ``items``. ``cached(item, spec)`` may answer an earlier
-    Succeeded job that stands for this one (the verdict cache): it is reported
-    Unchanged and nothing runs."""
+    in the order of ``items``. With ``options.use_cache``, a notebook whose inputs
+    match an earlier Succeeded job (the service's verdict cache, in this process or
+    on the server) is reported Unchanged with that job, and nothing runs."""
     tracker = _Tracker(listener or Listener())
     if hasattr(api, "engine"):
-        return _run_in_process(api, items, make_spec, options, tracker, cached)
-    return _run_remote(api, items, make_spec, options, tracker, cached)
+        from .service import ApiError
+
+        one = _in_process_one(api, make_spec, options, tracker)
+
+        async def go() -> list[Outcome]:
+            await _start(api)
+            try:
+                slots = asyncio.Semaphore(max(1, options.jobs))
+
+                async def limited(item: Item) -> Outcome:
+                    async with slots:
+                        return await one(item)
+
+                outcomes = await asyncio.gather(*(limited(item) for item in items))
+                await _hand_over(api)
+                return list(outcomes)
+            finally:
+                await _stop(api)
+
+        try:
+            return api.loop.run_until_complete(go())
+        except ApiError as e:
+            raise ClientError(e.message, e.status, e.field) from None
+    remote = _remote_one(api, make_spec, options, tracker)
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        return list(pool.map(remote, items))
+
+
+async def _start(api: Any) -> None:
+    await api.engine.start()
+
+
+async def _hand_over(api: Any) -> None:
+    await api.engine.recorder.flush()
+    await api.engine.step_down()
+    await api.backend.drain()
+
+
+async def _stop(api: Any) -> None:
+    await api.engine.stop()
 
 
 def _refused(item: Item, e: ClientError, started: float) -> Outcome:
     return Outcome(item, "Refused", time.monotonic() - started, message=str(e))
 
 
-def _run_in_process(api: Any, items: list[Item], make_spec: Callable[[Item], dict], options: Options,
-                    tracker: _Tracker, cached: Callable[[Item, dict], dict | None] | None) -> list[Outcome]:
+def _in_process_one(api: Any, make_spec: Callable[[Item], dict], options: Options,
+                    tracker: _Tracker) -> Callable[[Item], Awaitable[Outcome]]:
+    """One notebook through the service in this process (its engine started)."""
     from .service import ApiError
 
-    service, engine = api.service, api.engine
+    service = api.service
 
     async def details(out: Outcome) -> None:
         name = out.name
@@ -241,81 +291,36 @@ def _run_in_process(api: Any, items: list[Item], make_spec: Callable[[Item], dic
             except ApiError:
                 out.executed = None
 
-    async def one(item: Item, slots: asyncio.Semaphore) -> Outcome:
-        async with slots:
-            started = time.monotonic()
-            spec = make_spec(item)
-            if cached is not None:
-                hit = await asyncio.to_thread(cached, item, spec)
-                if hit is not None:
-                    out = Outcome(item, "Unchanged", 0.0, job=hit,
-                                  message=f"unchanged since {hit['metadata']['name']}")
-                    await details(out)
-                    tracker.call(tracker.listener.finished, out)
-                    return out
-            try:
-                job = await service.submit(spec)
-            except ApiError as e:
-                out = _refused(item, ClientError(e.message, e.status, e.field), started)
-                tracker.call(tracker.listener.finished, out)
-                return out
-            name = job["metadata"]["name"]
-            tracker.call(tracker.listener.started, item, name)
-            job = await engine.wait_for_terminal(name, options.timeout, lambda j: tracker.update(item, j))
-            out = Outcome(item, _verdict(job), time.monotonic() - started, job=job,
-                          message=(job.get("status") or {}).get("message", ""))
-            await details(out)
-            tracker.call(tracker.listener.finished, out)
-            return out
-
-    async def go() -> list[Outcome]:
-        await engine.start()
-        try:
-            slots = asyncio.Semaphore(max(1, options.jobs))
-            outcomes = await asyncio.gather(*(one(item, slots) for item in items))
-            await engine.recorder.flush()
-            await engine.step_down()
-            await api.backend.drain()
-            return list(outcomes)
-        finally:
-            await engine.stop()
-
-    try:
-        return api.loop.run_until_complete(go())
-    except ApiError as e:
-        raise ClientError(e.message, e.status, e.field) from None
-
-
-def _run_remote(api: Any, items: list[Item], make_spec: Callable[[Item], dict], options: Options,
-                tracker: _Tracker, cached: Callable[[Item, dict], dict | None] | None) -> list[Outcome]:
-    client = api.client
-
-    def one(item: Item) -> Outcome:
+    async def one(item: Item) -> Outcome:
         started = time.monotonic()
         spec = make_spec(item)
-        if cached is not None:
-            hit = cached(item, spec)
-            if hit is not None:
-                out = Outcome(item, "Unchanged", 0.0, job=hit, message=f"unchanged since {hit['metadata']['name']}")
-                details(out)
-                tracker.call(tracker.listener.finished, out)
-                return out
         try:
-            job = api.submit(spec)
-        except ClientError as e:
-            if e.status is None or e.status >= 500:
-                raise
-            out = _refused(item, e, started)
+            hit = await service.unchanged(spec) if options.use_cache else None
+            if hit is None:
+                job = await service.submit(spec)
+        except ApiError as e:
+            out = _refused(item, ClientError(e.message, e.status, e.field), started)
             tracker.call(tracker.listener.finished, out)
             return out
-        name = job["metadata"]["name"]
-        tracker.call(tracker.listener.started, item, name)
-        job = api.wait(name, lambda j: tracker.update(item, j), options.timeout)
-        out = Outcome(item, _verdict(job), time.monotonic() - started, job=job,
-                      message=(job.get("status") or {}).get("message", ""))
-        details(out)
+        if hit is not None:
+            out = Outcome(item, "Unchanged", 0.0, job=hit, message=f"unchanged since {hit['metadata']['name']}")
+        else:
+            name = job["metadata"]["name"]
+            tracker.call(tracker.listener.started, item, name)
+            job = await api.engine.wait_for_terminal(name, options.timeout, lambda j: tracker.update(item, j))
+            out = Outcome(item, _verdict(job), time.monotonic() - started, job=job,
+                          message=(job.get("status") or {}).get("message", ""))
+        await details(out)
         tracker.call(tracker.listener.finished, out)
         return out
+
+    return one
+
+
+def _remote_one(api: Any, make_spec: Callable[[Item], dict], options: Options,
+                tracker: _Tracker) -> Callable[[Item], Outcome]:
+    """One notebook through a running server's REST API (blocking: one thread each)."""
+    client = api.client
 
     def details(out: Outcome) -> None:
         name = out.name
@@ -330,8 +335,32 @@ def _run_remote(api: Any, items: list[Item], make_spec: Callable[[Item], dict], 
             except ClientError:
                 out.executed = None
 
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        return list(pool.map(one, items))
+    def one(item: Item) -> Outcome:
+        started = time.monotonic()
+        spec = make_spec(item)
+        try:
+            hit = api.unchanged(spec) if options.use_cache else None
+            if hit is None:
+                job = api.submit(spec)
+        except ClientError as e:
+            if e.status is None or e.status >= 500:
+                raise
+            out = _refused(item, e, started)
+            tracker.call(tracker.listener.finished, out)
+            return out
+        if hit is not None:
+            out = Outcome(item, "Unchanged", 0.0, job=hit, message=f"unchanged since {hit['metadata']['name']}")
+        else:
+            name = job["metadata"]["name"]
+            tracker.call(tracker.listener.started, item, name)
+            job = api.wait(name, lambda j: tracker.update(item, j), options.timeout)
+            out = Outcome(item, _verdict(job), time.monotonic() - started, job=job,
+                          message=(job.get("status") or {}).get("message", ""))
+        details(out)
+        tracker.call(tracker.listener.finished, out)
+        return out
+
+    return one
 
 
 def _tail(text: str, lines: int) -> str:

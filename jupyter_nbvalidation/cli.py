@@ -214,6 +214,10 @@ class Remote:
     def submit(self, spec: dict) -> dict:
         return self.client.request("POST", "jobs", spec)
 
+    def unchanged(self, spec: dict) -> dict | None:
+        """The verdict cache on the server: an earlier Succeeded job standing for ``spec``, or None."""
+        return self.client.request("POST", "unchanged", spec).get("job")
+
     def list(self, notebook: str | None, limit: int) -> list[dict]:
         return self.client.request("GET", "jobs", params={"notebook": notebook, "limit": limit})["items"]
 
@@ -502,7 +506,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         outcomes = batch.run_batch(api, items, make_spec,
                                    batch.Options(jobs=jobs, timeout=args.wait_timeout,
-                                                 keep_executed=bool(args.output_dir)), progress)
+                                                 keep_executed=bool(args.output_dir),
+                                                 use_cache=not args.no_cache), progress)
     finally:
         if isinstance(api, InProcess):
             api.close()
@@ -636,6 +641,8 @@ def parser() -> argparse.ArgumentParser:
                              "(e.g. .golden); golden copies are not validated themselves")
     golden.add_argument("--golden-self", action="store_true",
                         help="compare each notebook with its own stored outputs (as nbval does)")
+    s.add_argument("--no-cache", action="store_true",
+                   help="run every notebook, also one unchanged since an earlier job succeeded with it")
     s.add_argument("--junitxml", metavar="FILE", help="write JUnit XML: one testcase per notebook")
     s.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     s.add_argument("--output-dir", metavar="DIR", help="save each executed notebook there (same relative paths)")

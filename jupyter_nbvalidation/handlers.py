@@ -130,6 +130,15 @@ class JobsHandler(BaseHandler):
         self.send(job, 201)
 
 
+class UnchangedHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def post(self) -> None:
+        # the verdict cache: the earlier Succeeded job standing for this spec's inputs, or null
+        self.send({"job": await self.service.unchanged(self.json_body())})
+
+
 class JobHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -226,6 +235,7 @@ def routes() -> list[tuple[str, type]]:
         (rf"{p}/jobs/{NAME}/timeline/?", TimelineHandler),
         (rf"{p}/jobs/{NAME}/notebook/?", NotebookHandler),
         (rf"{p}/jobs/{NAME}/buildlog/?", BuildLogHandler),
+        (rf"{p}/unchanged/?", UnchangedHandler),
         (rf"{p}/health/?", HealthHandler),
         (rf"{p}/openapi.json", OpenAPIHandler),
     ]

@@ -215,6 +215,20 @@ def openapi_document(base_url: str = "/") -> dict:
                     "responses": {"201": _json(job_ref, "The created job"), **_errors(400, 403, 404, 413)},
                 },
             },
+            "/unchanged": {
+                "post": {
+                    "summary": "The verdict cache: the earlier Succeeded job whose verdict key (the spec, the "
+                               "content of the notebook, golden copy, requirements and input files, the "
+                               "environment, the runner) equals what this spec's inputs are now; null when there "
+                               "is none. The spec is checked and the inputs read as for a submit; nothing is "
+                               "created",
+                    "requestBody": {"required": True, "content": {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/Spec"}}}},
+                    "responses": {"200": _json({"type": "object", "required": ["job"], "properties": {
+                        "job": {"oneOf": [job_ref, {"type": "null"}]}}}, "The earlier job, or null"),
+                        **_errors(400, 403, 404, 413)},
+                },
+            },
             "/jobs/{name}": {
                 "parameters": [NAME_PARAM],
                 "get": {"summary": "One job", "responses": {"200": _json(job_ref, "The job"), **_errors(404)}},

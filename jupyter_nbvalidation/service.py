@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import requirements as reqmod
+from . import verdict_cache
 from .backends.base import Backend
 from .engine import Engine
 from .errors import InputRejected
@@ -240,6 +241,9 @@ class JobService:
         bc = spec.get("podConfig", {}).get("buildConfig", {})
         if reqs.secrets and bc.get("requirements"):  # the stored spec never holds a credential
             bc["requirements"] = [reqmod.redact(r, reqs.secrets) for r in bc["requirements"]]
+        key = await asyncio.to_thread(self._verdict_key, spec, files, nb_path, reqs)
+        if key:
+            annotations[verdict_cache.ANNOTATION] = key
         job = new_job(spec, annotations=annotations)
         reqmod.hold(job["metadata"]["name"], reqs.secrets)
         try:
@@ -252,6 +256,38 @@ class JobService:
             raise
         self.engine.enqueue(job["metadata"]["name"])
         return job
+
+    def _verdict_key(self, spec: dict, files: dict[str, bytes], nb_path: Path, reqs: Requirements) -> str | None:
+        env = verdict_cache.environment_identity(self.backend, reqs, build_enabled(spec))
+        workdir = None if spec.get("inputFiles") else nb_path.parent
+        return verdict_cache.verdict_key(spec, files, env, workdir=workdir, notebook_path=nb_path,
+                                         backend=self.backend)
+
+    async def unchanged(self, spec: Any, max_pages: int = 20) -> dict | None:
+        """The verdict cache: an earlier Succeeded job whose verdict key equals the key
+        ``spec``'s inputs have now (see verdict_cache), or None. Checks the spec and reads
+        the inputs as submit does (bad input raises as there); creates nothing."""
+        bad = find_bad_number(spec, "spec")
+        if bad:
+            raise ApiError(400, "InvalidSpec", f"{bad[0]}: {bad[1]}", bad[0])
+        spec = self._validate(spec)
+        files, nb_path, reqs = await asyncio.to_thread(self._collect, spec)
+        bc = spec.get("podConfig", {}).get("buildConfig", {})
+        if reqs.secrets and bc.get("requirements"):
+            bc["requirements"] = [reqmod.redact(r, reqs.secrets) for r in bc["requirements"]]
+        key = await asyncio.to_thread(self._verdict_key, spec, files, nb_path, reqs)
+        if not key:
+            return None
+        token = None
+        for _ in range(max_pages):
+            items, token = await self.store.list(notebook=spec["notebook"]["path"], limit=100, continue_token=token)
+            for job in items:
+                if verdict_cache.matches(job, key) and await asyncio.to_thread(
+                        verdict_cache.same_environment, job, self.backend):
+                    return job
+            if not token:
+                break
+        return None
 
     async def get(self, name: str) -> dict:
         try:

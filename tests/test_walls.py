@@ -103,7 +103,7 @@ def test_the_local_side_does_not_import_kubernetes(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", _modules("store/base", "backends/base", "model", "timeline", "errors", "plan",
-                                          "runner_args", "requirements"),
+                                          "runner_args", "requirements", "verdict_cache"),
                          ids=lambda p: str(p.relative_to(PKG)))
 def test_the_ports_and_the_core_import_no_backend(path: Path) -> None:
     wrong = {n for n in _ours(_imports(path))

@@ -45,6 +45,7 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Enum, Float, Int, List, Unicode, default
 
 from .. import requirements as reqmod
+from .. import verdict_cache
 from ..model import WORKDIR_ANNOTATION, SpecError, build_enabled, isotime, parse_time, spec_fields
 from ..plan import (Snapshot, ValidationPlan, requirements_key, requirements_of, requirements_sentence,
                     snapshot_from_files)
@@ -478,6 +479,28 @@ class LocalBackend(Backend):
         lines and the content of every local path they name, so editing a
         local package rebuilds)."""
         return self._env_key_of(plan.requirements_key)
+
+    def verdict_environment(self, requirements_key: str | None) -> str | None:
+        """The kernel's environment as the verdict cache keys it (verdict_cache):
+        a built one by its environment key (``requirements_key`` given), an
+        unbuilt one by its interpreter and every distribution installed in it;
+        None when that is not known here (the version of ``python`` not read
+        yet, an unbuilt interpreter other than this process's)."""
+        if requirements_key is not None:
+            if self._python_version is None:
+                return None
+            return "built:" + self._env_key_of(requirements_key)
+        dists = verdict_cache.installed_distributions(self.unbuilt_python)
+        return None if dists is None else f"unbuilt:{os.path.realpath(self.unbuilt_python)}:{dists}"
+
+    def environment_built_at(self, reference: str) -> str | None:
+        """When the environment at ``reference`` (a job's buildStatus.imageReference)
+        was built, or None when it is not there (evicted): the verdict cache
+        reuses a verdict only in the very environment it was given in."""
+        path = Path(reference)
+        if path.parent.resolve() != (self.root / "envs").resolve() or not (path / ENV_MARKER).is_file():
+            return None
+        return self._read_marker(path.name).get("completionTime") or None
 
     async def prepare(self, job: dict, plan: ValidationPlan) -> str:
         self._keys[job["metadata"]["uid"]] = self.env_key(plan)

@@ -1,0 +1,172 @@
+"""The verdict cache's key: what a job's verdict depends on, hashed once, here.
+
+A job is stored with its key (annotation ``nbvalidation.dev/verdict-key``, on
+both backends); ``run`` reports a notebook "unchanged" with the name of an
+earlier **Succeeded** job of the same notebook path whose key equals the key its
+inputs have now, and runs nothing. The key covers:
+
+- the validated spec (comparison options, timeouts, kernel env, build options);
+- every file of the job's snapshot by content (the notebook, the golden copy, the
+  requirements as the build reads them, the input files);
+- the kernel's environment: the backend's own environment key for a built one
+  (interpreter, requirement lines, local paths' content, kernel packages), or, with
+  the build disabled, the interpreter and every distribution installed in it;
+- the runner: its source files and the versions of nbclient, nbformat, ipykernel;
+- the backend's defaults a verdict depends on (the per-cell timeout);
+- without spec.inputFiles (the kernel works in the notebook's own folder): the
+  content of every file in that folder and below it (hidden entries, checkpoints,
+  caches and other notebooks not named in this one left out).
+
+When one of these cannot be known (a backend without an environment key, a
+build-disabled interpreter other than this one, a folder over the bounds) there
+is no key, and the notebook always runs: never a false "unchanged". Files a
+notebook reads from outside its folder (``../data.csv``) are not seen: name them
+in spec.inputFiles (they are then snapshotted and in the key) or use
+``--no-cache``."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .model import build_enabled, parse_time
+from .plan import requirements_key
+
+ANNOTATION = "nbvalidation.dev/verdict-key"
+VERSION = 1  # of the key's recipe: a change of recipe never matches an older key
+MAX_FOLDER_FILES = 5000
+MAX_FOLDER_BYTES = 512 * 2**20
+SKIP = {".ipynb_checkpoints", "__pycache__", "node_modules"}
+_PKG = Path(__file__).resolve().parent
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+_runner_digest: str | None = None
+
+
+def runner_identity() -> str:
+    """The runner's sources and the versions of what it drives the kernel with."""
+    global _runner_digest
+    if _runner_digest is None:
+        from .runner import SHARED_MODULES
+
+        h = hashlib.sha256()
+        for p in [*(_PKG / m for m in SHARED_MODULES), *sorted((_PKG / "runner").rglob("*.py"))]:
+            h.update(p.relative_to(_PKG).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+        for dist in ("nbclient", "nbformat", "ipykernel", "jupyter_client"):
+            try:
+                h.update(f"{dist}={importlib.metadata.version(dist)}\0".encode())
+            except importlib.metadata.PackageNotFoundError:
+                h.update(f"{dist}=-\0".encode())
+        _runner_digest = h.hexdigest()
+    return _runner_digest
+
+
+def installed_distributions(python: str) -> str | None:
+    """Every distribution (name and version) of ``python``'s environment, when it is
+    this interpreter (otherwise None: not known without running it). From the
+    ``NAME-VERSION.dist-info`` folder names on ``sys.path``: a few directory
+    listings, not a read of every distribution's metadata."""
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        return None
+    seen = []
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        seen += [f"{entry}/{n}" for n in names if n.endswith((".dist-info", ".egg-info"))]
+    return _sha("\n".join(sorted(seen)).encode())
+
+
+def folder_digest(folder: Path, notebook_text: str, skip: set[Path]) -> str | None:
+    """The content of every file under ``folder`` the kernel could read from it."""
+    h = hashlib.sha256()
+    count = total = 0
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP)
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if name.startswith(".") or path.resolve() in skip:
+                continue
+            if name.endswith(".ipynb") and name not in notebook_text:
+                continue  # another notebook: in the key only when this one names it (%run other.ipynb)
+            try:
+                data = path.read_bytes()
+            except OSError:
+                return None
+            count += 1
+            total += len(data)
+            if count > MAX_FOLDER_FILES or total > MAX_FOLDER_BYTES:
+                return None
+            h.update(path.relative_to(folder).as_posix().encode() + b"\0" + _sha(data).encode() + b"\0")
+    return h.hexdigest()
+
+
+def verdict_key(spec: dict, files: dict[str, bytes], environment: str | None, *, workdir: Path | None,
+                notebook_path: Path | None, backend: Any) -> str | None:
+    """The key of a job about to be submitted, or None when it cannot be known."""
+    if environment is None:
+        return None
+    parts: dict[str, Any] = {
+        "recipe": VERSION,
+        "spec": spec,
+        "files": {name: _sha(data) for name, data in sorted(files.items())},
+        "environment": environment,
+        "runner": runner_identity(),
+        "backend": {"name": getattr(backend, "name", ""),
+                    "defaultCellTimeout": getattr(backend, "default_cell_timeout", None)},
+    }
+    if workdir is not None:
+        skip = {notebook_path.resolve()} if notebook_path else set()
+        text = files.get("notebook.ipynb", b"").decode("utf-8", "replace")
+        digest = folder_digest(workdir, text, skip)
+        if digest is None:
+            return None
+        parts["folder"] = digest
+    return _sha(json.dumps(parts, sort_keys=True, default=str).encode())
+
+
+def environment_identity(backend: Any, requirements: Any, build_enabled: bool) -> str | None:
+    """What the kernel's environment is, as the backend knows it (None: not known,
+    the notebook then always runs): ``Backend.verdict_environment`` of the
+    requirements' key (a built environment) or of None (the build disabled)."""
+    ident = getattr(backend, "verdict_environment", None)
+    if ident is None:
+        return None
+    try:
+        return ident(requirements_key(requirements) if build_enabled else None)
+    except (OSError, ValueError):
+        return None
+
+
+def same_environment(job: dict, backend: Any) -> bool:
+    """Whether the environment ``job`` was validated in is still the one a run would
+    get now: for a built one, still there and not built again since the job's
+    validation started (an environment evicted and built again may resolve its
+    requirements to other versions). Reads files: not on the event loop."""
+    st = job.get("status") or {}
+    if not build_enabled(job.get("spec") or {}):
+        return True  # the interpreter and every distribution in it are in the key
+    reference = (st.get("buildStatus") or {}).get("imageReference")
+    started = (st.get("validationStatus") or {}).get("startTime")
+    built_at = getattr(backend, "environment_built_at", None)
+    if not reference or not started or built_at is None:
+        return False
+    built, validated = parse_time(built_at(reference)), parse_time(started)
+    return built is not None and validated is not None and built <= validated
+
+
+def matches(job: dict, key: str) -> bool:
+    """An earlier job that stands for a notebook with this key: Succeeded, same key."""
+    st = job.get("status") or {}
+    return st.get("phase") == "Succeeded" and ((job.get("metadata") or {}).get("annotations") or {}).get(
+        ANNOTATION) == key

@@ -1,0 +1,140 @@
+"""The verdict cache of `jupyter nbvalidation run`: an unchanged notebook is reported with
+its earlier Succeeded job and nothing runs; editing the notebook, its golden copy, its
+requirements, a file in its folder, the spec or the environment it was validated in runs
+exactly that one again; a Failed job never stands in; the same through a running server.
+Real kernels and environments; counted by the jobs in the data dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+from helpers import write_notebook
+
+JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+
+def run(folder: Path, *args: str) -> tuple[int, dict[str, dict]]:
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "nbs", "--golden-suffix", ".golden", "-j", "2",
+                           "--local", "--data-dir", str(folder / "data"), "-o", "json", *args],
+                          cwd=folder, capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(folder / "no-servers")})
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return proc.returncode, {row["notebook"]: row for row in json.loads(proc.stdout)}
+
+
+def jobs(folder: Path) -> int:
+    return len(list((folder / "data" / "jobs").iterdir()))
+
+
+def ran(rows: dict[str, dict]) -> set[str]:
+    return {nb for nb, row in rows.items() if row["verdict"] != "Unchanged"}
+
+
+def test_unchanged_notebooks_run_nothing_and_each_edit_reruns_exactly_its_notebook(tmp_path):
+    nbs = tmp_path / "nbs"
+    write_notebook(nbs / "x" / "nb.ipynb", ["print('x')"])
+    golden = nbformat.read(nbs / "x" / "nb.ipynb", as_version=4)
+    golden.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="x\n")]
+    nbformat.write(golden, str(nbs / "x" / "nb.golden.ipynb"))
+    write_notebook(nbs / "y" / "nb.ipynb", ["import six\nprint(six.__name__)"])
+    (nbs / "y" / "requirements.txt").write_text("six\n")
+    write_notebook(nbs / "z" / "nb.ipynb", ["print(open('data.csv').read())"])
+    (nbs / "z" / "data.csv").write_text("a,b\n")
+    write_notebook(nbs / "w" / "fails.ipynb", ["raise ValueError('never cached')"])
+    everything = {"nbs/x/nb.ipynb", "nbs/y/nb.ipynb", "nbs/z/nb.ipynb", "nbs/w/fails.ipynb"}
+
+    code, rows = run(tmp_path)
+    assert code == 1 and ran(rows) == everything and jobs(tmp_path) == 4
+    first = {nb: row["job"] for nb, row in rows.items()}
+    assert rows["nbs/x/nb.ipynb"]["verdict"] == "Succeeded", rows["nbs/x/nb.ipynb"]  # the golden comparison passes
+
+    # nothing changed: the three that succeeded are unchanged, with their earlier job; the failed one runs
+    code, rows = run(tmp_path)
+    assert ran(rows) == {"nbs/w/fails.ipynb"} and jobs(tmp_path) == 5
+    for nb in everything - {"nbs/w/fails.ipynb"}:
+        assert rows[nb]["verdict"] == "Unchanged" and rows[nb]["job"] == first[nb]
+
+    def touch_metadata(path: Path) -> None:
+        nb = nbformat.read(path, as_version=4)
+        nb.metadata["edited"] = nb.metadata.get("edited", 0) + 1
+        nbformat.write(nb, str(path))
+
+    edits = [
+        ("nbs/x/nb.ipynb", lambda: touch_metadata(nbs / "x" / "nb.golden.ipynb")),
+        ("nbs/y/nb.ipynb", lambda: (nbs / "y" / "requirements.txt").write_text("six>=1.0\n")),
+        ("nbs/z/nb.ipynb", lambda: (nbs / "z" / "data.csv").write_text("a,b\n1,2\n")),
+        ("nbs/x/nb.ipynb", lambda: touch_metadata(nbs / "x" / "nb.ipynb")),
+    ]
+    count = jobs(tmp_path)
+    for notebook, edit in edits:
+        edit()
+        code, rows = run(tmp_path)
+        assert ran(rows) == {notebook, "nbs/w/fails.ipynb"}, (notebook, rows)
+        count += 2
+        assert jobs(tmp_path) == count
+        assert rows[notebook]["verdict"] == "Succeeded", rows
+
+    # the environment y was validated in is evicted: built again, it may resolve six to another
+    # version, so y runs again (in the new environment, which then stands for it)
+    [y_env] = [d for d in (tmp_path / "data" / "envs").iterdir()
+               if json.loads((d / ".nbvalidation-env.json").read_text())["requirements"] == ["six>=1.0"]]
+    shutil.rmtree(y_env)
+    code, rows = run(tmp_path)
+    assert ran(rows) == {"nbs/y/nb.ipynb", "nbs/w/fails.ipynb"}, rows
+    assert rows["nbs/y/nb.ipynb"]["verdict"] == "Succeeded" and y_env.is_dir()
+    count += 2
+
+    # --no-cache runs every one
+    code, rows = run(tmp_path, "--no-cache")
+    assert ran(rows) == everything and jobs(tmp_path) == count + 4
+
+
+def test_the_cache_through_a_running_server(server_proc):
+    """The same lookup made by the server (POST unchanged): the CLI's run through it."""
+    server = server_proc().start()
+    write_notebook(server.root / "a" / "one.ipynb", ["print(1)"])
+    write_notebook(server.root / "a" / "two.ipynb", ["raise ValueError('two')"])
+
+    def run_here(*args: str) -> dict[str, dict]:
+        proc = subprocess.run([JUPYTER, "nbvalidation", "run", "a", "--no-build", "-j", "2", "-o", "json", *args],
+                              cwd=server.root, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "JUPYTER_RUNTIME_DIR": str(server.runtime)})
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        return {row["notebook"]: row for row in json.loads(proc.stdout)}
+
+    def server_jobs() -> int:
+        return len(server.client().request("GET", "jobs", params={"limit": 500})["items"])
+
+    first = run_here()
+    assert ran(first) == {"a/one.ipynb", "a/two.ipynb"} and server_jobs() == 2
+    again = run_here()
+    assert ran(again) == {"a/two.ipynb"} and server_jobs() == 3
+    assert again["a/one.ipynb"]["verdict"] == "Unchanged" and again["a/one.ipynb"]["job"] == first["a/one.ipynb"]["job"]
+    # another spec (a parameter) is another key: both run; then that one is unchanged too
+    assert ran(run_here("-p", "epochs", "1")) == {"a/one.ipynb", "a/two.ipynb"} and server_jobs() == 5
+    assert ran(run_here("-p", "epochs", "1")) == {"a/two.ipynb"}
+    assert ran(run_here("--no-cache")) == {"a/one.ipynb", "a/two.ipynb"}
+
+
+def test_the_runner_and_the_environment_are_in_the_key(monkeypatch, tmp_path):
+    from jupyter_nbvalidation import verdict_cache
+
+    args = ({"notebook": {"path": "nb.ipynb"}}, {"notebook.ipynb": b"{}"})
+    key = verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=None)
+    assert key == verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=None)
+    assert key != verdict_cache.verdict_key(*args, "built:abd", workdir=None, notebook_path=None, backend=None)
+    assert verdict_cache.verdict_key(*args, None, workdir=None, notebook_path=None, backend=None) is None
+    monkeypatch.setattr(verdict_cache, "_runner_digest", "another runner")
+    assert key != verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=None)
+    # with the build disabled the environment is this interpreter with every distribution in it
+    unbuilt = verdict_cache.installed_distributions(sys.executable)
+    assert unbuilt is not None and verdict_cache.installed_distributions("/usr/bin/false") is None
+    (tmp_path / "site" / "newpkg-1.0.dist-info").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert verdict_cache.installed_distributions(sys.executable) != unbuilt
