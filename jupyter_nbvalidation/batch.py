@@ -252,6 +252,53 @@ def run_batch(api: Any, items: list[Item], make_spec: Callable[[Item], dict], op
         return list(pool.map(remote, items))
 
 
+class Session:
+    """Notebooks validated one at a time as they come, each as ``run_batch`` validates
+    it, on one client for the whole session (the pytest plugin: one item after the
+    other). In this process the engine starts once and runs on its own loop in a
+    thread until ``close``; through a server each call is its own requests."""
+
+    def __init__(self, api: Any, make_spec: Callable[[Item], dict], options: Options):
+        self.api = api
+        self._thread: threading.Thread | None = None
+        tracker = _Tracker(Listener())
+        if hasattr(api, "engine"):
+            self._one = _in_process_one(api, make_spec, options, tracker)
+            api.loop.run_until_complete(_start(api))
+            self._thread = threading.Thread(target=api.loop.run_forever, name="nbvalidation-session", daemon=True)
+            self._thread.start()
+        else:
+            self._remote = _remote_one(api, make_spec, options, tracker)
+
+    def validate(self, item: Item) -> Outcome:
+        if self._thread is None:
+            return self._remote(item)
+        from .service import ApiError
+
+        try:
+            return asyncio.run_coroutine_threadsafe(self._one(item), self.api.loop).result()
+        except ApiError as e:
+            raise ClientError(e.message, e.status, e.field) from None
+
+    def close(self) -> None:
+        """Hand the data dir over (runs this process started end first) and stop."""
+        if self._thread is None:
+            return
+
+        async def finish() -> None:
+            try:
+                await _hand_over(self.api)
+            finally:
+                await _stop(self.api)
+
+        try:
+            asyncio.run_coroutine_threadsafe(finish(), self.api.loop).result()
+        finally:
+            self.api.loop.call_soon_threadsafe(self.api.loop.stop)
+            self._thread.join()
+            self._thread = None
+
+
 async def _start(api: Any) -> None:
     await api.engine.start()
 

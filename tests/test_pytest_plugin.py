@@ -1,0 +1,83 @@
+"""The pytest plugin: `pytest --nbvalidation` collects one item per notebook and validates
+each through the batch module (real kernels, a real pytest subprocess); without the flag it
+does nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import nbformat
+from helpers import write_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_run(cwd: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(cwd / "no-servers")})
+
+
+def make_tree(tmp_path: Path) -> None:
+    nbs = tmp_path / "nbs"
+    write_notebook(nbs / "ok.ipynb", ["print('fine')"])
+    write_notebook(nbs / "sub" / "fail.ipynb", ["# md\n# Prices", "x = {}", "x['price']"])
+    write_notebook(nbs / "gold.ipynb", ["print('actual')"])
+    golden = nbformat.read(nbs / "gold.ipynb", as_version=4)
+    golden.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="expected\n")]
+    nbformat.write(golden, str(nbs / "gold.golden.ipynb"))
+    write_notebook(nbs / "skipme.ipynb", ["1/0"])
+    write_notebook(nbs / ".ipynb_checkpoints" / "ok-checkpoint.ipynb", ["1/0"])
+
+
+def test_notebooks_are_items_validated_in_parallel_workers_with_junit_and_k(tmp_path):
+    make_tree(tmp_path)
+    data = tmp_path / "data"
+    proc = pytest_run(tmp_path, "--nbvalidation", "--nbvalidation-no-build", "--nbvalidation-golden-suffix", ".golden",
+                      "--nbvalidation-data-dir", str(data), "--nbvalidation-option=--cell-timeout 2m",
+                      "-n", "2", "-k", "not skipme", "--junitxml", "junit.xml", "nbs")
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "2 failed, 1 passed" in out
+    assert "cell 3: KeyError: 'price'" in out and "Traceback" in out  # the failure repr
+    assert "-expected" in out and "+actual" in out  # the golden diff
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "2", "0")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert set(cases) == {"ok.ipynb", "fail.ipynb", "gold.ipynb"}  # no golden copy, no checkpoint
+    assert cases["ok.ipynb"].find("failure") is None
+    # the failure leads with the failing cell, numbered as JupyterLab shows it (index 2 -> cell 3)
+    assert cases["fail.ipynb"].find("failure").get("message").startswith("cell 3: KeyError: 'price'")
+    assert cases["gold.ipynb"].find("failure").get("message").startswith("cell 1: outputs differ from the golden")
+    # both workers on one data dir: each notebook validated once, three jobs in all
+    assert len(list((data / "jobs").iterdir())) == 3
+    assert "2 workers" in out  # pytest-xdist ran it in two workers
+
+    # the same again: the two that failed run again, the one that succeeded is unchanged (nothing runs)
+    again = pytest_run(tmp_path, "--nbvalidation", "--nbvalidation-no-build", "--nbvalidation-golden-suffix",
+                       ".golden", "--nbvalidation-data-dir", str(data), "--nbvalidation-option=--cell-timeout 2m",
+                       "-k", "not skipme", "nbs")
+    assert again.returncode == 1 and "2 failed, 1 passed" in again.stdout, again.stdout
+    assert len(list((data / "jobs").iterdir())) == 5
+
+
+def test_without_the_flag_the_plugin_does_nothing(tmp_path):
+    make_tree(tmp_path)
+    proc = pytest_run(tmp_path, "nbs")
+    assert proc.returncode == 5 and "no tests ran" in proc.stdout, proc.stdout  # no notebook collected
+    # the project's own suite collects the same with the plugin as without it
+    with_plugin = pytest_run(ROOT, "--collect-only", "-q", "tests/test_docs.py")
+    without = pytest_run(ROOT, "--collect-only", "-q", "-p", "no:nbvalidation", "tests/test_docs.py")
+    assert with_plugin.returncode == 0, with_plugin.stdout + with_plugin.stderr
+    listed = [line for line in with_plugin.stdout.splitlines() if "::" in line]
+    assert listed and listed == [line for line in without.stdout.splitlines() if "::" in line]
+
+
+def test_a_bad_option_is_a_usage_error(tmp_path):
+    make_tree(tmp_path)
+    proc = pytest_run(tmp_path, "--nbvalidation", "--nbvalidation-option=--timeout soon", "nbs")
+    assert proc.returncode == 4 and "spec.timeout" in proc.stderr, proc.stdout + proc.stderr
