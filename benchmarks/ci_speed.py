@@ -122,6 +122,8 @@ def ours_folder_argv(folder: Path, data: Path, build: bool) -> list[str]:
         argv = [JUPYTER, "nbvalidation", "run", str(folder), "-j", "2", "--data-dir", str(data)]
         if "--no-cache" in (_run_help() or ""):  # never a cached verdict: every notebook runs
             argv.append("--no-cache")
+        if "--local" in (_run_help() or ""):  # in its own process, never a server that happens to run here
+            argv.append("--local")
         return argv if build else argv + ["--no-build"]
     return [sys.executable, __file__, "_engine", str(folder), str(data), "build" if build else "no-build"]
 
