@@ -89,6 +89,14 @@ async def run_builder(admin: Kube, api, ns: str, job_name: str, *, ok: bool = Tr
     """The Job controller: a pod from the build Job's template (owned by the
     Job), finished by the kubelet with the digest as termination message,
     then the Job's status written in the 1.35 order."""
+    pod = await start_builder(admin, ns, job_name)
+    await harness.complete_pod(api, ns, pod["metadata"]["name"], exit_code=0 if ok else 1,
+                               message=digest if ok else output, container=obj.BUILD_CONTAINER)
+    return await harness.complete_job(api, ns, obj.build_job_name(job_name), succeeded=ok)
+
+
+async def start_builder(admin: Kube, ns: str, job_name: str) -> dict:
+    """The Job controller's first step: the build Job's pod (owned by the Job), not finished."""
     bj_name = obj.build_job_name(job_name)
     bj = await wait_object(admin, JOBS.path(ns, bj_name))
     tmpl = bj["spec"]["template"]
@@ -101,10 +109,7 @@ async def run_builder(admin: Kube, api, ns: str, job_name: str, *, ok: bool = Tr
                                           "uid": bj["metadata"]["uid"], "controller": True}]},
         "spec": copy.deepcopy(tmpl["spec"]),
     }
-    pod = await admin.request("POST", PODS.path(ns), body=pod)
-    await harness.complete_pod(api, ns, pod["metadata"]["name"], exit_code=0 if ok else 1,
-                               message=digest if ok else output, container=obj.BUILD_CONTAINER)
-    return await harness.complete_job(api, ns, bj_name, succeeded=ok)
+    return await admin.request("POST", PODS.path(ns), body=pod)
 
 
 def summary(verdict: str = "Succeeded", **kw) -> str:

@@ -351,7 +351,7 @@ class KubernetesBackend(Backend):
         self.images.release(job["metadata"]["uid"])
 
     async def build_log(self, job: dict) -> str | None:
-        return await self.builders[self.build_strategy(job)].log(job)
+        return await self.builders[self.build_strategy(job)].build_log(job)
 
     # -- validation ------------------------------------------------------------------------
     async def ensure_validation(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:

@@ -1,6 +1,6 @@
 """What every builder shares: the build inputs, the site a builder works on
 (the child-object helpers, its settings, the inputs of a job's build) and the
-interface (``ensure`` / ``cancel`` / ``log``)."""
+interface (``ensure`` / ``cancel`` / ``build_log``)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,9 @@ class Builder:
     async def cancel(self, job: dict) -> None:
         raise NotImplementedError
 
-    async def log(self, job: dict) -> str | None:
+    async def build_log(self, job: dict) -> str | None:
+        """The build's log so far (while it runs) or whole (after), None when
+        there is none to read. Not ``log``: that is the builder's logger."""
         return None
 
 

@@ -102,7 +102,9 @@ class JobBuilder(Builder):
         await self.children.delete(JOBS, self.children.ns(job), obj.build_job_name(job["metadata"]["name"]),
                                    self.children.build_jobs())
 
-    async def log(self, job: dict) -> str | None:
+    async def build_log(self, job: dict) -> str | None:
+        """The builder container's log: what kaniko wrote so far while the build
+        Pod runs, all of it afterwards (None before the Pod started)."""
         bj = await self.children.mine(JOBS, self.children.build_jobs(), job,
                                       obj.build_job_name(job["metadata"]["name"]))
         if bj is None:
