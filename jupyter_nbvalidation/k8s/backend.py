@@ -139,6 +139,9 @@ class KubernetesBackend(Backend):
     service_account = Unicode("", help="Service account of the build and validation pods (default: the "
                                        "namespace's default). Their API token is never mounted.").tag(config=True)
     run_as_user = Int(1000, help="UID (and GID) the validation pod runs as (runAsNonRoot).").tag(config=True)
+    progress_interval = Float(1.0, help="Seconds between reads of a running validation Pod's log for its "
+                                         "runner's progress records (status.progress; the engine writes it "
+                                         "at most once a second); 0 = no progress on this backend.").tag(config=True)
     validation_resources = Dict(help="resources (requests/limits) of the validation container.").tag(config=True)
     max_notebook_bytes_configmap = Int(2**20 - 8 * 2**10,
                                        help="Largest notebook snapshot (notebook + golden + requirements, keys "
@@ -188,7 +191,8 @@ class KubernetesBackend(Backend):
     def _pod_settings(self) -> PodSettings:
         return PodSettings(runner_image=self.runner_image, service_account=self.service_account,
                            run_as_user=self.run_as_user,
-                           resources=dict(self.validation_resources), image_pull_secrets=tuple(self.image_pull_secrets))
+                           resources=dict(self.validation_resources), image_pull_secrets=tuple(self.image_pull_secrets),
+                           progress_interval=self.progress_interval)
 
     @observe(All)
     def _trait_changed(self, change: Any) -> None:

@@ -5,11 +5,18 @@ image recorded in ``status.buildStatus.imageReference`` (or, build disabled,
 Its verdict is the runner's result: the full result from the container log
 when readable, else the termination-message summary; infrastructure failures
 (OOMKilled, image pull, eviction) name their reason. Never a success without
-a readable result, and never the result of a pod running another image."""
+a readable result, and never the result of a pod running another image.
+
+While the Pod runs, its runner (``--progress``) reports each cell in its log;
+the executor reads the log's new lines at most once per
+``PodSettings.progress_interval`` (``progress.py``) and hands the progress to
+the engine (``Observation.extra["progress"]``, and ``"progressPoll"``: when to
+ask again), which writes ``status.progress``."""
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Observation
@@ -18,6 +25,7 @@ from ..model import build_enabled, isotime
 from ..plan import ValidationPlan
 from . import objects as obj
 from . import results as res
+from .progress import PodProgress, holds_run_start
 from .children import Children, NotOurs
 from .client import PODS
 
@@ -42,6 +50,7 @@ class PodSettings:
     run_as_user: int = 1000
     resources: dict = field(default_factory=dict)
     image_pull_secrets: tuple[str, ...] = ()
+    progress_interval: float = 1.0  # seconds between reads of a running Pod's log; 0: no progress
 
 
 class ValidationExecutor:
@@ -55,16 +64,19 @@ class ValidationExecutor:
         self.log = log
         self.print_executed = print_executed_supported()
         self._finished: dict[str, Observation] = {}  # by job uid: a read final validation outcome
+        self._progress: dict[str, PodProgress] = {}  # by job uid: the running Pod's log, read so far
 
     def forget(self, uid: str) -> None:
         self._finished.pop(uid, None)
+        self._progress.pop(uid, None)
 
     def clear(self) -> None:
         self._finished.clear()
+        self._progress.clear()
 
     def pod(self, job: dict, image: str, plan: ValidationPlan) -> dict:
         s = self.settings
-        command = obj.runner_command(plan, print_executed=self.print_executed)
+        command = obj.runner_command(plan, print_executed=self.print_executed, progress=s.progress_interval > 0)
         return obj.validation_pod(job, image=image, command=command,
                                   deadline_seconds=int(plan.validation_timeout) + POD_GRACE_SECONDS,
                                   run_as_user=s.run_as_user, service_account=s.service_account,
@@ -102,48 +114,65 @@ class ValidationExecutor:
         outcome = res.pod_outcome(pod, obj.RUNNER_CONTAINER)
         if not outcome.finished:
             return Observation(RUNNING, message=f"Validating in pod {pod_name}.", reference=image,
-                               started_at=outcome.started_at)
-        result = await self.result(pod, outcome)
+                               started_at=outcome.started_at, extra=await self.progress(uid, pod))
+        result, log = await self._result(pod, outcome)
         ok = outcome.exit_code == 0 and result.get("verdict") == "Succeeded"
         observation = Observation(SUCCEEDED if ok else FAILED, message=result.get("message") or "",
                                   result=result, reference=image, started_at=outcome.started_at,
                                   finished_at=outcome.finished_at or isotime())
+        final = await self.final_progress(uid, pod, log)
+        if final is not None:
+            observation.extra["progress"] = final
         self._finished[uid] = observation
         return observation
+
+    # -- progress --------------------------------------------------------------------------
+    async def _read_log(self, pod: dict, query: dict[str, str]) -> str | None:
+        try:
+            return await self.children.container_log(pod, obj.RUNNER_CONTAINER, **query)
+        except Exception as e:  # progress is a view: a read that fails changes nothing
+            self.log.debug("nbvalidation: progress of pod %s not read: %s", pod["metadata"]["name"], e)
+            return None
+
+    async def progress(self, uid: str, pod: dict) -> dict:
+        """``Observation.extra`` of a running Pod: the progress read from its log so
+        far (read again when ``progress_interval`` has passed) and when to ask again."""
+        interval = self.settings.progress_interval
+        if interval <= 0:
+            return {}
+        state = self._progress.setdefault(uid, PodProgress())
+        if state.due(interval):
+            await state.read(pod, obj.RUNNER_CONTAINER, lambda q: self._read_log(pod, q))
+        extra: dict = {}
+        snap = state.snapshot()
+        if snap is not None:
+            extra["progress"] = snap
+        if state.instance is not None:  # started: its log grows (a Pod not started wakes the engine when it starts)
+            extra["progressPoll"] = max(0.05, interval - (time.monotonic() - state.read_at))
+        return extra
+
+    async def final_progress(self, uid: str, pod: dict, log: str | None) -> dict | None:
+        """The progress as the run ended (kept at the terminal phase): from the
+        whole log when it holds the run from its start, else after one last read."""
+        if self.settings.progress_interval <= 0:
+            return None
+        state = self._progress.pop(uid, None) or PodProgress()
+        if not holds_run_start(log):
+            await state.read(pod, obj.RUNNER_CONTAINER, lambda q: self._read_log(pod, q))
+        return state.final(log)
 
     async def result(self, pod: dict, outcome: res.PodOutcome) -> dict:
         """The runner's verdict: the full result from the log when readable,
         else the termination-message summary; infrastructure failures name
         their reason. Never a success without a readable result."""
-        code = outcome.exit_code
-        if outcome.reason == "OOMKilled" and code != 0:
-            # the kernel (the biggest process) was killed for memory; the runner then
-            # reports a dead kernel, but the cause is the container's memory limit
-            return res.failure_result("OOMKilled", "The validation container ran out of memory (OOMKilled)"
-                                                   + (f", exit code {code}: the memory limit was exceeded."
-                                                      if code is not None else ": the memory limit was exceeded."))
-        if code in (0, 1, 2):
-            full = None
+        return (await self._result(pod, outcome))[0]
+
+    async def _result(self, pod: dict, outcome: res.PodOutcome) -> tuple[dict, str | None]:
+        """(the verdict, the whole log when it was read for it)."""
+        log = None
+        if res.reads_log(outcome):
             log = await self.children.container_log(pod, obj.RUNNER_CONTAINER)
-            if log is not None:
-                full, _ = res.parse_log(log)
-            if full is not None and (full.get("verdict") == "Succeeded") == (code == 0):
-                return full
-            if outcome.summary is not None and (outcome.summary.get("verdict") == "Succeeded") == (code == 0):
-                return res.result_from_summary(outcome.summary)
-            if code == 0:
-                return res.failure_result("NoResult", "The runner exited 0 but its result could not be read "
-                                                      "(no termination message, no readable log).")
-            return res.failure_result("RunnerError" if code == 2 else "ValidationFailed",
-                                      f"The runner exited with {code} without a readable result"
-                                      + (f": {outcome.message[:500]}" if outcome.message else "."))
-        if code is not None:
-            return res.failure_result(outcome.reason or "ContainerFailed",
-                                      f"The validation container exited with code {code}"
-                                      + (f" ({outcome.reason})" if outcome.reason else "") + ".")
-        return res.failure_result(outcome.reason or "PodFailed",
-                                  f"The validation pod failed: {outcome.reason}"
-                                  + (f": {outcome.message}" if outcome.message else ""))
+        return res.verdict(outcome, log), log
 
     async def cancel(self, job: dict) -> None:
         await self.children.delete(PODS, self.children.ns(job), obj.validation_pod_name(job["metadata"]["name"]),

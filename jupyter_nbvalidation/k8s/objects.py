@@ -309,11 +309,12 @@ def build_job(job: dict, *, builder_image: str, destination: str, deadline_secon
 # --- the validation -----------------------------------------------------------------
 
 
-def runner_command(plan: ValidationPlan, *, print_executed: bool) -> list[str]:
+def runner_command(plan: ValidationPlan, *, print_executed: bool, progress: bool = True) -> list[str]:
     """The runner's command in the pod: the mount points, then what the plan
     asks (``plan.runner_args``). A built image (``plan.build``): the runner
     runs from its own venv and starts the kernel with the kernel venv's
-    interpreter; else (a given image) ``python`` on the image's PATH has both."""
+    interpreter; else (a given image) ``python`` on the image's PATH has both.
+    ``progress``: the runner prints its progress records in the log (``--progress``)."""
     built = plan.build
     head = [RUNNER_PYTHON, "-m", "jupyter_nbvalidation.runner"] if built else ["python", "-m",
                                                                                  "jupyter_nbvalidation.runner"]
@@ -327,6 +328,8 @@ def runner_command(plan: ValidationPlan, *, print_executed: bool) -> list[str]:
     cmd += plan.runner_args
     if print_executed:
         cmd.append("--print-executed")
+    if progress:
+        cmd.append("--progress")
     # the job's variables go to the kernel only (the runner builds the kernel's
     # environment from an allow-list, not from the container's)
     cmd += [f"--kernel-env={name}={value}" for name, value in plan.kernel_env]

@@ -117,6 +117,44 @@ def pod_outcome(pod: dict, container: str) -> PodOutcome:
     return PodOutcome(False, started_at=started)
 
 
+def reads_log(outcome: PodOutcome) -> bool:
+    """Whether the verdict of ``outcome`` comes from the runner's log: the runner
+    ended by itself (exit 0, 1 or 2), not killed for memory."""
+    return outcome.exit_code in (0, 1, 2) and not (outcome.reason == "OOMKilled" and outcome.exit_code != 0)
+
+
+def verdict(outcome: PodOutcome, log: str | None) -> dict:
+    """The runner's verdict of a finished Pod: the full result from its log when
+    readable, else the termination-message summary; infrastructure failures
+    name their reason. Never a success without a readable result."""
+    code = outcome.exit_code
+    if outcome.reason == "OOMKilled" and code != 0:
+        # the kernel (the biggest process) was killed for memory; the runner then
+        # reports a dead kernel, but the cause is the container's memory limit
+        return failure_result("OOMKilled", "The validation container ran out of memory (OOMKilled)"
+                                           + (f", exit code {code}: the memory limit was exceeded."
+                                              if code is not None else ": the memory limit was exceeded."))
+    if code in (0, 1, 2):
+        full = parse_log(log)[0] if log is not None else None
+        if full is not None and (full.get("verdict") == "Succeeded") == (code == 0):
+            return full
+        if outcome.summary is not None and (outcome.summary.get("verdict") == "Succeeded") == (code == 0):
+            return result_from_summary(outcome.summary)
+        if code == 0:
+            return failure_result("NoResult", "The runner exited 0 but its result could not be read "
+                                              "(no termination message, no readable log).")
+        return failure_result("RunnerError" if code == 2 else "ValidationFailed",
+                              f"The runner exited with {code} without a readable result"
+                              + (f": {outcome.message[:500]}" if outcome.message else "."))
+    if code is not None:
+        return failure_result(outcome.reason or "ContainerFailed",
+                              f"The validation container exited with code {code}"
+                              + (f" ({outcome.reason})" if outcome.reason else "") + ".")
+    return failure_result(outcome.reason or "PodFailed",
+                          f"The validation pod failed: {outcome.reason}"
+                          + (f": {outcome.message}" if outcome.message else ""))
+
+
 def failure_result(reason: str, message: str) -> dict:
     return {"verdict": "Failed", "reason": reason, "message": message, "failedCellIndex": None,
             "results": [], "comparisonResult": None}
