@@ -133,8 +133,8 @@ class InProcess:
     def submit(self, spec: dict) -> dict:
         return self._call(self.service.submit(spec))
 
-    def list(self, notebook: str | None, limit: int) -> list[dict]:
-        return self._call(self.service.list(notebook, limit, None))["items"]
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict]:
+        return self._call(self.service.list_jobs(notebook, limit, None))["items"]
 
     def get(self, name: str) -> dict:
         return self._call(self.service.get(name))
@@ -218,7 +218,7 @@ class Remote:
         """The verdict cache on the server: an earlier Succeeded job standing for ``spec``, or None."""
         return self.client.request("POST", "unchanged", spec).get("job")
 
-    def list(self, notebook: str | None, limit: int) -> list[dict]:
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict]:
         return self.client.request("GET", "jobs", params={"notebook": notebook, "limit": limit})["items"]
 
     def get(self, name: str) -> dict:
@@ -533,7 +533,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     api = connect(args)
     notebook = api.api_path(args.notebook) if args.notebook else None
-    jobs = api.list(notebook, args.limit)
+    jobs = api.list_jobs(notebook, args.limit)
     _out(args, {"items": jobs}, render.job_rows(jobs))
     return EXIT_OK
 

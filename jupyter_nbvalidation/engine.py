@@ -202,7 +202,7 @@ class Engine:
         jobs: list[dict] = []
         token = None
         while True:
-            page, token = await self.store.list(limit=500, continue_token=token)
+            page, token = await self.store.list_jobs(limit=500, continue_token=token)
             jobs += page
             if not token:
                 break

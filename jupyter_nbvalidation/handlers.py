@@ -118,7 +118,7 @@ class JobsHandler(BaseHandler):
     @api
     async def get(self) -> None:
         limit = self.int_arg("limit", 50, 1, self.extensionapp.max_page_size)
-        self.send(await self.service.list(self.get_query_argument("notebook", None), limit,
+        self.send(await self.service.list_jobs(self.get_query_argument("notebook", None), limit,
                                           self.get_query_argument("continue", None) or None))
 
     @web.authenticated

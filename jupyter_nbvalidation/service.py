@@ -280,7 +280,7 @@ class JobService:
             return None
         token = None
         for _ in range(max_pages):
-            items, token = await self.store.list(notebook=spec["notebook"]["path"], limit=100, continue_token=token)
+            items, token = await self.store.list_jobs(notebook=spec["notebook"]["path"], limit=100, continue_token=token)
             for job in items:
                 if verdict_cache.matches(job, key) and await asyncio.to_thread(
                         verdict_cache.same_environment, job, self.backend):
@@ -295,9 +295,9 @@ class JobService:
         except NotFound:
             raise ApiError(404, "NotFound", f"no job named {name!r}") from None
 
-    async def list(self, notebook: str | None, limit: int, continue_token: str | None) -> dict:
+    async def list_jobs(self, notebook: str | None, limit: int, continue_token: str | None) -> dict:
         try:
-            items, token = await self.store.list(notebook=notebook, limit=limit, continue_token=continue_token)
+            items, token = await self.store.list_jobs(notebook=notebook, limit=limit, continue_token=continue_token)
         except ValueError as e:
             raise ApiError(400, "InvalidField", str(e), "continue") from None
         return {"apiVersion": "v1", "kind": "NotebookValidationJobList", "items": items,

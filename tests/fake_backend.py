@@ -61,7 +61,7 @@ class MemoryStore(JobStore):
             raise NotFound(name)
         return copy.deepcopy(self.jobs[name])
 
-    async def list(self, *, notebook: str | None = None, limit: int | None = None,
+    async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
                    continue_token: str | None = None) -> tuple[list[dict], str | None]:
         items = [j for j in self.jobs.values()
                  if notebook is None or j["spec"]["notebook"]["path"] == notebook]

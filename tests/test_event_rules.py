@@ -44,8 +44,8 @@ class Wrapped(JobStore):
     async def get(self, name):
         return await self.inner.get(name)
 
-    async def list(self, **kw):
-        return await self.inner.list(**kw)
+    async def list_jobs(self, **kw):
+        return await self.inner.list_jobs(**kw)
 
     async def list_active(self):
         return await self.inner.list_active()

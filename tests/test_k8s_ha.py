@@ -224,7 +224,7 @@ async def test_apiserver_down_30s_in_the_middle_of_20_jobs(ha_env, admin, aio_ad
     health = await until(lambda: _down(env), timeout=15, what="outage on /health")
     assert health["api"]["since"] and health["api"]["lastError"] and not health["usable"]
     assert "unreachable" in health["problem"]
-    listed, _ = await env.store.list()  # the last known state is still served
+    listed, _ = await env.store.list_jobs()  # the last known state is still served
     assert {j["metadata"]["name"] for j in listed} == {n for n, _, _ in jobs}
     assert (await env.service.get(jobs[0][0]))["metadata"]["name"] == jobs[0][0]
     await asyncio.sleep(max(0.0, 30 - (time.monotonic() - t0)))

@@ -56,15 +56,15 @@ async def test_list_newest_first_paginated_and_filtered(store):
         await asyncio.sleep(0.001)
     seen, token = [], None
     while True:
-        items, token = await store.list(limit=3, continue_token=token)
+        items, token = await store.list_jobs(limit=3, continue_token=token)
         seen += [j["metadata"]["name"] for j in items]
         if not token:
             break
     assert seen == names[::-1]
-    only_x, _ = await store.list(notebook="x.ipynb")
+    only_x, _ = await store.list_jobs(notebook="x.ipynb")
     assert [j["metadata"]["name"] for j in only_x] == ["job-5", "job-3", "job-1"]
     with pytest.raises(ValueError):
-        await store.list(continue_token="%%%")
+        await store.list_jobs(continue_token="%%%")
     active = await store.list_active()
     assert len(active) == 7
 

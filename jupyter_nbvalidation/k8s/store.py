@@ -312,7 +312,7 @@ class KubernetesJobStore(JobStore):
             if not cont:
                 return items
 
-    async def list(self, *, notebook: str | None = None, limit: int | None = None,
+    async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
                    continue_token: str | None = None) -> tuple[list[dict], str | None]:
         after = _decode_token(continue_token) if continue_token else None
         items = await self._all()

@@ -50,7 +50,7 @@ class JobStore(LoggingConfigurable):
         """The job as stored. Raises NotFound."""
         raise NotImplementedError
 
-    async def list(self, *, notebook: str | None = None, limit: int | None = None,
+    async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
                    continue_token: str | None = None) -> tuple[list[dict], str | None]:
         """Jobs newest first, optionally only those of one notebook; returns
         (items, continue token or None)."""

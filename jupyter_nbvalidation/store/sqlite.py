@@ -317,7 +317,7 @@ class SQLiteJobStore(JobStore):
 
         return await self._run(op)
 
-    async def list(self, *, notebook: str | None = None, limit: int | None = None,
+    async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
                    continue_token: str | None = None) -> tuple[list[dict], str | None]:
         where, args = [], []
         if notebook is not None:
