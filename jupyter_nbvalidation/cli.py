@@ -438,7 +438,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(render.verdict_line(job))
         for line in render.failure_lines(job):
             print(line)
-    return EXIT_OK if job["status"]["phase"] == "Succeeded" else EXIT_FAILED
+    return EXIT_OK if job["status"]["phase"] == Phase.SUCCEEDED else EXIT_FAILED
 
 
 def _connect_batch(args: argparse.Namespace, folder: str, jobs: int) -> Remote | InProcess:

@@ -17,18 +17,23 @@ from __future__ import annotations
 import asyncio
 import collections
 import copy
+import datetime
 import random
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Union, cast
 
 from .backends.base import RUNNING, SUCCEEDED, Backend, Observation
+from .documents import Job, JobStatus, Progress, Transition, ValidationStatus
 from .errors import InputRejected, PermanentFailure, TemporaryFailure
 from .events import EventRecorder, scrub, transition_event_name
 from .model import (
     ALLOWED_TRANSITIONS,
     CANCEL_ANNOTATION,
+    BuildPhase,
+    ConditionType,
     Phase,
     Reason,
+    ResultReason,
     build_enabled,
     condition_states,
     format_duration,
@@ -39,18 +44,25 @@ from .model import (
     transition_event_type,
     utcnow,
 )
-from .plan import ValidationPlan, make_plan, timeouts
+from .plan import Timeouts, ValidationPlan, make_plan, timeouts
 from .store.base import Conflict, NotFound
 from .tasks import cancel_all, cancel_and_wait, wait_within
 
-_AGAIN = object()  # a step wrote a transition: look at the job again now
+
+class _Again:
+    """A step wrote a transition: look at the job again now."""
+
+
+_AGAIN = _Again()
+#: what a step returns: a requeue delay (seconds), None (nothing to wait for) or _AGAIN
+Step = Union[float, None, _Again]
 
 
 class StatusWriteFailed(Exception):
     """A status write failed for good (after retries)."""
 
 
-def new_status(job: dict, phase: str, reason: str, message: str, now: str | None = None) -> dict:
+def new_status(job: Job, phase: str, reason: str, message: str, now: str | None = None) -> JobStatus:
     """A copy of the job's status moved to ``phase``; conditions, times and
     the transition history follow. Raises if the transition is not allowed."""
     status = copy.deepcopy(job.get("status") or {})
@@ -59,32 +71,32 @@ def new_status(job: dict, phase: str, reason: str, message: str, now: str | None
         raise ValueError(f"transition {before or '(none)'} -> {phase} is not allowed")
     now = now or isotime()
     message = scrub(message)
-    status.update(phase=phase, reason=reason, message=message)
+    status["phase"], status["reason"], status["message"] = phase, reason, message
     status["observedGeneration"] = job["metadata"].get("generation", 1)
     if phase != before:
         status.setdefault("transitions", []).append(
             {"phase": phase, "reason": reason, "message": message, "time": now})
     status.setdefault("startTime", now)
-    set_condition(status, "Ready", "True" if phase == Phase.SUCCEEDED else "False", reason, message, now)
+    set_condition(status, ConditionType.READY, "True" if phase == Phase.SUCCEEDED else "False", reason, message, now)
     if phase == Phase.BUILD_COMPLETE:
-        set_condition(status, "BuildReady", "True", reason, message, now)
+        set_condition(status, ConditionType.BUILD_READY, "True", reason, message, now)
     elif phase == Phase.FAILED and before in ("", Phase.INITIALIZING, Phase.BUILDING):
         if build_enabled(job["spec"]):
-            set_condition(status, "BuildReady", "False", reason, message, now)
+            set_condition(status, ConditionType.BUILD_READY, "False", reason, message, now)
     if phase in Phase.TERMINAL:
         status["completionTime"] = now
-        set_condition(status, "ValidationComplete", "True" if before == Phase.VALIDATION_RUNNING else "False",
-                      reason, message, now)
+        set_condition(status, ConditionType.VALIDATION_COMPLETE,
+                      "True" if before == Phase.VALIDATION_RUNNING else "False", reason, message, now)
     return status
 
 
-def flipped(before: dict, after: dict) -> bool:
+def flipped(before: JobStatus, after: JobStatus) -> bool:
     """Rule 1: an event for a phase or condition-status flip, not a rewrite."""
     return (before.get("phase", "") != after.get("phase", "")
             or condition_states(before) != condition_states(after))
 
 
-def phase_entered_at(status: dict, phase: str) -> Any:
+def phase_entered_at(status: JobStatus, phase: str) -> datetime.datetime | None:
     for t in reversed(status.get("transitions", [])):
         if t.get("phase") == phase:
             return parse_time(t.get("time"))
@@ -121,9 +133,9 @@ class Engine:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._failures: dict[str, int] = {}
         self._plans: dict[str, ValidationPlan] = {}  # by job uid: computed once, dropped at the end
-        self._tasks: list[asyncio.Task] = []
-        self._election: asyncio.Task | None = None
-        self._follower_checks: set[asyncio.Task] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._election: asyncio.Task[None] | None = None
+        self._follower_checks: set[asyncio.Task[None]] = set()
         self._unwatch: Callable[[], None] | None = None
         self._idle = asyncio.Event()
         self.leading = asyncio.Event()  # set while this engine may reconcile
@@ -131,7 +143,7 @@ class Engine:
         self.reconciles = 0
         self.errors = 0
         self.max_loop_lag = 0.0  # seconds: the longest the event loop was late (stall monitor)
-        self._lag_seconds: collections.deque[list] = collections.deque(maxlen=60)
+        self._lag_seconds: collections.deque[list[float]] = collections.deque(maxlen=60)  # [second, lag]
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
@@ -199,14 +211,14 @@ class Engine:
         if self.store.event_ttl is not None:
             window = min(window, self.store.event_ttl - 300)
         cutoff = now - window
-        jobs: list[dict] = []
+        jobs: list[Job] = []
         token = None
         while True:
             page, token = await self.store.list_jobs(limit=500, continue_token=token)
             jobs += page
             if not token:
                 break
-        recent: dict[str, tuple[dict, list[tuple[int, dict]]]] = {}
+        recent: dict[str, tuple[Job, list[tuple[int, Transition]]]] = {}
         for job in jobs:
             transitions = (job.get("status") or {}).get("transitions") or []
             mine = [(i, t) for i, t in enumerate(transitions)
@@ -298,8 +310,8 @@ class Engine:
     def enqueue(self, name: str) -> None:
         if not self.running:
             return
-        if not self.leading.is_set() and getattr(self.backend, "owns", None) is not None \
-                and self.backend.owns(name):
+        owns = getattr(self.backend, "owns", None)  # a backend whose processes outlive a lead (local)
+        if not self.leading.is_set() and owns is not None and owns(name):
             # a follower still runs something it started while it led: stop its own
             # process when the holder finishes or cancels the job
             task = asyncio.get_running_loop().create_task(self._follower_check(name))
@@ -322,9 +334,9 @@ class Engine:
             return
         if self.leading.is_set():
             return  # leads again: the reconcile takes care of it
-        phase = ((job or {}).get("status") or {}).get("phase")
         if job is None:
             return
+        phase = (job.get("status") or {}).get("phase")
         if is_terminal(phase):
             await self._forget(job)
         elif CANCEL_ANNOTATION in (job["metadata"].get("annotations") or {}):
@@ -384,11 +396,11 @@ class Engine:
         """Seconds before the ``failures``-th retry: 0.2 s doubling, jittered
         by ±20 %, capped by ``max_backoff``; at least ``delay`` (a
         TemporaryFailure's own, itself capped by ``max_backoff``)."""
-        wait = min(self.max_backoff, 0.2 * 2 ** (failures - 1)) * (0.8 + 0.4 * random.random())
+        wait = min(self.max_backoff, 0.2 * 2.0 ** (failures - 1)) * (0.8 + 0.4 * random.random())
         return max(wait, min(self.max_backoff, delay or 0.0))
 
     # -- the plan ---------------------------------------------------------------
-    async def plan_of(self, job: dict) -> ValidationPlan:
+    async def plan_of(self, job: Job) -> ValidationPlan:
         """The job's validation plan, computed once from its spec and stored
         snapshot (plan.py) and handed to every backend call; an engine that
         takes over computes the same one again."""
@@ -402,11 +414,11 @@ class Engine:
             self._plans[uid] = plan
         return plan
 
-    def _timeouts(self, job: dict) -> Any:
+    def _timeouts(self, job: Job) -> Timeouts:
         return timeouts(job["spec"], build_timeout=self.build_timeout, validation_timeout=self.validation_timeout,
                         cell_timeout=self.backend.default_cell_timeout)
 
-    async def _forget(self, job: dict) -> None:
+    async def _forget(self, job: Job) -> None:
         """A terminal job: its plan is dropped, the backend releases what it holds."""
         self._plans.pop(job["metadata"]["uid"], None)
         try:
@@ -414,7 +426,7 @@ class Engine:
         except PermanentFailure as e:
             self.log.warning("nbvalidation: cleaning up %s failed for good: %s", job["metadata"]["name"], e)
 
-    async def _cancel(self, job: dict, phase: str) -> None:
+    async def _cancel(self, job: Job, phase: str | None) -> None:
         """Stop what runs for the job; a permanent failure to do so is logged
         (the job ends all the same), a temporary one retried."""
         try:
@@ -427,7 +439,7 @@ class Engine:
                              "build" if phase == Phase.BUILDING else "validation", job["metadata"]["name"], e)
 
     # -- the one write path ---------------------------------------------------
-    async def _write(self, job: dict, decide: Callable[[dict], dict | None]) -> dict:
+    async def _write(self, job: Job, decide: Callable[[Job], JobStatus | None]) -> Job:
         """Write the status ``decide(job)`` returns, if any. On a conflict,
         re-read and decide again; only the write that succeeds emits, and it
         emits only when the persisted before-state and the written
@@ -468,11 +480,11 @@ class Engine:
             return written
         raise Conflict(f"status of {name} kept changing; giving up for now")
 
-    async def _move(self, job: dict, frm: str, to: str, reason: str, message: str,
-                    patch: Callable[[dict], None] | None = None) -> dict:
+    async def _move(self, job: Job, frm: str, to: str, reason: str, message: str,
+                    patch: Callable[[JobStatus], None] | None = None) -> Job:
         """Transition ``frm -> to`` if the job is still in ``frm``."""
 
-        def decide(cur: dict) -> dict | None:
+        def decide(cur: Job) -> JobStatus | None:
             st = cur.get("status") or {}
             if st.get("phase", "") != frm:
                 return None  # someone else moved it; the next reconcile looks again
@@ -493,11 +505,11 @@ class Engine:
             except NotFound:
                 return None
             result = await self._step(job)
-            if result is not _AGAIN:
+            if not isinstance(result, _Again):
                 return result
         return 0.0
 
-    async def _step(self, job: dict) -> Any:
+    async def _step(self, job: Job) -> Step:
         phase = (job.get("status") or {}).get("phase", "")
         try:
             return await self._decide(job)
@@ -507,24 +519,25 @@ class Engine:
                 raise
             return await self._fail(job, phase, e)
 
-    async def _fail(self, job: dict, phase: str, e: PermanentFailure | InputRejected) -> Any:
-        default = {Phase.INITIALIZING: Reason.INVALID_INPUT, Phase.BUILDING: Reason.BUILD_FAILED,
-                   Phase.BUILD_COMPLETE: Reason.BUILD_FAILED}.get(phase, Reason.VALIDATION_FAILED)
+    async def _fail(self, job: Job, phase: str, e: PermanentFailure | InputRejected) -> Step:
+        defaults: dict[str, Reason] = {Phase.INITIALIZING: Reason.INVALID_INPUT, Phase.BUILDING: Reason.BUILD_FAILED,
+                                       Phase.BUILD_COMPLETE: Reason.BUILD_FAILED}
+        default = defaults.get(phase, Reason.VALIDATION_FAILED)
         reason = getattr(e, "reason", None) or default
         message = str(e)
         await self._cancel(job, phase)  # whatever still runs for it stops (a no-op when nothing does)
 
-        def patch(st: dict) -> None:
+        def patch(st: JobStatus) -> None:
             if phase == Phase.BUILDING:
-                st.setdefault("buildStatus", {}).update(phase="Failed", message=scrub(message),
-                                                        completionTime=st["completionTime"])
+                st.setdefault("buildStatus", {}).update({"phase": BuildPhase.FAILED, "message": scrub(message),
+                                                         "completionTime": st["completionTime"]})
 
         if isinstance(e, PermanentFailure) and phase != Phase.INITIALIZING:
             self.log.warning("nbvalidation: %s failed for good in %s: %s", job["metadata"]["name"], phase, message)
         await self._move(job, phase, Phase.FAILED, reason, message, patch)
         return _AGAIN
 
-    async def _decide(self, job: dict) -> Any:
+    async def _decide(self, job: Job) -> Step:
         status = job.get("status") or {}
         phase = status.get("phase", "")
         spec = job["spec"]
@@ -535,9 +548,9 @@ class Engine:
         if CANCEL_ANNOTATION in (job["metadata"].get("annotations") or {}):
             await self._cancel(job, phase)
 
-            def cancel_patch(st: dict) -> None:
+            def cancel_patch(st: JobStatus) -> None:
                 if phase == Phase.BUILDING:
-                    st.setdefault("buildStatus", {}).update(phase="Failed", message="Cancelled")
+                    st.setdefault("buildStatus", {}).update({"phase": BuildPhase.FAILED, "message": "Cancelled"})
 
             await self._move(job, phase, Phase.FAILED, Reason.CANCELLED, "Cancelled by the user.", cancel_patch)
             return _AGAIN
@@ -553,8 +566,8 @@ class Engine:
             plan = await self.plan_of(job)
             detected = await self.backend.prepare(job, plan)
             if build_enabled(spec):
-                def start_build(st: dict) -> None:
-                    st["buildStatus"] = {"phase": "Running", "startTime": st["transitions"][-1]["time"],
+                def start_build(st: JobStatus) -> None:
+                    st["buildStatus"] = {"phase": BuildPhase.RUNNING, "startTime": st["transitions"][-1]["time"],
                                          "strategy": self.backend.build_strategy(job)}
                     why = self.backend.build_strategy_reason(job)
                     if why:
@@ -583,21 +596,21 @@ class Engine:
             return await self._validating(job)
         raise ValueError(f"job {job['metadata']['name']} has an unknown phase {phase!r}")
 
-    def _deadline(self, job: dict, phase: str, limit: float) -> float:
+    def _deadline(self, job: Job, phase: str, limit: float) -> float:
         started = phase_entered_at(job.get("status") or {}, phase) or utcnow()
         return started.timestamp() + limit
 
-    async def _building(self, job: dict) -> Any:
+    async def _building(self, job: Job) -> Step:
         status = job["status"]
         # the timeouts need no snapshot (plan.timeouts): a job whose plan cannot be had still times out
         deadline = self._deadline(job, Phase.BUILDING, self._timeouts(job).build)
         if time.time() >= deadline:
             await self._cancel(job, Phase.BUILDING)
-            limit = format_duration(deadline - phase_entered_at(status, Phase.BUILDING).timestamp())
+            limit = format_duration(deadline - (phase_entered_at(status, Phase.BUILDING) or utcnow()).timestamp())
 
-            def timed_out(st: dict) -> None:
-                st.setdefault("buildStatus", {}).update(phase="Failed", message=f"Timed out after {limit}.",
-                                                        completionTime=st["completionTime"])
+            def timed_out(st: JobStatus) -> None:
+                st.setdefault("buildStatus", {}).update({"phase": BuildPhase.FAILED, "message": f"Timed out after {limit}.",
+                                                         "completionTime": st["completionTime"]})
 
             await self._move(job, Phase.BUILDING, Phase.FAILED, Reason.BUILD_TIMED_OUT,
                              f"The environment build did not finish within {limit}.", timed_out)
@@ -607,11 +620,11 @@ class Engine:
             return max(0.05, deadline - time.time())
         ok = obs.state == SUCCEEDED
 
-        def record(st: dict) -> None:
+        def record(st: JobStatus) -> None:
             bs = st.setdefault("buildStatus", {})
             now = st["transitions"][-1]["time"]
-            bs.update(phase="Complete" if ok else "Failed", message=scrub(obs.message),
-                      completionTime=obs.finished_at or now)
+            bs.update({"phase": BuildPhase.COMPLETE if ok else BuildPhase.FAILED, "message": scrub(obs.message),
+                       "completionTime": obs.finished_at or now})
             if obs.strategy:
                 bs["strategy"] = obs.strategy
             if obs.log_path:
@@ -632,7 +645,7 @@ class Engine:
                              f"The environment build failed: {obs.message}", record)
         return _AGAIN
 
-    async def _validating(self, job: dict) -> Any:
+    async def _validating(self, job: Job) -> Step:
         status = job["status"]
         reference = None
         if build_enabled(job["spec"]):
@@ -645,7 +658,7 @@ class Engine:
         deadline = self._deadline(job, Phase.VALIDATION_RUNNING, self._timeouts(job).validation)
         if time.time() >= deadline:
             await self._cancel(job, Phase.VALIDATION_RUNNING)
-            limit = format_duration(deadline - phase_entered_at(status, Phase.VALIDATION_RUNNING).timestamp())
+            limit = format_duration(deadline - (phase_entered_at(status, Phase.VALIDATION_RUNNING) or utcnow()).timestamp())
             await self._move(job, Phase.VALIDATION_RUNNING, Phase.FAILED, Reason.VALIDATION_TIMED_OUT,
                              f"The validation did not finish within {limit}.")
             return _AGAIN
@@ -658,7 +671,7 @@ class Engine:
         await self._finish_validation(job, obs)
         return _AGAIN
 
-    async def _write_progress(self, job: dict, progress: dict | None) -> float | None:
+    async def _write_progress(self, job: Job, progress: Progress | None) -> float | None:
         """``status.progress`` during ValidationRunning: written when it changed,
         at most once per ``progress_interval`` per job, never an event (no phase
         or condition flips). Returns how long to wait before a held-back write."""
@@ -673,7 +686,7 @@ class Engine:
         if wait > 0:
             return wait
 
-        def decide(cur: dict) -> dict | None:
+        def decide(cur: Job) -> JobStatus | None:
             st = cur.get("status") or {}
             if st.get("phase") != Phase.VALIDATION_RUNNING:
                 return None
@@ -688,24 +701,25 @@ class Engine:
             self.log.debug("nbvalidation: progress of %s not written: %s", name, e)
         return None
 
-    async def _finish_validation(self, job: dict, obs: Observation) -> None:
+    async def _finish_validation(self, job: Job, obs: Observation) -> None:
         result = obs.result or {}
-        ok = obs.state == SUCCEEDED and result.get("verdict") == "Succeeded"
+        ok = obs.state == SUCCEEDED and result.get("verdict") == Phase.SUCCEEDED
 
-        def record(st: dict) -> None:
+        def record(st: JobStatus) -> None:
             vs = {"startTime": obs.started_at, "completionTime": obs.finished_at or st["completionTime"],
-                  "reason": result.get("reason") or ("ValidationSucceeded" if ok else "ValidationFailed")}
+                  "reason": result.get("reason") or (ResultReason.VALIDATION_SUCCEEDED if ok else ResultReason.VALIDATION_FAILED)}
             if result.get("durationSeconds") is not None:
                 vs["duration"] = format_duration(result["durationSeconds"])
             if obs.reference:
                 vs["environment"] = obs.reference
-            st["validationStatus"] = {k: v for k, v in vs.items() if v is not None}
+            st["validationStatus"] = cast(ValidationStatus, {k: v for k, v in vs.items() if v is not None})
             st["results"] = result.get("results", [])
             if result.get("comparisonResult") is not None:
                 st["comparisonResult"] = result["comparisonResult"]
             st["failedCellIndex"] = result.get("failedCellIndex")
-            if obs.extra.get("progress"):  # as the run ended: done/total
-                st["progress"] = {**obs.extra["progress"], "updatedAt": isotime()}
+            ended: Progress | None = obs.extra.get("progress")
+            if ended:  # as the run ended: done/total
+                st["progress"] = {**ended, "updatedAt": isotime()}
 
         self._progress_at.pop(job["metadata"]["name"], None)
         message = scrub(result.get("message") or obs.message or ("Validation succeeded." if ok else "Validation failed."))
@@ -722,14 +736,14 @@ class Engine:
             return  # a follower reconciles nothing: its queue waits for leadership
         await wait_within(self._idle.wait(), timeout)
 
-    async def request_cancel(self, name: str) -> dict:
+    async def request_cancel(self, name: str) -> Job:
         job = await self.store.set_annotation(name, CANCEL_ANNOTATION, isotime())
         self.enqueue(name)
         return job
 
     async def wait_for_terminal(self, name: str, timeout: float | None = None,
-                                on_update: Callable[[dict], None] | None = None,
-                                recheck: float = 5.0) -> dict:
+                                on_update: Callable[[Job], None] | None = None,
+                                recheck: float = 5.0) -> Job:
         """Wait until a job is terminal (store watch: the SQLite store also sees
         other processes' writes); ``on_update`` sees the job each time it changes.
         The job is read again every ``recheck`` seconds anyway, so a missed
@@ -742,7 +756,7 @@ class Engine:
 
         unwatch = self.store.watch(on_change)
         try:
-            async def wait() -> dict:
+            async def wait() -> Job:
                 while True:
                     job = await self.store.get(name)
                     if on_update is not None:

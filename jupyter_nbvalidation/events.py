@@ -17,7 +17,8 @@ import time
 import zlib
 from typing import Any, Awaitable, Callable
 
-from .model import Reason, isotime
+from .documents import Event, Job
+from .model import REASON_ACTIONS, isotime
 from .tasks import cancel_all
 
 REPORTING_CONTROLLER = "nbvalidation.dev/notebook-validation-controller"
@@ -47,7 +48,7 @@ def reporting_instance(prefix: str = "jupyter-nbvalidation") -> str:
     return f"{prefix}-{socket.gethostname()}"[:128]
 
 
-def transition_event_name(job: dict, index: int) -> str:
+def transition_event_name(job: Job, index: int) -> str:
     """The name of the event of ``status.transitions[index]``: fixed, so that
     posting it twice (a retry, a recovery after a crash, two leaders during a
     failover) records it once. The uid part tells a job from an earlier one of
@@ -57,9 +58,9 @@ def transition_event_name(job: dict, index: int) -> str:
     return f"{meta['name'][:200]}.{uid}.t{index}"
 
 
-def make_event(job: dict, *, reason: str, note: str, type_: str = "Normal",
+def make_event(job: Job, *, reason: str, note: str, type_: str = "Normal",
                action: str | None = None, instance: str | None = None,
-               transition: int | None = None, event_time: str | None = None) -> dict:
+               transition: int | None = None, event_time: str | None = None) -> Event:
     """``transition``: the index in ``status.transitions`` this event records
     (its name is then fixed); ``event_time``: when it happened (default now)."""
     meta = job["metadata"]
@@ -73,7 +74,7 @@ def make_event(job: dict, *, reason: str, note: str, type_: str = "Normal",
         },
         "eventTime": event_time or isotime(),
         "reason": reason[:128],
-        "action": (action or Reason.ACTIONS.get(reason.removesuffix("StatusUpdateFailed"), "Reconcile"))[:128],
+        "action": (action or REASON_ACTIONS.get(reason.removesuffix("StatusUpdateFailed"), "Reconcile"))[:128],
         "type": type_,
         "note": truncate_bytes(scrub(note)),
         "regarding": {
@@ -99,15 +100,15 @@ class EventRecorder:
     of jobs must not overflow a single serial poster). A full queue drops the
     event, counted and logged: posting never blocks a reconcile."""
 
-    def __init__(self, sink: Callable[[dict], Awaitable[Any]], *, log: Any,
+    def __init__(self, sink: Callable[[Event], Awaitable[Any]], *, log: Any,
                  instance: str | None = None, maxsize: int = 1000, posters: int = 8):
         self._sink = sink
         self.log = log
         self.instance = instance or reporting_instance()
-        self._queues: list[asyncio.Queue[tuple[dict, dict]]] = [
+        self._queues: list[asyncio.Queue[tuple[Event, Job]]] = [
             asyncio.Queue(maxsize=maxsize) for _ in range(max(1, posters))]
-        self._tasks: list[asyncio.Task] = []
-        self.listeners: list[Callable[[dict, dict], None]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.listeners: list[Callable[[Event, Job], None]] = []
         self.posted = 0
         self.failed = 0
         self.dropped = 0
@@ -123,8 +124,8 @@ class EventRecorder:
             await self.flush()
             await cancel_all(self._tasks)
 
-    def emit(self, job: dict, *, reason: str, note: str, type_: str = "Normal",
-             action: str | None = None, transition: int | None = None, event_time: str | None = None) -> dict:
+    def emit(self, job: Job, *, reason: str, note: str, type_: str = "Normal",
+             action: str | None = None, transition: int | None = None, event_time: str | None = None) -> Event:
         """Queue one event; never raises, never waits."""
         event = make_event(job, reason=reason, note=note, type_=type_, action=action, instance=self.instance,
                            transition=transition, event_time=event_time)
@@ -140,7 +141,7 @@ class EventRecorder:
         """Wait until every queued event was posted (or failed)."""
         await asyncio.gather(*(q.join() for q in self._queues))
 
-    async def _poster(self, queue: asyncio.Queue[tuple[dict, dict]]) -> None:
+    async def _poster(self, queue: asyncio.Queue[tuple[Event, Job]]) -> None:
         while True:
             event, job = await queue.get()
             try:

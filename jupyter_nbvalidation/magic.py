@@ -29,7 +29,7 @@ from typing import Any
 from . import render
 from .cli import add_spec_options, spec_from_options
 from .client import ClientError, ServerClient, running_servers
-from .model import is_terminal
+from .model import Phase, is_terminal
 
 
 class MagicError(Exception):
@@ -88,7 +88,7 @@ def parse(line: str) -> argparse.Namespace:
                          "(the options of `jupyter nbvalidation submit`)") from None
 
 
-COLOURS = {"Succeeded": "var(--jp-success-color1, green)", "Failed": "var(--jp-error-color1, red)",
+COLOURS = {Phase.SUCCEEDED: "var(--jp-success-color1, green)", Phase.FAILED: "var(--jp-error-color1, red)",
            render.CANCELLED: "var(--jp-warn-color1, #b45f06)"}
 
 
@@ -97,7 +97,7 @@ def _progress(job: dict, timeline: dict | None, started: float) -> tuple[str, st
     phase = render.phase_label(job)
     head = (f"{job['metadata']['name']}  {job['spec']['notebook']['path']}\n"
             f"phase: {phase}   elapsed: {time.monotonic() - started:.1f}s")
-    if st.get("phase") == "ValidationRunning" and st.get("progress"):
+    if st.get("phase") == Phase.VALIDATION_RUNNING and st.get("progress"):
         head += f"\n{render.progress_text(st['progress'])}"  # "cell 4 running, 3.2 s · 3 of 12 code cells done"
     elif st.get("message") and not is_terminal(st.get("phase")):
         head += f"\n{st['message']}"

@@ -15,9 +15,23 @@ import keyword
 import math
 import re
 import uuid
-from typing import Any
+from typing import Any, Mapping, cast
 
 from .compare import check_output_selector
+from .documents import Job, JobSpec, JobStatus
+
+# The vocabulary (phases, reasons, states) lives in vocabulary.py, standard library
+# only, so that the runner shares it; re-exported here, beside the job document.
+from .vocabulary import REASON_ACTIONS as REASON_ACTIONS
+from .vocabulary import REASON_PHASE as REASON_PHASE
+from .vocabulary import VERDICTS as VERDICTS
+from .vocabulary import BuildPhase as BuildPhase
+from .vocabulary import CellStatus as CellStatus
+from .vocabulary import ConditionType as ConditionType
+from .vocabulary import Phase as Phase
+from .vocabulary import Reason as Reason
+from .vocabulary import ResultReason as ResultReason
+from .vocabulary import RunState as RunState
 
 GROUP = "nbvalidation.dev"
 VERSION = "v1alpha1"
@@ -26,20 +40,8 @@ KIND = "NotebookValidationJob"
 PLURAL = "notebookvalidationjobs"
 
 
-class Phase:
-    INITIALIZING = "Initializing"
-    BUILDING = "Building"
-    BUILD_COMPLETE = "BuildComplete"
-    VALIDATION_RUNNING = "ValidationRunning"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-
-    ORDER = (INITIALIZING, BUILDING, BUILD_COMPLETE, VALIDATION_RUNNING, SUCCEEDED, FAILED)
-    TERMINAL = frozenset({SUCCEEDED, FAILED})
-
-
 # The only transitions the engine may write (docs/architecture.md, "The phase path"). "" is "no status yet".
-ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
+ALLOWED_TRANSITIONS: dict[str, frozenset[Phase]] = {
     "": frozenset({Phase.INITIALIZING, Phase.FAILED}),
     Phase.INITIALIZING: frozenset({Phase.BUILDING, Phase.VALIDATION_RUNNING, Phase.FAILED}),
     Phase.BUILDING: frozenset({Phase.BUILD_COMPLETE, Phase.FAILED}),
@@ -47,54 +49,6 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     Phase.VALIDATION_RUNNING: frozenset({Phase.SUCCEEDED, Phase.FAILED}),
     Phase.SUCCEEDED: frozenset(),
     Phase.FAILED: frozenset(),
-}
-
-
-class Reason:
-    ACCEPTED = "Accepted"
-    BUILD_STARTED = "BuildStarted"
-    BUILD_SUCCEEDED = "BuildSucceeded"
-    BUILD_REUSED = "BuildReused"  # BuildComplete without a build: the same environment exists already
-    BUILD_FAILED = "BuildFailed"
-    BUILD_TIMED_OUT = "BuildTimedOut"
-    VALIDATION_STARTED = "ValidationStarted"
-    VALIDATION_SUCCEEDED = "ValidationSucceeded"
-    VALIDATION_FAILED = "ValidationFailed"
-    VALIDATION_TIMED_OUT = "ValidationTimedOut"
-    CANCELLED = "Cancelled"
-    INVALID_INPUT = "InvalidInput"
-
-    # what the controller did, per reason (events.k8s.io/v1 ``action``)
-    ACTIONS = {
-        ACCEPTED: "Accept",
-        BUILD_STARTED: "Build",
-        BUILD_SUCCEEDED: "Build",
-        BUILD_REUSED: "Build",
-        BUILD_FAILED: "Build",
-        BUILD_TIMED_OUT: "Build",
-        VALIDATION_STARTED: "Validate",
-        VALIDATION_SUCCEEDED: "Validate",
-        VALIDATION_FAILED: "Validate",
-        VALIDATION_TIMED_OUT: "Validate",
-        CANCELLED: "Cancel",
-        INVALID_INPUT: "Accept",
-    }
-
-
-# the phase each transition reason leads to (how a timeline is read from events)
-REASON_PHASE = {
-    Reason.ACCEPTED: Phase.INITIALIZING,
-    Reason.BUILD_STARTED: Phase.BUILDING,
-    Reason.BUILD_SUCCEEDED: Phase.BUILD_COMPLETE,
-    Reason.BUILD_REUSED: Phase.BUILD_COMPLETE,
-    Reason.VALIDATION_STARTED: Phase.VALIDATION_RUNNING,
-    Reason.VALIDATION_SUCCEEDED: Phase.SUCCEEDED,
-    Reason.BUILD_FAILED: Phase.FAILED,
-    Reason.BUILD_TIMED_OUT: Phase.FAILED,
-    Reason.VALIDATION_FAILED: Phase.FAILED,
-    Reason.VALIDATION_TIMED_OUT: Phase.FAILED,
-    Reason.CANCELLED: Phase.FAILED,
-    Reason.INVALID_INPUT: Phase.FAILED,
 }
 
 # annotations on a job
@@ -406,7 +360,7 @@ def _check_parameter_value(value: Any, path: str, depth: int) -> None:
     raise SpecError(path, "must be a JSON value (string, number, true/false, null, list or object)")
 
 
-def check_parameters(value: Any, path: str = "parameters") -> dict:
+def check_parameters(value: Any, path: str = "parameters") -> dict[str, Any]:
     """``spec.parameters``: ``{NAME: JSON value}``, NAME an ASCII Python identifier
     that is not a keyword (the names become assignments in the injected cell)."""
     if not isinstance(value, dict):
@@ -431,7 +385,7 @@ def check_parameters(value: Any, path: str = "parameters") -> dict:
     return dict(value)
 
 
-def check_sanitizers(value: Any, path: str = "comparisonConfig.sanitizers") -> list[dict]:
+def check_sanitizers(value: Any, path: str = "comparisonConfig.sanitizers") -> list[dict[str, Any]]:
     """``comparisonConfig.sanitizers``: nbval's sanitizer entries ``[{regex, replace, section?}]``."""
     from .compare import check_sanitizer
 
@@ -477,7 +431,7 @@ def _check_glob(pattern: str, path: str) -> None:
         raise SpecError(path, "must stay inside the notebook's folder (no '..')")
 
 
-def _check_env(value: Any, path: str) -> list[dict]:
+def _check_env(value: Any, path: str) -> list[dict[str, Any]]:
     """``[{name, value}]`` with literal values only: ``valueFrom`` (Secrets,
     ConfigMaps) is not supported, it would hand any namespace Secret to a notebook."""
     if not isinstance(value, list):
@@ -556,7 +510,7 @@ def parse_quantity(q: Any) -> float:
     return float(value)
 
 
-def _check_quantities(value: Any, path: str) -> dict:
+def _check_quantities(value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise SpecError(path, "must be an object of resource: quantity (e.g. {cpu: 500m, memory: 2Gi})")
     if len(value) > MAX_MAP_ITEMS:
@@ -578,7 +532,7 @@ TOLERATION_OPERATORS = ("Exists", "Equal")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
-def _check_labels(value: Any, path: str) -> dict:
+def _check_labels(value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise SpecError(path, "must be an object of label: value")
     if len(value) > MAX_MAP_ITEMS:
@@ -591,7 +545,7 @@ def _check_labels(value: Any, path: str) -> dict:
     return dict(value)
 
 
-def _check_tolerations(value: Any, path: str) -> list[dict]:
+def _check_tolerations(value: Any, path: str) -> list[dict[str, Any]]:
     if not isinstance(value, list):
         raise SpecError(path, "must be a list of tolerations")
     if len(value) > MAX_MAP_ITEMS:
@@ -626,7 +580,7 @@ def _check_tolerations(value: Any, path: str) -> list[dict]:
     return out
 
 
-def validate_spec(spec: Any, supported: set[str] | None = None) -> dict:
+def validate_spec(spec: Any, supported: set[str] | None = None) -> JobSpec:
     """Check a spec against the schema. Unknown fields and fields the backend
     does not support raise :class:`SpecError` naming the field."""
     if not isinstance(spec, dict):
@@ -651,7 +605,7 @@ def validate_spec(spec: Any, supported: set[str] | None = None) -> dict:
     bc = out.get("podConfig", {}).get("buildConfig", {})
     if bc.get("requirementsFile") and bc.get("requirements"):
         raise SpecError("podConfig.buildConfig.requirements", "give requirementsFile or requirements, not both")
-    return out
+    return cast(JobSpec, out)  # checked against SPEC_SCHEMA, which documents.JobSpec mirrors
 
 
 def spec_fields(schema: Any = SPEC_SCHEMA, prefix: str = "") -> set[str]:
@@ -666,7 +620,7 @@ def spec_fields(schema: Any = SPEC_SCHEMA, prefix: str = "") -> set[str]:
     return out
 
 
-def build_enabled(spec: dict) -> bool:
+def build_enabled(spec: Mapping[str, Any]) -> bool:
     return bool(spec.get("podConfig", {}).get("buildConfig", {}).get("enabled", True))
 
 
@@ -676,8 +630,8 @@ def new_name(notebook_path: str) -> str:
     return f"{stem}-{uuid.uuid4().hex[:8]}"
 
 
-def new_job(spec: dict, *, name: str | None = None, namespace: str = "default",
-            labels: dict | None = None, annotations: dict | None = None) -> dict:
+def new_job(spec: JobSpec, *, name: str | None = None, namespace: str = "default",
+            labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None) -> Job:
     """A job document as submitted: no status yet (the engine writes it)."""
     return {
         "apiVersion": API_VERSION,
@@ -693,18 +647,18 @@ def new_job(spec: dict, *, name: str | None = None, namespace: str = "default",
     }
 
 
-def condition_states(status: dict) -> dict[str, str]:
+def condition_states(status: JobStatus) -> dict[str, str]:
     return {c["type"]: c["status"] for c in status.get("conditions", []) if "type" in c}
 
 
-def set_condition(status: dict, ctype: str, value: str, reason: str, message: str, now: str) -> None:
+def set_condition(status: JobStatus, ctype: str, value: str, reason: str, message: str, now: str) -> None:
     """Set a metav1.Condition; lastTransitionTime only moves when status flips."""
     conds = status.setdefault("conditions", [])
     for c in conds:
         if c["type"] == ctype:
             if c["status"] != value:
                 c["lastTransitionTime"] = now
-            c.update(status=value, reason=reason, message=message)
+            c["status"], c["reason"], c["message"] = value, reason, message
             return
     conds.append({"type": ctype, "status": value, "reason": reason,
                   "message": message, "lastTransitionTime": now})

@@ -115,8 +115,7 @@ JOB_SCHEMA = {
                                     "creationTimestamp": {"type": "string"}}},
         "spec": {"type": "object"},
         "status": {"type": "object", "properties": {
-            "phase": {"type": "string", "enum": ["", "Initializing", "Building", "BuildComplete",
-                                                  "ValidationRunning", "Succeeded", "Failed"]},
+            "phase": {"type": "string", "enum": ["", *(str(p) for p in M.Phase.ORDER)]},
             "reason": {"type": "string"},
             "message": {"type": "string"},
             "transitions": {"type": "array", "items": {"type": "object"}},

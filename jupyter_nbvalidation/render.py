@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .model import Phase, Reason, format_duration, parse_time, utcnow
+from .model import CellStatus, Phase, Reason, format_duration, parse_time, utcnow
 from .runner.text import cell_label, strip_ansi
 
-CANCELLED = "Cancelled"
+CANCELLED = Reason.CANCELLED  # shown as its own verdict
 # before the engine first looks at a job it has no phase yet: shown as "Pending" (README, "REST API")
 PENDING = "Pending"
 MARK = {Phase.SUCCEEDED: "✔", Phase.FAILED: "✘", CANCELLED: "⊘"}
@@ -104,7 +104,7 @@ def failure_lines(job: dict) -> list[str]:
     idx = st.get("failedCellIndex")
     if idx is not None:
         for r in st.get("results", []):
-            if r.get("cellIndex") == idx and r.get("status") == "Failure":
+            if r.get("cellIndex") == idx and r.get("status") == CellStatus.FAILURE:
                 message = strip_ansi(r.get("errorMessage", "")).strip().splitlines() or [""]
                 lines.append(f"Failed {cell_label(idx)}: {r.get('errorName', '')}: {message[0]}".rstrip(": "))
                 lines += ["  " + ln for ln in message[1:12] if ln.strip()]  # the whole message, not its first line

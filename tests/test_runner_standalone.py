@@ -22,7 +22,7 @@ FORBIDDEN_TOP = {"jupyter_server", "tornado", "traitlets", "kubernetes", "kubern
 # what the runner may import of this package (pure modules; the closure is checked too)
 ALLOWED_OWN = {"jupyter_nbvalidation", "jupyter_nbvalidation.runner", "jupyter_nbvalidation.compare",
                "jupyter_nbvalidation.markers", "jupyter_nbvalidation.priority", "jupyter_nbvalidation.tasks",
-               "jupyter_nbvalidation._version"}
+               "jupyter_nbvalidation.vocabulary", "jupyter_nbvalidation._version"}
 THIRD_PARTY_OK = {"nbformat", "nbclient", "jupyter_client"}
 
 

@@ -4,10 +4,24 @@ file must be current (run ``python tools/gen_ts_vocabulary.py``)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
+import sqlite3
 from pathlib import Path
 
-from jupyter_nbvalidation.model import REASON_PHASE, Phase, Reason
+import pytest
+
+from jupyter_nbvalidation.model import (
+    REASON_ACTIONS,
+    REASON_PHASE,
+    BuildPhase,
+    CellStatus,
+    ConditionType,
+    Phase,
+    Reason,
+    ResultReason,
+    RunState,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +43,7 @@ def test_generated_vocabulary_names_every_reason_and_phase() -> None:
     text = (ROOT / "labextension" / "src" / "vocabulary.ts").read_text()
     quoted = set(re.findall(r"'([A-Za-z]+)'", text))
     assert set(Phase.ORDER) <= quoted
-    assert {v for k, v in vars(Reason).items() if k.isupper() and isinstance(v, str)} <= quoted
+    assert {r.value for r in Reason} <= quoted
     for reason, phase in REASON_PHASE.items():
         assert f"  {reason}: '{phase}'" in text
 
@@ -37,10 +51,34 @@ def test_generated_vocabulary_names_every_reason_and_phase() -> None:
 def test_the_lab_knows_no_reason_the_server_does_not() -> None:
     """No hand-written reason -> phase table is left in the lab's sources."""
     src = ROOT / "labextension" / "src"
-    reasons = {v for k, v in vars(Reason).items() if k.isupper() and isinstance(v, str)}
+    reasons = {r.value for r in Reason}
     for path in src.rglob("*.ts*"):
         if path.name == "vocabulary.ts":
             continue
         phase = "|".join(Phase.ORDER)
         for name in re.findall(rf"^\s+(\w+): '(?:{phase})'", path.read_text(), flags=re.M):
             assert name in set(Phase.ORDER) or name in reasons, f"{path.name} maps {name!r}, which model.Reason lacks"
+
+
+@pytest.mark.parametrize("member", [*Phase, *Reason, *ResultReason, *CellStatus, *BuildPhase, *ConditionType,
+                                    *RunState], ids=str)
+def test_a_member_is_its_string_wherever_text_is_made(member) -> None:
+    """Documents, JSON, SQLite, messages and the lab see the same strings as
+    before the enums: str(), f-strings (3.11 changed them for (str, Enum)),
+    %-format, json.dumps, hashing and SQLite parameters all give the value."""
+    value = member.value
+    assert type(value) is str
+    assert str(member) == f"{member}" == "%s" % member == "{}".format(member) == value
+    assert f"{member:>40}" == f"{value:>40}"
+    assert json.dumps({member: member}) == json.dumps({value: value})
+    assert member == value and hash(member) == hash(value) and {value: 1}[member] == 1 and {member: 1}[value] == 1
+    db = sqlite3.connect(":memory:")
+    db.execute("create table t (x text)")
+    db.execute("insert into t values (?)", (member,))
+    assert db.execute("select x, typeof(x) from t where x = ?", (value,)).fetchall() == [(value, "text")]
+    assert type(db.execute("select x from t").fetchone()[0]) is str
+
+
+def test_the_phase_tables_hold_every_member() -> None:
+    assert list(Phase.ORDER) == list(Phase) and Phase.TERMINAL == {"Succeeded", "Failed"}
+    assert set(REASON_PHASE) == set(Reason) == set(REASON_ACTIONS)

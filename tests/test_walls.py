@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,8 @@ def _is(name: str, *prefixes: str) -> bool:
 
 
 # what the engine may know: the ports and the pure core
-ENGINE_MAY_IMPORT = ("backends.base", "store.base", "model", "events", "tasks", "errors", "timeline", "plan")
+ENGINE_MAY_IMPORT = ("backends.base", "store.base", "model", "events", "tasks", "errors", "timeline", "plan",
+                     "vocabulary", "documents")
 SERVICE_LAYER = ("service", "handlers", "app", "cli", "magic", "client", "openapi", "render", "batch", "reports",
                  "pytest_plugin")
 
@@ -103,12 +105,23 @@ def test_the_local_side_does_not_import_kubernetes(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", _modules("store/base", "backends/base", "model", "timeline", "errors", "plan",
-                                          "runner_args", "requirements", "verdict_cache"),
+                                          "runner_args", "requirements", "verdict_cache", "vocabulary",
+                                          "documents"),
                          ids=lambda p: str(p.relative_to(PKG)))
 def test_the_ports_and_the_core_import_no_backend(path: Path) -> None:
     wrong = {n for n in _ours(_imports(path))
              if _is(n, "backends.local", "k8s", "store.sqlite", "engine", *SERVICE_LAYER)}
     assert not wrong, f"{path.relative_to(PKG)} imports an implementation: {sorted(wrong)}"
+
+
+@pytest.mark.parametrize("name", ["vocabulary", "documents"])
+def test_the_vocabulary_and_the_document_types_need_only_the_standard_library(name: str) -> None:
+    """The phases, reasons and document shapes are shared by the runner (in an
+    image beside nbclient and nbformat only), the server and the lab's generator."""
+    names = _imports(PKG / f"{name}.py")
+    wrong = {n for n in names if n.split(".")[0] not in sys.stdlib_module_names and n != "__future__"
+             and not n.startswith("__future__.")}
+    assert not wrong, f"{name}.py imports {sorted(wrong)}"
 
 
 def test_only_the_service_maps_domain_errors_to_http() -> None:

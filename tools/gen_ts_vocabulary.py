@@ -1,4 +1,4 @@
-"""Write labextension/src/vocabulary.ts from jupyter_nbvalidation/model.py.
+"""Write labextension/src/vocabulary.ts from jupyter_nbvalidation/vocabulary.py (through model.py).
 
 The lab's phases, reasons and the reason -> phase table are generated from
 the server's model, so the panel cannot know a reason the server does not

@@ -20,28 +20,31 @@ from typing import Any, Callable
 from traitlets import Int
 from traitlets.config import LoggingConfigurable
 
+from ..documents import Job, JobSpec, RunnerResult
 from ..errors import InputRejected
 from ..plan import Snapshot, ValidationPlan
 from ..store.base import JobStore
+from ..vocabulary import RunState
 
-RUNNING = "Running"
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
+# what a backend observes of a build or a run (vocabulary.RunState), by the short names the backends use
+RUNNING = RunState.RUNNING
+SUCCEEDED = RunState.SUCCEEDED
+FAILED = RunState.FAILED
 
 
 @dataclass
 class Observation:
     """The state of a build or a validation run, as the backend sees it."""
 
-    state: str  # RUNNING | SUCCEEDED | FAILED
+    state: RunState  # RUNNING | SUCCEEDED | FAILED
     message: str = ""
     reference: str | None = None  # build: the environment / image reference
     started_at: str | None = None
     finished_at: str | None = None
     log_path: str | None = None
     strategy: str | None = None
-    result: dict | None = None  # validation: the runner's result document
-    extra: dict = field(default_factory=dict)
+    result: RunnerResult | None = None  # validation: the runner's result document
+    extra: dict[str, Any] = field(default_factory=dict)  # e.g. reused, progress, progressPoll
 
 
 #: the job's inputs cannot be used (missing snapshot, unreadable requirements): the one input error
@@ -79,56 +82,56 @@ class Backend(LoggingConfigurable):
         """The spec fields this backend honours; any other is rejected."""
         raise NotImplementedError
 
-    def check_spec(self, spec: dict) -> None:
+    def check_spec(self, spec: JobSpec) -> None:
         """Backend-specific value checks; raise model.SpecError."""
 
-    async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
+    async def submit(self, job: Job, files: dict[str, bytes]) -> Job:
         """Create the job and store its input snapshot (``notebook.ipynb``,
         optional ``golden.ipynb`` and ``requirements.txt``)."""
         raise NotImplementedError
 
-    async def read_snapshot(self, job: dict) -> Snapshot:
+    async def read_snapshot(self, job: Job) -> Snapshot:
         """The input snapshot stored at submit, as the engine's plan needs it
         (plan.make_plan). Raise errors.InputRejected when it is gone,
         errors.TemporaryFailure when it may not be stored yet."""
         raise NotImplementedError
 
-    async def prepare(self, job: dict, plan: ValidationPlan) -> str:
+    async def prepare(self, job: Job, plan: ValidationPlan) -> str:
         """Initializing: what this backend checks of the plan beyond
         make_plan's checks; return a sentence on what was detected. Raise
         errors.InputRejected when the inputs cannot be used here."""
         return f"{plan.detected}."
 
-    def build_strategy(self, job: dict) -> str:
+    def build_strategy(self, job: Job) -> str:
         """The build strategy this job will use (recorded in buildStatus)."""
         raise NotImplementedError
 
-    def build_strategy_reason(self, job: dict) -> str | None:
+    def build_strategy_reason(self, job: Job) -> str | None:
         """Why that strategy (recorded as buildStatus.strategyReason), if worth saying."""
         return None
 
-    async def ensure_build(self, job: dict, plan: ValidationPlan) -> Observation:
+    async def ensure_build(self, job: Job, plan: ValidationPlan) -> Observation:
         raise NotImplementedError
 
-    async def cancel_build(self, job: dict) -> None:
+    async def cancel_build(self, job: Job) -> None:
         raise NotImplementedError
 
-    async def ensure_validation(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
+    async def ensure_validation(self, job: Job, reference: str | None, plan: ValidationPlan) -> Observation:
         """Start (once) or observe the validation run. ``reference`` is read
         by the engine from the persisted status (BuildComplete), never
         computed here."""
         raise NotImplementedError
 
-    async def cancel_validation(self, job: dict) -> None:
+    async def cancel_validation(self, job: Job) -> None:
         raise NotImplementedError
 
-    async def cleanup(self, job: dict) -> None:
+    async def cleanup(self, job: Job) -> None:
         """A job reached a terminal phase: release what it holds."""
 
-    async def executed_notebook(self, job: dict) -> dict | None:
+    async def executed_notebook(self, job: Job) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    async def build_log(self, job: dict) -> str | None:
+    async def build_log(self, job: Job) -> str | None:
         raise NotImplementedError
 
     async def health(self) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from traitlets import Enum, Float, Int, List, Unicode, default
 
 from .. import requirements as reqmod
 from .. import verdict_cache
-from ..model import WORKDIR_ANNOTATION, SpecError, build_enabled, isotime, parse_time, spec_fields
+from ..model import WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, isotime, parse_time, spec_fields
 from ..plan import (Snapshot, ValidationPlan, requirements_key, requirements_of, requirements_sentence,
                     snapshot_from_files)
 from ..priority import deprioritize
@@ -1120,7 +1120,7 @@ class LocalBackend(Backend):
         server that does not run the build serves it too)."""
         status = job.get("status") or {}
         path = (status.get("buildStatus") or {}).get("logPath")
-        if not path and status.get("phase") == "Building" and build_enabled(job["spec"]):
+        if not path and status.get("phase") == Phase.BUILDING and build_enabled(job["spec"]):
             rec = self._job_build.get(job["metadata"]["uid"])
             mine = rec.log_path if rec is not None else None
             # not this process's build (or it waits for another engine's): the log being written
@@ -1150,7 +1150,7 @@ class LocalBackend(Backend):
                 return None
         since = 0.0
         for t in reversed((job.get("status") or {}).get("transitions") or []):
-            if t.get("phase") == "Building":
+            if t.get("phase") == Phase.BUILDING:
                 entered = parse_time(t.get("time"))
                 since = entered.timestamp() - 2.0 if entered else 0.0
                 break
@@ -1250,6 +1250,6 @@ def _progress_extra(run: _Run) -> dict:
 
 def _observation_from_result(result: dict, started: str | None, finished: str | None,
                              reference: str | None) -> Observation:
-    ok = result.get("verdict") == "Succeeded"
+    ok = result.get("verdict") == Phase.SUCCEEDED
     return Observation(SUCCEEDED if ok else FAILED, message=result.get("message", ""), result=result,
                        started_at=started, finished_at=finished, reference=reference)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Observation
 from ..errors import InputRejected
-from ..model import build_enabled, isotime
+from ..model import Phase, ResultReason, build_enabled, isotime
 from ..plan import ValidationPlan
 from . import objects as obj
 from . import results as res
@@ -104,19 +104,19 @@ class ValidationExecutor:
             pod = await self.children.ensure(PODS, self.children.pods(), job, pod_name, body)
         except NotOurs as e:
             return Observation(FAILED, message=str(e), finished_at=isotime(), reference=image,
-                               result=res.failure_result("PodConflict", str(e)))
+                               result=res.failure_result(ResultReason.POD_CONFLICT, str(e)))
         running = [c.get("image") for c in pod["spec"].get("containers") or [] if c.get("name") == obj.RUNNER_CONTAINER]
         if running != [image]:
             message = (f"The validation pod {pod_name} runs {running[0] if running else 'no runner'}, not the "
                        f"environment recorded for this job ({image}); refusing its result.")
             return Observation(FAILED, message=message, finished_at=isotime(), reference=image,
-                               result=res.failure_result("ImageMismatch", message))
+                               result=res.failure_result(ResultReason.IMAGE_MISMATCH, message))
         outcome = res.pod_outcome(pod, obj.RUNNER_CONTAINER)
         if not outcome.finished:
             return Observation(RUNNING, message=f"Validating in pod {pod_name}.", reference=image,
                                started_at=outcome.started_at, extra=await self.progress(uid, pod))
         result, log = await self._result(pod, outcome)
-        ok = outcome.exit_code == 0 and result.get("verdict") == "Succeeded"
+        ok = outcome.exit_code == 0 and result.get("verdict") == Phase.SUCCEEDED
         observation = Observation(SUCCEEDED if ok else FAILED, message=result.get("message") or "",
                                   result=result, reference=image, started_at=outcome.started_at,
                                   finished_at=outcome.finished_at or isotime())

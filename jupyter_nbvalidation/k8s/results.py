@@ -16,6 +16,7 @@ from typing import Any
 
 # the runner's report is read where it is written (one protocol module)
 from ..runner.protocol import decode_executed, parse_log, parse_summary  # noqa: F401
+from ..vocabulary import CellStatus, Phase, ResultReason
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 # waiting reasons after which a container will not start by itself (ErrImagePull
@@ -67,7 +68,7 @@ def result_from_summary(summary: dict) -> dict:
     }
     failed = summary.get("failedCellIndex")
     if failed is not None:
-        entry: dict[str, Any] = {"cellIndex": failed, "status": "Failure"}
+        entry: dict[str, Any] = {"cellIndex": failed, "status": CellStatus.FAILURE}
         err = summary.get("error") or {}
         if err.get("name"):
             entry["errorName"] = err["name"]
@@ -106,10 +107,10 @@ def pod_outcome(pod: dict, container: str) -> PodOutcome:
                           message=term.get("message") or "", started_at=term.get("startedAt") or started,
                           finished_at=term.get("finishedAt"), summary=parse_summary(term.get("message")))
     if phase == "Failed":  # e.g. Evicted or DeadlineExceeded before/without a container result
-        return PodOutcome(True, reason=st.get("reason") or "PodFailed",
+        return PodOutcome(True, reason=st.get("reason") or ResultReason.POD_FAILED,
                           message=st.get("message") or "the validation pod failed", started_at=started)
     if phase == "Succeeded":
-        return PodOutcome(True, reason="NoResult", message="the pod succeeded without a container status",
+        return PodOutcome(True, reason=ResultReason.NO_RESULT, message="the pod succeeded without a container status",
                           started_at=started)
     waiting = fatal_waiting(pod, container)
     if waiting is not None:
@@ -120,7 +121,7 @@ def pod_outcome(pod: dict, container: str) -> PodOutcome:
 def reads_log(outcome: PodOutcome) -> bool:
     """Whether the verdict of ``outcome`` comes from the runner's log: the runner
     ended by itself (exit 0, 1 or 2), not killed for memory."""
-    return outcome.exit_code in (0, 1, 2) and not (outcome.reason == "OOMKilled" and outcome.exit_code != 0)
+    return outcome.exit_code in (0, 1, 2) and not (outcome.reason == ResultReason.OOM_KILLED and outcome.exit_code != 0)
 
 
 def verdict(outcome: PodOutcome, log: str | None) -> dict:
@@ -128,33 +129,33 @@ def verdict(outcome: PodOutcome, log: str | None) -> dict:
     readable, else the termination-message summary; infrastructure failures
     name their reason. Never a success without a readable result."""
     code = outcome.exit_code
-    if outcome.reason == "OOMKilled" and code != 0:
+    if outcome.reason == ResultReason.OOM_KILLED and code != 0:
         # the kernel (the biggest process) was killed for memory; the runner then
         # reports a dead kernel, but the cause is the container's memory limit
-        return failure_result("OOMKilled", "The validation container ran out of memory (OOMKilled)"
+        return failure_result(ResultReason.OOM_KILLED, "The validation container ran out of memory (OOMKilled)"
                                            + (f", exit code {code}: the memory limit was exceeded."
                                               if code is not None else ": the memory limit was exceeded."))
     if code in (0, 1, 2):
         full = parse_log(log)[0] if log is not None else None
-        if full is not None and (full.get("verdict") == "Succeeded") == (code == 0):
+        if full is not None and (full.get("verdict") == Phase.SUCCEEDED) == (code == 0):
             return full
-        if outcome.summary is not None and (outcome.summary.get("verdict") == "Succeeded") == (code == 0):
+        if outcome.summary is not None and (outcome.summary.get("verdict") == Phase.SUCCEEDED) == (code == 0):
             return result_from_summary(outcome.summary)
         if code == 0:
-            return failure_result("NoResult", "The runner exited 0 but its result could not be read "
+            return failure_result(ResultReason.NO_RESULT, "The runner exited 0 but its result could not be read "
                                               "(no termination message, no readable log).")
-        return failure_result("RunnerError" if code == 2 else "ValidationFailed",
+        return failure_result(ResultReason.RUNNER_ERROR if code == 2 else ResultReason.VALIDATION_FAILED,
                               f"The runner exited with {code} without a readable result"
                               + (f": {outcome.message[:500]}" if outcome.message else "."))
     if code is not None:
-        return failure_result(outcome.reason or "ContainerFailed",
+        return failure_result(outcome.reason or ResultReason.CONTAINER_FAILED,
                               f"The validation container exited with code {code}"
                               + (f" ({outcome.reason})" if outcome.reason else "") + ".")
-    return failure_result(outcome.reason or "PodFailed",
+    return failure_result(outcome.reason or ResultReason.POD_FAILED,
                           f"The validation pod failed: {outcome.reason}"
                           + (f": {outcome.message}" if outcome.message else ""))
 
 
 def failure_result(reason: str, message: str) -> dict:
-    return {"verdict": "Failed", "reason": reason, "message": message, "failedCellIndex": None,
+    return {"verdict": Phase.FAILED, "reason": reason, "message": message, "failedCellIndex": None,
             "results": [], "comparisonResult": None}

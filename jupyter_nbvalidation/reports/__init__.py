@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model import CellStatus, Phase
+
 try:  # the shared human cell numbering (runner/text.py)
     from ..runner.text import cell_label  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - until the shared formatter lands
@@ -47,15 +49,15 @@ class Failure:
 def failure_of(job: dict) -> Failure | None:
     """The failure of a Failed job (None when it succeeded or is not finished)."""
     st = job.get("status") or {}
-    if st.get("phase") != "Failed":
+    if st.get("phase") != Phase.FAILED:
         return None
-    reason = st.get("reason") or "Failed"
+    reason = st.get("reason") or Phase.FAILED
     idx = st.get("failedCellIndex")
     error = ""
     headline = ""
     if isinstance(idx, int):
         for r in st.get("results") or []:
-            if r.get("cellIndex") == idx and (r.get("errorName") or r.get("status") == "Failure"):
+            if r.get("cellIndex") == idx and (r.get("errorName") or r.get("status") == CellStatus.FAILURE):
                 name, message = r.get("errorName") or "", r.get("errorMessage") or ""
                 headline = f"{cell_label(idx)}: {name}: {message}".rstrip(": ") if name else \
                     f"{cell_label(idx)}: {message or st.get('message', '')}".rstrip(": ")

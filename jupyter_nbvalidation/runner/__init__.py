@@ -22,8 +22,10 @@ Modules, by concern:
 # the modules of the package the runner needs beside runner/ itself (pure, standard
 # library only): what an image's runner venv must hold (k8s/objects.runner_files);
 # tests/test_runner_standalone.py holds this list to the runner's imports
-SHARED_MODULES = ("__init__.py", "_version.py", "compare.py", "markers.py", "priority.py", "tasks.py")
+SHARED_MODULES = ("__init__.py", "_version.py", "compare.py", "markers.py", "priority.py", "tasks.py",
+                  "vocabulary.py")
 
+from ..vocabulary import ResultReason  # noqa: E402
 from .cli import build_parser, main  # noqa: E402
 from .environment import RUN_ID_VAR, kernel_environment, runner_environment  # noqa: E402
 from .execute import DEFAULT_CELL_TIMEOUT, KERNEL_NAME, OUTPUT_LIMIT  # noqa: E402
@@ -38,7 +40,6 @@ from .protocol import (  # noqa: E402
     STATUS_SUCCESS,
     SUCCEEDED,
     TERMINATION_LOG_LIMIT,
-    Reason,
     decode_executed,
     exit_code,
     parse_log,
@@ -53,7 +54,7 @@ from .verdict import error_result, run_notebook  # noqa: E402
 __all__ = [
     "DEFAULT_CELL_TIMEOUT", "EXECUTED_PREFIX", "SHARED_MODULES", "FAILED", "KERNEL_NAME", "OUTPUT_LIMIT", "PROGRESS_PREFIX",
     "RESULT_PREFIX", "RUNNER_FAILURE_REASONS", "RUN_ID_VAR", "STATUS_FAILURE", "STATUS_SKIPPED",
-    "STATUS_SUCCESS", "SUCCEEDED", "TERMINATION_LOG_LIMIT", "Reason", "build_parser", "decode_executed",
+    "STATUS_SUCCESS", "SUCCEEDED", "TERMINATION_LOG_LIMIT", "ResultReason", "build_parser", "decode_executed",
     "error_result", "exit_code", "kernel_environment", "main", "parse_log", "parse_summary", "result_line",
     "run_notebook", "runner_environment", "strip_ansi", "termination_summary", "truncate_tail",
     "write_termination_log",

@@ -31,7 +31,8 @@ from .. import compare as _compare
 from . import hygiene
 from .environment import RUN_ID_VAR
 from .execute import DEFAULT_CELL_TIMEOUT
-from .protocol import RESULT_PREFIX, Reason, exit_code, executed_line, progress_line, result_line, write_termination_log
+from ..vocabulary import ResultReason
+from .protocol import RESULT_PREFIX, exit_code, executed_line, progress_line, result_line, write_termination_log
 from .verdict import _atomic_write_text, error_result, run_notebook
 
 
@@ -178,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _ArgumentError as e:
         parser.print_usage(sys.stderr)
         sys.stderr.write(f"{parser.prog}: error: {e}\n")
-        result = error_result(Reason.RUNNER_ERROR, f"Invalid arguments: {e}")
+        result = error_result(ResultReason.RUNNER_ERROR, f"Invalid arguments: {e}")
         result_path = _sniff_option(argv, "--result")
         if result_path:
             try:
@@ -226,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except OSError as e:  # the result or the termination log cannot be written
         sys.stderr.write(f"nbvalidation: {e}\n")
-        result = error_result(Reason.RUNNER_ERROR, f"Cannot write the result: {e}")
+        result = error_result(ResultReason.RUNNER_ERROR, f"Cannot write the result: {e}")
         _emit(RESULT_PREFIX + result_line(result))
         return 2
     if args.print_executed:

@@ -21,10 +21,11 @@ from typing import Any, Callable, Mapping
 from ..markers import cell_markers, cell_source
 from ..priority import deprioritize, own_niceness
 from ..tasks import wait_within
+from ..vocabulary import ResultReason
 from . import hygiene
 from .environment import kernel_environment
 from .protocol import (PROGRESS_END, PROGRESS_PLAN, PROGRESS_START, STATUS_FAILURE, STATUS_SKIPPED, STATUS_SUCCESS,
-                       Reason, progress_time)
+                       progress_time)
 from .text import cell_label, fmt_limit, format_seconds, strip_ansi, truncate, truncate_tail
 
 DEFAULT_CELL_TIMEOUT = 600.0
@@ -252,7 +253,7 @@ class _Execution:
         name = signal.Signals(self.stop_signal).name
         index = self._current_index
         where = f" in {cell_label(index)}" if index is not None else ""
-        self._fail(Reason.RUNNER_ERROR, index, f"The runner was stopped by {name}{where}; the kernel was shut down")
+        self._fail(ResultReason.RUNNER_ERROR, index, f"The runner was stopped by {name}{where}; the kernel was shut down")
         if index is not None:
             self.results[index].update(status=STATUS_FAILURE, errorName=name, errorMessage=f"the runner was stopped by {name}")
             self.results[index]["output"] = _partial_output(self.nb.cells[index])
@@ -285,7 +286,7 @@ class _Execution:
                 from nbclient import NotebookClient
                 from nbclient.exceptions import CellTimeoutError, DeadKernelError
             except ImportError as e:
-                self._fail(Reason.RUNNER_ERROR, None, f"The runner cannot import its dependencies: {e}")
+                self._fail(ResultReason.RUNNER_ERROR, None, f"The runner cannot import its dependencies: {e}")
                 return
 
             spec_dir = os.path.join(tmp, "kernels", KERNEL_NAME)
@@ -352,12 +353,12 @@ class _Execution:
                     self._stopped_by_signal()
                 elif remaining is not None and remaining <= 0:
                     self._fail(
-                        Reason.VALIDATION_TIMED_OUT,
+                        ResultReason.VALIDATION_TIMED_OUT,
                         None,
                         f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}: the kernel was still starting",
                     )
                 else:
-                    self._fail(Reason.KERNEL_START_FAILED, None, self._start_failure_message(e, log_path))
+                    self._fail(ResultReason.KERNEL_START_FAILED, None, self._start_failure_message(e, log_path))
                 return
 
             # -- the cells
@@ -370,7 +371,7 @@ class _Execution:
                 raise
             self._stopped_by_signal()
         finally:
-            await self._shutdown(km, kc, graceful=self.reason is None or self.reason == Reason.CELL_EXECUTION_FAILED)
+            await self._shutdown(km, kc, graceful=self.reason is None or self.reason == ResultReason.CELL_EXECUTION_FAILED)
             if log_file is not None:
                 log_file.close()
                 self.kernel_log = self._read_log(os.path.join(tmp, "kernel.log"))
@@ -495,7 +496,7 @@ class _Execution:
         position, cell = self.injected
         remaining = self._remaining()
         if remaining is not None and remaining <= 0:
-            self._fail(Reason.VALIDATION_TIMED_OUT, None,
+            self._fail(ResultReason.VALIDATION_TIMED_OUT, None,
                        f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; "
                        "the injected parameters cell was not started")
             raise _Stop
@@ -509,13 +510,13 @@ class _Execution:
         try:
             await client.async_execute_cell(cell, position, execution_count=None, store_history=False)
         except CellTimeoutError:
-            self._fail(Reason.CELL_TIMED_OUT, None,
+            self._fail(ResultReason.CELL_TIMED_OUT, None,
                        f"The injected parameters cell did not finish within {fmt_limit(limit or 0)}")
             raise _Stop from None
         except DeadKernelError:
             if self.stop_signal is not None:
                 raise asyncio.CancelledError from None
-            self._fail(Reason.KERNEL_DIED, None, "The kernel died while executing the injected parameters cell")
+            self._fail(ResultReason.KERNEL_DIED, None, "The kernel died while executing the injected parameters cell")
             raise _Stop from None
         finally:
             self.nb.cells[:] = [c for c in self.nb.cells if c is not cell]
@@ -523,7 +524,7 @@ class _Execution:
             cell.execution_count = None
         error = _error_details(cell, self._last_reply)
         if error is not None:
-            self._fail(Reason.CELL_EXECUTION_FAILED, None,
+            self._fail(ResultReason.CELL_EXECUTION_FAILED, None,
                        f"The injected parameters cell raised {error['errorName'] or 'an error'}: "
                        f"{truncate(error['errorMessage'], 300)}")
             raise _Stop
@@ -533,7 +534,7 @@ class _Execution:
         remaining = self._remaining()
         if remaining is not None and remaining <= 0:
             self._fail(
-                Reason.VALIDATION_TIMED_OUT,
+                ResultReason.VALIDATION_TIMED_OUT,
                 index,
                 f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; {cell_label(index)} was not started",
             )
@@ -558,16 +559,16 @@ class _Execution:
             entry.update(status=STATUS_FAILURE, executionTime=format_seconds(elapsed))
             if bound_by_deadline:
                 entry.update(
-                    errorName="ValidationTimedOut",
+                    errorName=ResultReason.VALIDATION_TIMED_OUT,
                     errorMessage=f"the whole validation exceeded {fmt_limit(self.run_timeout or 0)}",
                 )
                 message = f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; stopped in {cell_label(index)}"
-                reason = Reason.VALIDATION_TIMED_OUT
+                reason = ResultReason.VALIDATION_TIMED_OUT
             else:
                 assert limit is not None
-                entry.update(errorName="CellTimedOut", errorMessage=f"cell did not finish within {fmt_limit(limit)}")
+                entry.update(errorName=ResultReason.CELL_TIMED_OUT, errorMessage=f"cell did not finish within {fmt_limit(limit)}")
                 message = f"{cell_label(index).capitalize()} did not finish within {fmt_limit(limit)} (cell timeout)"
-                reason = Reason.CELL_TIMED_OUT
+                reason = ResultReason.CELL_TIMED_OUT
             entry["output"] = _partial_output(cell)
             interrupted = next((o for o in cell.get("outputs") or [] if o.get("output_type") == "error"), None)
             if interrupted is not None:  # where it hung: the interrupt's traceback, the cell's frames marked
@@ -586,7 +587,7 @@ class _Execution:
                 errorMessage="the kernel died while executing the cell",
                 output=_partial_output(cell),
             )
-            self._fail(Reason.KERNEL_DIED, index, f"The kernel died while executing {cell_label(index)}")
+            self._fail(ResultReason.KERNEL_DIED, index, f"The kernel died while executing {cell_label(index)}")
             self._progress(entry)
             raise _Stop from None
         elapsed = time.monotonic() - started
@@ -602,7 +603,7 @@ class _Execution:
                 entry["status"] = STATUS_FAILURE
                 if not self.allow_errors:
                     summary = error_summary(error["errorName"], error["errorMessage"])
-                    self._fail(Reason.CELL_EXECUTION_FAILED, index, f"{cell_label(index).capitalize()} raised {summary}")
+                    self._fail(ResultReason.CELL_EXECUTION_FAILED, index, f"{cell_label(index).capitalize()} raised {summary}")
                     self._progress(entry)
                     raise _Stop
         self._progress(entry)

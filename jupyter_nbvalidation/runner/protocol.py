@@ -31,37 +31,23 @@ import os
 import sys
 from typing import Any, Mapping
 
+from ..vocabulary import VERDICTS, CellStatus, Phase, ResultReason
 from .text import truncate, truncate_tail
 
 RESULT_PREFIX = "NBVALIDATION-RESULT "
 EXECUTED_PREFIX = "NBVALIDATION-EXECUTED "  # base64 of the gzipped executed notebook (--print-executed)
 PROGRESS_PREFIX = "NBVALIDATION-PROGRESS "
 
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
-VERDICTS = (SUCCEEDED, FAILED)
-
-
-class Reason:
-    VALIDATION_SUCCEEDED = "ValidationSucceeded"
-    CELL_EXECUTION_FAILED = "CellExecutionFailed"
-    GOLDEN_MISMATCH = "GoldenMismatch"
-    CELL_TIMED_OUT = "CellTimedOut"
-    VALIDATION_TIMED_OUT = "ValidationTimedOut"
-    KERNEL_DIED = "KernelDied"
-    KERNEL_START_FAILED = "KernelStartFailed"
-    INVALID_NOTEBOOK = "InvalidNotebook"
-    # not a notebook outcome: bad arguments, an internal error, or the runner was
-    # stopped by a signal. Always exit status 2.
-    RUNNER_ERROR = "RunnerError"
-
+# the result document's verdict and reasons, and a cell's status: the one vocabulary
+SUCCEEDED = Phase.SUCCEEDED
+FAILED = Phase.FAILED
 
 # reasons for which the runner "could not run" (exit status 2)
-RUNNER_FAILURE_REASONS = frozenset({Reason.INVALID_NOTEBOOK, Reason.RUNNER_ERROR})
+RUNNER_FAILURE_REASONS = frozenset({ResultReason.INVALID_NOTEBOOK, ResultReason.RUNNER_ERROR})
 
-STATUS_SUCCESS = "Success"
-STATUS_FAILURE = "Failure"
-STATUS_SKIPPED = "Skipped"
+STATUS_SUCCESS = CellStatus.SUCCESS
+STATUS_FAILURE = CellStatus.FAILURE
+STATUS_SKIPPED = CellStatus.SKIPPED
 
 STDOUT_RESULT_LIMIT = 1024 * 1024  # the NBVALIDATION-RESULT line
 TERMINATION_LOG_LIMIT = 4096  # Kubernetes termination message
@@ -184,7 +170,7 @@ PROGRESS_PLAN = "plan"  # {"event": "plan", "cellsTotal": N}
 PROGRESS_START = "start"  # {"event": "start", "cellIndex": i, "time": ISO-8601}
 PROGRESS_END = "end"  # {"event": "end", "cellIndex": i, "status": "Success"|..., "executionTime": "1.234s"}
 # a cell's status in status.progress (the result documents keep Success / Failure / Skipped)
-PROGRESS_STATUS = {STATUS_SUCCESS: "ok", STATUS_FAILURE: "error", STATUS_SKIPPED: "skipped"}
+PROGRESS_STATUS: dict[str, str] = {STATUS_SUCCESS: "ok", STATUS_FAILURE: "error", STATUS_SKIPPED: "skipped"}
 
 
 def progress_line(event: Mapping[str, Any]) -> str:

@@ -38,7 +38,8 @@ from .. import compare as _compare
 from ..markers import notebook_execution_settings
 from .execute import DEFAULT_CELL_TIMEOUT, _Execution
 from . import parameters as _parameters
-from .protocol import FAILED, SUCCEEDED, Reason, write_termination_log
+from ..vocabulary import ResultReason
+from .protocol import FAILED, SUCCEEDED, write_termination_log
 from .text import cell_label, plural
 
 KERNEL_LOG_LIMIT = 20000  # kernel stdout/stderr copied to our stderr
@@ -216,7 +217,7 @@ def run_notebook(
     if executed_path is not None and executed_path == notebook:
         problems.append("the executed notebook must not overwrite the input notebook")
     if problems:
-        result.update(reason=Reason.RUNNER_ERROR, message="Invalid arguments: " + "; ".join(problems))
+        result.update(reason=ResultReason.RUNNER_ERROR, message="Invalid arguments: " + "; ".join(problems))
         result["executedNotebook"] = None
         return finish(result)
 
@@ -226,7 +227,7 @@ def run_notebook(
     if problem is None and golden is not None:
         golden_nb, problem = _read_notebook(os.path.abspath(os.fspath(golden)), "golden notebook")
     if problem is not None:
-        result.update(reason=Reason.INVALID_NOTEBOOK, message=problem, executedNotebook=None)
+        result.update(reason=ResultReason.INVALID_NOTEBOOK, message=problem, executedNotebook=None)
         return finish(result)
 
     settings = notebook_execution_settings(nb)
@@ -273,7 +274,7 @@ def run_notebook(
     result["runner"]["kernelPython"] = execution.kernel_python or python_path
     if internal_error is not None:
         execution._fail(
-            Reason.RUNNER_ERROR,
+            ResultReason.RUNNER_ERROR,
             execution._current_index,
             f"The runner failed: {type(internal_error).__name__}: {internal_error}",
         )
@@ -285,7 +286,7 @@ def run_notebook(
                             executed_path)
         except Exception as e:
             result["executedNotebook"] = None
-            execution._fail(Reason.RUNNER_ERROR, None, f"Cannot write the executed notebook {executed_path}: {e}")
+            execution._fail(ResultReason.RUNNER_ERROR, None, f"Cannot write the executed notebook {executed_path}: {e}")
 
     # -- golden comparison
     if golden_nb is not None:
@@ -298,7 +299,7 @@ def run_notebook(
                 **(compare_options or {}),
             )
         except Exception as e:
-            execution._fail(Reason.RUNNER_ERROR, None, f"The golden comparison failed: {type(e).__name__}: {e}")
+            execution._fail(ResultReason.RUNNER_ERROR, None, f"The golden comparison failed: {type(e).__name__}: {e}")
 
     # -- verdict
     comparison_result = result["comparisonResult"]
@@ -308,7 +309,7 @@ def run_notebook(
         first = comparison_result["diffs"][0]["cellIndex"] if comparison_result["diffs"] else None
         compared = comparison_result["matchedCells"] + comparison_result["mismatchedCells"]
         result.update(
-            reason=Reason.GOLDEN_MISMATCH,
+            reason=ResultReason.GOLDEN_MISMATCH,
             failedCellIndex=first,
             message=(
                 f"{comparison_result['mismatchedCells']} of {compared} compared cells differ from the golden notebook"
@@ -329,7 +330,7 @@ def run_notebook(
         skipped_validate = [i for i in execution.validate_cells if execution.results[i].get("skipReason")]
         if skipped_validate:
             message += f"; {plural(len(skipped_validate), 'validate cell')} skipped"
-        result.update(verdict=SUCCEEDED, reason=Reason.VALIDATION_SUCCEEDED, message=message)
+        result.update(verdict=SUCCEEDED, reason=ResultReason.VALIDATION_SUCCEEDED, message=message)
     if injected is not None and isinstance(result.get("message"), str):
         where = "at the top" if injected[0] == 0 else f"after {cell_label(injected[0] - 1)}"
         names = list(parameters or {})

@@ -11,6 +11,8 @@ from typing import Callable
 
 from traitlets.config import LoggingConfigurable
 
+from ..documents import Event, Job, JobStatus
+
 
 class StoreError(Exception):
     """A store operation failed (not a conflict, not a missing object)."""
@@ -41,47 +43,47 @@ class JobStore(LoggingConfigurable):
     async def stop(self) -> None:
         """Close connections, stop watches."""
 
-    async def create(self, job: dict) -> dict:
+    async def create(self, job: Job) -> Job:
         """Store a new job; assigns metadata.uid, creationTimestamp and
         resourceVersion. Raises AlreadyExists."""
         raise NotImplementedError
 
-    async def get(self, name: str) -> dict:
+    async def get(self, name: str) -> Job:
         """The job as stored. Raises NotFound."""
         raise NotImplementedError
 
     async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
-                   continue_token: str | None = None) -> tuple[list[dict], str | None]:
+                   continue_token: str | None = None) -> tuple[list[Job], str | None]:
         """Jobs newest first, optionally only those of one notebook; returns
         (items, continue token or None)."""
         raise NotImplementedError
 
-    async def list_active(self) -> list[dict]:
+    async def list_active(self) -> list[Job]:
         """Every job that is not terminal (the resync set)."""
         raise NotImplementedError
 
-    async def update_status(self, name: str, status: dict, resource_version: str) -> dict:
+    async def update_status(self, name: str, status: JobStatus, resource_version: str) -> Job:
         """Replace ``status`` if the job is still at ``resource_version``;
         returns the stored job. Raises Conflict, NotFound, StoreError."""
         raise NotImplementedError
 
-    async def set_annotation(self, name: str, key: str, value: str) -> dict:
+    async def set_annotation(self, name: str, key: str, value: str) -> Job:
         """Set one metadata annotation (used to request cancellation)."""
         raise NotImplementedError
 
     async def delete(self, name: str) -> None:
         raise NotImplementedError
 
-    async def add_event(self, event: dict) -> dict:
+    async def add_event(self, event: Event) -> Event:
         """Record one event (events.k8s.io/v1 shape). An event whose
         ``metadata.name`` is already recorded is not recorded again."""
         raise NotImplementedError
 
-    async def list_events(self, job: dict) -> list[dict]:
+    async def list_events(self, job: Job) -> list[Event]:
         """The events regarding a job (matched by uid), oldest first."""
         raise NotImplementedError
 
-    async def list_events_of(self, jobs: list[dict]) -> dict[str, list[dict]]:
+    async def list_events_of(self, jobs: list[Job]) -> dict[str, list[Event]]:
         """The events of several jobs, by job uid (one read per job unless a
         store can do better)."""
         return {job["metadata"]["uid"]: await self.list_events(job) for job in jobs}

@@ -1,0 +1,162 @@
+"""The one vocabulary: every phase, reason and state name a job document, an
+event, a runner result or a backend observation carries.
+
+String enums whose values are the strings stored before they were enums, so
+JSON, SQLite, the CRD and the lab are unchanged: a member *is* its string
+(``Phase.SUCCEEDED == "Succeeded"``, it hashes alike, ``json.dumps`` writes
+the string), and ``str()`` and f-strings give the value on every Python
+(3.11 changed how a ``(str, Enum)`` member formats; :class:`StrEnum` pins it).
+A document read back from a store holds plain strings, which compare equal
+to the members.
+
+Standard library only: the runner imports it (runner.SHARED_MODULES), and
+model.py re-exports it; tools/gen_ts_vocabulary.py writes the lab's copy.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+
+class StrEnum(str, enum.Enum):
+    """A ``(str, Enum)`` whose ``str()`` and ``format()`` are its value."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(str.__str__(self), spec)
+
+
+class Phase(StrEnum):
+    """``status.phase`` of a job (docs/architecture.md, "The phase path")."""
+
+    INITIALIZING = "Initializing"
+    BUILDING = "Building"
+    BUILD_COMPLETE = "BuildComplete"
+    VALIDATION_RUNNING = "ValidationRunning"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    #: the phases in the order a job goes through them
+    ORDER: ClassVar[tuple[Phase, ...]]
+    #: the phases a job never leaves
+    TERMINAL: ClassVar[frozenset[Phase]]
+
+
+Phase.ORDER = tuple(Phase)
+Phase.TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+
+
+class Reason(StrEnum):
+    """Why a job entered its phase: ``status.reason``, ``status.transitions[].reason``
+    and the reason of its transition event."""
+
+    ACCEPTED = "Accepted"
+    BUILD_STARTED = "BuildStarted"
+    BUILD_SUCCEEDED = "BuildSucceeded"
+    BUILD_REUSED = "BuildReused"  # BuildComplete without a build: the same environment exists already
+    BUILD_FAILED = "BuildFailed"
+    BUILD_TIMED_OUT = "BuildTimedOut"
+    VALIDATION_STARTED = "ValidationStarted"
+    VALIDATION_SUCCEEDED = "ValidationSucceeded"
+    VALIDATION_FAILED = "ValidationFailed"
+    VALIDATION_TIMED_OUT = "ValidationTimedOut"
+    CANCELLED = "Cancelled"
+    INVALID_INPUT = "InvalidInput"
+
+
+class ResultReason(StrEnum):
+    """The ``reason`` of a runner's result document (and of ``status.validationStatus``)."""
+
+    VALIDATION_SUCCEEDED = "ValidationSucceeded"
+    CELL_EXECUTION_FAILED = "CellExecutionFailed"
+    GOLDEN_MISMATCH = "GoldenMismatch"
+    CELL_TIMED_OUT = "CellTimedOut"
+    VALIDATION_TIMED_OUT = "ValidationTimedOut"
+    KERNEL_DIED = "KernelDied"
+    KERNEL_START_FAILED = "KernelStartFailed"
+    INVALID_NOTEBOOK = "InvalidNotebook"
+    # not a notebook outcome: bad arguments, an internal error, or the runner was
+    # stopped by a signal. Always exit status 2.
+    RUNNER_ERROR = "RunnerError"
+    # given by the server when no runner result says why: the run failed without
+    # one, or (Kubernetes) the validation Pod's outcome; a container's or Pod's own
+    # Kubernetes reason (Evicted, ErrImagePull, ...) is passed on as it is
+    VALIDATION_FAILED = "ValidationFailed"
+    NO_RESULT = "NoResult"
+    OOM_KILLED = "OOMKilled"
+    CONTAINER_FAILED = "ContainerFailed"
+    POD_FAILED = "PodFailed"
+    POD_CONFLICT = "PodConflict"
+    IMAGE_MISMATCH = "ImageMismatch"
+
+
+class CellStatus(StrEnum):
+    """``results[].status`` of one cell in a runner's result document."""
+
+    SUCCESS = "Success"
+    FAILURE = "Failure"
+    SKIPPED = "Skipped"
+
+
+class BuildPhase(StrEnum):
+    """``status.buildStatus.phase``."""
+
+    RUNNING = "Running"
+    COMPLETE = "Complete"
+    FAILED = "Failed"
+
+
+class ConditionType(StrEnum):
+    """The ``type`` of a ``status.conditions[]`` entry (its ``status`` is "True" or "False")."""
+
+    READY = "Ready"
+    BUILD_READY = "BuildReady"
+    VALIDATION_COMPLETE = "ValidationComplete"
+
+
+class RunState(StrEnum):
+    """What a backend observes of a build or a validation run (``Observation.state``)."""
+
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+#: a runner's verdict: the terminal phase its run leads to
+VERDICTS: frozenset[Phase] = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+
+# what the controller did, per transition reason (events.k8s.io/v1 ``action``); keyed by
+# the members, looked up with the plain strings of stored documents too
+REASON_ACTIONS: dict[str, str] = {
+    Reason.ACCEPTED: "Accept",
+    Reason.BUILD_STARTED: "Build",
+    Reason.BUILD_SUCCEEDED: "Build",
+    Reason.BUILD_REUSED: "Build",
+    Reason.BUILD_FAILED: "Build",
+    Reason.BUILD_TIMED_OUT: "Build",
+    Reason.VALIDATION_STARTED: "Validate",
+    Reason.VALIDATION_SUCCEEDED: "Validate",
+    Reason.VALIDATION_FAILED: "Validate",
+    Reason.VALIDATION_TIMED_OUT: "Validate",
+    Reason.CANCELLED: "Cancel",
+    Reason.INVALID_INPUT: "Accept",
+}
+
+# the phase each transition reason leads to (how a timeline is read from events)
+REASON_PHASE: dict[str, Phase] = {
+    Reason.ACCEPTED: Phase.INITIALIZING,
+    Reason.BUILD_STARTED: Phase.BUILDING,
+    Reason.BUILD_SUCCEEDED: Phase.BUILD_COMPLETE,
+    Reason.BUILD_REUSED: Phase.BUILD_COMPLETE,
+    Reason.VALIDATION_STARTED: Phase.VALIDATION_RUNNING,
+    Reason.VALIDATION_SUCCEEDED: Phase.SUCCEEDED,
+    Reason.BUILD_FAILED: Phase.FAILED,
+    Reason.BUILD_TIMED_OUT: Phase.FAILED,
+    Reason.VALIDATION_FAILED: Phase.FAILED,
+    Reason.VALIDATION_TIMED_OUT: Phase.FAILED,
+    Reason.CANCELLED: Phase.FAILED,
+    Reason.INVALID_INPUT: Phase.FAILED,
+}
