@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .model import build_enabled, parse_time
+from .model import Phase, build_enabled, parse_time
 from .plan import requirements_key
 
 ANNOTATION = "nbvalidation.dev/verdict-key"
@@ -168,5 +168,5 @@ def same_environment(job: dict, backend: Any) -> bool:
 def matches(job: dict, key: str) -> bool:
     """An earlier job that stands for a notebook with this key: Succeeded, same key."""
     st = job.get("status") or {}
-    return st.get("phase") == "Succeeded" and ((job.get("metadata") or {}).get("annotations") or {}).get(
+    return st.get("phase") == Phase.SUCCEEDED and ((job.get("metadata") or {}).get("annotations") or {}).get(
         ANNOTATION) == key
