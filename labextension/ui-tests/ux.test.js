@@ -1,10 +1,10 @@
 /**
  * The lab as a data scientist meets it (issue 12), in headless Chromium
  * against a real `jupyter lab` with the real server extension and the local
- * backend: a cancel shown as cancelled (after a confirmation), one cell
- * numbering with the status bar after Go to cell, the traceback's own cell
- * first, markdown cells not counted as skipped, accept-as-golden then
- * re-validate. Run: `node --test ui-tests/ux.test.js` from labextension/.
+ * backend: a cancel shown as cancelled, one cell numbering with the status
+ * bar, the panel following a job started elsewhere, the executed notebook in
+ * a tab, accept-as-golden then re-validate, verdict badges in the file
+ * browser. Run: `node --test ui-tests/ux.test.js` from labextension/.
  */
 'use strict';
 
@@ -21,6 +21,46 @@ const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 600_000);
 const PANEL = '#nbvalidation-panel';
 const VISIBLE_NB = '.jp-NotebookPanel:not(.lm-mod-hidden)';
 
+/** A PEP 517 backend (no downloads) that takes ~12 s to build a one-module wheel. */
+const SLOW_BACKEND = `import base64, hashlib, io, os, time, zipfile
+
+NAME, VERSION = "slowpkg", "0.1"
+DIST = f"{NAME}-{VERSION}.dist-info"
+METADATA = f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n"
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    time.sleep(6)
+    os.makedirs(os.path.join(metadata_directory, DIST), exist_ok=True)
+    with open(os.path.join(metadata_directory, DIST, "METADATA"), "w") as f:
+        f.write(METADATA)
+    return DIST
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    time.sleep(6)
+    files = {
+        f"{NAME}.py": "VALUE = 42\\n",
+        f"{DIST}/METADATA": METADATA,
+        f"{DIST}/WHEEL": "Wheel-Version: 1.0\\nGenerator: slowbackend\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+    }
+    record = []
+    name = f"{NAME}-{VERSION}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        for path, text in files.items():
+            data = text.encode()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{path},sha256={digest},{len(data)}")
+            z.writestr(path, data)
+        record.append(f"{DIST}/RECORD,,")
+        z.writestr(f"{DIST}/RECORD", "\\n".join(record) + "\\n")
+    return name
+`;
+
 const FILES = {
   // the 2nd code cell sleeps long enough to be cancelled while it runs
   'slow/slow.ipynb': notebook([
@@ -28,6 +68,30 @@ const FILES = {
     ['markdown', 'The next cell takes a while.'],
     ['code', 'import time\nfor i in range(600):\n    time.sleep(0.5)']
   ]),
+  // cell progress: two code cells of a few seconds each after a quick one
+  'progress/progress.ipynb': notebook([
+    ['code', 'print("quick")'],
+    ['markdown', 'Two slow cells follow.'],
+    ['code', 'import time\ntime.sleep(4)'],
+    ['code', 'time.sleep(4)']
+  ]),
+  // a build that takes a while: a local package whose in-tree build backend sleeps
+  'buildlog/buildlog.ipynb': notebook([['code', 'import slowpkg\nprint(slowpkg.VALUE)']]),
+  'buildlog/requirements.txt': './slowpkg\n',
+  'buildlog/slowpkg/pyproject.toml': [
+    '[build-system]',
+    'requires = []',
+    'build-backend = "slowbackend"',
+    'backend-path = ["."]',
+    '',
+    '[project]',
+    'name = "slowpkg"',
+    'version = "0.1"',
+    ''
+  ].join('\n'),
+  'buildlog/slowpkg/slowbackend.py': SLOW_BACKEND,
+  // started from outside the lab (REST, as the CLI and the magic do)
+  'outside/outside.ipynb': notebook([['code', 'print("from outside")']]),
   // accept-as-golden: the golden copy recorded an old output
   'accept/current.ipynb': notebook([
     ['code', 'print("same")'],
@@ -279,6 +343,83 @@ describe('the lab as a data scientist meets it', () => {
     await shot('ux-cancelled-panel.png', page.locator(PANEL));
   });
 
+  test('the panel follows the newest job of the notebook, whoever started it', async () => {
+    const button = await openNotebook('outside/outside.ipynb');
+    await button.click();
+    assert.equal(await waitForVerdict(), 'Succeeded');
+    const first = (
+      await page.locator(`${PANEL} .jp-NBValidation-jobFullName`).textContent()
+    ).trim();
+    // pick the job by hand, then start one from outside the lab (the CLI's REST call)
+    await page.locator(`${PANEL} .jp-NBValidation-job[data-job="${first}"]`).click();
+    const created = await rest('POST', 'nbvalidation/api/v1/jobs', {
+      notebook: { path: 'outside/outside.ipynb' },
+      podConfig: { buildConfig: { enabled: false } }
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const name = created.body.metadata.name;
+    await page
+      .locator(`${PANEL} .jp-NBValidation-detail[aria-label="Job ${name}"]`)
+      .waitFor({ timeout: 30_000 });
+    await page
+      .locator(`${PANEL} .jp-NBValidation-job.jp-mod-selected[data-job="${name}"]`)
+      .waitFor({ timeout: 10_000 });
+    assert.equal(await waitForVerdict(), 'Succeeded');
+    // the whole job name is there (wrapped, not cut)
+    const nameBox = page.locator(
+      `${PANEL} .jp-NBValidation-job[data-job="${name}"] .jp-NBValidation-jobName`
+    );
+    const clipped = await nameBox.evaluate(n => n.scrollWidth > n.clientWidth + 1);
+    assert.equal(clipped, false, 'the job name is truncated');
+    assert.equal(await nameBox.getAttribute('title'), name);
+  });
+
+  test('the executed notebook opens in a read-only tab with its outputs and no kernel, and downloads as .ipynb', async () => {
+    const button = await openNotebook('passing/passing.ipynb');
+    await button.click();
+    assert.equal(await waitForVerdict(), 'Succeeded');
+    const name = (await page.locator(`${PANEL} .jp-NBValidation-jobFullName`).textContent()).trim();
+    const sessionsBefore = (await rest('GET', 'api/sessions')).body.length;
+
+    await page.locator(`${PANEL} .jp-NBValidation-openExecuted`).click();
+    const executed = page.locator('.jp-NotebookPanel.jp-NBValidation-executed:not(.lm-mod-hidden)');
+    await executed.waitFor({ timeout: 30_000 });
+    const output = executed.locator('.jp-OutputArea-output').first();
+    await output.waitFor({ timeout: 30_000 });
+    assert.equal((await output.textContent()).trim(), '2');
+    const tab = page.locator('.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current');
+    assert.equal((await tab.textContent()).trim(), 'passing.ipynb');
+    assert.match(
+      await tab.getAttribute('title'),
+      new RegExp(`Executed notebook of validation ${name}`)
+    );
+    // no kernel: the toolbar says so, and no session was started for it
+    await page.waitForTimeout(1500);
+    assert.equal(
+      await executed.locator('.jp-KernelStatus, .jp-Notebook-ExecutionIndicator').count(),
+      0
+    );
+    assert.equal((await rest('GET', 'api/sessions')).body.length, sessionsBefore);
+    // read-only cells
+    const editable = await executed
+      .locator('.jp-Cell .cm-content')
+      .evaluateAll(els => els.map(e => e.getAttribute('contenteditable')));
+    assert.ok(editable.length >= 2 && editable.every(v => v === 'false'), JSON.stringify(editable));
+    await shot('ux-executed-notebook-tab.png');
+
+    const [download] = await Promise.all([
+      page.waitForEvent('download', { timeout: 15_000 }),
+      page.locator(`${PANEL} .jp-NBValidation-downloadExecuted`).click()
+    ]);
+    assert.equal(download.suggestedFilename(), `passing.${name}.executed.ipynb`);
+    const file = path.join(ARTIFACTS, download.suggestedFilename());
+    await download.saveAs(file);
+    const nb = JSON.parse(fs.readFileSync(file, 'utf8'));
+    assert.equal(nb.nbformat, 4);
+    const outputs = nb.cells.filter(c => c.cell_type === 'code').flatMap(c => c.outputs);
+    assert.match(JSON.stringify(outputs), /"2\\n"/);
+  });
+
   test('accept actual as golden, per cell, then re-validate: Succeeded', async () => {
     const validateWithGolden = async () => {
       await page.locator(`${PANEL} .jp-NBValidation-options`).click();
@@ -327,6 +468,163 @@ describe('the lab as a data scientist meets it', () => {
     const result = page.locator(`${PANEL} .jp-NBValidation-comparisonResult`);
     assert.equal(await result.getAttribute('data-result'), 'matched');
     await shot('ux-golden-accepted-panel.png', page.locator(PANEL));
+  });
+
+  test('the build log is shown live during Building, and grows', async () => {
+    const button = await openNotebook('buildlog/buildlog.ipynb');
+    await button.click();
+    await page
+      .locator(`${PANEL} .jp-NBValidation-verdict[data-phase="Building"]`)
+      .waitFor({ timeout: JOB_TIMEOUT });
+    const log = page.locator(`${PANEL} .jp-NBValidation-buildLog`);
+    await log.waitFor({ timeout: 30_000 });
+    assert.equal(
+      await log.evaluate(n => n.open),
+      true,
+      'the build log is collapsed while building'
+    );
+    // read the log as the panel shows it until the build ends; it must grow while Building
+    const seen = [];
+    for (;;) {
+      const phase = await page
+        .locator(`${PANEL} .jp-NBValidation-verdict`)
+        .getAttribute('data-phase');
+      const text = await log.locator('.jp-NBValidation-buildLogText').textContent();
+      if (phase !== 'Building') {
+        break;
+      }
+      if (!seen.length || seen[seen.length - 1].length !== text.length) {
+        seen.push(text);
+        if (seen.length === 2) {
+          await shot('ux-build-log-live-panel.png', page.locator(PANEL));
+        }
+      }
+      await page.waitForTimeout(300);
+    }
+    console.log(`# build log lengths seen while Building: ${seen.map(t => t.length).join(' → ')}`);
+    const grown = seen.filter(t => t.trim() && !t.startsWith('Waiting'));
+    assert.ok(grown.length >= 2, `the log did not grow while Building: ${JSON.stringify(seen)}`);
+    for (let i = 1; i < grown.length; i++) {
+      assert.ok(grown[i].startsWith(grown[i - 1]), 'the log was not appended to');
+    }
+    assert.match(grown[0], /# environment /);
+    // auto-scroll: the tail is in view
+    const atBottom = await log
+      .locator('.jp-NBValidation-buildLogText')
+      .evaluate(n => n.scrollHeight - n.scrollTop - n.clientHeight < 30);
+    assert.ok(atBottom, 'the build log is not scrolled to its tail');
+    assert.equal(await waitForVerdict(), 'Succeeded');
+    // the whole log afterwards, and the raw link answers text (not a 404 JSON)
+    await page
+      .locator(`${PANEL} .jp-NBValidation-buildLog[data-complete="true"]`)
+      .waitFor({ timeout: 30_000 });
+    const final = await log.locator('.jp-NBValidation-buildLogText').textContent();
+    assert.match(final, /kernel ready/);
+    const href = await log.locator('a.jp-NBValidation-link').getAttribute('href');
+    const raw = await fetch(href, { headers: { Authorization: `token ${lab.token}` } });
+    assert.equal(raw.status, 200);
+    assert.match(raw.headers.get('content-type'), /text\/plain/);
+    // collapsible
+    await log.locator('summary').click();
+    assert.equal(await log.evaluate(n => n.open), false);
+  });
+
+  test('cell progress during ValidationRunning, in the panel and the status bar', async () => {
+    const button = await openNotebook('progress/progress.ipynb');
+    await button.click();
+    await page
+      .locator(`${PANEL} .jp-NBValidation-verdict[data-phase="ValidationRunning"]`)
+      .waitFor({ timeout: JOB_TIMEOUT });
+    const texts = new Set();
+    const bar = new Set();
+    let elapsed = [];
+    for (;;) {
+      const phase = await page
+        .locator(`${PANEL} .jp-NBValidation-verdict`)
+        .getAttribute('data-phase');
+      if (phase !== 'ValidationRunning') {
+        break;
+      }
+      const progress = page.locator(`${PANEL} .jp-NBValidation-progressText`);
+      if (await progress.count()) {
+        const t = (await progress.textContent()).trim();
+        texts.add(t.replace(/, [\d.]+s\)$/, ')'));
+        const m = /^Cell 3 running .*, ([\d.]+)s\)$/.exec(t);
+        if (m) {
+          elapsed.push(Number(m[1]));
+        }
+        if (texts.size === 2) {
+          await shot('ux-cell-progress-panel.png', page.locator(PANEL));
+        }
+      }
+      bar.add((await page.locator('.jp-NBValidation-statusButton').textContent()).trim());
+      await page.waitForTimeout(250);
+    }
+    console.log(`# progress seen: ${[...texts].join(' | ')}`);
+    console.log(`# status bar seen: ${[...bar].join(' | ')}`);
+    assert.ok(texts.has('Cell 3 running (1/3 done)'), [...texts].join(' | '));
+    assert.ok(texts.has('Cell 4 running (2/3 done)'), [...texts].join(' | '));
+    assert.ok(
+      [...bar].some(t => /^Validating: Cell [34] running \(\d\/3 done/.test(t)),
+      [...bar].join(' | ')
+    );
+    elapsed = [...new Set(elapsed)];
+    assert.ok(elapsed.length >= 2, `the running cell's time did not advance: ${elapsed}`);
+    assert.equal(await waitForVerdict(), 'Succeeded');
+  });
+
+  test('a verdict badge beside each validated notebook in the file browser, updated live', async () => {
+    await openNotebook('failing/failing.ipynb', { reset: false });
+    await page.locator('.lm-TabBar-tab[data-id="filebrowser"]').click();
+    const listing = page.locator('#filebrowser .jp-DirListing-content');
+    const goTo = async dir => {
+      await page
+        .evaluate(async d => {
+          await window.jupyterapp?.commands.execute('filebrowser:go-to-path', { path: d });
+        }, dir)
+        .catch(() => undefined);
+      const crumbs = page.locator('#filebrowser .jp-BreadCrumbs-home');
+      if (
+        !(await page.locator(`#filebrowser .jp-DirListing-item[title*="Name: ${dir}"]`).count())
+      ) {
+        await crumbs.click();
+      }
+      await page.locator(`#filebrowser .jp-DirListing-item[title^="Name: ${dir}"]`).dblclick();
+      await listing.locator('.jp-DirListing-item').first().waitFor({ timeout: 10_000 });
+    };
+    const badgeOf = name =>
+      page.locator(
+        `#filebrowser .jp-DirListing-item[title^="Name: ${name}"] .jp-NBValidation-fbBadge`
+      );
+    await goTo('failing');
+    await badgeOf('failing.ipynb').waitFor({ timeout: 15_000 });
+    assert.equal(await badgeOf('failing.ipynb').getAttribute('data-verdict'), 'failed');
+    assert.equal((await badgeOf('failing.ipynb').textContent()).trim(), '✗');
+    await goTo('slow');
+    assert.equal(await badgeOf('slow.ipynb').getAttribute('data-verdict'), 'cancelled');
+    await goTo('accept');
+    assert.equal(await badgeOf('current.ipynb').getAttribute('data-verdict'), 'succeeded');
+    // the golden copy was never validated itself: no badge
+    assert.equal(await badgeOf('golden.ipynb').count(), 0);
+    // live: a job started from outside shows running, then its verdict
+    await goTo('outside');
+    assert.equal(await badgeOf('outside.ipynb').getAttribute('data-verdict'), 'succeeded');
+    const created = await rest('POST', 'nbvalidation/api/v1/jobs', {
+      notebook: { path: 'outside/outside.ipynb' },
+      podConfig: { buildConfig: { enabled: false } }
+    });
+    assert.equal(created.status, 201);
+    await page
+      .locator(
+        `#filebrowser .jp-DirListing-item[title^="Name: outside.ipynb"] .jp-NBValidation-fbBadge[data-verdict="running"]`
+      )
+      .waitFor({ timeout: 30_000 });
+    await shot('ux-file-browser-badges.png');
+    await page
+      .locator(
+        `#filebrowser .jp-DirListing-item[title^="Name: outside.ipynb"] .jp-NBValidation-fbBadge[data-verdict="succeeded"]`
+      )
+      .waitFor({ timeout: JOB_TIMEOUT });
   });
 
   test('no page errors, and no deprecated-shortcut warning for our shortcuts', () => {
