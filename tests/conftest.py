@@ -230,7 +230,7 @@ def ui_tests():
                 return pkg
         return None
 
-    def run(test_file: str) -> str:
+    def run(test_file: str, minutes: float | None = None) -> str:
         node = shutil.which("node")
         assert node, "node is not on PATH: install Node.js 20 to run the browser tests"
         assert Path(chromium).exists(), f"{chromium} is missing: `apt-get install -y chromium` (or set NBV_CHROMIUM)"
@@ -245,8 +245,15 @@ def ui_tests():
         env = {**os.environ, "NBV_JUPYTER": str(jupyter), "NBV_CHROMIUM": chromium,
                "NBV_ARTIFACTS": str(root / "test-artifacts")}
         env["PATH"] = f"{jupyter.parent}{os.pathsep}{env.get('PATH', '')}"
-        proc = subprocess.run([node, "--test", "--test-reporter=spec", f"ui-tests/{test_file}"],
-                              cwd=labext, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        limit = max(timeout, minutes * 60) if minutes else timeout
+        try:
+            proc = subprocess.run([node, "--test", "--test-reporter=spec", f"ui-tests/{test_file}"],
+                                  cwd=labext, env=env, capture_output=True, text=True, timeout=limit,
+                                  check=False)
+        except subprocess.TimeoutExpired as e:  # say which of its tests had finished
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            raise AssertionError(f"ui-tests/{test_file} did not finish in {limit} s; its output so far:\n"
+                                 + out[-6000:]) from None
         print(proc.stdout[-30000:])
         if proc.stderr.strip():
             print(proc.stderr[-10000:], file=sys.stderr)

@@ -10,4 +10,5 @@ import pytest
 
 @pytest.mark.browser
 def test_lab_ux(ui_tests) -> None:
-    ui_tests("ux.test.js")
+    # eight tests, a dozen validations and a build: more than the default limit on a loaded machine
+    ui_tests("ux.test.js", minutes=40)

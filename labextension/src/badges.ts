@@ -62,7 +62,12 @@ export function decorateFileBrowser(browser: FileBrowser, model: ValidationModel
     const nodes = Array.from(root.querySelectorAll<HTMLElement>(':scope > .jp-DirListing-item'));
     nodes.forEach(node => {
       const text = node.querySelector<HTMLElement>('.jp-DirListing-itemText');
-      let badge = node.querySelector<HTMLElement>(`:scope > .${BADGE_CLASS}`);
+      // at any depth: the badge sits beside the name, which JupyterLab may wrap in an element of
+      // its own (a query for a direct child missed it, added a badge per round, and each new badge
+      // was a mutation that asked for another round)
+      const found = Array.from(node.querySelectorAll<HTMLElement>(`.${BADGE_CLASS}`));
+      found.slice(1).forEach(extra => extra.remove());
+      let badge: HTMLElement | null = found[0] ?? null;
       const name = text?.textContent ?? '';
       const path = dir ? `${dir}/${name}` : name;
       const isNotebook = node.dataset.isdir !== 'true' && /\.ipynb$/i.test(name);
@@ -100,7 +105,12 @@ export function decorateFileBrowser(browser: FileBrowser, model: ValidationModel
   };
   const observer = new MutationObserver(records => {
     // our own badge edits do not ask for another round
-    if (records.some(r => !(r.target as HTMLElement).classList?.contains(BADGE_CLASS))) {
+    const isBadge = (n: Node) => (n as HTMLElement).classList?.contains(BADGE_CLASS) ?? false;
+    const ours = (r: MutationRecord) =>
+      isBadge(r.target) ||
+      (r.type === 'childList' &&
+        [...Array.from(r.addedNodes), ...Array.from(r.removedNodes)].every(isBadge));
+    if (records.some(r => !ours(r))) {
       schedule();
     }
   });

@@ -184,7 +184,17 @@ function makeReadOnly(panel: NotebookPanel): void {
   notebook.model?.cells.changed.connect(apply);
   // (the label stays the file name: a DocumentWidget renames its file when the label changes)
   const job = panel.context.localPath.split('/')[0];
-  panel.title.caption = `Executed notebook of validation ${job} (read-only, no kernel)`;
+  const ours = `Executed notebook of validation ${job} (read-only, no kernel)`;
+  // the document manager writes its own caption (name, path, last saved) once it has
+  // read the file, and again later: keep ours first, above what it says
+  const caption = () => {
+    const current = panel.title.caption;
+    if (!current.startsWith(ours)) {
+      panel.title.caption = current ? `${ours}\n${current}` : ours;
+    }
+  };
+  caption();
+  panel.title.changed.connect(caption);
 }
 
 /** Open a job's executed notebook in a tab. */
