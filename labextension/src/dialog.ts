@@ -1,92 +1,219 @@
 /** The "Validate with options" dialog body (plain DOM, Dialog-compatible). */
 import { Widget } from '@lumino/widgets';
+import {
+  describeOptionError,
+  IOptionError,
+  ISpecOptions,
+  OPTION_FIELDS,
+  OPTION_LABELS,
+  OptionKey
+} from './spec';
 
-export interface IValidateOptions {
+/** Every field of the dialog, as typed. */
+export interface IValidateOptions extends ISpecOptions {
   goldenPath: string;
   buildEnabled: boolean;
   timeout: string;
+  cellTimeout: string;
+  absTolerance: string;
+  relTolerance: string;
+  ignoreOutputs: string;
+  parameters: string;
+  lax: boolean;
+}
+
+export function emptyOptions(buildEnabled: boolean, timeout: string): IValidateOptions {
+  return {
+    goldenPath: '',
+    buildEnabled,
+    timeout,
+    cellTimeout: '',
+    absTolerance: '',
+    relTolerance: '',
+    ignoreOutputs: '',
+    parameters: '',
+    lax: false
+  };
 }
 
 let counter = 0;
 
+type TextKey = Exclude<OptionKey, 'buildEnabled' | 'lax'>;
+
 export class ValidateOptionsBody extends Widget {
-  constructor(defaults: IValidateOptions) {
+  /** `errors` (from the checks or the server's 400) are shown at their fields. */
+  constructor(defaults: IValidateOptions, errors: IOptionError[] = []) {
     super();
     this.addClass('jp-NBValidation-optionsForm');
     const id = `jp-nbvalidation-opt-${++counter}`;
-
-    this._golden = this._input(
-      `${id}-golden`,
-      'Golden notebook (optional)',
+    const general = errors.filter(e => !e.option);
+    if (general.length) {
+      const box = document.createElement('div');
+      box.className = 'jp-NBValidation-optionError';
+      box.setAttribute('role', 'alert');
+      box.textContent = general.map(describeOptionError).join('\n');
+      this.node.appendChild(box);
+    }
+    const text = (key: TextKey, type: 'text' | 'textarea', placeholder: string, help: string) => {
+      this._texts[key] = this._input(
+        `${id}-${key === 'goldenPath' ? 'golden' : key}`,
+        key,
+        type,
+        defaults[key],
+        placeholder,
+        help,
+        errors.filter(e => e.option === key)
+      );
+    };
+    text(
+      'goldenPath',
       'text',
-      defaults.goldenPath,
       'path/to/golden.ipynb',
       'Outputs are compared cell by cell with this notebook.'
     );
-    this._timeout = this._input(
-      `${id}-timeout`,
-      'Timeout',
+    this._check(`${id}-build`, 'buildEnabled', defaults.buildEnabled, errors);
+    text('timeout', 'text', 'e.g. 30m, 1h30m, 90s', 'Whole validation; empty: the server default.');
+    text(
+      'cellTimeout',
       'text',
-      defaults.timeout,
-      'e.g. 30m, 1h30m, 90s',
-      'Overall validation timeout; empty means the server default.'
+      'e.g. 10m or 60 (seconds)',
+      'Each cell; empty: the server default.'
     );
+    text(
+      'absTolerance',
+      'text',
+      'default 1e-4',
+      'Golden comparison (normalized): numbers may differ by this much.'
+    );
+    text('relTolerance', 'text', 'default 0', '… or by this fraction of the golden value.');
+    text(
+      'ignoreOutputs',
+      'text',
+      'e.g. stream:stderr, image/*',
+      'Output types (stream, execute_result, display_data, error), streams or MIME types left out of the comparison.'
+    );
+    text(
+      'parameters',
+      'textarea',
+      'epochs=1\nlabel="test"',
+      'One NAME=VALUE per line, VALUE as JSON (else a string); injected as papermill does, after the cell tagged parameters.'
+    );
+    this._check(`${id}-lax`, 'lax', defaults.lax, errors);
+    this._first = errors.find(e => e.option)?.option ?? null;
+  }
 
+  private _row(key: OptionKey, errors: IOptionError[]): HTMLDivElement {
     const row = document.createElement('div');
-    row.className = 'jp-NBValidation-optionRow jp-NBValidation-optionCheck';
-    this._build = document.createElement('input');
-    this._build.type = 'checkbox';
-    this._build.id = `${id}-build`;
-    this._build.checked = defaults.buildEnabled;
-    const label = document.createElement('label');
-    label.htmlFor = this._build.id;
-    label.textContent = 'Build a fresh environment from the notebook’s requirements';
-    row.append(this._build, label);
+    row.className = 'jp-NBValidation-optionRow';
+    row.dataset.option = key;
+    row.dataset.field = OPTION_FIELDS[key];
+    if (errors.length) {
+      row.classList.add('jp-mod-invalid');
+    }
     this.node.appendChild(row);
+    return row;
+  }
+
+  private _error(row: HTMLElement, id: string, errors: IOptionError[]): string | null {
+    if (!errors.length) {
+      return null;
+    }
+    const msg = document.createElement('div');
+    msg.id = `${id}-error`;
+    msg.className = 'jp-NBValidation-optionError';
+    msg.setAttribute('role', 'alert');
+    msg.textContent = errors.map(describeOptionError).join('\n');
+    row.appendChild(msg);
+    return msg.id;
   }
 
   private _input(
     id: string,
-    labelText: string,
-    type: string,
+    key: TextKey,
+    type: 'text' | 'textarea',
     value: string,
     placeholder: string,
-    help: string
-  ): HTMLInputElement {
-    const row = document.createElement('div');
-    row.className = 'jp-NBValidation-optionRow';
+    help: string,
+    errors: IOptionError[]
+  ): HTMLInputElement | HTMLTextAreaElement {
+    const row = this._row(key, errors);
     const label = document.createElement('label');
     label.htmlFor = id;
-    label.textContent = labelText;
-    const input = document.createElement('input');
+    label.textContent = OPTION_LABELS[key];
+    const input =
+      type === 'textarea' ? document.createElement('textarea') : document.createElement('input');
     input.className = 'jp-mod-styled';
     input.id = id;
-    input.type = type;
+    if (input instanceof HTMLInputElement) {
+      input.type = 'text';
+    } else {
+      input.rows = 3;
+    }
     input.value = value;
     input.placeholder = placeholder;
-    input.setAttribute('aria-describedby', `${id}-help`);
     const small = document.createElement('div');
     small.id = `${id}-help`;
     small.className = 'jp-NBValidation-optionHelp';
     small.textContent = help;
     row.append(label, input, small);
-    this.node.appendChild(row);
+    const errorId = this._error(row, id, errors);
+    input.setAttribute('aria-describedby', errorId ? `${errorId} ${small.id}` : small.id);
+    if (errorId) {
+      input.setAttribute('aria-invalid', 'true');
+    }
     return input;
   }
 
+  private _check(
+    id: string,
+    key: 'buildEnabled' | 'lax',
+    checked: boolean,
+    errors: IOptionError[]
+  ): void {
+    const mine = errors.filter(e => e.option === key);
+    const row = this._row(key, mine);
+    row.classList.add('jp-NBValidation-optionCheck');
+    const box = document.createElement('input');
+    box.type = 'checkbox';
+    box.id = id;
+    box.checked = checked;
+    const label = document.createElement('label');
+    label.htmlFor = id;
+    label.textContent =
+      key === 'buildEnabled'
+        ? 'Build a fresh environment from the notebook’s requirements'
+        : 'Lax mode: compare only cells marked # NBVAL_CHECK_OUTPUT (tag nbval-check-output)';
+    row.append(box, label);
+    this._error(row, id, mine);
+    this._checks[key] = box;
+  }
+
   getValue(): IValidateOptions {
+    const v = (key: TextKey) => this._texts[key]!.value.trim();
     return {
-      goldenPath: this._golden.value.trim(),
-      buildEnabled: this._build.checked,
-      timeout: this._timeout.value.trim()
+      goldenPath: v('goldenPath'),
+      buildEnabled: this._checks.buildEnabled!.checked,
+      timeout: v('timeout'),
+      cellTimeout: v('cellTimeout'),
+      absTolerance: v('absTolerance'),
+      relTolerance: v('relTolerance'),
+      ignoreOutputs: v('ignoreOutputs'),
+      // keep the lines; only the ends of the whole text are trimmed
+      parameters: v('parameters'),
+      lax: this._checks.lax!.checked
     };
   }
 
   protected onAfterAttach(): void {
-    this._golden.focus();
+    const first = this._first;
+    const target =
+      first && first !== 'buildEnabled' && first !== 'lax'
+        ? this._texts[first]
+        : this._texts.goldenPath;
+    target?.focus();
   }
 
-  private _golden: HTMLInputElement;
-  private _timeout: HTMLInputElement;
-  private _build: HTMLInputElement;
+  private _texts: Partial<Record<TextKey, HTMLInputElement | HTMLTextAreaElement>> = {};
+  private _checks: Partial<Record<'buildEnabled' | 'lax', HTMLInputElement>> = {};
+  private _first: OptionKey | null;
 }

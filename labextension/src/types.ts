@@ -55,6 +55,8 @@ export interface IComparisonResult {
   diffs?: ICellDiff[];
   /** the tolerances the comparison used */
   tolerance?: { absolute?: number; relative?: number };
+  /** nbval's lax mode: only cells marked to be checked were compared */
+  lax?: boolean;
 }
 
 /** status.progress: written during ValidationRunning (at most once a second). */

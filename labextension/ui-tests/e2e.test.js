@@ -13,7 +13,6 @@ const { chromium } = require('playwright-core');
 const { startLab, chromiumPath, CHROMIUM_ARGS, tail, REPO } = require('./lab');
 
 const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
-const README_SHOT = path.join(REPO, 'docs', 'screenshots', 'validation-panel.png');
 const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 180_000);
 const ALL_PHASES = ['Initializing', 'Building', 'BuildComplete', 'ValidationRunning', 'Succeeded'];
 const PANEL = '#nbvalidation-panel';
@@ -199,11 +198,6 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
     await page
       .locator(PANEL)
       .screenshot({ path: path.join(ARTIFACTS, 'validation-success-panel.png') });
-    if (process.env.NBV_UPDATE_README_SHOT === '1') {
-      // only on request: a test run leaves the checkout as it found it
-      fs.mkdirSync(path.dirname(README_SHOT), { recursive: true });
-      fs.copyFileSync(shot, README_SHOT);
-    }
   });
 
   test('a failing notebook shows the failing cell, and Go to cell selects it', async () => {

@@ -1,26 +1,40 @@
 /** Save a notebook and submit its validation; the outcome is a notification or the panel. */
 import { Notification } from '@jupyterlab/apputils';
 import type { NotebookPanel } from '@jupyterlab/notebook';
+import { APIError } from '../errors';
 import { describe } from '../model';
-import { buildSpec } from '../spec';
+import { buildSpec, checkOptions, IOptionError, ISpecOptions, optionOfSpecField } from '../spec';
 import { ICommandContext, serverPath } from './context';
 
-export interface ISubmitOptions {
-  goldenPath?: string;
-  buildEnabled?: boolean;
-  timeout?: string;
-}
+export type ISubmitOptions = ISpecOptions;
 
+/**
+ * Submit; resolves to null when submitted (or when it failed in a way the
+ * options cannot fix: a notification says it), or to the error of the field
+ * that was refused — by the checks or by the server's 400 naming a spec field —
+ * when `returnFieldErrors` is set (the Options dialog then shows it at its field).
+ */
 export async function submit(
   ctx: ICommandContext,
   nb: NotebookPanel,
-  options: ISubmitOptions
-): Promise<void> {
+  options: ISubmitOptions,
+  { returnFieldErrors = false } = {}
+): Promise<IOptionError[] | null> {
+  const invalid = checkOptions(options);
+  if (invalid.length) {
+    if (returnFieldErrors) {
+      return invalid;
+    }
+    Notification.error(`Validation not submitted: ${invalid.map(e => e.message).join('; ')}`, {
+      autoClose: 10000
+    });
+    return null;
+  }
   try {
     await nb.context.save();
   } catch (e) {
     Notification.error(`Could not save ${nb.context.path}: ${describe(e)}`, { autoClose: 8000 });
-    return;
+    return null;
   }
   const spec = buildSpec(serverPath(ctx, nb), options);
   try {
@@ -34,6 +48,17 @@ export async function submit(
       });
     }
   } catch (e) {
+    if (returnFieldErrors && e instanceof APIError && e.status >= 400 && e.status < 500) {
+      // the server's refusal, at the field it names (or at the top of the dialog)
+      return [
+        {
+          option: optionOfSpecField(e.field),
+          field: e.field ? e.field.replace(/^spec\./, '') : 'spec',
+          message: `the server refused it: ${e.message}`
+        }
+      ];
+    }
     Notification.error(`Validation could not be submitted: ${describe(e)}`, { autoClose: 10000 });
   }
+  return null;
 }

@@ -1,8 +1,13 @@
-/** "Validate Notebook with Options…": a dialog for the golden notebook, build and timeout. */
+/**
+ * "Validate Notebook with Options…": a dialog for the golden notebook, build,
+ * timeouts, tolerances, ignored outputs, parameters and lax mode. A field the
+ * checks or the server refuse reopens the dialog with the values kept and the
+ * reason at that field.
+ */
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { ellipsesIcon } from '@jupyterlab/ui-components';
-import { ValidateOptionsBody } from '../dialog';
-import { isValidTimeout } from '../spec';
+import { emptyOptions, IValidateOptions, ValidateOptionsBody } from '../dialog';
+import { checkOptions, IOptionError } from '../spec';
 import { ICommandContext, currentNotebook } from './context';
 import { CommandIDs } from './ids';
 import { submit } from './submit';
@@ -11,7 +16,8 @@ export function addValidateWithOptionsCommand(ctx: ICommandContext): void {
   const { settings } = ctx;
   ctx.app.commands.addCommand(CommandIDs.validateWithOptions, {
     label: args => (args.toolbar ? '' : 'Validate Notebook with Options…'),
-    caption: 'Validate with options: golden notebook, build on/off, timeout',
+    caption:
+      'Validate with options: golden notebook, build on/off, timeouts, tolerances, ignored outputs, parameters, lax mode',
     icon: args => (args.toolbar ? ellipsesIcon : undefined),
     isEnabled: () => !!currentNotebook(ctx),
     execute: async args => {
@@ -19,33 +25,29 @@ export function addValidateWithOptionsCommand(ctx: ICommandContext): void {
       if (!nb) {
         return;
       }
-      let defaults = {
-        goldenPath: '',
-        buildEnabled: settings.buildEnabled,
-        timeout: settings.defaultTimeout
-      };
+      let values: IValidateOptions = emptyOptions(settings.buildEnabled, settings.defaultTimeout);
+      let errors: IOptionError[] = [];
       for (;;) {
         const result = await showDialog({
           title: `Validate ${nb.context.path}`,
-          body: new ValidateOptionsBody(defaults),
+          body: new ValidateOptionsBody(values, errors),
           buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Validate' })],
-          focusNodeSelector: 'input'
+          focusNodeSelector: errors.some(e => e.option) ? '[aria-invalid="true"]' : 'input'
         });
         if (!result.button.accept || !result.value) {
           return;
         }
-        defaults = result.value;
-        if (!isValidTimeout(defaults.timeout)) {
-          await showDialog({
-            title: 'Invalid timeout',
-            body: `"${defaults.timeout}" is not a duration such as 30m, 1h30m or 90s.`,
-            buttons: [Dialog.okButton()]
-          });
+        values = result.value;
+        errors = checkOptions(values);
+        if (errors.length) {
           continue;
         }
-        break;
+        const refused = await submit(ctx, nb, values, { returnFieldErrors: true });
+        if (!refused) {
+          return;
+        }
+        errors = refused;
       }
-      await submit(ctx, nb, defaults);
     }
   });
 }

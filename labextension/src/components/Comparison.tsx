@@ -54,6 +54,7 @@ export function Comparison(props: {
           title="Numbers in outputs match when |expected − actual| ≤ absolute + relative × |expected|"
         >
           Tolerance: {tolerance}
+          {comparison.lax && ' · lax mode (only cells marked to be checked)'}
         </div>
       )}
       {diffs.map((d, i) => (

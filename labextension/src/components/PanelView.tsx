@@ -31,7 +31,7 @@ export function PanelView(props: { model: ValidationModel; actions: IPanelAction
             className="jp-Button jp-mod-styled jp-NBValidation-options"
             disabled={!actions.canValidate()}
             onClick={() => actions.validateWithOptions()}
-            title="Validate with a golden notebook, build setting or timeout"
+            title="Validate with a golden notebook, tolerances, ignored outputs, timeouts, parameters or lax mode"
           >
             Options…
           </button>

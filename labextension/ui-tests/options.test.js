@@ -1,0 +1,279 @@
+/**
+ * The lab's "Validate with options" dialog (issue 12), in headless Chromium
+ * against a real `jupyter lab` with the real server extension and the local
+ * backend: input the server would refuse is named at its field (the checks'
+ * and the server's own 400), and a tolerance and a parameter set in the
+ * dialog reach the submitted job and decide its verdict. With
+ * NBV_UPDATE_README_SHOT=1 it also refreshes docs/screenshots/validation-panel.png.
+ * Run: `node --test ui-tests/options.test.js` from labextension/.
+ */
+'use strict';
+
+const { after, before, describe, test } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { chromium } = require('playwright-core');
+const { startLab, chromiumPath, CHROMIUM_ARGS, notebook, tail, REPO } = require('./lab');
+
+const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
+const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 600_000);
+const PANEL = '#nbvalidation-panel';
+const VISIBLE_NB = '.jp-NotebookPanel:not(.lm-mod-hidden)';
+const README_SHOT = path.join(REPO, 'docs', 'screenshots', 'validation-panel.png');
+
+/** A notebook (lab.js's notebook()) with tags on some cells: {index: [tag, ...]}. */
+function tagged(text, tags) {
+  const nb = JSON.parse(text);
+  for (const [i, t] of Object.entries(tags)) {
+    nb.cells[Number(i)].metadata.tags = t;
+  }
+  for (const c of nb.cells) {
+    if (c.cell_type === 'code' && c.outputs.length && c.outputs[0].text === '') {
+      c.outputs = [];
+    }
+  }
+  return JSON.stringify(nb, null, 1);
+}
+
+const FILES = {
+  // the Options dialog: a parameter changes the output, only a tolerance lets it match the golden copy
+  'options/options.ipynb': tagged(
+    notebook([
+      ['code', 'scale = 1.0'],
+      ['markdown', 'The printed value depends on the parameter.'],
+      ['code', 'print(round(3.14159 * scale, 6))']
+    ]),
+    { 0: ['parameters'] }
+  ),
+  'options/golden.ipynb': tagged(
+    notebook([
+      ['code', 'scale = 1.0', ''],
+      ['markdown', 'The printed value depends on the parameter.'],
+      ['code', 'print(round(3.14159 * scale, 6))', '3.14159\n']
+    ]),
+    { 0: ['parameters'] }
+  )
+};
+
+let lab;
+let browser;
+let page;
+const pageErrors = [];
+const consoleWarnings = [];
+
+before(async () => {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  lab = await startLab({ files: FILES });
+  console.log(`# lab at ${lab.base} (backend ${lab.health.backend}, usable ${lab.health.usable})`);
+  browser = await chromium.launch({
+    executablePath: chromiumPath(),
+    headless: true,
+    args: CHROMIUM_ARGS
+  });
+  const context = await browser.newContext({
+    viewport: { width: 1440, height: 900 },
+    acceptDownloads: true
+  });
+  page = await context.newPage();
+  page.on('pageerror', e => pageErrors.push(`${e}\n${e.stack ?? ''}`));
+  page.on('console', m => {
+    if (m.type() === 'error' && /nbvalidation/i.test(m.text())) {
+      pageErrors.push(`console: ${m.text()}`);
+    }
+    if (m.type() === 'warning' && /nbvalidation/i.test(m.text()) && /deprecat/i.test(m.text())) {
+      consoleWarnings.push(m.text());
+    }
+  });
+});
+
+after(async () => {
+  if (browser) {
+    await browser.close();
+  }
+  if (lab) {
+    await lab.stop();
+    fs.copyFileSync(lab.logFile, path.join(ARTIFACTS, 'lab-options.log'));
+    fs.rmSync(lab.tmp, { recursive: true, force: true });
+  }
+});
+
+/** One REST call to the server as the CLI would make it. */
+async function rest(method, route, body) {
+  const r = await fetch(`${lab.base}${route}`, {
+    method,
+    headers: { Authorization: `token ${lab.token}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body)
+  });
+  const text = await r.text();
+  return { status: r.status, body: text ? JSON.parse(text) : null };
+}
+
+async function openNotebook(rel, { reset = true } = {}) {
+  await page.goto(`${lab.base}lab/tree/${rel}?${reset ? 'reset&' : ''}token=${lab.token}`);
+  await page.waitForSelector('#jp-main-dock-panel', { timeout: 60_000 });
+  await page
+    .locator(VISIBLE_NB)
+    .filter({ has: page.locator('.jp-Notebook') })
+    .first()
+    .waitFor({ timeout: 60_000 });
+  const button = page.locator(
+    `${VISIBLE_NB} .jp-NotebookPanel-toolbar [data-command="nbvalidation:validate"]`
+  );
+  await button.first().waitFor({ timeout: 30_000 });
+  await page
+    .locator(`${VISIBLE_NB} .jp-Notebook-ExecutionIndicator[data-status="idle"]`)
+    .first()
+    .waitFor({ timeout: 30_000 })
+    .catch(() => undefined);
+  return button.first();
+}
+
+/** Wait until the panel's verdict is terminal; returns its data-phase. */
+async function waitForVerdict() {
+  const verdict = page.locator(`${PANEL} .jp-NBValidation-verdict`);
+  await verdict.waitFor({ timeout: 30_000 });
+  const deadline = Date.now() + JOB_TIMEOUT;
+  for (;;) {
+    const phase = await verdict.getAttribute('data-phase').catch(() => null);
+    if (phase === 'Succeeded' || phase === 'Failed') {
+      return phase;
+    }
+    if (Date.now() > deadline) {
+      await page.screenshot({ path: path.join(ARTIFACTS, 'options-timeout.png') });
+      assert.fail(`no verdict after ${JOB_TIMEOUT} ms\n${tail(lab.logFile)}`);
+    }
+    await page.waitForTimeout(250);
+  }
+}
+
+async function shot(name, locator) {
+  await page.mouse.move(0, 0);
+  await page.waitForTimeout(300);
+  await (locator ?? page).screenshot({ path: path.join(ARTIFACTS, name) });
+}
+
+describe('the Validate with options dialog', () => {
+  test('the Options dialog takes a tolerance and a parameter: refused input is named, the job carries both', async () => {
+    await openNotebook('options/options.ipynb');
+    await page.locator('.lm-TabBar-tab[data-id="nbvalidation-panel"]').click();
+    const dialog = page.locator('.jp-Dialog');
+    const jobsOf = async () =>
+      (await rest('GET', 'nbvalidation/api/v1/jobs?notebook=options/options.ipynb')).body.items;
+    const openOptions = async () => {
+      await page.locator(`${PANEL} .jp-NBValidation-options`).click();
+      await dialog.waitFor({ timeout: 30_000 });
+    };
+    const field = key => dialog.locator(`[id$="-${key}"]:is(input, textarea)`);
+    const submitAndWaitForJob = async () => {
+      const before = (await jobsOf()).map(j => j.metadata.name);
+      await dialog.locator('button.jp-mod-accept').click();
+      let created = [];
+      const deadline = Date.now() + 30_000;
+      while (!created.length) {
+        assert.ok(Date.now() < deadline, 'no job was submitted');
+        await page.waitForTimeout(300);
+        created = (await jobsOf()).filter(j => !before.includes(j.metadata.name));
+      }
+      const name = created[0].metadata.name;
+      await page
+        .locator(`${PANEL} .jp-NBValidation-detail[aria-label="Job ${name}"]`)
+        .waitFor({ timeout: 30_000 });
+      return name;
+    };
+
+    // 1. input the server would refuse: the dialog comes back with the reason at the field, nothing submitted
+    await openOptions();
+    await field('golden').fill('options/golden.ipynb');
+    await dialog.locator('input[type="checkbox"][id$="-build"]').uncheck();
+    await field('absTolerance').fill('abc');
+    await field('parameters').fill('scale=1.001\n1x=2');
+    await dialog.locator('button.jp-mod-accept').click();
+    const invalid = dialog.locator('.jp-NBValidation-optionRow.jp-mod-invalid');
+    await invalid.first().waitFor({ timeout: 30_000 });
+    const messages = await invalid.locator('.jp-NBValidation-optionError').allTextContents();
+    console.log(`# dialog says: ${messages.join(' | ')}`);
+    assert.deepEqual(await invalid.evaluateAll(rows => rows.map(r => r.dataset.field)), [
+      'comparisonConfig.floatingPointTolerance',
+      'parameters'
+    ]);
+    assert.match(
+      messages[0],
+      /^Absolute tolerance \(comparisonConfig\.floatingPointTolerance\): "abc" is not a number/
+    );
+    assert.match(
+      messages[1],
+      /^Parameters \(parameters\.1x\): line 2: "1x" must be a Python identifier/
+    );
+    // what was typed is kept
+    assert.equal(await field('golden').inputValue(), 'options/golden.ipynb');
+    assert.equal(await field('parameters').inputValue(), 'scale=1.001\n1x=2');
+    await shot('ux-options-invalid.png', dialog.locator('.jp-Dialog-content'));
+    // the server's own 400 (a golden notebook that does not exist) comes back at its field too
+    await field('absTolerance').fill('');
+    await field('parameters').fill('scale=1.001');
+    await field('golden').fill('options/missing.ipynb');
+    await dialog.locator('button.jp-mod-accept').click();
+    const refused = dialog.locator(
+      '.jp-NBValidation-optionRow.jp-mod-invalid[data-option="goldenPath"]'
+    );
+    await refused.waitFor({ timeout: 30_000 });
+    const serverMessage = await refused.locator('.jp-NBValidation-optionError').textContent();
+    console.log(`# server refused: ${serverMessage}`);
+    assert.match(
+      serverMessage,
+      /^Golden notebook \(goldenNotebook\.path\): the server refused it: /
+    );
+    assert.match(serverMessage, /missing\.ipynb/);
+    assert.deepEqual(await jobsOf(), [], 'a refused dialog submitted a job');
+
+    // 2. the parameter alone: its output (3.144732) differs from the golden 3.14159 by more than 1e-4
+    await field('golden').fill('options/golden.ipynb');
+    const failing = await submitAndWaitForJob();
+    assert.equal(await waitForVerdict(), 'Failed');
+    const diff = page.locator(`${PANEL} .jp-NBValidation-diff`);
+    await diff.first().waitFor({ timeout: 60_000 });
+    assert.match(await diff.locator('.jp-NBValidation-diffHead').textContent(), /^Cell 3\b/);
+    const tolerance = page.locator(`${PANEL} .jp-NBValidation-tolerance`);
+    assert.match(await tolerance.textContent(), /Tolerance: absolute 0\.0001, relative 0/);
+    let job = (await rest('GET', `nbvalidation/api/v1/jobs/${failing}`)).body;
+    assert.deepEqual(job.spec.parameters, { scale: 1.001 });
+    assert.equal(job.spec.comparisonConfig, undefined);
+    const shotFile = path.join(ARTIFACTS, 'ux-options-golden-diff.png');
+    await shot('ux-options-golden-diff.png');
+    await shot('ux-options-golden-diff-panel.png', page.locator(PANEL));
+    if (process.env.NBV_UPDATE_README_SHOT === '1') {
+      // only on request: a test run leaves the checkout as it found it
+      fs.mkdirSync(path.dirname(README_SHOT), { recursive: true });
+      fs.copyFileSync(shotFile, README_SHOT);
+    }
+
+    // 3. the same parameter with an absolute tolerance of 0.01: the golden copy matches
+    await openOptions();
+    await field('golden').fill('options/golden.ipynb');
+    await dialog.locator('input[type="checkbox"][id$="-build"]').uncheck();
+    await field('absTolerance').fill('0.01');
+    await field('cellTimeout').fill('120');
+    await field('parameters').fill('scale=1.001');
+    const passing = await submitAndWaitForJob();
+    assert.equal(await waitForVerdict(), 'Succeeded');
+    job = (await rest('GET', `nbvalidation/api/v1/jobs/${passing}`)).body;
+    assert.deepEqual(job.spec.parameters, { scale: 1.001 });
+    assert.deepEqual(job.spec.comparisonConfig, { floatingPointTolerance: 0.01 });
+    assert.equal(job.spec.cellTimeout, '120s');
+    assert.deepEqual(job.status.comparisonResult.tolerance, { absolute: 0.01, relative: 0 });
+    assert.equal(
+      await page.locator(`${PANEL} .jp-NBValidation-comparisonResult`).getAttribute('data-result'),
+      'matched'
+    );
+    assert.match(await tolerance.textContent(), /Tolerance: absolute 0\.01, relative 0/);
+    // the parameter reached the kernel: the executed notebook printed the scaled value
+    const executed = await rest('GET', `nbvalidation/api/v1/jobs/${passing}/notebook`);
+    assert.equal(executed.status, 200);
+    assert.match(JSON.stringify(executed.body), /3\.144732/);
+  });
+
+  test('no page errors', () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
