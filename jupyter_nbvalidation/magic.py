@@ -36,6 +36,10 @@ class MagicError(Exception):
     pass
 
 
+class MagicHelp(MagicError):
+    """``%nbvalidate --help``: the whole help text (printed as it is)."""
+
+
 def _kernel_id() -> str | None:
     try:
         from ipykernel.connect import get_connection_file
@@ -71,16 +75,27 @@ def locate_session(kernel_id: str | None) -> tuple[ServerClient, str | None]:
     return reachable[0], None
 
 
-def parse(line: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="%nbvalidate", add_help=False)
-    p.add_argument("notebook", nargs="?")
-    p.add_argument("--golden")
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="%nbvalidate", add_help=False,
+                                description="Validate this notebook (or NOTEBOOK) through the Jupyter server "
+                                            "that runs this kernel; the options of `jupyter nbvalidation submit`.")
+    p.add_argument("-h", "--help", action="store_true", help="show this help")
+    p.add_argument("notebook", nargs="?", help="a notebook, relative to this notebook's folder (default: this one)")
+    p.add_argument("--golden", help="golden notebook, relative to this notebook's folder")
     add_spec_options(p)
-    p.add_argument("--no-wait", action="store_true")
-    p.add_argument("--server")
-    p.add_argument("--token", default="")
+    p.add_argument("--no-wait", action="store_true", help="submit and return without waiting for the verdict")
+    p.add_argument("--server", help="the server's URL (default: the one that runs this kernel)")
+    p.add_argument("--token", default="", help="the server's token (with --server)")
+    return p
+
+
+def parse(line: str) -> argparse.Namespace:
+    p = parser()
+    words = shlex.split(line)
+    if "-h" in words or "--help" in words:
+        raise MagicHelp(p.format_help())
     try:
-        return p.parse_args(shlex.split(line))
+        return p.parse_args(words)
     except SystemExit:
         raise MagicError("usage: %nbvalidate [NOTEBOOK] [--golden G] [--no-build] [--timeout 10m] "
                          "[--cell-timeout 60] [--abs-tol X] [--rel-tol X] [--ignore-output SELECTOR] "
@@ -184,6 +199,9 @@ def load_ipython_extension(ipython: Any) -> None:
     def _nbvalidate(line: str) -> None:
         try:
             job = nbvalidate(line)
+        except MagicHelp as e:
+            print(e)
+            return None
         except (MagicError, ClientError) as e:
             print(f"%nbvalidate: {e}")
             return None

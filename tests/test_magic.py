@@ -104,6 +104,28 @@ def test_nbvalidate_no_wait_and_bad_input(lab):
     assert text.startswith("%nbvalidate: ") and "missing.ipynb" in text
     text, _ = _run(kc, "%nbvalidate --bogus")
     assert "usage: %nbvalidate" in text
+    # --help prints the whole help (every spec option of `submit`), not an error
+    text, _ = _run(kc, "%nbvalidate --help")
+    assert not text.startswith("%nbvalidate: ") and "--abs-tol X" in text and "--lax" in text, text
+
+
+def test_nbvalidate_help_lists_every_spec_option_of_submit():
+    """%nbvalidate --help names each option cli.add_spec_options gives `submit` and `run`."""
+    import argparse
+
+    from jupyter_nbvalidation.cli import add_spec_options
+    from jupyter_nbvalidation.magic import MagicHelp, parse
+
+    shared = argparse.ArgumentParser(add_help=False)
+    add_spec_options(shared)
+    flags = [f for action in shared._actions for f in action.option_strings]
+    assert {"--abs-tol", "--rel-tol", "--ignore-output", "--cell-timeout", "--timeout", "-p", "--lax",
+            "--sanitize-with"} <= set(flags)
+    for line in ("--help", "-h", "other.ipynb --abs-tol 0.1 --help"):
+        with pytest.raises(MagicHelp) as e:
+            parse(line)
+        missing = [f for f in flags if f not in str(e.value)]
+        assert not missing, (missing, str(e.value))
 
 
 def test_nbvalidate_can_be_interrupted(lab):
