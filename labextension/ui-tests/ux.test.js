@@ -410,11 +410,18 @@ describe('the lab as a data scientist meets it', () => {
       0
     );
     assert.equal((await rest('GET', 'api/sessions')).body.length, sessionsBefore);
-    // read-only cells
-    const editable = await executed
-      .locator('.jp-Cell .cm-content')
-      .evaluateAll(els => els.map(e => e.getAttribute('contenteditable')));
-    assert.ok(editable.length >= 2 && editable.every(v => v === 'false'), JSON.stringify(editable));
+    // read-only cells (JupyterLab marks a read-only editor jp-mod-readOnly; CodeMirror keeps
+    // contenteditable for selection and copying, but refuses edits): typing changes nothing
+    const readOnly = await executed
+      .locator('.jp-Cell .cm-editor')
+      .evaluateAll(els => els.map(e => e.classList.contains('jp-mod-readOnly')));
+    assert.ok(readOnly.length >= 2 && readOnly.every(v => v), JSON.stringify(readOnly));
+    const code = executed.locator('.jp-CodeCell .cm-content').first();
+    const before = await code.textContent();
+    await code.click();
+    await page.keyboard.type('zzz');
+    await page.keyboard.press('Escape');
+    assert.equal(await code.textContent(), before, 'a cell of the executed notebook took an edit');
     await shot('ux-executed-notebook-tab.png');
 
     const [download] = await Promise.all([
