@@ -223,7 +223,7 @@ def run_batch(api: Any, items: list[Item], make_spec: Callable[[Item], dict], op
     match an earlier Succeeded job (the service's verdict cache, in this process or
     on the server) is reported Unchanged with that job, and nothing runs."""
     tracker = _Tracker(listener or Listener())
-    if hasattr(api, "engine"):
+    if hasattr(api, "service"):
         from .service import ApiError
 
         one = _in_process_one(api, make_spec, options, tracker)
@@ -262,7 +262,7 @@ class Session:
         self.api = api
         self._thread: threading.Thread | None = None
         tracker = _Tracker(Listener())
-        if hasattr(api, "engine"):
+        if hasattr(api, "service"):
             self._one = _in_process_one(api, make_spec, options, tracker)
             api.loop.run_until_complete(_start(api))
             self._thread = threading.Thread(target=api.loop.run_forever, name="nbvalidation-session", daemon=True)
@@ -300,17 +300,15 @@ class Session:
 
 
 async def _start(api: Any) -> None:
-    await api.engine.start()
+    await api.service.start()
 
 
 async def _hand_over(api: Any) -> None:
-    await api.engine.recorder.flush()
-    await api.engine.step_down()
-    await api.backend.drain()
+    await api.service.hand_over()
 
 
 async def _stop(api: Any) -> None:
-    await api.engine.stop()
+    await api.service.stop()
 
 
 def _refused(item: Item, e: ClientError, started: float) -> Outcome:
@@ -354,7 +352,7 @@ def _in_process_one(api: Any, make_spec: Callable[[Item], dict], options: Option
         else:
             name = job["metadata"]["name"]
             tracker.call(tracker.listener.started, item, name)
-            job = await api.engine.wait_for_terminal(name, options.timeout, lambda j: tracker.update(item, j))
+            job = await service.wait_for_terminal(name, options.timeout, lambda j: tracker.update(item, j))
             out = Outcome(item, _verdict(job), time.monotonic() - started, job=job,
                           message=(job.get("status") or {}).get("message", ""))
         await details(out)

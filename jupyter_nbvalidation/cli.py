@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
 import time
@@ -97,26 +96,17 @@ class InProcess:
     """The same operations as the REST API, on the local data dir, in this process."""
 
     def __init__(self, root_dir: str, data_dir: str | None = None, backend_config: dict | None = None):
-        from .backends.local import LocalBackend
-        from .engine import Engine
-        from .service import JobService
+        from .service import local_service
 
         self.loop = asyncio.new_event_loop()
         # the CLI is itself the user's batch work, as pytest --nbmake is: its runners and
         # kernels run at its own priority (a server lowers theirs to stay responsive)
-        kw: dict[str, Any] = {"niceness": 0}
-        if data_dir:
-            kw["data_dir"] = data_dir
-        kw.update(backend_config or {})
-        self.backend = LocalBackend(**kw)
-        log = logging.getLogger("jupyter_nbvalidation")
-        self.engine = Engine(self.backend, log=log)
-        self.service = JobService(self.engine, self.backend, root_dir)
+        self.service = local_service(root_dir, data_dir, {"niceness": 0, **(backend_config or {})})
         self.root_dir = root_dir
-        self.loop.run_until_complete(self.backend.store.start())
+        self.loop.run_until_complete(self.service.open())
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.backend.store.stop())
+        self.loop.run_until_complete(self.service.close())
         self.loop.close()
 
     def _call(self, coro: Any) -> Any:
@@ -176,30 +166,34 @@ class InProcess:
                 return
             await asyncio.sleep(FOLLOW_POLL)
 
+    def check_spec(self, spec: dict) -> dict:
+        """The spec as this process's service would take it, or ClientError (exit 2)."""
+        from .service import ApiError
+
+        try:
+            return self.service.check_spec(spec)
+        except ApiError as e:
+            raise ClientError(e.message, e.status, e.field) from None
+
     def run(self, spec: dict, follower: Follower, timeout: float | None) -> dict:
         async def go() -> dict:
-            await self.engine.start()
+            await self.service.start()
             try:
                 job = await self.service.submit(spec)
                 name = job["metadata"]["name"]
                 logging_task = asyncio.ensure_future(self._follow_log(name, follower))
                 try:
-                    done = await self.engine.wait_for_terminal(name, timeout, follower.update)
+                    done = await self.service.wait_for_terminal(name, timeout, follower.update)
                 finally:
                     if not logging_task.done():
                         logging_task.cancel()
                     await asyncio.gather(logging_task, return_exceptions=True)
                 if follower.wants_log(done):  # the rest of the log, once the build ended
                     await self._follow_log(name, follower)
-                await self.engine.recorder.flush()
-                # hand over: release the lease at once, then let what this process
-                # started for other jobs finish (never killed, never run twice):
-                # the next holder adopts its outcome
-                await self.engine.step_down()
-                await self.backend.drain()
+                await self.service.hand_over()
                 return done
             finally:
-                await self.engine.stop()
+                await self.service.stop()
 
         return self._call(go())
 
@@ -485,11 +479,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     api = _connect_batch(args, batch.common_root(items), jobs)
     if isinstance(api, InProcess):
         try:
-            validate_spec({"notebook": {"path": "check.ipynb"}, **options}, api.backend.supported_fields())
-            api.backend.check_spec(options)
-        except SpecError as e:
+            api.check_spec({"notebook": {"path": "check.ipynb"}, **options})
+        except ClientError:
             api.close()
-            raise ClientError(f"spec.{e.field}: {e.reason}") from None
+            raise
 
     def make_spec(item: batch.Item) -> dict:
         spec: dict[str, Any] = {"notebook": {"path": api.api_path(str(item.path))}}

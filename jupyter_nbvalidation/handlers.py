@@ -205,17 +205,7 @@ class HealthHandler(BaseHandler):
     @authorized
     @api
     async def get(self) -> None:
-        engine = self.service.engine
-        health = await self.service.backend.health()
-        health["engine"] = {"running": engine.running, "leading": engine.leading.is_set(),
-                            "reconciles": engine.reconciles, "errors": engine.errors,
-                            "eventsPosted": engine.recorder.posted, "eventsFailed": engine.recorder.failed,
-                            "eventsDropped": engine.recorder.dropped, "eventsRecovered": engine.events_recovered,
-                            **engine.activity(),
-                            "loopLagMs": {"sinceStart": round(engine.max_loop_lag * 1000, 1),
-                                          "lastMinute": round(engine.loop_lag_within(60) * 1000, 1),
-                                          "last10s": round(engine.loop_lag_within(10) * 1000, 1)}}
-        self.send(health)
+        self.send(await self.service.health())
 
 
 class OpenAPIHandler(BaseHandler):

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import requirements as reqmod
 from . import verdict_cache
@@ -101,6 +101,21 @@ def _read_notebook(path: Path, field: str, limit: int) -> bytes:
     return data
 
 
+def local_service(root_dir: str, data_dir: str | None = None, backend_config: dict | None = None,
+                  log: Any = None) -> "JobService":
+    """A service with its own engine over the local backend (the CLI without a
+    server): the one place outside the server extension that assembles them."""
+    import logging
+
+    from .backends.local import LocalBackend
+
+    kw: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
+    kw.update(backend_config or {})
+    backend = LocalBackend(**kw)
+    engine = Engine(backend, log=log or logging.getLogger("jupyter_nbvalidation"))
+    return JobService(engine, backend, root_dir)
+
+
 class JobService:
     def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20,
                  max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20):
@@ -114,6 +129,54 @@ class JobService:
     @property
     def store(self):
         return self.backend.store
+
+    # -- running the service in this process (the CLI; the server runs it through app.py) ----------
+    async def open(self) -> None:
+        """Open the store: reads, submits and deletes work, nothing is reconciled yet."""
+        await self.store.start()
+
+    async def close(self) -> None:
+        await self.store.stop()
+
+    async def start(self) -> None:
+        """Start the engine: this process reconciles once it holds the store's lease."""
+        await self.engine.start()
+
+    async def stop(self) -> None:
+        await self.engine.stop()
+
+    async def wait_for_terminal(self, name: str, timeout: float | None = None,
+                                on_update: Callable[[dict], None] | None = None) -> dict:
+        """The job once it is Succeeded or Failed (``on_update`` sees each change)."""
+        return await self.engine.wait_for_terminal(name, timeout, on_update)
+
+    async def hand_over(self) -> None:
+        """Done here: the events are posted, the lease released at once, and what this
+        process started for other jobs finishes (never killed, never run twice: the next
+        holder adopts its outcome)."""
+        await self.engine.recorder.flush()
+        await self.engine.step_down()
+        drain = getattr(self.backend, "drain", None)
+        if drain is not None:
+            await drain()
+
+    def check_spec(self, spec: Any) -> dict:
+        """A spec as submit would take it (the backend's fields and values), or ApiError 400."""
+        return self._validate(spec)
+
+    async def health(self) -> dict:
+        """GET /health: the backend's state and the engine's figures."""
+        engine = self.engine
+        health = await self.backend.health()
+        health["engine"] = {"running": engine.running, "leading": engine.leading.is_set(),
+                            "reconciles": engine.reconciles, "errors": engine.errors,
+                            "eventsPosted": engine.recorder.posted, "eventsFailed": engine.recorder.failed,
+                            "eventsDropped": engine.recorder.dropped, "eventsRecovered": engine.events_recovered,
+                            **engine.activity(),
+                            "loopLagMs": {"sinceStart": round(engine.max_loop_lag * 1000, 1),
+                                          "lastMinute": round(engine.loop_lag_within(60) * 1000, 1),
+                                          "last10s": round(engine.loop_lag_within(10) * 1000, 1)}}
+        return health
 
     def _validate(self, spec: Any) -> dict:
         try:

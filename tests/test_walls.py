@@ -162,11 +162,14 @@ def test_the_batch_side_reaches_jobs_only_through_the_service_and_the_clients(pa
     assert not wrong, f"{path.relative_to(PKG)} reaches jobs around the service: {sorted(wrong)}"
 
 
-@pytest.mark.parametrize("name", ["handlers", "magic"])
-def test_handlers_and_magic_reach_jobs_only_through_the_service(name: str) -> None:
-    """The REST handlers call the service; the magic calls the REST API (client.py)."""
+@pytest.mark.parametrize("name", ["handlers", "magic", "cli", "batch"])
+def test_handlers_magic_and_cli_reach_jobs_only_through_the_service(name: str) -> None:
+    """The REST handlers call the service; the magic calls the REST API (client.py); the CLI
+    (and its batch runner) the REST API or a service assembled by ``service.local_service``:
+    none of them builds or touches an engine, a backend or a store itself."""
     wrong = {n for n in _ours(_imports(PKG / f"{name}.py"))
-             if _is(n, "engine", "store", "backends", "k8s")}
+             if _is(n, "engine", "store", "backends", "k8s") and not _is(n, "k8s.install")}
+    # (``jupyter nbvalidation install`` applies the CRD and Role to a cluster: no job involved)
     assert not wrong, f"{name}.py reaches jobs around the service: {sorted(wrong)}"
 
 
@@ -258,3 +261,18 @@ def test_each_kubernetes_module_imports_alone(path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", f"import importlib; importlib.import_module({name!r})"],
                           capture_output=True, text=True, timeout=120, cwd=PKG.parent)
     assert done.returncode == 0, f"importing {name} alone failed:\n{done.stderr[-2000:]}"
+
+@pytest.mark.parametrize("name", ["handlers", "cli", "batch", "magic", "app"])
+def test_entry_points_read_no_engine_or_backend_internals(name: str) -> None:
+    """No entry point reaches into the engine or the backend behind the service
+    (``service.engine``, ``api.backend``, the engine's ``_dirty`` / ``_processing`` /
+    ``_timers``): /health and the idle check read ``service.health()`` and ``engine.activity()``."""
+    tree = ast.parse((PKG / f"{name}.py").read_text())
+    wrong = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if node.attr in ("_dirty", "_processing", "_timers", "_plans"):
+                wrong.add(node.attr)
+            if name != "app" and node.attr in ("engine", "backend", "backend_impl"):
+                wrong.add(node.attr)
+    assert not wrong, f"{name}.py reads {sorted(wrong)} around the service"
