@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from traitlets import Int
+from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
 from ..documents import Job, JobSpec, RunnerResult
@@ -49,6 +49,17 @@ class Observation:
 
 #: the job's inputs cannot be used (missing snapshot, unreadable requirements): the one input error
 InputError = InputRejected
+
+
+def lease_traits(duration: float, deadline: float, period: float, lease: str) -> tuple[Float, Float, Float]:
+    """``lease_duration``, ``renew_deadline`` and ``retry_period`` of a backend
+    whose servers elect one reconciler over ``lease`` (election.py's rules)."""
+    return (Float(duration, help=f"Seconds {lease} holds without renewal: a holder that died is replaced after "
+                                 "at most this (+ retry_period).").tag(config=True),
+            Float(deadline, help="Seconds the holder keeps reconciling without a successful renewal before it "
+                                 "stops (less than lease_duration).").tag(config=True),
+            Float(period, help="Seconds between renewals (the holder) and attempts to take the lease (the "
+                               "others).").tag(config=True))
 
 
 class Backend(LoggingConfigurable):

@@ -58,7 +58,7 @@ from ..store.base import NotFound as NotFoundError
 from ..store.lease import StoreLeaseElector, new_identity
 from ..store.sqlite import SQLiteJobStore
 from ..tasks import cancel_and_wait, wait_within
-from .base import FAILED, RUNNING, SUCCEEDED, Backend, Observation
+from .base import FAILED, RUNNING, SUCCEEDED, Backend, Observation, lease_traits
 
 ENV_MARKER = ".nbvalidation-env.json"
 LAST_USE = ".last-use"
@@ -188,11 +188,7 @@ class LocalBackend(Backend):
     niceness = Int(10, help="Builds, runners and their kernels run at this `nice` level, so the Jupyter "
                             "server (and the user's own kernels) stay responsive while jobs compute; "
                             "0 disables it.").tag(config=True)
-    lease_duration = Float(10.0, help="Seconds a holder of the data dir's lease may go without renewing "
-                                      "before another server or CLI takes over reconciling.").tag(config=True)
-    renew_deadline = Float(7.0, help="Seconds the holder keeps reconciling without a successful renewal "
-                                     "(less than lease_duration).").tag(config=True)
-    retry_period = Float(1.0, help="Seconds between lease renewals (holder) and attempts (others).").tag(config=True)
+    lease_duration, renew_deadline, retry_period = lease_traits(10.0, 7.0, 1.0, "the data dir's lease")
     job_ttl = Float(30 * 24 * 3600.0, help="Finished jobs (with their events and files) are removed this many "
                                            "seconds after completion, like a Job's ttlSecondsAfterFinished; "
                                            "0 keeps them forever.").tag(config=True)

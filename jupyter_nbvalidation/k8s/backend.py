@@ -33,7 +33,7 @@ from importlib.metadata import PackageNotFoundError, version as _dist_version
 
 from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default, observe
 
-from ..backends.base import RUNNING, Backend, Observation
+from ..backends.base import RUNNING, Backend, Observation, lease_traits
 from ..errors import InputRejected
 from ..model import GROUP, PLURAL, VERSION, SpecError, build_enabled, spec_fields
 from ..plan import Snapshot, ValidationPlan
@@ -100,11 +100,7 @@ class KubernetesBackend(Backend):
                                 "pipeline, or a single TaskRun.").tag(config=True)
     lease_name = Unicode("nbvalidation-controller", help="Name of the coordination.k8s.io Lease that elects "
                                                           "the one server reconciling the namespace.").tag(config=True)
-    lease_duration = Float(15.0, help="Seconds a Lease is valid without renewal: a dead leader is replaced "
-                                      "after at most this (+ retry_period).").tag(config=True)
-    renew_deadline = Float(10.0, help="Seconds the leader keeps trying to renew before it stops "
-                                      "reconciling (< lease_duration).").tag(config=True)
-    retry_period = Float(2.0, help="Seconds between attempts to acquire or renew the Lease.").tag(config=True)
+    lease_duration, renew_deadline, retry_period = lease_traits(15.0, 10.0, 2.0, "the namespace's Lease")
     builder_image = Unicode("ghcr.io/osscontainertools/kaniko:v1.27.0",
                             help="A kaniko-compatible executor image (args --dockerfile, --context, "
                                  "--destination, --digest-file). The default is the maintained "
