@@ -59,7 +59,8 @@ def env_of(tmp_path: Path) -> dict:
 
 def test_run_a_folder_in_process_summary_and_exit_codes(tree):
     data = tree / "data"
-    base = ["--local", "--data-dir", str(data), "--no-build", "-j", "2"]
+    # --no-cache: each call below runs its notebooks again (the verdict cache has its own tests)
+    base = ["--local", "--data-dir", str(data), "--no-build", "-j", "2", "--no-cache"]
     env = env_of(tree)
 
     run = cli("run", "nbs", "--golden-suffix", ".golden", "--exclude", "broken.ipynb", *base,
