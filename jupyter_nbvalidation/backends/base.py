@@ -51,7 +51,7 @@ class Observation:
 InputError = InputRejected
 
 
-def lease_traits(duration: float, deadline: float, period: float, lease: str) -> tuple[Float, Float, Float]:
+def lease_traits(duration: float, deadline: float, period: float, lease: str) -> "tuple[Float[float, float], Float[float, float], Float[float, float]]":
     """``lease_duration``, ``renew_deadline`` and ``retry_period`` of a backend
     whose servers elect one reconciler over ``lease`` (election.py's rules)."""
     return (Float(duration, help=f"Seconds {lease} holds without renewal: a holder that died is replaced after "
