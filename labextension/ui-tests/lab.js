@@ -272,7 +272,119 @@ async function startLab({ overrides = {}, withoutServerExtension = false, files 
   return { base, token, root: dirs.root, tmp, logFile, health, proc, stop };
 }
 
+const PANEL = '#nbvalidation-panel';
+const VISIBLE_NB = '.jp-NotebookPanel:not(.lm-mod-hidden)';
+
+/**
+ * The set-up a browser test file shares: a lab with `files`, one headless
+ * Chromium page on it (the extension's page errors and deprecation warnings
+ * collected), and what its tests call: `rest` (the REST API as the CLI calls
+ * it), `openNotebook` and `waitForVerdict`. Registers node:test `before` and
+ * `after` hooks (the lab and page are set, and `ready(session)` called, once
+ * `before` has run); `name` names
+ * the artifacts (lab-NAME.log, NAME-timeout.png in `artifacts`).
+ */
+function browserSession({ name, files, artifacts, jobTimeout, ready = () => undefined }) {
+  const { after, before } = require('node:test');
+  const assert = require('node:assert/strict');
+  const s = { lab: null, browser: null, page: null, pageErrors: [], consoleWarnings: [] };
+
+  before(async () => {
+    const { chromium } = require('playwright-core');
+    fs.mkdirSync(artifacts, { recursive: true });
+    s.lab = await startLab({ files });
+    console.log(
+      `# lab at ${s.lab.base} (backend ${s.lab.health.backend}, usable ${s.lab.health.usable})`
+    );
+    s.browser = await chromium.launch({
+      executablePath: chromiumPath(),
+      headless: true,
+      args: CHROMIUM_ARGS
+    });
+    const context = await s.browser.newContext({
+      viewport: { width: 1440, height: 900 },
+      acceptDownloads: true
+    });
+    s.page = await context.newPage();
+    s.page.on('pageerror', e => s.pageErrors.push(`${e}\n${e.stack ?? ''}`));
+    s.page.on('console', m => {
+      if (m.type() === 'error' && /nbvalidation/i.test(m.text())) {
+        s.pageErrors.push(`console: ${m.text()}`);
+      }
+      if (m.type() === 'warning' && /nbvalidation/i.test(m.text()) && /deprecat/i.test(m.text())) {
+        s.consoleWarnings.push(m.text());
+      }
+    });
+    ready(s);
+  });
+
+  after(async () => {
+    if (s.browser) {
+      await s.browser.close();
+    }
+    if (s.lab) {
+      await s.lab.stop();
+      fs.copyFileSync(s.lab.logFile, path.join(artifacts, `lab-${name}.log`));
+      fs.rmSync(s.lab.tmp, { recursive: true, force: true });
+    }
+  });
+
+  /** One REST call to the server as the CLI would make it. */
+  s.rest = async (method, route, body) => {
+    const r = await fetch(`${s.lab.base}${route}`, {
+      method,
+      headers: { Authorization: `token ${s.lab.token}`, 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body)
+    });
+    const text = await r.text();
+    return { status: r.status, body: text ? JSON.parse(text) : null };
+  };
+
+  s.openNotebook = async (rel, { reset = true } = {}) => {
+    const page = s.page;
+    await page.goto(`${s.lab.base}lab/tree/${rel}?${reset ? 'reset&' : ''}token=${s.lab.token}`);
+    await page.waitForSelector('#jp-main-dock-panel', { timeout: 60_000 });
+    await page
+      .locator(VISIBLE_NB)
+      .filter({ has: page.locator('.jp-Notebook') })
+      .first()
+      .waitFor({ timeout: 60_000 });
+    const button = page.locator(
+      `${VISIBLE_NB} .jp-NotebookPanel-toolbar [data-command="nbvalidation:validate"]`
+    );
+    await button.first().waitFor({ timeout: 30_000 });
+    await page
+      .locator(`${VISIBLE_NB} .jp-Notebook-ExecutionIndicator[data-status="idle"]`)
+      .first()
+      .waitFor({ timeout: 30_000 })
+      .catch(() => undefined);
+    return button.first();
+  };
+
+  /** Wait until the panel's verdict is terminal; returns its data-phase. */
+  s.waitForVerdict = async () => {
+    const verdict = s.page.locator(`${PANEL} .jp-NBValidation-verdict`);
+    await verdict.waitFor({ timeout: 30_000 });
+    const deadline = Date.now() + jobTimeout;
+    for (;;) {
+      const phase = await verdict.getAttribute('data-phase').catch(() => null);
+      if (phase === 'Succeeded' || phase === 'Failed') {
+        return phase;
+      }
+      if (Date.now() > deadline) {
+        await s.page.screenshot({ path: path.join(artifacts, `${name}-timeout.png`) });
+        assert.fail(`no verdict after ${jobTimeout} ms\n${tail(s.lab.logFile)}`);
+      }
+      await s.page.waitForTimeout(250);
+    }
+  };
+  return s;
+}
+
 module.exports = {
+  browserSession,
+  PANEL,
+  VISIBLE_NB,
   startLab,
   chromiumPath,
   CHROMIUM_ARGS,

@@ -9,17 +9,14 @@
  */
 'use strict';
 
-const { after, before, describe, test } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { chromium } = require('playwright-core');
-const { startLab, chromiumPath, CHROMIUM_ARGS, notebook, tail, REPO } = require('./lab');
+const { browserSession, PANEL, VISIBLE_NB, notebook, REPO } = require('./lab');
 
 const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
 const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 600_000);
-const PANEL = '#nbvalidation-panel';
-const VISIBLE_NB = '.jp-NotebookPanel:not(.lm-mod-hidden)';
 const README_SHOT = path.join(REPO, 'docs', 'screenshots', 'validation-panel.png');
 
 /** A notebook (lab.js's notebook()) with tags on some cells: {index: [tag, ...]}. */
@@ -57,95 +54,17 @@ const FILES = {
 };
 
 let lab;
-let browser;
 let page;
-const pageErrors = [];
-const consoleWarnings = [];
-
-before(async () => {
-  fs.mkdirSync(ARTIFACTS, { recursive: true });
-  lab = await startLab({ files: FILES });
-  console.log(`# lab at ${lab.base} (backend ${lab.health.backend}, usable ${lab.health.usable})`);
-  browser = await chromium.launch({
-    executablePath: chromiumPath(),
-    headless: true,
-    args: CHROMIUM_ARGS
-  });
-  const context = await browser.newContext({
-    viewport: { width: 1440, height: 900 },
-    acceptDownloads: true
-  });
-  page = await context.newPage();
-  page.on('pageerror', e => pageErrors.push(`${e}\n${e.stack ?? ''}`));
-  page.on('console', m => {
-    if (m.type() === 'error' && /nbvalidation/i.test(m.text())) {
-      pageErrors.push(`console: ${m.text()}`);
-    }
-    if (m.type() === 'warning' && /nbvalidation/i.test(m.text()) && /deprecat/i.test(m.text())) {
-      consoleWarnings.push(m.text());
-    }
-  });
-});
-
-after(async () => {
-  if (browser) {
-    await browser.close();
-  }
-  if (lab) {
-    await lab.stop();
-    fs.copyFileSync(lab.logFile, path.join(ARTIFACTS, 'lab-options.log'));
-    fs.rmSync(lab.tmp, { recursive: true, force: true });
+const session = browserSession({
+  name: 'options',
+  files: FILES,
+  artifacts: ARTIFACTS,
+  jobTimeout: JOB_TIMEOUT,
+  ready: s => {
+    ({ lab, page } = s);
   }
 });
-
-/** One REST call to the server as the CLI would make it. */
-async function rest(method, route, body) {
-  const r = await fetch(`${lab.base}${route}`, {
-    method,
-    headers: { Authorization: `token ${lab.token}`, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body)
-  });
-  const text = await r.text();
-  return { status: r.status, body: text ? JSON.parse(text) : null };
-}
-
-async function openNotebook(rel, { reset = true } = {}) {
-  await page.goto(`${lab.base}lab/tree/${rel}?${reset ? 'reset&' : ''}token=${lab.token}`);
-  await page.waitForSelector('#jp-main-dock-panel', { timeout: 60_000 });
-  await page
-    .locator(VISIBLE_NB)
-    .filter({ has: page.locator('.jp-Notebook') })
-    .first()
-    .waitFor({ timeout: 60_000 });
-  const button = page.locator(
-    `${VISIBLE_NB} .jp-NotebookPanel-toolbar [data-command="nbvalidation:validate"]`
-  );
-  await button.first().waitFor({ timeout: 30_000 });
-  await page
-    .locator(`${VISIBLE_NB} .jp-Notebook-ExecutionIndicator[data-status="idle"]`)
-    .first()
-    .waitFor({ timeout: 30_000 })
-    .catch(() => undefined);
-  return button.first();
-}
-
-/** Wait until the panel's verdict is terminal; returns its data-phase. */
-async function waitForVerdict() {
-  const verdict = page.locator(`${PANEL} .jp-NBValidation-verdict`);
-  await verdict.waitFor({ timeout: 30_000 });
-  const deadline = Date.now() + JOB_TIMEOUT;
-  for (;;) {
-    const phase = await verdict.getAttribute('data-phase').catch(() => null);
-    if (phase === 'Succeeded' || phase === 'Failed') {
-      return phase;
-    }
-    if (Date.now() > deadline) {
-      await page.screenshot({ path: path.join(ARTIFACTS, 'options-timeout.png') });
-      assert.fail(`no verdict after ${JOB_TIMEOUT} ms\n${tail(lab.logFile)}`);
-    }
-    await page.waitForTimeout(250);
-  }
-}
+const { pageErrors, rest, openNotebook, waitForVerdict } = session;
 
 async function shot(name, locator) {
   await page.mouse.move(0, 0);
