@@ -289,22 +289,29 @@ class JobService:
             total += len(got[0])
         return out
 
-    async def submit(self, spec: Any) -> dict:
+    async def _prepare(self, spec: Any) -> tuple[dict, dict[str, bytes], Path, Requirements, str | None]:
+        """What submit and the verdict cache both start from: the checked spec (its
+        credentials redacted), the inputs read now, the requirements and the verdict
+        key (None: not known). Bad input raises ApiError; nothing is created."""
         bad = find_bad_number(spec, "spec")
         if bad:
             raise ApiError(400, "InvalidSpec", f"{bad[0]}: {bad[1]}", bad[0])
         spec = self._validate(spec)
         files, nb_path, reqs = await asyncio.to_thread(self._collect, spec)
+        bc = spec.get("podConfig", {}).get("buildConfig", {})
+        if reqs.secrets and bc.get("requirements"):  # the stored spec never holds a credential
+            bc["requirements"] = [reqmod.redact(r, reqs.secrets) for r in bc["requirements"]]
+        key = await asyncio.to_thread(self._verdict_key, spec, files, nb_path, reqs)
+        return spec, files, nb_path, reqs, key
+
+    async def submit(self, spec: Any) -> dict:
+        spec, files, nb_path, reqs, key = await self._prepare(spec)
         # no inputFiles: the kernel works in the notebook's own folder; with
         # them, in the job's snapshot of them (the backend's input folder)
         annotations = {} if spec.get("inputFiles") else {WORKDIR_ANNOTATION: str(nb_path.parent)}
         source = reqmod.source_annotation(reqs, spec, self.root_dir)
         if source:
             annotations[reqmod.SOURCE_ANNOTATION] = source
-        bc = spec.get("podConfig", {}).get("buildConfig", {})
-        if reqs.secrets and bc.get("requirements"):  # the stored spec never holds a credential
-            bc["requirements"] = [reqmod.redact(r, reqs.secrets) for r in bc["requirements"]]
-        key = await asyncio.to_thread(self._verdict_key, spec, files, nb_path, reqs)
         if key:
             annotations[verdict_cache.ANNOTATION] = key
         job = new_job(spec, annotations=annotations)
@@ -330,15 +337,7 @@ class JobService:
         """The verdict cache: an earlier Succeeded job whose verdict key equals the key
         ``spec``'s inputs have now (see verdict_cache), or None. Checks the spec and reads
         the inputs as submit does (bad input raises as there); creates nothing."""
-        bad = find_bad_number(spec, "spec")
-        if bad:
-            raise ApiError(400, "InvalidSpec", f"{bad[0]}: {bad[1]}", bad[0])
-        spec = self._validate(spec)
-        files, nb_path, reqs = await asyncio.to_thread(self._collect, spec)
-        bc = spec.get("podConfig", {}).get("buildConfig", {})
-        if reqs.secrets and bc.get("requirements"):
-            bc["requirements"] = [reqmod.redact(r, reqs.secrets) for r in bc["requirements"]]
-        key = await asyncio.to_thread(self._verdict_key, spec, files, nb_path, reqs)
+        spec, _files, _nb_path, _reqs, key = await self._prepare(spec)
         if not key:
             return None
         token = None
