@@ -311,6 +311,17 @@ async def _stop(api: Any) -> None:
     await api.service.stop()
 
 
+def _unchanged(item: Item, hit: dict) -> Outcome:
+    """The verdict cache's answer: the earlier Succeeded job that stands for this one."""
+    return Outcome(item, "Unchanged", 0.0, job=hit, message=f"unchanged since {hit['metadata']['name']}")
+
+
+def _ended(item: Item, job: dict, started: float) -> Outcome:
+    """A job this run submitted, once it ended."""
+    return Outcome(item, _verdict(job), time.monotonic() - started, job=job,
+                   message=(job.get("status") or {}).get("message", ""))
+
+
 def _refused(item: Item, e: ClientError, started: float) -> Outcome:
     return Outcome(item, "Refused", time.monotonic() - started, message=str(e))
 
@@ -348,13 +359,12 @@ def _in_process_one(api: Any, make_spec: Callable[[Item], dict], options: Option
             tracker.call(tracker.listener.finished, out)
             return out
         if hit is not None:
-            out = Outcome(item, "Unchanged", 0.0, job=hit, message=f"unchanged since {hit['metadata']['name']}")
+            out = _unchanged(item, hit)
         else:
             name = job["metadata"]["name"]
             tracker.call(tracker.listener.started, item, name)
-            job = await service.wait_for_terminal(name, options.timeout, lambda j: tracker.update(item, j))
-            out = Outcome(item, _verdict(job), time.monotonic() - started, job=job,
-                          message=(job.get("status") or {}).get("message", ""))
+            out = _ended(item, await service.wait_for_terminal(name, options.timeout,
+                                                               lambda j: tracker.update(item, j)), started)
         await details(out)
         tracker.call(tracker.listener.finished, out)
         return out
@@ -394,13 +404,11 @@ def _remote_one(api: Any, make_spec: Callable[[Item], dict], options: Options,
             tracker.call(tracker.listener.finished, out)
             return out
         if hit is not None:
-            out = Outcome(item, "Unchanged", 0.0, job=hit, message=f"unchanged since {hit['metadata']['name']}")
+            out = _unchanged(item, hit)
         else:
             name = job["metadata"]["name"]
             tracker.call(tracker.listener.started, item, name)
-            job = api.wait(name, lambda j: tracker.update(item, j), options.timeout)
-            out = Outcome(item, _verdict(job), time.monotonic() - started, job=job,
-                          message=(job.get("status") or {}).get("message", ""))
+            out = _ended(item, api.wait(name, lambda j: tracker.update(item, j), options.timeout), started)
         details(out)
         tracker.call(tracker.listener.finished, out)
         return out
