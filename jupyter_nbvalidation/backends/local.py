@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Enum, Float, Int, List, Unicode, default
+from traitlets import Bool, Enum, Float, Int, List, Unicode, default
 
 from .. import requirements as reqmod
 from .. import verdict_cache
@@ -52,14 +52,16 @@ from ..plan import (Snapshot, ValidationPlan, requirements_key, requirements_of,
 from ..priority import deprioritize
 from ..requirements import Requirements
 from ..runner import hygiene
-from ..runner.environment import runner_environment
+from ..runner.environment import forkserver_environment, runner_environment
 from ..runner.protocol import ProgressReader
 from ..store.base import NotFound as NotFoundError
 from ..store.lease import StoreLeaseElector, new_identity
 from ..store.sqlite import SQLiteJobStore
 from ..tasks import cancel_and_wait, wait_within
 from .base import FAILED, RUNNING, SUCCEEDED, Backend, Observation, lease_traits
+from .forkserver import ForkedRunner, RunnerForkServer
 
+RUNNER_COMMAND = [sys.executable, "-m", "jupyter_nbvalidation.runner"]
 ENV_MARKER = ".nbvalidation-env.json"
 LAST_USE = ".last-use"
 ADOPT_POLL = 0.5  # seconds between looks at a run or build another engine started
@@ -83,17 +85,7 @@ def _kill_group(pid: int, sig: int = signal.SIGTERM) -> None:
 HOST = socket.gethostname()
 
 
-def proc_start(pid: int) -> int | None:
-    """The start time of a live process (clock ticks since boot, /proc/<pid>/stat
-    field 22): with the pid it names one process, whatever reuses the pid later.
-    None when there is no such process (or only its zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            stat = f.read()
-        fields = stat[stat.rindex(")") + 2:].split()
-        return None if fields[0] in ("Z", "X") else int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
+proc_start = hygiene.live_start_time  # (pid, start time) names one process, whatever reuses the pid later
 
 
 def process_record(pid: int) -> dict:
@@ -153,7 +145,7 @@ class _Build:
 class _Run:
     task: asyncio.Task
     run_dir: Path
-    proc: asyncio.subprocess.Process | None = None
+    proc: asyncio.subprocess.Process | ForkedRunner | None = None
     started_at: str | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # marks every process of the run
     name: str = ""
@@ -188,6 +180,11 @@ class LocalBackend(Backend):
     niceness = Int(10, help="Builds, runners and their kernels run at this `nice` level, so the Jupyter "
                             "server (and the user's own kernels) stay responsive while jobs compute; "
                             "0 disables it.").tag(config=True)
+    fork_runners = Bool(True, help="Start each runner by forking a process that has already imported what a "
+                                   "runner needs (about 0.6 s less CPU per notebook). Each runner is still a new "
+                                   "process of its own, used for one run, with only its run's environment; the "
+                                   "kernel is always a new interpreter. False: each runner is a new "
+                                   "interpreter.").tag(config=True)
     lease_duration, renew_deadline, retry_period = lease_traits(10.0, 7.0, 1.0, "the data dir's lease")
     job_ttl = Float(30 * 24 * 3600.0, help="Finished jobs (with their events and files) are removed this many "
                                            "seconds after completion, like a Job's ttlSecondsAfterFinished; "
@@ -242,6 +239,7 @@ class LocalBackend(Backend):
         self.elector: StoreLeaseElector | None = None
         self._gc_task: asyncio.Task | None = None
         self.last_gc: dict | None = None
+        self._forkserver: RunnerForkServer | None = None
 
     elects_leader = True
 
@@ -351,6 +349,9 @@ class LocalBackend(Backend):
         self._builds.clear()
         self._job_build.clear()
         self._runs.clear()
+        if self._forkserver is not None:
+            await self._forkserver.stop()
+            self._forkserver = None
 
     def _sweep_stale_builds(self, key: str | None = None) -> list[dict]:
         """Remove builds left half-done by an engine that is provably dead (killed
@@ -844,7 +845,7 @@ class LocalBackend(Backend):
         # the notebook's folder, or (spec.inputFiles) the job's snapshot of the files it named
         cwd = (job["metadata"].get("annotations") or {}).get(WORKDIR_ANNOTATION) or str(
             inp / "inputs" if job["spec"].get("inputFiles") else inp)
-        argv = [sys.executable, "-m", "jupyter_nbvalidation.runner", str(inp / "notebook.ipynb"),
+        argv = [*RUNNER_COMMAND, str(inp / "notebook.ipynb"),
                 "--python", python, "--cwd", cwd,
                 "--result", str(run_dir / "result.json"), "--executed", str(run_dir / "executed.ipynb"),
                 "--progress"]
@@ -885,9 +886,7 @@ class LocalBackend(Backend):
 
             env = await asyncio.to_thread(setup)
             with open(log_path, "w", encoding="utf-8") as log:
-                proc = await asyncio.create_subprocess_exec(
-                    *self._niced(argv), stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
-                    start_new_session=True, env=env)
+                proc = await self._start_runner(argv, env, log.fileno())
                 run.proc = proc
                 deprioritize(proc.pid, self.niceness)
                 await asyncio.to_thread(self._record_runner, run, proc.pid)
@@ -918,6 +917,26 @@ class LocalBackend(Backend):
             obs = _observation_from_result(result, run.started_at, finished, reference)
             obs.extra.update(_progress_extra(run))
             return obs
+
+    async def _start_runner(self, argv: list[str], env: dict[str, str],
+                            log_fd: int) -> asyncio.subprocess.Process | ForkedRunner:
+        """A new runner process (its own session, ``env`` only, output on ``log_fd``):
+        forked by the fork server when it serves, else a new interpreter."""
+        if self.fork_runners and argv[:len(RUNNER_COMMAND)] == RUNNER_COMMAND:
+            if self._forkserver is None:
+                self._forkserver = RunnerForkServer(
+                    env=forkserver_environment(), cwd=str(self.root / "forkserver"), wrap=self._niced,
+                    log_path=str(self.root / "forkserver.log"), log=self.log)
+            try:
+                cwd = os.getcwd()  # where a new interpreter would start: this process's folder
+            except OSError:  # removed under us
+                cwd = "/"
+            forked = await self._forkserver.spawn(argv[len(RUNNER_COMMAND):], env, cwd, log_fd)
+            if forked is not None:
+                return forked
+        return await asyncio.create_subprocess_exec(
+            *self._niced(argv), stdout=log_fd, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
+            start_new_session=True, env=env)
 
     async def _read_progress(self, run: _Run, log_path: Path) -> bool:
         """Feed what the runner's log gained since the last read (in a thread: no
@@ -1205,7 +1224,7 @@ class LocalBackend(Backend):
                 "lastError": problem or (self.elector.last_error if self.elector else None)}
 
 
-async def _terminate(proc: asyncio.subprocess.Process, run_id: str | None = None, grace: float = 5.0) -> None:
+async def _terminate(proc: asyncio.subprocess.Process | ForkedRunner, run_id: str | None = None, grace: float = 5.0) -> None:
     """SIGTERM the process group (the runner then shuts its kernel down and
     writes what it has), SIGKILL after ``grace`` seconds; then every process
     still marked with the run's ``run_id`` (what a killed runner left)."""

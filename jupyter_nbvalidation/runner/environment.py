@@ -95,12 +95,20 @@ def runner_environment(root: str, run_id: str, *, python: str | None = None,
     ``PYTHONPATH`` naming only the folder this package is imported from when that is
     not one of the interpreter's own site folders (a source checkout). The job's
     variables are not in it."""
+    env = private_dirs(root)  # TMPDIR is then the system's (below)
+    env.update(forkserver_environment(python=python, source=source))
+    env[RUN_ID_VAR] = run_id
+    return env
+
+
+def forkserver_environment(*, python: str | None = None, source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A runner's environment without what is one run's own (its private folders,
+    its run id): the environment of the fork server (:mod:`.forkserver`), which
+    each runner it forks replaces with its run's whole ``runner_environment``."""
     python = python or sys.executable
     env = passed_through(os.environ if source is None else source)
-    env.update(private_dirs(root))
     env.update(interpreter_paths(python))
     env.update(PYTHONNOUSERSITE="1", PYTHONUNBUFFERED="1", TMPDIR=tempfile.gettempdir())
-    env[RUN_ID_VAR] = run_id
     parent = _package_parent()
     try:
         own = {os.path.realpath(p) for p in site.getsitepackages()}

@@ -74,6 +74,13 @@ def start_time(pid: int) -> int | None:
     return None if st is None else st[2]
 
 
+def live_start_time(pid: int) -> int | None:
+    """The start time of ``pid`` while it runs: None once it is gone or only its
+    zombie is left. With the pid it names one process, whatever reuses the pid."""
+    st = _stat(pid)
+    return None if st is None or st[0] in ("Z", "X") else st[2]
+
+
 def _pids() -> list[int]:
     try:
         return [int(name) for name in os.listdir("/proc") if name.isdigit()]
