@@ -116,6 +116,35 @@ async def test_environment_cache_is_content_addressed(local, notebook):
 
 
 @pytest.mark.asyncio
+async def test_jobs_of_one_environment_submitted_at_once_share_one_build(tmp_path, notebook, monkeypatch):
+    """Four jobs with the same requirements at the same instant: one build, and every
+    job hears when it ends. Two builds used to start (both jobs passed the "is one
+    running?" check across an await), and the job on the overwritten record was
+    never told: it waited for the engine's resync (300 s) with its environment ready."""
+    from jupyter_nbvalidation import requirements as reqmod
+
+    real = reqmod.for_build
+
+    def slow_for_build(*a, **kw):  # the await every job of the key passes through, widened
+        time.sleep(0.3)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(reqmod, "for_build", slow_for_build)
+    env = make_local(tmp_path, resync_period=3600)  # only the build's own notification ends a job
+    await env.engine.start()
+    try:
+        nbs = [notebook(f"s/nb{i}.ipynb", ["import tabulate", f"print({i})"]) for i in range(4)]
+        _write_reqs(env.root, "s", [PKG])
+        names = [(await env.submit(notebook={"path": nb}))["metadata"]["name"] for nb in nbs]
+        done = await asyncio.gather(*(env.engine.wait_for_terminal(n, 180) for n in names))
+    finally:
+        await env.engine.stop()
+    assert [d["status"]["phase"] for d in done] == [Phase.SUCCEEDED] * 4, [d["status"].get("message") for d in done]
+    assert len({d["status"]["buildStatus"]["imageReference"] for d in done}) == 1
+    assert len(list((env.backend.root / "logs").glob("build-*.log"))) == 1  # built once
+
+
+@pytest.mark.asyncio
 async def test_venv_pip_strategy_and_requirements_file(local, notebook):
     nb = notebook("v/nb.ipynb", ["import tabulate; print('ok')"])
     (local.root / "v" / "deps").mkdir(parents=True)

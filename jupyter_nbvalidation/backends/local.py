@@ -526,11 +526,15 @@ class LocalBackend(Backend):
                     reqs = await asyncio.to_thread(reqmod.for_build, job, dataclasses.replace(plan.requirements))
                 except ValueError as e:
                     return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=strategy)
-                stamp = isotime().replace(":", "").replace(".", "")
-                log_path = str(self.root / "logs" / f"build-{key}-{stamp}.log")
-                task = asyncio.get_running_loop().create_task(self._build_or_adopt(key, reqs, strategy, log_path))
-                build = _Build(key=key, task=task, log_path=log_path)
-                self._builds[key] = build
+                # another job of the same environment may have started its build meanwhile: join it
+                build = self._builds.get(key)
+                if build is None or build.task.done():
+                    stamp = isotime().replace(":", "").replace(".", "")
+                    log_path = str(self.root / "logs" / f"build-{key}-{stamp}.log")
+                    build = _Build(key=key, task=None, log_path=log_path)  # type: ignore[arg-type]
+                    build.task = asyncio.get_running_loop().create_task(
+                        self._build_or_adopt(build, reqs, strategy, log_path))
+                    self._builds[key] = build
             build.waiters.add(job["metadata"]["name"])
             self._job_build[uid] = build
         return Observation(RUNNING, message="Building the environment.", log_path=self._job_build[uid].log_path,
@@ -544,23 +548,23 @@ class LocalBackend(Backend):
             (self.env_dir(key) / LAST_USE).touch()
         return self._env_ready(key)
 
-    async def _build_or_adopt(self, key: str, requirements: list[str], strategy: str,
+    async def _build_or_adopt(self, build: _Build, requirements: Requirements, strategy: str,
                               log_path: str) -> Observation:
         """Build the environment, unless another live engine is building the same
         one: then wait for its outcome (a dead engine's half-build is removed)."""
+        key = build.key
         adopted = False
         while await asyncio.to_thread(self._sweep_stale_builds, key):
             adopted = True
             await asyncio.sleep(ADOPT_POLL)
         if adopted and await asyncio.to_thread(self._use_env, key):
             marker = await asyncio.to_thread(self._read_marker, key)
-            build = self._builds.get(key)
-            for name in build.waiters if build else ():
+            for name in build.waiters:
                 self._notify(name)
             return Observation(SUCCEEDED, reference=str(self.env_dir(key)), finished_at=isotime(),
                                message="Reused the environment another server or CLI built.",
                                log_path=marker.get("log"), strategy=marker.get("strategy", strategy))
-        return await self._build(key, requirements, strategy, log_path)
+        return await self._build(build, requirements, strategy, log_path)
 
     def _read_marker(self, key: str) -> dict:
         try:
@@ -613,8 +617,8 @@ class LocalBackend(Backend):
             _kill_group(proc.pid, signal.SIGKILL)
             raise
 
-    async def _build(self, key: str, requirements: Requirements, strategy: str, log_path: str) -> Observation:
-        build = self._builds[key]
+    async def _build(self, build: _Build, requirements: Requirements, strategy: str, log_path: str) -> Observation:
+        key = build.key  # its own record: its waiters are the ones told when it ends
         started = isotime()
         tmp = self.root / "envs" / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
         try:
