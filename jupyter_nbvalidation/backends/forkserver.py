@@ -115,6 +115,9 @@ class RunnerForkServer:
                     *self.wrap([sys.executable, "-m", MODULE, str(theirs.fileno())]),
                     stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
                     pass_fds=(theirs.fileno(),), start_new_session=True, env=self.env, cwd=self.cwd)
+        except BaseException:
+            mine.close()  # not ours to read yet: nothing else would close it
+            raise
         finally:
             theirs.close()
         mine.setblocking(False)
