@@ -513,12 +513,19 @@ describe('the lab as a data scientist meets it', () => {
     await openNotebook('failing/failing.ipynb', { reset: false });
     // show the file browser (a click on its tab would hide it when it is already shown)
     const fileBrowser = page.locator('#filebrowser');
-    if (!(await fileBrowser.isVisible())) {
-      await page.locator('.lm-TabBar-tab[data-id="filebrowser"]').click();
-    }
-    await fileBrowser.waitFor({ state: 'visible', timeout: 60_000 });
+    // the lab restores its saved layout a moment after the page is up, and may collapse the
+    // left area then: look again before each use
+    const showFileBrowser = async () => {
+      for (let i = 0; i < 20 && !(await fileBrowser.isVisible()); i++) {
+        await page.locator('.lm-TabBar-tab[data-id="filebrowser"]').click();
+        await page.waitForTimeout(250);
+      }
+      await fileBrowser.waitFor({ state: 'visible', timeout: 60_000 });
+    };
+    await showFileBrowser();
     const listing = page.locator('#filebrowser .jp-DirListing-content');
     const goTo = async dir => {
+      await showFileBrowser();
       await page.locator('#filebrowser .jp-BreadCrumbs-home').click();
       const folder = page.locator(
         `#filebrowser .jp-DirListing-item[data-isdir="true"][title^="Name: ${dir}"]`
