@@ -121,6 +121,41 @@ async def test_a_run_sees_only_its_own_environment(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_a_spawn_whose_caller_is_cancelled_leaves_no_runner(tmp_path):
+    """Cancelled after the request went out: the runner forked for it anyway is
+    killed when its pid arrives, never left running with nobody waiting for it."""
+    nb = write_notebook(tmp_path / "nb.ipynb", ["import time\ntime.sleep(60)"])
+    server = RunnerForkServer(env=forkserver_environment(), cwd=str(tmp_path / "fs"), wrap=lambda a: a,
+                              log_path=str(tmp_path / "fs.log"))
+    try:
+        assert (await server.spawn(["--help"], dict(os.environ), str(tmp_path), os.open(os.devnull, os.O_WRONLY))
+                ) is not None  # up and serving
+        out = tmp_path / "run"
+        out.mkdir()
+        env = runner_environment(str(out / "runner"), f"cancelled{os.getpid()}")
+        with open(out / "runner.log", "w") as log:
+            caller = asyncio.ensure_future(server.spawn(_runner_argv(nb, out), env, str(tmp_path), log.fileno()))
+            for _ in range(1000):  # until the request is on its way
+                if server._pending:
+                    break
+                await asyncio.sleep(0)
+            assert server._pending
+            caller.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+        for _ in range(100):  # the forked runner is killed and its end reported
+            if not server._runners and not server._pending:
+                break
+            await asyncio.sleep(0.1)
+        assert not server._runners and not server._pending, (
+            {p: (_alive(p), open(f"/proc/{p}/cmdline", "rb").read() if _alive(p) else None) for p in server._runners},
+            (out / "runner.log").read_text()[-500:])
+        assert not (out / "result.json").exists()
+    finally:
+        await server.stop()
+
+
+@pytest.mark.asyncio
 async def test_a_killed_fork_server_costs_no_verdict(tmp_path, notebook):
     """SIGKILL the fork server while its runner works: the run still ends with its
     verdict (watched by pid), and the next run gets a new fork server."""

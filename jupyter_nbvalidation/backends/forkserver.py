@@ -165,7 +165,7 @@ class RunnerForkServer:
                 runner = ForkedRunner(doc["pid"])
                 self._runners[runner.pid] = runner
                 if fut is None or fut.done():  # its caller was cancelled: never a runner nobody waits for
-                    _kill_group(runner.pid)
+                    hygiene.kill_group(runner.pid, signal.SIGKILL)
                 else:
                     fut.set_result(runner)
             elif fut is not None and not fut.done():
@@ -228,12 +228,15 @@ class RunnerForkServer:
             self._lost(f"cannot send: {e}")
             return None
         try:
-            reply = await wait_within(asyncio.shield(fut), SPAWN_TIMEOUT)
+            # cancelled (or timed out), the future is cancelled too: a runner forked
+            # after all is then killed as its pid arrives (_dispatch)
+            reply = await wait_within(fut, SPAWN_TIMEOUT)
         except asyncio.CancelledError:
-            fut.add_done_callback(_kill_if_forked)  # never a runner nobody waits for
+            got = fut.result() if fut.done() and not fut.cancelled() and fut.exception() is None else None
+            if isinstance(got, ForkedRunner):  # its pid came as we were cancelled
+                hygiene.kill_group(got.pid, signal.SIGKILL)
             raise
         except asyncio.TimeoutError:  # stuck: not trusted again until it is restarted
-            fut.add_done_callback(_kill_if_forked)
             if self.proc is not None and self.proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     self.proc.kill()
@@ -244,13 +247,3 @@ class RunnerForkServer:
             self.log.warning("nbvalidation: the runner fork server could not fork (%s)", reply)
             return None
         return reply
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _kill_if_forked(fut: asyncio.Future[ForkedRunner | str]) -> None:
-    if not fut.cancelled() and fut.exception() is None and isinstance(fut.result(), ForkedRunner):
-        _kill_group(fut.result().pid)  # type: ignore[union-attr]

@@ -77,9 +77,7 @@ UNSUPPORTED_LOCALLY = {
 }
 
 
-def _kill_group(pid: int, sig: int = signal.SIGTERM) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
+_kill_group = hygiene.kill_group
 
 
 HOST = socket.gethostname()
@@ -926,7 +924,7 @@ class LocalBackend(Backend):
                             log_fd: int) -> asyncio.subprocess.Process | ForkedRunner:
         """A new runner process (its own session, ``env`` only, output on ``log_fd``):
         forked by the fork server when it serves, else a new interpreter."""
-        if self.fork_runners and argv[:len(RUNNER_COMMAND)] == RUNNER_COMMAND:
+        if self.fork_runners:  # argv is RUNNER_COMMAND + the runner's arguments (runner_argv)
             if self._forkserver is None:
                 self._forkserver = RunnerForkServer(
                     env=forkserver_environment(), cwd=str(self.root / "forkserver"), wrap=self._niced,

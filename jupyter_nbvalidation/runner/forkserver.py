@@ -79,8 +79,9 @@ def _exit_code(status: int) -> int:
         return 255
 
 
-def _become_runner(request: dict[str, Any], log_fd: int, close: list[int]) -> int:
-    """In the forked child: turn into the runner of one run, and run it."""
+def _become_runner(request: dict[str, Any], log_fd: int, close: list[int], started: int) -> int:
+    """In the forked child: turn into the runner of one run, and run it. ``started``
+    is closed once this process leads its own session (its parent waits for that)."""
     import atexit
     import random
     import tempfile
@@ -94,6 +95,7 @@ def _become_runner(request: dict[str, Any], log_fd: int, close: list[int]) -> in
         except OSError:
             pass
     os.setsid()
+    os.close(started)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -191,16 +193,28 @@ def handle(sock: socket.socket, data: bytes, fds: list[int], children: set[int],
         if len(fds) != 1 or not isinstance(request.get("argv"), list) or not isinstance(request.get("env"), dict) \
                 or not isinstance(request.get("cwd"), str):
             raise ValueError("a request needs argv, env, cwd and one log file descriptor")
-        pid = os.fork()
+        started_r, started_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(started_r)
+            os.close(started_w)
+            raise
     except (ValueError, OSError) as e:
         for f in fds:
             os.close(f)
         _send(sock, {"id": request.get("id"), "error": str(e)})
         return
     if pid == 0:
-        _become_runner(request, fds[0], close)
+        _become_runner(request, fds[0], [*close, started_r], started_w)
     children.add(pid)
     os.close(fds[0])
+    os.close(started_w)
+    # the pid is sent once it names a process group: a kill of the group right after it
+    # arrives (a cancel) reaches the runner, as it would one started by exec
+    while os.read(started_r, 1):
+        pass
+    os.close(started_r)
     _send(sock, {"id": request.get("id"), "pid": pid})
 
 

@@ -81,6 +81,12 @@ def live_start_time(pid: int) -> int | None:
     return None if st is None or st[0] in ("Z", "X") else st[2]
 
 
+def kill_group(pgid: int, sig: int = signal.SIGTERM) -> None:
+    """Signal a process group; one that is gone (or not ours) is not an error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
 def _pids() -> list[int]:
     try:
         return [int(name) for name in os.listdir("/proc") if name.isdigit()]
