@@ -255,6 +255,9 @@ def ui_tests():
             raise AssertionError(f"ui-tests/{test_file} did not finish in {limit} s; its output so far:\n"
                                  + out[-6000:]) from None
         print(proc.stdout[-30000:])
+        # kept whether it passes or not: what a passing run logged (e.g. a hidden listing) can be read later
+        (root / "test-artifacts").mkdir(exist_ok=True)
+        (root / "test-artifacts" / f"{test_file}.log").write_text(proc.stdout + proc.stderr)
         if proc.stderr.strip():
             print(proc.stderr[-10000:], file=sys.stderr)
         assert proc.returncode == 0, (
