@@ -289,10 +289,11 @@ class JobService:
             total += len(got[0])
         return out
 
-    async def _prepare(self, spec: Any) -> tuple[dict, dict[str, bytes], Path, Requirements, str | None]:
+    async def _prepare(self, spec: Any) -> tuple[dict, dict[str, bytes], Path, Requirements, str | None, str | None]:
         """What submit and the verdict cache both start from: the checked spec (its
-        credentials redacted), the inputs read now, the requirements and the verdict
-        key (None: not known). Bad input raises ApiError; nothing is created."""
+        credentials redacted), the inputs read now, the requirements, the kernel's
+        environment as the backend identifies it and the verdict key (None: not
+        known). Bad input raises ApiError; nothing is created."""
         bad = find_bad_number(spec, "spec")
         if bad:
             raise ApiError(400, "InvalidSpec", f"{bad[0]}: {bad[1]}", bad[0])
@@ -301,11 +302,12 @@ class JobService:
         bc = spec.get("podConfig", {}).get("buildConfig", {})
         if reqs.secrets and bc.get("requirements"):  # the stored spec never holds a credential
             bc["requirements"] = [reqmod.redact(r, reqs.secrets) for r in bc["requirements"]]
-        key = await asyncio.to_thread(self._verdict_key, spec, files, nb_path, reqs)
-        return spec, files, nb_path, reqs, key
+        env = await self.backend.verdict_environment(spec, reqs)
+        key = None if env is None else await asyncio.to_thread(self._verdict_key, spec, files, nb_path, env)
+        return spec, files, nb_path, reqs, env, key
 
     async def submit(self, spec: Any) -> dict:
-        spec, files, nb_path, reqs, key = await self._prepare(spec)
+        spec, files, nb_path, reqs, _env, key = await self._prepare(spec)
         # no inputFiles: the kernel works in the notebook's own folder; with
         # them, in the job's snapshot of them (the backend's input folder)
         annotations = {} if spec.get("inputFiles") else {WORKDIR_ANNOTATION: str(nb_path.parent)}
@@ -327,8 +329,7 @@ class JobService:
         self.engine.enqueue(job["metadata"]["name"])
         return job
 
-    def _verdict_key(self, spec: dict, files: dict[str, bytes], nb_path: Path, reqs: Requirements) -> str | None:
-        env = verdict_cache.environment_identity(self.backend, reqs, build_enabled(spec))
+    def _verdict_key(self, spec: dict, files: dict[str, bytes], nb_path: Path, env: str) -> str | None:
         workdir = None if spec.get("inputFiles") else nb_path.parent
         return verdict_cache.verdict_key(spec, files, env, workdir=workdir, notebook_path=nb_path,
                                          backend=self.backend)
@@ -337,15 +338,14 @@ class JobService:
         """The verdict cache: an earlier Succeeded job whose verdict key equals the key
         ``spec``'s inputs have now (see verdict_cache), or None. Checks the spec and reads
         the inputs as submit does (bad input raises as there); creates nothing."""
-        spec, _files, _nb_path, _reqs, key = await self._prepare(spec)
-        if not key:
+        spec, _files, _nb_path, _reqs, env, key = await self._prepare(spec)
+        if not key or env is None:
             return None
         token = None
         for _ in range(max_pages):
             items, token = await self.store.list_jobs(notebook=spec["notebook"]["path"], limit=100, continue_token=token)
             for job in items:
-                if verdict_cache.matches(job, key) and await asyncio.to_thread(
-                        verdict_cache.same_environment, job, self.backend):
+                if verdict_cache.matches(job, key) and await self.backend.same_verdict_environment(job, env):
                     return job
             if not token:
                 break

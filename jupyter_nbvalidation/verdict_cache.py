@@ -8,18 +8,26 @@ inputs have now, and runs nothing. The key covers:
 - the validated spec (comparison options, timeouts, kernel env, build options);
 - every file of the job's snapshot by content (the notebook, the golden copy, the
   requirements as the build reads them, the input files);
-- the kernel's environment: the backend's own environment key for a built one
-  (interpreter, requirement lines, local paths' content, kernel packages), or, with
-  the build disabled, the interpreter and every distribution installed in it;
+- the kernel's environment, as the backend knows it (``Backend.verdict_environment``):
+  locally, the environment key of a built one (interpreter, requirement lines, local
+  paths' content, kernel packages) or, with the build disabled, the interpreter and
+  every distribution installed in it; on Kubernetes, the content tag of the image a
+  build would push (base image digest, requirement lines, runner) or, with the build
+  disabled, the image by its digest;
 - the runner: its source files and the versions of nbclient, nbformat, ipykernel;
 - the backend's defaults a verdict depends on (the per-cell timeout);
 - without spec.inputFiles (the kernel works in the notebook's own folder): the
   content of every file in that folder and below it (hidden entries, checkpoints,
   caches and other notebooks not named in this one left out).
 
+A hit also needs the earlier job's environment to be the one a run would get now
+(``Backend.same_verdict_environment``: not evicted or built again since, locally; the
+registry still serving the image the job ran, on Kubernetes).
+
 When one of these cannot be known (a backend without an environment key, a
-build-disabled interpreter other than this one, a folder over the bounds) there
-is no key, and the notebook always runs: never a false "unchanged". Files a
+build-disabled interpreter other than this one, a base image whose digest the
+registry does not give, a folder over the bounds) there is no key, and the
+notebook always runs: never a false "unchanged". Files a
 notebook reads from outside its folder (``../data.csv``) are not seen: name them
 in spec.inputFiles (they are then snapshotted and in the key) or use
 ``--no-cache``."""
@@ -34,8 +42,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .model import Phase, build_enabled, parse_time
-from .plan import requirements_key
+from .model import Phase
 
 ANNOTATION = "nbvalidation.dev/verdict-key"
 VERSION = 1  # of the key's recipe: a change of recipe never matches an older key
@@ -133,36 +140,6 @@ def verdict_key(spec: dict, files: dict[str, bytes], environment: str | None, *,
             return None
         parts["folder"] = digest
     return _sha(json.dumps(parts, sort_keys=True, default=str).encode())
-
-
-def environment_identity(backend: Any, requirements: Any, build_enabled: bool) -> str | None:
-    """What the kernel's environment is, as the backend knows it (None: not known,
-    the notebook then always runs): ``Backend.verdict_environment`` of the
-    requirements' key (a built environment) or of None (the build disabled)."""
-    ident = getattr(backend, "verdict_environment", None)
-    if ident is None:
-        return None
-    try:
-        return ident(requirements_key(requirements) if build_enabled else None)
-    except (OSError, ValueError):
-        return None
-
-
-def same_environment(job: dict, backend: Any) -> bool:
-    """Whether the environment ``job`` was validated in is still the one a run would
-    get now: for a built one, still there and not built again since the job's
-    validation started (an environment evicted and built again may resolve its
-    requirements to other versions). Reads files: not on the event loop."""
-    st = job.get("status") or {}
-    if not build_enabled(job.get("spec") or {}):
-        return True  # the interpreter and every distribution in it are in the key
-    reference = (st.get("buildStatus") or {}).get("imageReference")
-    started = (st.get("validationStatus") or {}).get("startTime")
-    built_at = getattr(backend, "environment_built_at", None)
-    if not reference or not started or built_at is None:
-        return False
-    built, validated = parse_time(built_at(reference)), parse_time(started)
-    return built is not None and validated is not None and built <= validated
 
 
 def matches(job: dict, key: str) -> bool:

@@ -23,6 +23,7 @@ from traitlets.config import LoggingConfigurable
 from ..documents import Job, JobSpec, RunnerResult
 from ..errors import InputRejected
 from ..plan import Snapshot, ValidationPlan
+from ..requirements import Requirements
 from ..store.base import JobStore
 from ..vocabulary import RunState
 
@@ -147,3 +148,17 @@ class Backend(LoggingConfigurable):
 
     async def health(self) -> dict[str, Any]:
         raise NotImplementedError
+
+    # -- the verdict cache (verdict_cache.py) ---------------------------------------------
+    async def verdict_environment(self, spec: JobSpec, requirements: Requirements) -> str | None:
+        """The kernel's environment a job of ``spec`` with ``requirements`` would
+        get now, as the verdict cache keys it; None when that cannot be known here
+        (the notebook then always runs: never a false "unchanged")."""
+        return None
+
+    async def same_verdict_environment(self, job: Job, environment: str) -> bool:
+        """Whether the environment ``job`` was validated in is still the one a run
+        would get now (``environment``: what ``verdict_environment`` gives now; not
+        evicted, not built again since): the verdict cache reuses a verdict only in
+        the very environment it was given in."""
+        return False

@@ -475,12 +475,38 @@ class LocalBackend(Backend):
         local package rebuilds)."""
         return self._env_key_of(plan.requirements_key)
 
-    def verdict_environment(self, requirements_key: str | None) -> str | None:
+    async def verdict_environment(self, spec: dict, requirements: Requirements) -> str | None:
         """The kernel's environment as the verdict cache keys it (verdict_cache):
-        a built one by its environment key (``requirements_key`` given), an
-        unbuilt one by its interpreter and every distribution installed in it;
-        None when that is not known here (the version of ``python`` not read
-        yet, an unbuilt interpreter other than this process's)."""
+        a built one by its environment key, an unbuilt one (the build disabled) by
+        its interpreter and every distribution installed in it; None when that is
+        not known here (the version of ``python`` not read yet, an unbuilt
+        interpreter other than this process's, a local path that cannot be hashed).
+        Hashes local paths and lists site-packages: in a thread."""
+        def identity() -> str | None:
+            try:
+                key = requirements_key(requirements) if build_enabled(spec) else None
+            except (OSError, ValueError):
+                return None
+            return self._verdict_environment(key)
+
+        return await asyncio.to_thread(identity)
+
+    async def same_verdict_environment(self, job: dict, environment: str) -> bool:
+        """An unbuilt environment is in the key whole (the interpreter and every
+        distribution); a built one must still be there and not have been built
+        again since the job's validation started (an environment evicted and built
+        again may resolve its requirements to other versions). Reads files: in a thread."""
+        st = job.get("status") or {}
+        if not build_enabled(job.get("spec") or {}):
+            return True
+        reference = (st.get("buildStatus") or {}).get("imageReference")
+        started = (st.get("validationStatus") or {}).get("startTime")
+        if not reference or not started:
+            return False
+        built, validated = parse_time(await asyncio.to_thread(self.environment_built_at, reference)), parse_time(started)
+        return built is not None and validated is not None and built <= validated
+
+    def _verdict_environment(self, requirements_key: str | None) -> str | None:
         if requirements_key is not None:
             if self._python_version is None:
                 return None
