@@ -1193,3 +1193,69 @@ async def test_oom_killed_container_wins_over_the_runners_dead_kernel(env):
             "message": summary("Failed", reason="KernelDied", message="The kernel died")}}}]}}
     result = await env.backend.executor.result(pod, res.pod_outcome(pod, obj.RUNNER_CONTAINER))
     assert result["reason"] == "OOMKilled" and "memory" in result["message"], result
+
+
+# --------------------------------------------------------------------------
+# the verdict cache's environment on Kubernetes: registry digests (the fake registry)
+
+
+@pytest.mark.asyncio
+async def test_the_verdict_cache_knows_the_kubernetes_environment_by_its_registry_digests(registry):
+    """Built: the content tag of the image a build would push (so the base image moving to
+    another digest, or other requirements, is another environment); a hit only while the
+    registry serves, at that tag, the very image the earlier job's Pod ran. Build disabled:
+    the image by its digest now. A digest not known: no environment, the notebook runs."""
+    from jupyter_nbvalidation.k8s.backend import KubernetesBackend
+    from jupyter_nbvalidation.requirements import Requirements
+
+    backend = KubernetesBackend(namespace="unused", kubeconfig="/nonexistent", registry=f"{registry.host}/nbv",
+                                registry_insecure=True, base_image=f"{registry.host}/nbv/base:1",
+                                runner_image=f"{registry.host}/nbv/runner:1")
+    six = Requirements(origin="test", lines=["six"], display_lines=["six"])
+    built = {"notebook": {"path": "nb.ipynb"}}
+    try:
+        env = await backend.verdict_environment(built, six)
+        assert env is not None and env.startswith(f"built:{registry.host}/nbv/env:"), env
+        tag = env.rsplit(":", 1)[1]
+        # the same inputs: the same environment; the inputs a build of this job would use: the same tag
+        assert await backend.verdict_environment(built, six) == env
+        assert await backend.verdict_environment(
+            built, Requirements(origin="test", lines=["six==1.16.0"], display_lines=["six==1.16.0"])) != env
+
+        ran = {"spec": built, "status": {"buildStatus": {"imageReference": f"{registry.host}/nbv/env@{PUSHED}"}}}
+        assert not await backend.same_verdict_environment(ran, env)  # the registry has no such image (lost)
+        registry.manifests[("nbv/env", tag)] = PUSHED
+        assert await backend.same_verdict_environment(ran, env)
+        registry.manifests[("nbv/env", tag)] = "sha256:" + "f" * 64  # built again: maybe other versions inside
+        assert not await backend.same_verdict_environment(ran, env)
+        assert not await backend.same_verdict_environment({"spec": built, "status": {}}, env)  # never built
+
+        # the base image's tag moves to another digest: another environment (after the minute it is cached)
+        registry.manifests[("nbv/base", "1")] = "sha256:" + "c" * 64
+        backend.images._base_digests.clear()
+        moved = await backend.verdict_environment(built, six)
+        assert moved is not None and moved != env
+        # a base image its registry does not have: not known
+        del registry.manifests[("nbv/base", "1")]
+        backend.images._base_digests.clear()
+        assert await backend.verdict_environment(built, six) is None
+        # a pinned base image needs no registry
+        pinned = {"notebook": {"path": "nb.ipynb"},
+                  "podConfig": {"buildConfig": {"baseImage": f"{registry.host}/nbv/base@{BASE_DIGEST}"}}}
+        assert (await backend.verdict_environment(pinned, six)) == env
+
+        # build disabled: the image the Pod would run, by its digest now
+        unbuilt = {"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"enabled": False}}}
+        assert await backend.verdict_environment(unbuilt, Requirements(origin="none")) is None  # not in the registry
+        registry.manifests[("nbv/runner", "1")] = DIGEST
+        backend.images._base_digests.clear()
+        plain = await backend.verdict_environment(unbuilt, Requirements(origin="none"))
+        assert plain == f"unbuilt:{registry.host}/nbv/runner@{DIGEST}"
+        assert await backend.same_verdict_environment({"spec": unbuilt, "status": {}}, plain)
+        registry.manifests[("nbv/runner", "1")] = PUSHED
+        backend.images._base_digests.clear()  # (a tag's digest is asked again after a minute)
+        assert await backend.verdict_environment(unbuilt, Requirements(origin="none")) != plain
+        own = {**unbuilt, "podConfig": {**unbuilt["podConfig"], "containerImage": f"{registry.host}/nbv/own@{DIGEST}"}}
+        assert await backend.verdict_environment(own, Requirements(origin="none")) == f"unbuilt:{registry.host}/nbv/own@{DIGEST}"
+    finally:
+        await backend.images.close()

@@ -37,9 +37,11 @@ from ..backends.base import RUNNING, Backend, Observation, lease_traits
 from ..errors import InputRejected
 from ..model import GROUP, PLURAL, VERSION, SpecError, build_enabled, spec_fields
 from ..plan import Snapshot, ValidationPlan
+from ..requirements import Requirements
 from ..store.base import StoreError
 from . import objects as obj
 from .builders import BUILDERS, STRATEGIES, Builder, BuildInputs, BuildSettings, BuildSite, builders_for
+from .builders.base import strip_tag
 from .builders.discovery import discover
 from .children import IMAGE_ANNOTATION, Children
 from .client import KubeApiError, default_namespace
@@ -327,6 +329,34 @@ class KubernetesBackend(Backend):
         if self.registry_insecure:
             args += ["--insecure", "--insecure-pull"]
         return args + [a for a in self.builder_args if a not in args]
+
+    # -- the verdict cache ------------------------------------------------------------------
+    async def verdict_environment(self, spec: dict, requirements: Requirements) -> str | None:
+        """Built: the content tag of the image a build would push now (base image by
+        digest, requirements, runner). Build disabled: the image the Pod would run, by
+        the digest its registry serves now. None when a digest cannot be read (the
+        notebook then always runs)."""
+        if build_enabled(spec):
+            dest = await self.images.built_environment(self._base_image({"spec": spec}),
+                                                       list(requirements.display_lines))
+            return None if dest is None else f"built:{dest}"
+        image = (spec.get("podConfig") or {}).get("containerImage") or self.runner_image
+        if not image:
+            return None
+        digest = await self.images.image_digest(image)
+        return None if digest is None else f"unbuilt:{strip_tag(image)}@{digest}"
+
+    async def same_verdict_environment(self, job: dict, environment: str) -> bool:
+        """Built: the registry still serves, at the content tag, the very image the
+        job's Pod ran (an image lost and built again may resolve its requirements to
+        other versions). Build disabled: the image's digest is in the key."""
+        if environment.startswith("unbuilt:"):
+            return True
+        reference = ((job.get("status") or {}).get("buildStatus") or {}).get("imageReference") or ""
+        ran = reference.rpartition("@")[2]
+        if not environment.startswith("built:") or not ran.startswith("sha256:"):
+            return False
+        return await self.images.image_digest(environment.removeprefix("built:"), fresh=True) == ran
 
     async def build_inputs(self, job: dict, plan: ValidationPlan | None = None) -> BuildInputs:
         return await self.images.inputs(job, plan)

@@ -34,6 +34,18 @@ class ImageSettings:
     runner_requirements: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Recipe:
+    digest: str | None  # of the base image, when it resolved
+    problem: str
+    base_image: str  # FROM, by digest when it resolved
+    dockerfile: str
+    requirements_txt: str
+    context: dict
+    tag: str
+    destination: str  # <registry>/env:<tag>, "" without a registry
+
+
 class Images:
     """The build inputs of each job (cached by uid) and the reuse decisions.
 
@@ -82,7 +94,7 @@ class Images:
         self.release(uid)
 
     async def base_digest(self, image: str) -> tuple[str | None, str]:
-        """(digest of the base image, problem): the reference's own digest, or
+        """(digest of the image, problem): the reference's own digest, or
         what its registry serves for the tag now (cached for a minute)."""
         ref = parse_reference(image)
         if ref.digest:
@@ -113,25 +125,56 @@ class Images:
         if plan is None:  # a builder runs only after ensure_build(job, plan) computed them
             raise TemporaryFailure(f"the build inputs of {job['metadata']['name']} are not computed yet")
         s = self.settings
-        reqs = list(plan.requirements.display_lines)
-        base = self._base_image(job)
-        digest, problem = await self.base_digest(base)
-        from_ = f"{strip_tag(base)}@{digest}" if digest else base
-        docker_file = obj.dockerfile(from_)
-        reqs_txt = obj.build_requirements(list(s.kernel_requirements), reqs)
-        context = obj.build_context(docker_file, reqs_txt, obj.runner_requirements_txt(list(s.runner_requirements)))
-        files = [context[k] for k in sorted(context) if k != obj.RUNNER_TAR]
-        runner = [f"{p}\0".encode() + v for p, v in sorted(obj.runner_files().items())]
-        content = obj.content_hash(*files, *runner, length=32)
-        # an unresolved base (a tag that may move) is never reused
-        tag = content if digest else f"u{content[:31]}"
-        destination = f"{s.registry}/{ENV_REPOSITORY}:{tag}" if s.registry else ""
-        inputs = BuildInputs(dockerfile=docker_file, requirements_txt=reqs_txt, destination=destination,
-                             base_image=from_, content_hash=tag, timeout_seconds=int(plan.build_timeout),
-                             context=context, reusable=bool(digest and destination and s.image_reuse),
-                             note=problem)
+        r = await self._recipe(self._base_image(job), list(plan.requirements.display_lines))
+        inputs = BuildInputs(dockerfile=r.dockerfile, requirements_txt=r.requirements_txt,
+                             destination=r.destination, base_image=r.base_image, content_hash=r.tag,
+                             timeout_seconds=int(plan.build_timeout), context=r.context,
+                             reusable=bool(r.digest and r.destination and s.image_reuse), note=r.problem)
         self._inputs[uid] = inputs
         return inputs
+
+    async def _recipe(self, base: str, requirement_lines: list[str]) -> "_Recipe":
+        """What an image of ``requirement_lines`` on ``base`` is built from, and its tag."""
+        s = self.settings
+        digest, problem = await self.base_digest(base)
+        from_ = f"{strip_tag(base)}@{digest}" if digest else base
+
+        def made() -> _Recipe:  # reads the runner's files and compresses the context: not on the event loop
+            docker_file = obj.dockerfile(from_)
+            reqs_txt = obj.build_requirements(list(s.kernel_requirements), requirement_lines)
+            context = obj.build_context(docker_file, reqs_txt,
+                                        obj.runner_requirements_txt(list(s.runner_requirements)))
+            files = [context[k] for k in sorted(context) if k != obj.RUNNER_TAR]
+            runner = [f"{p}\0".encode() + v for p, v in sorted(obj.runner_files().items())]
+            content = obj.content_hash(*files, *runner, length=32)
+            # an unresolved base (a tag that may move) is never reused
+            tag = content if digest else f"u{content[:31]}"
+            destination = f"{s.registry}/{ENV_REPOSITORY}:{tag}" if s.registry else ""
+            return _Recipe(digest, problem, from_, docker_file, reqs_txt, context, tag, destination)
+
+        return await asyncio.to_thread(made)
+
+    async def built_environment(self, base: str, requirement_lines: list[str]) -> str | None:
+        """The verdict cache's identity of the image a build of ``requirement_lines``
+        on ``base`` would push now: its content tag in the registry (base image
+        digest, Dockerfile, requirements, runner); None when the base image's digest
+        is not known (its tag may move) or there is no registry."""
+        r = await self._recipe(base, requirement_lines)
+        return r.destination if r.digest and r.destination else None
+
+    async def image_digest(self, image: str, *, fresh: bool = False) -> str | None:
+        """The digest the registry serves for ``image`` (its own, when pinned); None
+        when it cannot be read. Asked again after a minute, or now when ``fresh``."""
+        ref = parse_reference(image)
+        if ref.digest:
+            return ref.digest
+        if not fresh:
+            return (await self.base_digest(image))[0]
+        try:
+            return await self.registry_client.digest(image)
+        except RegistryError as e:
+            self.log.info("nbvalidation: the digest of %s could not be read: %s", image, e)
+            return None
 
     async def reused(self, inputs: BuildInputs, strategy: str) -> Observation | None:
         """The image of the same content, when the registry has it already."""
