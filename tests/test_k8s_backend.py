@@ -1239,6 +1239,9 @@ async def test_the_verdict_cache_knows_the_kubernetes_environment_by_its_registr
         del registry.manifests[("nbv/base", "1")]
         backend.images._base_digests.clear()
         assert await backend.verdict_environment(built, six) is None
+        # a reference no registry can be asked about (a host over DNS's limits): not known, no error
+        odd = {"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"baseImage": "a" * 300 + ".com/x"}}}
+        assert await backend.verdict_environment(odd, six) is None
         # a pinned base image needs no registry
         pinned = {"notebook": {"path": "nb.ipynb"},
                   "podConfig": {"buildConfig": {"baseImage": f"{registry.host}/nbv/base@{BASE_DIGEST}"}}}

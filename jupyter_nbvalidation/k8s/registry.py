@@ -102,6 +102,8 @@ class RegistryClient:
             raise RegistryError(f"no answer from {parse_reference(image).api_host} within {self.timeout:g}s") from None
         except aiohttp.ClientError as e:
             raise RegistryError(f"{parse_reference(image).api_host}: {type(e).__name__}: {e}") from None
+        except ValueError as e:  # a host no URL can hold (an IDNA label too long, ...)
+            raise RegistryError(f"{image!r} is not an image reference a registry can be asked about ({e})") from None
 
     async def _digest(self, ref: ImageRef) -> str | None:
         url = f"{self._scheme(ref.api_host)}://{ref.api_host}/v2/{ref.repository}/manifests/{ref.digest or ref.tag}"
