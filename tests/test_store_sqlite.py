@@ -117,3 +117,35 @@ def test_newer_schema_is_refused(tmp_path):
     conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION + 1,))
     with pytest.raises(StoreError, match="newer"):
         migrate(conn)
+
+
+def _open_at_once(path: str, barrier, results) -> None:
+    try:
+        barrier.wait(30)
+        store = SQLiteJobStore(path)
+        store._open()  # what every store does first: WAL, then the migrations
+        results.put("ok")
+    except BaseException as e:  # reported, not raised: the parent says which
+        results.put(f"{type(e).__name__}: {e}")
+
+
+def test_processes_opening_one_new_file_at_once_migrate_it_once(tmp_path):
+    """pytest-xdist workers (or a CLI beside a server) on a fresh data dir: each one
+    opens the store, none fails with 'table jobs already exists' (a false failure of
+    whatever it was about to validate), and the schema is there once."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(8):
+        path = str(tmp_path / f"fresh-{attempt}.sqlite")
+        barrier, results = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_open_at_once, args=(path, barrier, results)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        got = [results.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(30)
+        assert got == ["ok"] * 4, got
+        conn = sqlite3.connect(path)
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+        conn.close()

@@ -88,20 +88,38 @@ SCHEMA_VERSION = len(MIGRATIONS)
 TERMINAL = tuple(sorted(Phase.TERMINAL))
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the database to SCHEMA_VERSION; returns the version found."""
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+def _schema_version(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT version FROM schema_version").fetchone()
-    found = row[0] if row else 0
+    found = int(row[0]) if row else 0
     if found > SCHEMA_VERSION:
         raise StoreError(f"database schema version {found} is newer than this "
                          f"jupyter-nbvalidation understands ({SCHEMA_VERSION})")
-    for version in range(found, SCHEMA_VERSION):
-        with conn:
+    return found
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database to SCHEMA_VERSION; returns the version found. Processes
+    opening one new file at once (pytest-xdist workers, a CLI beside a server)
+    migrate it once: the version is read again, and every migration run, in one
+    write transaction (``BEGIN IMMEDIATE``: the others wait, then find it done)."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    if conn.in_transaction:
+        conn.commit()
+    if _schema_version(conn) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = _schema_version(conn)
+        for version in range(found, SCHEMA_VERSION):
             for stmt in MIGRATIONS[version]:
                 conn.execute(stmt)
+        if found < SCHEMA_VERSION:
             conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version + 1,))
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
     return found
 
 
