@@ -77,9 +77,6 @@ UNSUPPORTED_LOCALLY = {
 }
 
 
-_kill_group = hygiene.kill_group
-
-
 HOST = socket.gethostname()
 
 
@@ -333,7 +330,7 @@ class LocalBackend(Backend):
         # A later start (or another holder) resumes each job from its persisted phase.
         for b in list(self._builds.values()):
             if b.proc and b.proc.returncode is None:
-                _kill_group(b.proc.pid, signal.SIGKILL)
+                hygiene.kill_group(b.proc.pid, signal.SIGKILL)
             b.task.cancel()
         # runners get SIGTERM first, so they shut their kernels down; what such
         # a stopped run writes is not a verdict: mark it, a restart runs again.
@@ -385,7 +382,7 @@ class LocalBackend(Backend):
                 continue
             step = owner.get("step")
             if same_process_alive(step):  # the dead engine's build step, verified: stop it
-                _kill_group(step["pid"], signal.SIGKILL)
+                hygiene.kill_group(step["pid"], signal.SIGKILL)
             self._remove_build_leftovers(envs, base)
         return live
 
@@ -638,7 +635,7 @@ class LocalBackend(Backend):
         try:
             return await proc.wait()
         except asyncio.CancelledError:
-            _kill_group(proc.pid, signal.SIGKILL)
+            hygiene.kill_group(proc.pid, signal.SIGKILL)
             raise
 
     async def _build(self, build: _Build, requirements: Requirements, strategy: str, log_path: str) -> Observation:
@@ -922,7 +919,7 @@ class LocalBackend(Backend):
                 try:
                     code = await proc.wait()
                 except asyncio.CancelledError:
-                    _kill_group(proc.pid, signal.SIGKILL)
+                    hygiene.kill_group(proc.pid, signal.SIGKILL)
                     await asyncio.shield(asyncio.to_thread(hygiene.kill_all, run.run_id))
                     raise
                 finally:
@@ -1014,7 +1011,7 @@ class LocalBackend(Backend):
             return
         runner = owner.get("runner")
         if same_process_alive(runner):  # verified pid and start time: the dead engine's runner
-            _kill_group(runner["pid"], signal.SIGTERM)
+            hygiene.kill_group(runner["pid"], signal.SIGTERM)
 
     async def cleanup(self, job: dict) -> None:
         uid = job["metadata"]["uid"]
@@ -1024,7 +1021,7 @@ class LocalBackend(Backend):
         run = self._runs.pop(uid, None)
         if run is not None and not run.task.done():
             if not run.adopted and run.proc is not None and run.proc.returncode is None:
-                _kill_group(run.proc.pid, signal.SIGKILL)
+                hygiene.kill_group(run.proc.pid, signal.SIGKILL)
             run.task.cancel()
         self._keys.pop(uid, None)
         reqmod.release(job["metadata"]["name"])
@@ -1257,11 +1254,11 @@ async def _terminate(proc: asyncio.subprocess.Process | ForkedRunner, run_id: st
     writes what it has), SIGKILL after ``grace`` seconds; then every process
     still marked with the run's ``run_id`` (what a killed runner left)."""
     if proc.returncode is None:
-        _kill_group(proc.pid, signal.SIGTERM)
+        hygiene.kill_group(proc.pid, signal.SIGTERM)
         try:
             await wait_within(asyncio.shield(proc.wait()), grace)
         except asyncio.TimeoutError:
-            _kill_group(proc.pid, signal.SIGKILL)
+            hygiene.kill_group(proc.pid, signal.SIGKILL)
     if run_id:
         await asyncio.shield(asyncio.to_thread(hygiene.kill_all, run_id))
 
