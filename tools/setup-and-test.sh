@@ -48,8 +48,10 @@ cluster_down() {
   exit "$rc"
 }
 trap cluster_down EXIT
+step "the cluster harness on a host without its parts (tools/cluster/test-fresh-host.sh)"
+bash tools/cluster/test-fresh-host.sh
 step "the real single-node cluster (tools/cluster/up.sh)"
 bash tools/cluster/up.sh
 
 step "pytest: the whole suite (with the real-node tests, tests/test_k8s_real_node.py)"
-python -m pytest -ra -p no:cacheprovider "$@"
+python -m pytest -ra -p no:cacheprovider --durations=30 "$@"

@@ -15,11 +15,11 @@ for l in $(losetup -j "$STATE_IMG" -O NAME -n 2>/dev/null); do fail "loop device
 ip link show "$BRIDGE" >/dev/null 2>&1 && fail "bridge $BRIDGE"
 for v in 4 6; do
   cmd=iptables; [[ $v == 6 ]] && cmd=ip6tables
-  base=/tmp/.nbv-cluster-baseline/chains$v; [[ -f "$base" ]] || base=/dev/null
+  base="$BASELINE_COPY/chains$v"; [[ -f "$base" ]] || base=/dev/null
   while read -r t c; do [[ -n "$t" ]] && fail "$cmd -t $t chain $c"; done < <(comm -13 "$base" <(chains "$cmd"))
 done
-if [[ -f /tmp/.nbv-cluster-baseline/ip_forward ]]; then
-  [[ "$(sysctl -n net.ipv4.ip_forward)" == "$(cat /tmp/.nbv-cluster-baseline/ip_forward)" ]] || fail "net.ipv4.ip_forward=$(sysctl -n net.ipv4.ip_forward)"
+if [[ -f "$BASELINE_COPY/ip_forward" ]]; then
+  [[ "$(sysctl -n net.ipv4.ip_forward)" == "$(cat "$BASELINE_COPY/ip_forward")" ]] || fail "net.ipv4.ip_forward=$(sysctl -n net.ipv4.ip_forward)"
 fi
 for ns in $(netns_list); do fail "netns $ns"; done
 [[ -e "$REPO/.cluster/env" ]] && fail "$REPO/.cluster/env"

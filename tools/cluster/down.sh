@@ -13,9 +13,23 @@ main() {  # the whole script is parsed before it runs (safe to edit while it run
 T0=$SECONDS
 [[ -d "$STATE" || -e "$STATE_IMG" ]] || { log "nothing to tear down ($STATE absent)"; rm -f "$REPO/.cluster/env"; exec bash "$CLUSTER_SRC/check-clean.sh"; }
 # the host as it was before up.sh; kept outside the state file system, which goes away
-B=/tmp/.nbv-cluster-baseline
+B=$BASELINE_COPY
 if [[ -f "$STATE/baseline/.done" ]]; then rm -rf "$B"; cp -r "$STATE/baseline" "$B"; fi
-[[ -f "$B/.done" ]] || die "no baseline of the host ($STATE/baseline): cannot tell what up.sh changed"
+if [[ ! -f "$B/.done" ]]; then
+  # up.sh takes the baseline before it starts any process or touches the network, so a state dir
+  # without one is an up.sh that stopped early (a failed package install, mkfs, mount): nothing of
+  # the host's network to restore; the mounts, loop image and state dir below are still removed.
+  if compgen -G "$RUN/*.pid" >/dev/null || [[ -n "$(state_pids)" ]]; then
+    log "WARNING: no baseline of the host ($STATE/baseline) but processes of the cluster: the network is compared with the host as it is now"
+  else
+    log "no baseline of the host ($STATE/baseline): up.sh stopped before it changed the host; removing its files"
+  fi
+  rm -rf "$B"; mkdir -p "$B"
+  chains iptables > "$B/chains4"; chains ip6tables > "$B/chains6"; netns_list > "$B/netns"
+  sysctl -n net.ipv4.ip_forward > "$B/ip_forward"
+  [[ -e /run/containerd ]] && echo yes > "$B/run-containerd" || echo no > "$B/run-containerd"
+  touch "$B/.done"
+fi
 
 stop_pidfile() { # name [timeout]
   local f="$RUN/$1.pid" pid t=${2:-20}
@@ -92,6 +106,7 @@ if [[ "$(cat "$B/run-containerd")" == no && -d /run/containerd ]]; then rm -rf /
 if mountpoint -q "$STATE"; then
   umount "$STATE" 2>/dev/null || { sleep 1; umount "$STATE"; } || die "cannot unmount $STATE"
 fi
+for l in $(losetup -j "$STATE_IMG" -O NAME -n 2>/dev/null); do losetup -d "$l" 2>/dev/null || log "cannot detach $l"; done
 rm -f "$STATE_IMG"
 rmdir "$STATE" 2>/dev/null || rm -rf "$STATE"
 rm -f "$REPO/.cluster/env"; rmdir "$REPO/.cluster" 2>/dev/null || true

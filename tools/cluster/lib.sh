@@ -12,7 +12,9 @@ STATE="${NBV_CLUSTER_STATE:-/var/tmp/nbv-node}"                   # everything t
 # ...on an ext4 file system of its own (a sparse loop image, mounted without discard): the host's root
 # is mounted with `discard`, where deleting the containerd and registry files of a test run took >10 min
 STATE_IMG="$STATE.img"
+BASELINE_COPY="$STATE.baseline"   # down.sh's copy of $STATE/baseline, outside the file system it unmounts
 STATE_IMG_SIZE=60G
+CNI_BIN="${NBV_CNI_BIN:-/usr/lib/cni}"                            # the CNI plugins (Debian's containernetworking-plugins)
 RUN="$STATE/run"                                                 # PID files, one per process
 LOGS="$STATE/logs"
 BRIDGE=nbv0

@@ -18,7 +18,27 @@ T_ALL=$SECONDS
 declare -a TIMES=()
 part() { local name="$1" t0=$SECONDS; shift; "$@"; TIMES+=("$name $((SECONDS - t0))"); log "part $name: $((SECONDS - t0)) s"; }
 
-mkdir -p "$STATE" "$CACHE"
+mkdir -p "$CACHE"
+# ---- packages first, then the tools they give: nothing of the host is read or changed before both
+# (the baseline below lists iptables chains, which needs iptables: a fresh host has none)
+APT_LOG="$CACHE/apt.log"
+[[ -f "$STATE/baseline/.done" ]] || { [[ -e /run/containerd ]] && RUN_CONTAINERD_BEFORE=yes || RUN_CONTAINERD_BEFORE=no; }
+DEBS=(containerd runc containernetworking-plugins iptables umoci skopeo debootstrap docker-registry openssl curl e2fsprogs util-linux)
+apt_parts() {
+  local missing=() p
+  for p in "${DEBS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
+  (( ${#missing[@]} )) || return 0
+  log "apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >"$APT_LOG" 2>&1 || {
+    apt-get update -q >>"$APT_LOG" 2>&1 || true   # a failed update shows in the install below
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$APT_LOG" 2>&1 \
+      || { tail -20 "$APT_LOG" >&2; die "apt-get install ${missing[*]} failed"; }
+  }
+}
+part apt apt_parts
+part tools require_tools   # every missing command named in one sentence (hostcheck.sh)
+
+mkdir -p "$STATE"
 if ! mountpoint -q "$STATE"; then
   [[ -z "$(ls -A "$STATE")" ]] || die "$STATE is not empty and not the cluster's file system (run tools/cluster/down.sh)"
   truncate -s "$STATE_IMG_SIZE" "$STATE_IMG"
@@ -30,19 +50,6 @@ exec 7>"$RUN/up.lock"; flock 7   # (the daemons below do not inherit fd 7: start
 baseline   # what the host looked like before: down.sh restores exactly that
 
 # ---- packages, binaries, images ---------------------------------------------------------
-DEBS=(containerd runc containernetworking-plugins iptables umoci skopeo debootstrap docker-registry openssl curl e2fsprogs util-linux)
-apt_parts() {
-  local missing=() p
-  for p in "${DEBS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
-  (( ${#missing[@]} )) || return 0
-  log "apt-get install ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >"$LOGS/apt.log" 2>&1 || {
-    apt-get update -q >>"$LOGS/apt.log" 2>&1
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$LOGS/apt.log" 2>&1 \
-      || { tail -20 "$LOGS/apt.log" >&2; die "apt-get install ${missing[*]} failed"; }
-  }
-}
-part apt apt_parts
 part build-etcd-apiserver-kubectl bash "$REPO/tools/testbin/build.sh" >/dev/null
 for b in kubelet kube-controller-manager kube-scheduler kaniko-executor; do
   part "build-$b" bash "$REPO/tools/testbin/build-node.sh" "$b" >/dev/null
@@ -97,7 +104,7 @@ state = "$STATE/containerd/state"
   sandbox_image = "$PAUSE_REF"
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = "$CNI_BIN"
     conf_dir = "$STATE/cni/conf"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
