@@ -342,11 +342,13 @@ class JobService:
         if not key or env is None:
             return None
         token = None
-        for _ in range(max_pages):
+        for _ in range(max_pages):  # newest first: the newest job with the key decides
             items, token = await self.store.list_jobs(notebook=spec["notebook"]["path"], limit=100, continue_token=token)
-            for job in items:
-                if verdict_cache.matches(job, key) and await self.backend.same_verdict_environment(job, env):
-                    return job
+            found = verdict_cache.stands_for(items, key)
+            if found is None:
+                return None  # a newer Failed, Cancelled or unfinished job with this key: run it
+            if found is not False:
+                return found if await self.backend.same_verdict_environment(found, env) else None
             if not token:
                 break
         return None

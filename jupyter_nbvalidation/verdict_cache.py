@@ -14,11 +14,21 @@ inputs have now, and runs nothing. The key covers:
   every distribution installed in it; on Kubernetes, the content tag of the image a
   build would push (base image digest, requirement lines, runner) or, with the build
   disabled, the image by its digest;
-- the runner: its source files and the versions of nbclient, nbformat, ipykernel;
+- the runner and the server: every source file of this package (the comparison, the
+  engine, the backends as much as the runner) and the versions of nbclient, nbformat,
+  ipykernel, jupyter_client;
+- what the kernel inherits from this process: the locale (``LANG``, ``LANGUAGE``,
+  ``LC_*``) and ``TZ`` (runner/environment.py passes them through);
 - the backend's defaults a verdict depends on (the per-cell timeout);
 - without spec.inputFiles (the kernel works in the notebook's own folder): the
-  content of every file in that folder and below it (hidden entries, checkpoints,
-  caches and other notebooks not named in this one left out).
+  content of every file in that folder and below it, through symbolic links (hidden
+  entries, checkpoints, caches and other notebooks not named in this one left out);
+- with the build disabled, the source of every editable (``-e``) install of the
+  interpreter (its ``.py`` files and their content), since its name and version stay
+  while its code changes.
+
+Only the **newest** job with the key decides: a hit is that job when it Succeeded; a
+newer Failed, Cancelled or still running job of the same key means the notebook runs.
 
 A hit also needs the earlier job's environment to be the one a run would get now
 (``Backend.same_verdict_environment``: not evicted or built again since, locally; the
@@ -45,7 +55,7 @@ from typing import Any
 from .model import Phase
 
 ANNOTATION = "nbvalidation.dev/verdict-key"
-VERSION = 1  # of the key's recipe: a change of recipe never matches an older key
+VERSION = 2  # of the key's recipe: a change of recipe never matches an older key
 MAX_FOLDER_FILES = 5000
 MAX_FOLDER_BYTES = 512 * 2**20
 SKIP = {".ipynb_checkpoints", "__pycache__", "node_modules"}
@@ -60,13 +70,12 @@ _runner_digest: str | None = None
 
 
 def runner_identity() -> str:
-    """The runner's sources and the versions of what it drives the kernel with."""
+    """This package's sources (the runner and everything that judges its result: the
+    comparison, the engine, the backends) and the versions of what drives the kernel."""
     global _runner_digest
     if _runner_digest is None:
-        from .runner import SHARED_MODULES
-
         h = hashlib.sha256()
-        for p in [*(_PKG / m for m in SHARED_MODULES), *sorted((_PKG / "runner").rglob("*.py"))]:
+        for p in sorted(_PKG.rglob("*.py")):
             h.update(p.relative_to(_PKG).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
         for dist in ("nbclient", "nbformat", "ipykernel", "jupyter_client"):
             try:
@@ -90,15 +99,76 @@ def installed_distributions(python: str) -> str | None:
             names = os.listdir(entry or ".")
         except OSError:
             continue
-        seen += [f"{entry}/{n}" for n in names if n.endswith((".dist-info", ".egg-info"))]
+        for n in names:
+            if n.endswith((".dist-info", ".egg-info")):
+                seen.append(f"{entry}/{n}")
+                source = _editable_source(Path(entry or ".") / n)
+                if source is not None:
+                    digest = source_digest(source)
+                    if digest is None:
+                        return None  # an editable source too big to read: not known
+                    seen.append(f"{entry}/{n} -e {source} {digest}")
+            elif n.endswith(".egg-link"):  # a setuptools develop install
+                try:
+                    source = Path((Path(entry or ".") / n).read_text(encoding="utf-8").splitlines()[0].strip())
+                except (OSError, IndexError):
+                    return None
+                digest = source_digest(source)
+                if digest is None:
+                    return None
+                seen.append(f"{entry}/{n} -e {source} {digest}")
     return _sha("\n".join(sorted(seen)).encode())
+
+
+def _editable_source(dist_info: Path) -> Path | None:
+    """The source folder of an editable install (PEP 610 ``direct_url.json``), or None."""
+    try:
+        info = json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    url = info.get("url") or ""
+    if not (info.get("dir_info") or {}).get("editable") or not url.startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlparse
+
+    return Path(unquote(urlparse(url).path))
+
+
+def source_digest(folder: Path) -> str | None:
+    """The ``.py`` files of an editable install's source folder, by content (hidden
+    folders, caches and node_modules left out); None over the folder bounds."""
+    h = hashlib.sha256()
+    count = total = 0
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP)
+        for name in sorted(filenames):
+            if not name.endswith(".py"):
+                continue
+            path = Path(dirpath) / name
+            try:
+                data = path.read_bytes()
+            except OSError:
+                return None
+            count += 1
+            total += len(data)
+            if count > MAX_FOLDER_FILES or total > MAX_FOLDER_BYTES:
+                return None
+            h.update(path.relative_to(folder).as_posix().encode() + b"\0" + _sha(data).encode() + b"\0")
+    return h.hexdigest()
 
 
 def folder_digest(folder: Path, notebook_text: str, skip: set[Path]) -> str | None:
     """The content of every file under ``folder`` the kernel could read from it."""
     h = hashlib.sha256()
     count = total = 0
-    for dirpath, dirnames, filenames in os.walk(folder):
+    visited: set[str] = set()  # real paths of the folders walked: a link cycle is walked once
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in visited:
+            dirnames[:] = []
+            h.update(Path(dirpath).relative_to(folder).as_posix().encode() + b"\0-> " + real.encode() + b"\0")
+            continue
+        visited.add(real)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP)
         for name in sorted(filenames):
             path = Path(dirpath) / name
@@ -118,6 +188,13 @@ def folder_digest(folder: Path, notebook_text: str, skip: set[Path]) -> str | No
     return h.hexdigest()
 
 
+def inherited_environment() -> dict[str, str]:
+    """The variables a kernel inherits from this process (runner/environment.py)."""
+    from .runner.environment import PASSED_THROUGH
+
+    return {k: v for k, v in sorted(os.environ.items()) if k in PASSED_THROUGH or k.startswith("LC_")}
+
+
 def verdict_key(spec: dict, files: dict[str, bytes], environment: str | None, *, workdir: Path | None,
                 notebook_path: Path | None, backend: Any) -> str | None:
     """The key of a job about to be submitted, or None when it cannot be known."""
@@ -129,6 +206,7 @@ def verdict_key(spec: dict, files: dict[str, bytes], environment: str | None, *,
         "files": {name: _sha(data) for name, data in sorted(files.items())},
         "environment": environment,
         "runner": runner_identity(),
+        "inherited": inherited_environment(),
         "backend": {"name": getattr(backend, "name", ""),
                     "defaultCellTimeout": getattr(backend, "default_cell_timeout", None)},
     }
@@ -142,8 +220,22 @@ def verdict_key(spec: dict, files: dict[str, bytes], environment: str | None, *,
     return _sha(json.dumps(parts, sort_keys=True, default=str).encode())
 
 
+def has_key(job: dict, key: str) -> bool:
+    """A job submitted with this verdict key."""
+    return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION) == key
+
+
 def matches(job: dict, key: str) -> bool:
-    """An earlier job that stands for a notebook with this key: Succeeded, same key."""
-    st = job.get("status") or {}
-    return st.get("phase") == Phase.SUCCEEDED and ((job.get("metadata") or {}).get("annotations") or {}).get(
-        ANNOTATION) == key
+    """A job that can stand for a notebook with this key: Succeeded, same key. Only the
+    newest job with the key may stand (``stands_for``)."""
+    return (job.get("status") or {}).get("phase") == Phase.SUCCEEDED and has_key(job, key)
+
+
+def stands_for(jobs_newest_first: list[dict], key: str) -> dict | None | bool:
+    """Of jobs listed newest first: the newest job with ``key`` when it Succeeded, None
+    when the newest with the key did not (Failed, Cancelled, still running: the notebook
+    runs), False when no job here has the key (look at older ones)."""
+    for job in jobs_newest_first:
+        if has_key(job, key):
+            return job if matches(job, key) else None
+    return False

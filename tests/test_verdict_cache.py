@@ -138,3 +138,103 @@ def test_the_runner_and_the_environment_are_in_the_key(monkeypatch, tmp_path):
     (tmp_path / "site" / "newpkg-1.0.dist-info").mkdir(parents=True)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     assert verdict_cache.installed_distributions(sys.executable) != unbuilt
+
+
+# -- "Unchanged" means a fresh run now gives the same verdict (issue 20): each mutation below
+# made `run` answer Unchanged where `run --no-cache` failed. Real kernels, in-process, no build.
+
+def run_env(folder: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, dict]:
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "nbs", "--no-build", "--local",
+                           "--data-dir", str(folder / "data"), "-o", "json", *args],
+                          cwd=folder, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(folder / "no-servers"), **(env or {})})
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return {row["notebook"]: row for row in json.loads(proc.stdout)}
+
+
+def verdict(rows: dict[str, dict]) -> str:
+    [row] = rows.values()
+    return row["verdict"]
+
+
+def test_a_newer_failure_with_the_same_key_is_never_hidden_by_an_older_success(tmp_path):
+    # a hidden file is not in the key (as a notebook's checkpoints are not): the same key can
+    # give two verdicts, and the newest one is the one that stands
+    settings = tmp_path / "nbs" / "hidden" / ".settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{"ok": true}')
+    write_notebook(tmp_path / "nbs" / "nb.ipynb",
+                   ["import json\nassert json.load(open('hidden/.settings.json'))['ok']"])
+    assert verdict(run_env(tmp_path)) == "Succeeded"
+    assert verdict(run_env(tmp_path)) == "Unchanged"
+    settings.write_text('{"ok": false}')
+    assert verdict(run_env(tmp_path, "--no-cache")) == "Failed"
+    assert verdict(run_env(tmp_path)) == "Failed"  # was Unchanged: the older Succeeded job of the same key
+    settings.write_text('{"ok": true}')
+    assert verdict(run_env(tmp_path)) == "Succeeded"  # runs: the newest with the key failed
+    assert verdict(run_env(tmp_path)) == "Unchanged"
+
+
+def test_the_locale_and_time_zone_the_kernel_inherits_are_in_the_key(tmp_path):
+    write_notebook(tmp_path / "nbs" / "nb.ipynb", ["import os\nassert os.environ.get('TZ') == 'UTC', os.environ.get('TZ')"])
+    assert verdict(run_env(tmp_path, env={"TZ": "UTC"})) == "Succeeded"
+    assert verdict(run_env(tmp_path, env={"TZ": "UTC"})) == "Unchanged"
+    assert verdict(run_env(tmp_path, "--no-cache", env={"TZ": "America/New_York"})) == "Failed"
+    assert verdict(run_env(tmp_path, env={"TZ": "UTC"})) == "Unchanged"  # its own key's newest job succeeded
+    assert verdict(run_env(tmp_path, env={"TZ": "America/New_York"})) == "Failed"  # was Unchanged
+    assert verdict(run_env(tmp_path, env={"TZ": "UTC", "LC_ALL": "C.UTF-8"})) == "Succeeded"  # another key: runs
+
+
+def test_a_symlinked_folder_beside_the_notebook_is_in_the_key(tmp_path):
+    outside = tmp_path / "shared-data"
+    outside.mkdir()
+    (outside / "value.txt").write_text("1")
+    (tmp_path / "nbs").mkdir()
+    (tmp_path / "nbs" / "data").symlink_to(outside, target_is_directory=True)
+    (outside / "loop").symlink_to(outside, target_is_directory=True)  # a cycle is walked once
+    write_notebook(tmp_path / "nbs" / "nb.ipynb", ["assert open('data/value.txt').read() == '1'"])
+    assert verdict(run_env(tmp_path)) == "Succeeded"
+    assert verdict(run_env(tmp_path)) == "Unchanged"
+    (outside / "value.txt").write_text("2")
+    assert verdict(run_env(tmp_path)) == "Failed"  # was Unchanged: os.walk did not follow the link
+
+
+def test_an_editable_install_is_keyed_by_its_source(monkeypatch, tmp_path):
+    from jupyter_nbvalidation import verdict_cache
+
+    site = tmp_path / "site"
+    src = tmp_path / "src" / "mylib"
+    src.mkdir(parents=True)
+    (src / "__init__.py").write_text("VALUE = 1\n")
+    info = site / "mylib-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "direct_url.json").write_text(json.dumps({"url": (tmp_path / "src").as_uri(),
+                                                      "dir_info": {"editable": True}}))
+    monkeypatch.syspath_prepend(str(site))
+    before = verdict_cache.installed_distributions(sys.executable)
+    assert before is not None and before == verdict_cache.installed_distributions(sys.executable)
+    (src / "__init__.py").write_text("VALUE = 2\n")  # same name, same version, other code
+    assert verdict_cache.installed_distributions(sys.executable) != before
+    (src / "node_modules").mkdir()
+    (src / "node_modules" / "x.py").write_text("")  # left out, as in a folder's key
+    after = verdict_cache.installed_distributions(sys.executable)
+    (src / "README.md").write_text("not code")
+    assert verdict_cache.installed_distributions(sys.executable) == after
+
+
+def test_the_servers_own_code_is_in_the_key(monkeypatch, tmp_path):
+    """Not only the runner: the comparison, the engine and the backends judge a verdict too."""
+    from jupyter_nbvalidation import verdict_cache
+
+    copy = tmp_path / "pkg"
+    shutil.copytree(verdict_cache._PKG, copy, ignore=shutil.ignore_patterns("__pycache__", "labextension", "static"))
+    monkeypatch.setattr(verdict_cache, "_PKG", copy)
+    monkeypatch.setattr(verdict_cache, "_runner_digest", None)
+    first = verdict_cache.runner_identity()
+    for module in ("compare.py", "engine.py", "service.py"):
+        with open(copy / module, "a", encoding="utf-8") as f:
+            f.write("\n# a change of behaviour\n")
+        monkeypatch.setattr(verdict_cache, "_runner_digest", None)
+        changed = verdict_cache.runner_identity()
+        assert changed != first, module
+        first = changed
