@@ -252,6 +252,16 @@ class Remote:
             time.sleep(0.5)
 
 
+def _say_outside(path: str) -> None:
+    """Never switch to this process silently: when a server runs for the current folder
+    but ``path`` is outside its root, say that this process validates it instead."""
+    here = find_server(os.getcwd())
+    if here is not None:
+        print(f"jupyter nbvalidation: {path} is outside the root of the server at {here.get('url')} "
+              f"({here.get('root_dir') or here.get('notebook_dir')}): validating it in this process, "
+              "with its own engine; that server will not show these jobs", file=sys.stderr)
+
+
 def connect(args: argparse.Namespace, path_hint: str | None = None) -> Remote | InProcess:
     if args.server:
         return Remote(ServerClient(args.server, args.token or os.environ.get("JUPYTER_TOKEN", ""), args.root_dir))
@@ -259,6 +269,8 @@ def connect(args: argparse.Namespace, path_hint: str | None = None) -> Remote | 
         info = find_server(path_hint or os.getcwd())
         if info is not None:
             return Remote(ServerClient.from_info(info))
+        if path_hint:
+            _say_outside(path_hint)
     root = args.root_dir or os.getcwd()
     if path_hint:
         hint = Path(path_hint).resolve()
@@ -444,6 +456,7 @@ def _connect_batch(args: argparse.Namespace, folder: str, jobs: int) -> Remote |
         info = find_server(folder)
         if info is not None:
             return Remote(ServerClient.from_info(info))
+        _say_outside(folder)
     root = Path(args.root_dir or os.getcwd()).resolve()
     target = Path(folder).resolve()
     if target != root and root not in target.parents:

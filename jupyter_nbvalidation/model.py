@@ -54,6 +54,9 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[Phase]] = {
 # annotations on a job
 CANCEL_ANNOTATION = "nbvalidation.dev/cancel-requested"
 WORKDIR_ANNOTATION = "nbvalidation.dev/working-dir"
+# the server root (its real path) a job's notebook path is relative to: one data dir or namespace
+# holds jobs of several roots, and report.ipynb of one root is not report.ipynb of another
+ROOT_ANNOTATION = "nbvalidation.dev/root"
 
 
 def is_terminal(phase: str | None) -> bool:

@@ -19,7 +19,7 @@ from . import verdict_cache
 from .backends.base import Backend
 from .engine import Engine
 from .errors import InputRejected
-from .model import WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, is_terminal, new_job, validate_spec
+from .model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, is_terminal, new_job, validate_spec
 from .store.base import NotFound, StoreError
 from .requirements import Requirements
 from .timeline import compute_timeline
@@ -311,6 +311,7 @@ class JobService:
         # no inputFiles: the kernel works in the notebook's own folder; with
         # them, in the job's snapshot of them (the backend's input folder)
         annotations = {} if spec.get("inputFiles") else {WORKDIR_ANNOTATION: str(nb_path.parent)}
+        annotations[ROOT_ANNOTATION] = os.path.realpath(self.root_dir)
         source = reqmod.source_annotation(reqs, spec, self.root_dir)
         if source:
             annotations[reqmod.SOURCE_ANNOTATION] = source
@@ -329,6 +330,14 @@ class JobService:
         self.engine.enqueue(job["metadata"]["name"])
         return job
 
+    @property
+    def _root(self) -> str:
+        return os.path.realpath(self.root_dir)
+
+    @staticmethod
+    def _root_of(job: dict) -> str | None:
+        return ((job.get("metadata") or {}).get("annotations") or {}).get(ROOT_ANNOTATION)
+
     def _verdict_key(self, spec: dict, files: dict[str, bytes], nb_path: Path, env: str) -> str | None:
         workdir = None if spec.get("inputFiles") else nb_path.parent
         return verdict_cache.verdict_key(spec, files, env, workdir=workdir, notebook_path=nb_path,
@@ -344,7 +353,8 @@ class JobService:
         token = None
         for _ in range(max_pages):  # newest first: the newest job with the key decides
             items, token = await self.store.list_jobs(notebook=spec["notebook"]["path"], limit=100, continue_token=token)
-            found = verdict_cache.stands_for(items, key)
+            # only jobs of this root, and known to be: a job without its root never stands in
+            found = verdict_cache.stands_for([j for j in items if self._root_of(j) == self._root], key)
             if found is None:
                 return None  # a newer Failed, Cancelled or unfinished job with this key: run it
             if found is not False:
@@ -364,6 +374,9 @@ class JobService:
             items, token = await self.store.list_jobs(notebook=notebook, limit=limit, continue_token=continue_token)
         except ValueError as e:
             raise ApiError(400, "InvalidField", str(e), "continue") from None
+        # a job of another root (another server's, an in-process run's elsewhere) is not one of
+        # this root's notebooks, whatever its path says; jobs from before roots were recorded stay
+        items = [j for j in items if self._root_of(j) in (None, self._root)]
         return {"apiVersion": "v1", "kind": "NotebookValidationJobList", "items": items,
                 "metadata": {"continue": token}}
 

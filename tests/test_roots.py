@@ -1,0 +1,48 @@
+"""One data dir, several roots (issue 20 point 3): a job's notebook path is relative to the root it
+was submitted under, so `report.ipynb` of one root is not `report.ipynb` of another. A real server
+(root A) and an in-process `run` in folder B on the same data dir (as the default data dir is shared);
+and `run` of a path outside the running server's root says it validates in this process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from helpers import write_notebook
+
+JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+
+def test_jobs_of_another_root_in_the_same_data_dir_are_not_this_roots(server_proc, tmp_path):
+    server = server_proc().start()
+    write_notebook(server.root / "report.ipynb", ["raise ValueError('A is broken')"])
+    b = tmp_path / "B"
+    write_notebook(b / "report.ipynb", ["print('B is fine')"])
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(server.runtime)}
+
+    def cli(cwd, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=600, stdin=subprocess.DEVNULL, env=env)
+
+    a_run = cli(server.root, "run", "report.ipynb", "--no-build", "-o", "json")  # through the server
+    assert a_run.returncode == 1, a_run.stdout + a_run.stderr
+    # the same relative path in another root, in this process, on the server's data dir
+    b_run = cli(b, "run", "report.ipynb", "--no-build", "--local", "--data-dir", str(server.data_dir), "-o", "json")
+    assert b_run.returncode == 0, b_run.stdout + b_run.stderr
+    assert [r["verdict"] for r in json.loads(b_run.stdout)] == ["Succeeded"]
+
+    listed = server.client().request("GET", "jobs", params={"notebook": "report.ipynb"})["items"]
+    assert [j["status"]["phase"] for j in listed] == ["Failed"], listed  # B's Succeeded showed first, as A's
+    assert {j["metadata"]["annotations"]["nbvalidation.dev/root"] for j in listed} == {os.path.realpath(server.root)}
+    # and B's success never stands in for A's notebook in the verdict cache
+    again = cli(server.root, "run", "report.ipynb", "--no-build", "-o", "json")
+    assert [r["verdict"] for r in json.loads(again.stdout)] == ["Failed"], again.stdout + again.stderr
+
+    # a path outside the running server's root: validated here, and said so
+    outside = cli(server.root, "run", str(b), "--no-build", "--data-dir", str(tmp_path / "other-data"), "-o", "json")
+    assert outside.returncode == 0, outside.stdout + outside.stderr
+    assert "outside the root of the server at " + server.url in outside.stderr, outside.stderr
+    assert "validating it in this process" in outside.stderr
