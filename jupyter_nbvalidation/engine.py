@@ -126,6 +126,7 @@ class Engine:
         self.recovery_timeout = recovery_timeout
         self.events_recovered = 0
         self._term = 0  # counts leadership gains and losses
+        self._handing_back = False  # step_down is giving the lead back (no "lost leadership" warning)
         self.recorder = EventRecorder(self.store.add_event, log=log)
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._dirty: set[str] = set()
@@ -191,7 +192,10 @@ class Engine:
         are conditional on resourceVersion, so an overlap cannot duplicate)."""
         self._term += 1
         if self.leading.is_set():
-            self.log.warning("nbvalidation: lost leadership; another server reconciles now")
+            if self._handing_back:  # step_down: given back, not taken by another server
+                self.log.info("nbvalidation: handed the lead back")
+            else:
+                self.log.warning("nbvalidation: lost leadership; another server reconciles now")
         self.leading.clear()
 
     async def recover_events(self) -> int:
@@ -252,9 +256,13 @@ class Engine:
     async def step_down(self) -> None:
         """Stop campaigning and release the lead (a follower takes over at once);
         the store stays readable. Used by a CLI engine once its job is done."""
-        if self._election is not None:
-            await cancel_and_wait(self._election)
-        self.lost_leadership()
+        self._handing_back = True
+        try:
+            if self._election is not None:
+                await cancel_and_wait(self._election)
+            self.lost_leadership()
+        finally:
+            self._handing_back = False
 
     def activity(self) -> dict[str, int]:
         """Jobs queued, being reconciled, and waiting for a timer in this process."""

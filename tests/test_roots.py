@@ -33,6 +33,10 @@ def test_jobs_of_another_root_in_the_same_data_dir_are_not_this_roots(server_pro
     b_run = cli(b, "run", "report.ipynb", "--no-build", "--local", "--data-dir", str(server.data_dir), "-o", "json")
     assert b_run.returncode == 0, b_run.stdout + b_run.stderr
     assert [r["verdict"] for r in json.loads(b_run.stdout)] == ["Succeeded"]
+    text = cli(b, "run", "report.ipynb", "--no-build", "--local", "--data-dir", str(tmp_path / "solo"))
+    assert text.returncode == 0 and "1 succeeded" in text.stdout, text.stdout + text.stderr
+    # the in-process engine gives its lease back at the end: no "another server" took it
+    assert "lost leadership" not in text.stdout + text.stderr, text.stdout + text.stderr
 
     listed = server.client().request("GET", "jobs", params={"notebook": "report.ipynb"})["items"]
     assert [j["status"]["phase"] for j in listed] == ["Failed"], listed  # B's Succeeded showed first, as A's
