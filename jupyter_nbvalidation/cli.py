@@ -24,7 +24,7 @@ from . import render
 from .client import ClientError, ServerClient, find_server
 from .model import Phase, build_enabled, is_terminal
 
-EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
 FOLLOW_POLL = 0.5  # seconds between two looks at a job being followed
 
 
@@ -703,6 +703,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        if type(e).__module__ != "sqlite3":  # (sqlite3 not imported here: the CLI's start stays light)
+            raise
+        # the data dir's store cannot be read or written: not the notebook's fault, not the user's input
+        where = getattr(args, "data_dir", None) or "the default data dir"
+        print(f"error: the job store in {where} is not usable ({type(e).__name__}: {e}); "
+              "move its nbvalidation.db aside to start with an empty store", file=sys.stderr)
+        return EXIT_INFRASTRUCTURE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -50,3 +50,14 @@ def test_jobs_of_another_root_in_the_same_data_dir_are_not_this_roots(server_pro
     assert outside.returncode == 0, outside.stdout + outside.stderr
     assert "outside the root of the server at " + server.url in outside.stderr, outside.stderr
     assert "validating it in this process" in outside.stderr
+
+
+def test_a_corrupt_store_is_one_sentence_and_exit_3_not_a_traceback(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "nbvalidation.db").write_bytes(b"this is not an SQLite database, it is garbage " * 100)
+    proc = subprocess.run([JUPYTER, "nbvalidation", "list", "--local", "--data-dir", str(data)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"the job store in {data} is not usable" in proc.stderr and "DatabaseError" in proc.stderr
