@@ -50,7 +50,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .model import Phase
 
@@ -134,34 +134,13 @@ def _editable_source(dist_info: Path) -> Path | None:
     return Path(unquote(urlparse(url).path))
 
 
-def source_digest(folder: Path) -> str | None:
-    """The ``.py`` files of an editable install's source folder, by content (hidden
-    folders, caches and node_modules left out); None over the folder bounds."""
+def _tree_digest(folder: Path, keep: Callable[[Path], bool]) -> str | None:
+    """The files under ``folder`` that ``keep`` accepts, by relative path and content,
+    through symbolic links (a folder reached twice, a link cycle, is walked once);
+    hidden entries and SKIP folders left out. None over the bounds or on a read error."""
     h = hashlib.sha256()
     count = total = 0
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP)
-        for name in sorted(filenames):
-            if not name.endswith(".py"):
-                continue
-            path = Path(dirpath) / name
-            try:
-                data = path.read_bytes()
-            except OSError:
-                return None
-            count += 1
-            total += len(data)
-            if count > MAX_FOLDER_FILES or total > MAX_FOLDER_BYTES:
-                return None
-            h.update(path.relative_to(folder).as_posix().encode() + b"\0" + _sha(data).encode() + b"\0")
-    return h.hexdigest()
-
-
-def folder_digest(folder: Path, notebook_text: str, skip: set[Path]) -> str | None:
-    """The content of every file under ``folder`` the kernel could read from it."""
-    h = hashlib.sha256()
-    count = total = 0
-    visited: set[str] = set()  # real paths of the folders walked: a link cycle is walked once
+    visited: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in visited:
@@ -172,10 +151,8 @@ def folder_digest(folder: Path, notebook_text: str, skip: set[Path]) -> str | No
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP)
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            if name.startswith(".") or path.resolve() in skip:
+            if name.startswith(".") or not keep(path):
                 continue
-            if name.endswith(".ipynb") and name not in notebook_text:
-                continue  # another notebook: in the key only when this one names it (%run other.ipynb)
             try:
                 data = path.read_bytes()
             except OSError:
@@ -186,6 +163,18 @@ def folder_digest(folder: Path, notebook_text: str, skip: set[Path]) -> str | No
                 return None
             h.update(path.relative_to(folder).as_posix().encode() + b"\0" + _sha(data).encode() + b"\0")
     return h.hexdigest()
+
+
+def source_digest(folder: Path) -> str | None:
+    """The ``.py`` files of an editable install's source folder, by content."""
+    return _tree_digest(folder, lambda path: path.suffix == ".py")
+
+
+def folder_digest(folder: Path, notebook_text: str, skip: set[Path]) -> str | None:
+    """The content of every file under ``folder`` the kernel could read from it; another
+    notebook only when this one names it (``%run other.ipynb``)."""
+    return _tree_digest(folder, lambda path: path.resolve() not in skip
+                        and not (path.suffix == ".ipynb" and path.name not in notebook_text))
 
 
 def inherited_environment() -> dict[str, str]:
