@@ -122,6 +122,7 @@ class JobService:
         self.engine = engine
         self.backend = backend
         self.root_dir = root_dir
+        self.real_root = os.path.realpath(root_dir)  # as jobs record it (ROOT_ANNOTATION), read once
         self.max_notebook_bytes = max_notebook_bytes
         self.max_input_files = max_input_files
         self.max_input_bytes = max_input_bytes
@@ -311,7 +312,7 @@ class JobService:
         # no inputFiles: the kernel works in the notebook's own folder; with
         # them, in the job's snapshot of them (the backend's input folder)
         annotations = {} if spec.get("inputFiles") else {WORKDIR_ANNOTATION: str(nb_path.parent)}
-        annotations[ROOT_ANNOTATION] = os.path.realpath(self.root_dir)
+        annotations[ROOT_ANNOTATION] = self.real_root
         source = reqmod.source_annotation(reqs, spec, self.root_dir)
         if source:
             annotations[reqmod.SOURCE_ANNOTATION] = source
@@ -329,10 +330,6 @@ class JobService:
             raise
         self.engine.enqueue(job["metadata"]["name"])
         return job
-
-    @property
-    def _root(self) -> str:
-        return os.path.realpath(self.root_dir)
 
     @staticmethod
     def _root_of(job: dict) -> str | None:
@@ -353,12 +350,13 @@ class JobService:
         token = None
         for _ in range(max_pages):  # newest first: the newest job with the key decides
             items, token = await self.store.list_jobs(notebook=spec["notebook"]["path"], limit=100, continue_token=token)
-            # only jobs of this root, and known to be: a job without its root never stands in
-            found = verdict_cache.stands_for([j for j in items if self._root_of(j) == self._root], key)
-            if found is None:
-                return None  # a newer Failed, Cancelled or unfinished job with this key: run it
-            if found is not False:
-                return found if await self.backend.same_verdict_environment(found, env) else None
+            for job in items:
+                # only jobs of this root, and known to be: a job without its root never stands in
+                if self._root_of(job) == self.real_root and verdict_cache.has_key(job, key):
+                    # the newest with the key decides: a Failed, Cancelled or unfinished one means it runs
+                    if verdict_cache.matches(job, key) and await self.backend.same_verdict_environment(job, env):
+                        return job
+                    return None
             if not token:
                 break
         return None
@@ -376,7 +374,7 @@ class JobService:
             raise ApiError(400, "InvalidField", str(e), "continue") from None
         # a job of another root (another server's, an in-process run's elsewhere) is not one of
         # this root's notebooks, whatever its path says; jobs from before roots were recorded stay
-        items = [j for j in items if self._root_of(j) in (None, self._root)]
+        items = [j for j in items if self._root_of(j) in (None, self.real_root)]
         return {"apiVersion": "v1", "kind": "NotebookValidationJobList", "items": items,
                 "metadata": {"continue": token}}
 

@@ -100,22 +100,21 @@ def installed_distributions(python: str) -> str | None:
         except OSError:
             continue
         for n in names:
+            path = Path(entry or ".") / n
             if n.endswith((".dist-info", ".egg-info")):
                 seen.append(f"{entry}/{n}")
-                source = _editable_source(Path(entry or ".") / n)
-                if source is not None:
-                    digest = source_digest(source)
-                    if digest is None:
-                        return None  # an editable source too big to read: not known
-                    seen.append(f"{entry}/{n} -e {source} {digest}")
-            elif n.endswith(".egg-link"):  # a setuptools develop install
+                source = _editable_source(path)
+            elif n.endswith(".egg-link"):  # a setuptools develop install: its first line is the source
                 try:
-                    source = Path((Path(entry or ".") / n).read_text(encoding="utf-8").splitlines()[0].strip())
+                    source = Path(path.read_text(encoding="utf-8").splitlines()[0].strip())
                 except (OSError, IndexError):
                     return None
+            else:
+                continue
+            if source is not None:
                 digest = source_digest(source)
                 if digest is None:
-                    return None
+                    return None  # an editable source too big to read: not known
                 seen.append(f"{entry}/{n} -e {source} {digest}")
     return _sha("\n".join(sorted(seen)).encode())
 
@@ -216,15 +215,5 @@ def has_key(job: dict, key: str) -> bool:
 
 def matches(job: dict, key: str) -> bool:
     """A job that can stand for a notebook with this key: Succeeded, same key. Only the
-    newest job with the key may stand (``stands_for``)."""
+    newest job with the key may stand (JobService.unchanged)."""
     return (job.get("status") or {}).get("phase") == Phase.SUCCEEDED and has_key(job, key)
-
-
-def stands_for(jobs_newest_first: list[dict], key: str) -> dict | None | bool:
-    """Of jobs listed newest first: the newest job with ``key`` when it Succeeded, None
-    when the newest with the key did not (Failed, Cancelled, still running: the notebook
-    runs), False when no job here has the key (look at older ones)."""
-    for job in jobs_newest_first:
-        if has_key(job, key):
-            return job if matches(job, key) else None
-    return False

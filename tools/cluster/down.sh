@@ -24,11 +24,7 @@ if [[ ! -f "$B/.done" ]]; then
   else
     log "no baseline of the host ($STATE/baseline): up.sh stopped before it changed the host; removing its files"
   fi
-  rm -rf "$B"; mkdir -p "$B"
-  chains iptables > "$B/chains4"; chains ip6tables > "$B/chains6"; netns_list > "$B/netns"
-  sysctl -n net.ipv4.ip_forward > "$B/ip_forward"
-  [[ -e /run/containerd ]] && echo yes > "$B/run-containerd" || echo no > "$B/run-containerd"
-  touch "$B/.done"
+  rm -rf "$B"; snapshot_host "$B"
 fi
 
 stop_pidfile() { # name [timeout]

@@ -28,14 +28,16 @@ require_tools() {
   [[ -x "$CNI_BIN/bridge" && -x "$CNI_BIN/host-local" ]] || missing+=("$CNI_BIN/{bridge,host-local}")
   (( ${#missing[@]} == 0 )) || die "missing on this host after the package install: ${missing[*]} (PATH=$PATH; apt log: ${APT_LOG:-none})"
 }
-baseline() {
-  local b="$STATE/baseline"
-  [[ -f "$b/.done" ]] && return 0
+snapshot_host() { # dir: what the cluster changes on the host, as it is now
+  local b="$1"
   mkdir -p "$b"
   chains iptables > "$b/chains4"; chains ip6tables > "$b/chains6"
   netns_list > "$b/netns"
   sysctl -n net.ipv4.ip_forward > "$b/ip_forward"
-  # read before the package install (a containerd package may start its own service)
+  # up.sh reads it before the package install (a containerd package may start its own service)
   echo "${RUN_CONTAINERD_BEFORE:-$([[ -e /run/containerd ]] && echo yes || echo no)}" > "$b/run-containerd"
   touch "$b/.done"
+}
+baseline() {
+  [[ -f "$STATE/baseline/.done" ]] || snapshot_host "$STATE/baseline"
 }
