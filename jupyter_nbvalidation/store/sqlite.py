@@ -15,7 +15,9 @@ import asyncio
 import base64
 import copy
 import json
+import random
 import sqlite3
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -123,6 +125,25 @@ def migrate(conn: sqlite3.Connection) -> int:
     return found
 
 
+def enable_wal(conn: sqlite3.Connection, within: float = 30.0) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting for the other processes that open the
+    same new file at once. SQLite answers this pragma "database is locked" at once,
+    without calling the busy handler, while another connection converts the file, so
+    ``busy_timeout`` does not cover it: it is tried again, with jitter, for ``within``
+    seconds (the busy timeout) before the store says it cannot be opened."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            if time.monotonic() >= deadline:
+                raise StoreError(f"the job store stayed locked by another process for {within:g} s: {e}") from e
+            time.sleep(0.005 + 0.05 * random.random())
+
+
 def _encode_token(created: str, name: str) -> str:
     return base64.urlsafe_b64encode(json.dumps([created, name]).encode()).decode()
 
@@ -167,7 +188,7 @@ class SQLiteJobStore(JobStore):
     def _open(self) -> None:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=30000")
         migrate(conn)
