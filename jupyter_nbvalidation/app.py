@@ -94,11 +94,12 @@ class NBValidation(ExtensionApp):
         self.handlers.extend(routes())
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        await self.engine.start()
-        self.log.info("nbvalidation: %s backend started", self.backend_impl.name)
+        await self.service.start_serving(self.log)
+        if self.engine.running:
+            self.log.info("nbvalidation: %s backend started", self.backend_impl.name)
 
     async def stop_extension(self) -> None:
-        await self.engine.stop()
+        await self.service.stop()
 
     def current_activity(self) -> bool:
         """Keep an idle-culled server alive while jobs run."""

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from . import render
 from .client import ClientError, ServerClient, find_server
+from .errors import Conflict, NotFound, StoreBroken, StoreError
 from .model import Phase, build_enabled, is_terminal
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
@@ -703,13 +704,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as e:
-        if type(e).__module__ != "sqlite3":  # (sqlite3 not imported here: the CLI's start stays light)
+    except StoreError as e:
+        if isinstance(e, (NotFound, Conflict)):
             raise
         # the data dir's store cannot be read or written: not the notebook's fault, not the user's input
         where = getattr(args, "data_dir", None) or "the default data dir"
-        print(f"error: the job store in {where} is not usable ({type(e).__name__}: {e}); "
-              "move its nbvalidation.db aside to start with an empty store", file=sys.stderr)
+        hint = ("; move its nbvalidation.db aside to start with an empty store" if isinstance(e, StoreBroken)
+                else "; try again")
+        print(f"error: the job store in {where} is not usable: {e}{hint}", file=sys.stderr)
         return EXIT_INFRASTRUCTURE
 
 

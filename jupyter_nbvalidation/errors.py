@@ -46,3 +46,26 @@ class PermanentFailure(Exception):
     def __init__(self, message: str, *, reason: str | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+# -- what a store raises (store/base.py re-exports them with the port) --------------
+
+class StoreError(Exception):
+    """A store operation failed (not a conflict, not a missing object)."""
+
+
+class NotFound(StoreError):
+    pass
+
+
+class AlreadyExists(StoreError):
+    pass
+
+
+class Conflict(StoreError):
+    """The object changed since it was read (stale resourceVersion)."""
+
+
+class StoreBroken(StoreError):
+    """The store cannot be used until someone repairs it (a file that is not a
+    database, a corrupt one): waiting does not help, the message says what."""

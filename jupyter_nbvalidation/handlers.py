@@ -27,6 +27,9 @@ def api(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(method)
     async def wrapper(self: "BaseHandler", *args: Any, **kwargs: Any) -> Any:
         try:
+            problem = self.service.start_problem
+            if problem and not self.serves_without_store:  # the store could not be opened (yet)
+                raise ApiError(503, "StoreUnavailable", f"The job store is not available: {problem}.")
             return await method(self, *args, **kwargs)
         except ApiError as e:
             self.set_status(e.status)
@@ -46,6 +49,7 @@ def api(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
 
 class BaseHandler(ExtensionHandlerMixin, APIHandler):
     auth_resource = AUTH_RESOURCE
+    serves_without_store = False  # True: answers while the engine could not start (health, the schema)
 
     @property
     def service(self) -> JobService:
@@ -201,6 +205,7 @@ class BuildLogHandler(BaseHandler):
 
 
 class HealthHandler(BaseHandler):
+    serves_without_store = True
     @web.authenticated
     @authorized
     @api
@@ -209,6 +214,7 @@ class HealthHandler(BaseHandler):
 
 
 class OpenAPIHandler(BaseHandler):
+    serves_without_store = True
     @web.authenticated
     @authorized
     @api

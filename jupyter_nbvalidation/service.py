@@ -20,7 +20,8 @@ from .backends.base import Backend
 from .engine import Engine
 from .errors import InputRejected
 from .model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, is_terminal, new_job, validate_spec
-from .store.base import NotFound, StoreError
+from .store.base import NotFound, StoreBroken, StoreError
+from .tasks import cancel_and_wait
 from .requirements import Requirements
 from .timeline import compute_timeline
 
@@ -45,6 +46,8 @@ def store_api_error(e: BaseException) -> "ApiError | None":
     """What a store raised past the service's own checks, as HTTP: NotFound is the service's 404; any
     other store error means it is not reachable (yet: a Kubernetes store before its caches synced),
     a 503 worth retrying. None: not a store error."""
+    if isinstance(e, StoreBroken):  # waiting does not help: the message says what is wrong
+        return ApiError(503, "StoreUnavailable", f"The job store is not available: {e}.")
     if isinstance(e, StoreError) and not isinstance(e, NotFound):
         return ApiError(503, "StoreUnavailable", f"The job store is not available ({e}); try again shortly.")
     return None
@@ -126,6 +129,8 @@ class JobService:
         self.max_notebook_bytes = max_notebook_bytes
         self.max_input_files = max_input_files
         self.max_input_bytes = max_input_bytes
+        self.start_problem: str | None = None  # why the engine has not started (start_serving)
+        self._start_retry: asyncio.Task[None] | None = None
 
     @property
     def store(self):
@@ -143,7 +148,39 @@ class JobService:
         """Start the engine: this process reconciles once it holds the store's lease."""
         await self.engine.start()
 
+    async def start_serving(self, log: Any, retry_max: float = 30.0) -> None:
+        """The server's start: the engine starts now, or, when its store cannot be
+        opened (locked, unreadable, not a database), the server serves all the same —
+        /health is unusable with the cause, every route a 503 naming it — and the
+        start is tried again in the background (every ``retry_max`` s at most), so a
+        store that comes back (or is repaired) needs no restart."""
+        try:
+            await self.engine.start()
+            return
+        except StoreError as e:
+            self.start_problem = f"the engine cannot start: {e}"
+        log.error("nbvalidation: %s; the REST API answers 503 until it can", self.start_problem)
+
+        async def again() -> None:
+            wait = 1.0
+            while True:
+                await asyncio.sleep(wait)
+                wait = min(retry_max, wait * 2)
+                try:
+                    await self.engine.start()
+                except StoreError as e:
+                    self.start_problem = f"the engine cannot start: {e}"
+                    continue
+                self.start_problem = None
+                log.info("nbvalidation: the engine started after all")
+                return
+
+        self._start_retry = asyncio.get_running_loop().create_task(again(), name="nbvalidation-start-retry")
+
     async def stop(self) -> None:
+        if self._start_retry is not None:
+            await cancel_and_wait(self._start_retry)
+            self._start_retry = None
         await self.engine.stop()
 
     async def wait_for_terminal(self, name: str, timeout: float | None = None,
@@ -169,6 +206,8 @@ class JobService:
         """GET /health: the backend's state and the engine's figures."""
         engine = self.engine
         health = await self.backend.health()
+        if self.start_problem and not engine.running:
+            health.update(usable=False, problem=self.start_problem)
         health["engine"] = {"running": engine.running, "leading": engine.leading.is_set(),
                             "reconciles": engine.reconciles, "errors": engine.errors,
                             "eventsPosted": engine.recorder.posted, "eventsFailed": engine.recorder.failed,

@@ -61,3 +61,43 @@ def test_a_corrupt_store_is_one_sentence_and_exit_3_not_a_traceback(tmp_path):
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert f"the job store in {data} is not usable" in proc.stderr and "DatabaseError" in proc.stderr
+
+
+def test_a_server_on_a_corrupt_store_says_so_and_recovers_once_it_is_repaired(server_proc):
+    """Issue 20 point 5: a server whose store is not a database answered 500 on every route while
+    /health said usable (after a restart: "starting" forever), and POST /unchanged a 200
+    {"job": null}. Now /health is unusable with the cause, every route a 503 naming the file, nothing
+    is created; once the file is moved aside the engine starts by itself (no restart)."""
+    import time
+
+    from jupyter_nbvalidation.client import ClientError
+
+    server = server_proc()
+    server.data_dir.mkdir(parents=True)
+    db = server.data_dir / "nbvalidation.db"
+    db.write_bytes(b"this is not an SQLite database, it is garbage " * 100)
+    write_notebook(server.root / "nb.ipynb", ["print('fine')"])
+    server.start()
+    client = server.client()
+    health = client.request("GET", "health")
+    assert health["usable"] is False and str(db) in health["problem"], health
+    assert "not a database" in health["problem"], health
+    spec = {"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"enabled": False}}}
+    for method, path, body in (("GET", "jobs", None), ("POST", "jobs", spec), ("POST", "unchanged", spec),
+                               ("GET", "jobs/nb-1", None)):
+        try:
+            answer = client.request(method, path, body)
+        except ClientError as e:
+            assert e.status == 503 and str(db) in str(e), (method, path, e.status, str(e))
+        else:
+            raise AssertionError(f"{method} {path} answered {answer!r} on a corrupt store")
+    assert db.read_bytes().startswith(b"this is not an SQLite database")  # left as it was, for its owner
+
+    db.rename(db.with_suffix(".corrupt"))  # what the message says to do
+    deadline = time.monotonic() + 60
+    while not client.request("GET", "health")["usable"]:
+        assert time.monotonic() < deadline, client.request("GET", "health")
+        time.sleep(0.5)
+    job = client.request("POST", "jobs", spec)
+    assert job["metadata"]["name"]
+    assert [j["metadata"]["name"] for j in client.request("GET", "jobs")["items"]] == [job["metadata"]["name"]]

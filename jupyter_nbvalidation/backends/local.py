@@ -1213,7 +1213,9 @@ class LocalBackend(Backend):
                 return False, f"data dir not writable: {e}"
 
         usable, problem = await asyncio.to_thread(check)
-        if self._python_version is None:
+        if self.store.problem:  # a store that cannot be read: nothing works until it is repaired
+            usable, problem = False, self.store.problem
+        elif self._python_version is None:
             usable, problem = False, "starting: the backend has not checked its interpreter yet"
         elif self._python_version == "unknown":
             usable, problem = False, f"the base interpreter {self.python} could not be run"

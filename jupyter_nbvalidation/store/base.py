@@ -12,22 +12,9 @@ from typing import Callable
 from traitlets.config import LoggingConfigurable
 
 from ..documents import Event, Job, JobStatus
+from ..errors import AlreadyExists, Conflict, NotFound, StoreBroken, StoreError
 
-
-class StoreError(Exception):
-    """A store operation failed (not a conflict, not a missing object)."""
-
-
-class NotFound(StoreError):
-    pass
-
-
-class AlreadyExists(StoreError):
-    pass
-
-
-class Conflict(StoreError):
-    """The object changed since it was read (stale resourceVersion)."""
+__all__ = ["AlreadyExists", "Conflict", "JobStore", "NotFound", "StoreBroken", "StoreError"]
 
 
 class JobStore(LoggingConfigurable):
@@ -36,6 +23,8 @@ class JobStore(LoggingConfigurable):
 
     #: seconds an event is kept before the store drops it (None: as long as its job)
     event_ttl: float | None = None
+    #: why the store cannot be used now (its last StoreBroken), None while it can: /health shows it
+    problem: str | None = None
 
     async def start(self) -> None:
         """Open connections, start watches."""

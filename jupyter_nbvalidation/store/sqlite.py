@@ -27,7 +27,7 @@ from traitlets import Float, Unicode
 
 from ..model import Phase, isotime
 from ..tasks import cancel_and_wait
-from .base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
+from .base import AlreadyExists, Conflict, JobStore, NotFound, StoreBroken, StoreError
 
 # Ordered migrations: index i brings the schema from version i to i + 1.
 MIGRATIONS: list[list[str]] = [
@@ -178,12 +178,26 @@ class SQLiteJobStore(JobStore):
 
     # -- plumbing -----------------------------------------------------------
     async def _run(self, fn: Callable, *args: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, fn, *args)
+        return await self._call(self._pool, fn, *args)
 
     async def _run_lease(self, fn: Callable, *args: Any) -> Any:
+        return await self._call(self._lease_pool, fn, *args)
+
+    async def _call(self, pool: ThreadPoolExecutor, fn: Callable, *args: Any) -> Any:
+        """``fn`` on the store's thread. SQLite's own errors leave as StoreErrors that name
+        the file: a file that is not a database (or a corrupt one) is StoreBroken, and
+        :attr:`problem` says so until a call succeeds again; a lock held too long, a full
+        disk or an unopenable file is a StoreError (callers retry)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._lease_pool, fn, *args)
+        try:
+            result = await loop.run_in_executor(pool, fn, *args)
+        except sqlite3.OperationalError as e:
+            raise StoreError(f"the job store {self.path} failed: {e}") from e
+        except sqlite3.DatabaseError as e:  # not a database, malformed, ... (IntegrityError is handled inside)
+            self.problem = f"the job store {self.path} cannot be read ({type(e).__name__}: {e})"
+            raise StoreBroken(self.problem) from e
+        self.problem = None
+        return result
 
     def _open(self) -> None:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
