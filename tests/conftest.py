@@ -21,6 +21,34 @@ from jupyter_nbvalidation.service import JobService  # noqa: E402
 
 pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster"]
 
+# `pytest -n 2 --dist loadgroup` (tools/setup-and-test.sh): the tests of one group run
+# one after another on one worker. A group is a set of modules that share something a
+# second worker would contend for or build again: the one real node (its pull limit,
+# its runner image built once a session), the headless browser and its lab server, the
+# corpus runs (nested pytest -n 2 of their own), and modules whose module- or session-
+# scoped fixtures build venvs, images or clusters a second worker would build again.
+XDIST_GROUPS = {
+    "real-node": ("test_k8s_real_cache", "test_k8s_real_node", "test_k8s_real_params", "test_k8s_real_progress",
+                  "test_k8s_real_reuse"),
+    "browser": ("test_ui_e2e", "test_ui_options", "test_ui_ux"),
+    "corpus": ("test_corpus", "test_peer_notebooks", "test_nbval_parity"),
+}
+MODULE_GROUPED = ("test_runner", "test_runner_standalone", "test_k8s_progress", "test_k8s_builders", "test_k8s_backend")
+
+
+def xdist_group_of(module: str) -> str | None:
+    for group, modules in XDIST_GROUPS.items():
+        if module in modules or (group == "real-node" and module.startswith("test_k8s_real_")):
+            return group
+    return module if module in MODULE_GROUPED else None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = xdist_group_of(item.module.__name__.rpartition(".")[2]) if item.module else None
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture
 def jp_server_config(tmp_path):

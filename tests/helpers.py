@@ -28,6 +28,26 @@ def write_notebook(path: Path, sources: list[str], *, tags: dict[int, list[str]]
     return path
 
 
+def leftover_processes(basetemp: Path, marker: str) -> list[str]:
+    """The command lines of running processes that hold ``marker`` and belong to
+    this pytest process's tests: their working directory or their arguments lie
+    under its ``basetemp``. What other pytest processes (an xdist worker beside
+    this one, another checkout's run) start elsewhere is not looked at."""
+    base = str(Path(basetemp).resolve())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if marker in cmdline and (cwd == base or cwd.startswith(base + os.sep) or base in cmdline):
+            found.append(f"{entry.name} (cwd {cwd}): {cmdline}")
+    return found
+
+
 def phases(job: dict) -> list[str]:
     return [t["phase"] for t in job["status"].get("transitions", [])]
 

@@ -62,7 +62,6 @@ ADMIN_USER = "nbv-admin"
 LIMITED_USER = "alice"
 LIMITED_GROUP = "nbv-users"
 
-_FAILED_KEY = pytest.StashKey[bool]()
 _HARNESS_KEY = pytest.StashKey["KubeApiServer"]()
 
 
@@ -533,18 +532,20 @@ def k8s_namespace(kube_apiserver: KubeApiServer) -> str:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
+    """A failed test that used the harness carries the tails of its logs in its
+    report (a section travels from a pytest-xdist worker to the summary; the
+    controller has no harness of its own)."""
     rep = yield
-    if rep.failed:
-        item.config.stash[_FAILED_KEY] = True
+    h = item.config.stash.get(_HARNESS_KEY, None)
+    if rep.failed and h is not None and "kube_apiserver" in getattr(item, "fixturenames", ()):
+        rep.sections.append(("kube-apiserver harness logs",
+                             f"{h.log_tails(40)}\n(full logs in {h.log_dir})"))
     return rep
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     h = config.stash.get(_HARNESS_KEY, None)
-    if h is None:
-        return
-    failed = config.stash.get(_FAILED_KEY, False)
-    if failed or os.environ.get("NBV_K8S_LOGS") == "always":
+    if h is not None and os.environ.get("NBV_K8S_LOGS") == "always":
         terminalreporter.write_sep("=", "kube-apiserver harness logs")
         terminalreporter.write_line(h.log_tails(80))
         terminalreporter.write_line(f"(full logs in {h.log_dir})")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_local
-from helpers import write_notebook
+from helpers import leftover_processes, write_notebook
 
 from jupyter_nbvalidation.backends.forkserver import RunnerForkServer
 from jupyter_nbvalidation.runner import hygiene
@@ -245,7 +245,7 @@ async def test_a_fork_server_that_cannot_start_falls_back(tmp_path, notebook, mo
         await env.engine.stop()
 
 
-def test_no_fork_server_is_left():
-    """Guard: the fork servers of this module's tests are gone."""
-    out = os.popen("ps -eo args").read()
-    assert not [ln for ln in out.splitlines() if "jupyter_nbvalidation.runner.forkserver" in ln]
+def test_no_fork_server_is_left(tmp_path_factory):
+    """Guard: the fork servers of this module's tests are gone (this pytest
+    process's only: other checkouts' runs and xdist workers have their own)."""
+    assert leftover_processes(tmp_path_factory.getbasetemp(), "jupyter_nbvalidation.runner.forkserver") == []

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from pathlib import Path
 
 import pytest
 from conftest import make_local
-from helpers import phases, pids_alive, reasons, slow_to_stop
+from helpers import leftover_processes, phases, pids_alive, reasons, slow_to_stop
 
 from jupyter_nbvalidation.model import Phase, Reason, parse_time
 
@@ -351,11 +350,10 @@ async def test_comparison_config_of_the_upstream_crd(local, notebook):
                        ignoreExecutionCount=False) == [1]
 
 
-def test_no_process_leaks():
-    """Guard: kernels from this module's tests are gone."""
-    out = os.popen("ps -eo args").read()
-    assert "ipykernel_launcher" not in "\n".join(
-        ln for ln in out.splitlines() if "nbvalidation" in ln and "pytest" not in ln)
+def test_no_process_leaks(tmp_path_factory):
+    """Guard: kernels from this module's tests are gone (this pytest process's
+    only: an xdist worker beside it runs kernels of its own)."""
+    assert leftover_processes(tmp_path_factory.getbasetemp(), "ipykernel_launcher") == []
 
 
 @pytest.mark.asyncio

@@ -54,4 +54,7 @@ step "the real single-node cluster (tools/cluster/up.sh)"
 bash tools/cluster/up.sh
 
 step "pytest: the whole suite (with the real-node tests, tests/test_k8s_real_node.py)"
-python -m pytest -ra -p no:cacheprovider --durations=30 "$@"
+# two workers (the machine's cores); the tests that share the real node, the browser or the
+# corpus run in one group each (tests/conftest.py XDIST_GROUPS), one after another on one worker.
+# NBV_PYTEST_WORKERS=0 runs serially; the 30 slowest tests are printed at the end.
+python -m pytest -ra -p no:cacheprovider --durations=30 -n "${NBV_PYTEST_WORKERS:-2}" --dist loadgroup "$@"
