@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Enum, Float, Int, Type
 
 from ._version import __version__
-from .backends.base import Backend
+from .composition import NBValidationSettings, assemble
 from .engine import Engine
 from .service import JobService
 
@@ -17,58 +16,20 @@ EVENT_SCHEMA_ID = "https://nbvalidation.dev/events/job/v1"
 EVENT_SCHEMA = Path(__file__).parent / "event_schemas" / "job.v1.yaml"
 
 
-def make_backend(kind: str, cls: type | None, parent: Any) -> Backend:
-    if cls is not None:
-        return cls(parent=parent)
-    if kind == "kubernetes":
-        try:
-            from .k8s.backend import KubernetesBackend
-        except ModuleNotFoundError as e:
-            if (e.name or "").split(".")[0] not in ("kubernetes", "aiohttp", "pydantic"):
-                raise
-            raise RuntimeError(f"backend = 'kubernetes' needs the Kubernetes client, which is not installed "
-                               f"(no module {e.name}): pip install 'jupyter-nbvalidation[kubernetes]'") from None
-
-        return KubernetesBackend(parent=parent)
-    from .backends.local import LocalBackend
-
-    return LocalBackend(parent=parent)
-
-
-class NBValidation(ExtensionApp):
+class NBValidation(ExtensionApp, NBValidationSettings):
     """Validate notebooks in clean environments: ``c.NBValidation.*``."""
 
     name = "jupyter_nbvalidation"
     version = __version__
     load_other_extensions = True
 
-    backend = Enum(["local", "kubernetes"], default_value="local",
-                   help="Where jobs are stored, built and validated.").tag(config=True)
-    backend_class = Type(default_value=None, klass=Backend, allow_none=True,
-                         help="A Backend subclass to use instead of the built-in one named by `backend`.").tag(config=True)
-    build_timeout = Float(15 * 60, help="Default build-phase timeout in seconds "
-                                        "(a job's spec.podConfig.buildConfig.timeout overrides it).").tag(config=True)
-    validation_timeout = Float(30 * 60, help="Default validation-phase timeout in seconds "
-                                             "(a job's spec.timeout overrides it).").tag(config=True)
-    workers = Int(16, help="Jobs reconciled at once (one in-flight reconcile per job).").tag(config=True)
-    resync_period = Float(300.0, help="Seconds between safety-net resyncs of all active jobs; "
-                                      "reaction to changes is event-driven.").tag(config=True)
-    max_notebook_bytes = Int(10 * 2**20, help="Largest notebook accepted at submit, in bytes.").tag(config=True)
-    max_page_size = Int(500, help="Largest `limit` accepted by GET /jobs.").tag(config=True)
-    max_input_files = Int(1000, help="Most files a job's spec.inputFiles may match.").tag(config=True)
-    max_input_bytes = Int(50 * 2**20, help="Largest total size of a job's spec.inputFiles, in bytes.").tag(config=True)
-
     engine: Engine
     service: JobService
 
     def initialize_settings(self) -> None:
-        self.backend_impl = make_backend(self.backend, self.backend_class, self)
-        self.engine = Engine(self.backend_impl, log=self.log, build_timeout=self.build_timeout,
-                             validation_timeout=self.validation_timeout, workers=self.workers,
-                             resync_period=self.resync_period)
         root = self.serverapp.root_dir if self.serverapp is not None else "."
-        self.service = JobService(self.engine, self.backend_impl, root, max_notebook_bytes=self.max_notebook_bytes,
-                                  max_input_files=self.max_input_files, max_input_bytes=self.max_input_bytes)
+        self.service = assemble(self, root, self.log)
+        self.backend_impl, self.engine = self.service.backend, self.service.engine
         self.settings.update({"nbvalidation_service": self.service, "nbvalidation_app": self})
         if self.serverapp is not None and getattr(self.serverapp, "event_logger", None) is not None:
             try:

@@ -97,7 +97,7 @@ class InProcess:
     """The same operations as the REST API, on the local data dir, in this process."""
 
     def __init__(self, root_dir: str, data_dir: str | None = None, backend_config: dict | None = None):
-        from .service import local_service
+        from .composition import local_service
 
         self.loop = asyncio.new_event_loop()
         # the CLI is itself the user's batch work, as pytest --nbmake is: its runners and

@@ -104,21 +104,6 @@ def _read_notebook(path: Path, field: str, limit: int) -> bytes:
     return data
 
 
-def local_service(root_dir: str, data_dir: str | None = None, backend_config: dict | None = None,
-                  log: Any = None) -> "JobService":
-    """A service with its own engine over the local backend (the CLI without a
-    server): the one place outside the server extension that assembles them."""
-    import logging
-
-    from .backends.local import LocalBackend
-
-    kw: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
-    kw.update(backend_config or {})
-    backend = LocalBackend(**kw)
-    engine = Engine(backend, log=log or logging.getLogger("jupyter_nbvalidation"))
-    return JobService(engine, backend, root_dir)
-
-
 class JobService:
     def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20,
                  max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20):

@@ -165,7 +165,7 @@ def test_the_batch_side_reaches_jobs_only_through_the_service_and_the_clients(pa
 @pytest.mark.parametrize("name", ["handlers", "magic", "cli", "batch"])
 def test_handlers_magic_and_cli_reach_jobs_only_through_the_service(name: str) -> None:
     """The REST handlers call the service; the magic calls the REST API (client.py); the CLI
-    (and its batch runner) the REST API or a service assembled by ``service.local_service``:
+    (and its batch runner) the REST API or a service assembled by ``composition.local_service``:
     none of them builds or touches an engine, a backend or a store itself."""
     wrong = {n for n in _ours(_imports(PKG / f"{name}.py"))
              if _is(n, "engine", "store", "backends", "k8s") and not _is(n, "k8s.install")}
@@ -276,3 +276,16 @@ def test_entry_points_read_no_engine_or_backend_internals(name: str) -> None:
             if name != "app" and node.attr in ("engine", "backend", "backend_impl"):
                 wrong.add(node.attr)
     assert not wrong, f"{name}.py reads {sorted(wrong)} around the service"
+
+
+# -- one composition root ---------------------------------------------------------------
+
+def test_engines_and_services_are_assembled_in_one_place() -> None:
+    """composition.assemble builds the engine and the service, for the server extension and
+    for the CLI without a server alike (so both read the same settings); nothing else does."""
+    builders = {}
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("Engine", "JobService"):
+                builders.setdefault(str(path.relative_to(PKG)), set()).add(node.func.id)
+    assert builders == {"composition.py": {"Engine", "JobService"}}, builders

@@ -1,0 +1,107 @@
+"""The one composition root: the settings ``c.NBValidation.*`` and the assembly of a
+backend, an engine and a service from them.
+
+The server extension (app.py) and the CLI without a server (cli.InProcess, and through
+it ``run`` and ``pytest --nbvalidation``) both call :func:`assemble`, and the CLI reads
+the same Jupyter config files as the server (:func:`jupyter_config`), so a validation
+in this process gets the timeouts, limits and ``c.LocalBackend.*`` settings a server
+on this machine would: the verdict does not depend on which of the two ran it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traitlets import Enum, Float, Int, Type
+from traitlets.config import Config, LoggingConfigurable
+
+from .backends.base import Backend
+from .engine import Engine
+from .service import JobService
+
+
+class NBValidationSettings(LoggingConfigurable):
+    """What ``c.NBValidation.*`` configures (the server extension's class inherits it)."""
+
+    backend = Enum(["local", "kubernetes"], default_value="local",
+                   help="Where jobs are stored, built and validated.").tag(config=True)
+    backend_class = Type(default_value=None, klass=Backend, allow_none=True,
+                         help="A Backend subclass to use instead of the built-in one named by `backend`.").tag(config=True)
+    build_timeout = Float(15 * 60, help="Default build-phase timeout in seconds "
+                                        "(a job's spec.podConfig.buildConfig.timeout overrides it).").tag(config=True)
+    validation_timeout = Float(30 * 60, help="Default validation-phase timeout in seconds "
+                                             "(a job's spec.timeout overrides it).").tag(config=True)
+    workers = Int(16, help="Jobs reconciled at once (one in-flight reconcile per job).").tag(config=True)
+    resync_period = Float(300.0, help="Seconds between safety-net resyncs of all active jobs; "
+                                      "reaction to changes is event-driven.").tag(config=True)
+    max_notebook_bytes = Int(10 * 2**20, help="Largest notebook accepted at submit, in bytes.").tag(config=True)
+    max_page_size = Int(500, help="Largest `limit` accepted by GET /jobs.").tag(config=True)
+    max_input_files = Int(1000, help="Most files a job's spec.inputFiles may match.").tag(config=True)
+    max_input_bytes = Int(50 * 2**20, help="Largest total size of a job's spec.inputFiles, in bytes.").tag(config=True)
+
+
+def make_backend(kind: str, cls: type | None, parent: Any) -> Backend:
+    if cls is not None:
+        return cls(parent=parent)
+    if kind == "kubernetes":
+        try:
+            from .k8s.backend import KubernetesBackend
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in ("kubernetes", "aiohttp", "pydantic"):
+                raise
+            raise RuntimeError(f"backend = 'kubernetes' needs the Kubernetes client, which is not installed "
+                               f"(no module {e.name}): pip install 'jupyter-nbvalidation[kubernetes]'") from None
+
+        return KubernetesBackend(parent=parent)
+    from .backends.local import LocalBackend
+
+    return LocalBackend(parent=parent)
+
+
+def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
+             backend: Backend | None = None) -> JobService:
+    """The backend (configured from ``settings``' config: ``c.LocalBackend.*`` ...), its
+    engine and the service over them; ``backend`` when the caller made its own."""
+    backend = backend or make_backend(settings.backend, settings.backend_class, settings)
+    engine = Engine(backend, log=log, build_timeout=settings.build_timeout,
+                    validation_timeout=settings.validation_timeout, workers=settings.workers,
+                    resync_period=settings.resync_period)
+    return JobService(engine, backend, root_dir, max_notebook_bytes=settings.max_notebook_bytes,
+                      max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes)
+
+
+def jupyter_config() -> Config:
+    """The Jupyter server's config files as a server started here reads them
+    (``jupyter_server_config.json`` and ``.py`` in every ``jupyter --paths`` config
+    folder, the user's last), with ``c.NBValidation`` also as ``c.NBValidationSettings``."""
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
+
+    config = Config()
+    for folder in reversed(jupyter_config_path()):  # lowest priority first: later ones override
+        for loader in (JSONFileConfigLoader, PyFileConfigLoader):
+            suffix = ".json" if loader is JSONFileConfigLoader else ".py"
+            try:
+                config.merge(loader(f"jupyter_server_config{suffix}", path=folder).load_config())
+            except ConfigFileNotFound:
+                continue
+    if "NBValidation" in config:
+        config.NBValidationSettings.merge(config.NBValidation)
+    return config
+
+
+def local_service(root_dir: str, data_dir: str | None = None, backend_config: dict | None = None,
+                  log: Any = None, config: Config | None = None) -> JobService:
+    """The service of the CLI without a server: the local backend, whatever
+    ``c.NBValidation.backend`` says (a server is what reaches a cluster), with this
+    machine's Jupyter config and then ``data_dir`` and ``backend_config`` over it."""
+    import logging
+
+    from .backends.local import LocalBackend
+
+    config = jupyter_config() if config is None else config
+    settings = NBValidationSettings(config=config)
+    kw: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
+    kw.update(backend_config or {})
+    backend = LocalBackend(parent=settings, **kw)  # (keyword arguments win over the config)
+    return assemble(settings, root_dir, log or logging.getLogger("jupyter_nbvalidation"), backend=backend)
