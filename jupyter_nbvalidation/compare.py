@@ -118,31 +118,6 @@ def _text(value: Any) -> str:
     return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def coalesce_streams(outputs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Merge consecutive stream outputs of the same name; resolve ``\\r``/``\\b`` in them.
-
-    Returns new dicts; the input is not modified.
-    """
-    merged: list[dict[str, Any]] = []
-    for out in outputs:
-        if (
-            out.get("output_type") == "stream"
-            and merged
-            and merged[-1].get("output_type") == "stream"
-            and merged[-1].get("name") == out.get("name")
-        ):
-            merged[-1]["text"] += _text(out.get("text", ""))
-            continue
-        copy = dict(out)
-        if copy.get("output_type") == "stream":
-            copy["text"] = _text(copy.get("text", ""))
-        merged.append(copy)
-    for out in merged:
-        if out.get("output_type") == "stream":
-            out["text"] = resolve_terminal_controls(out["text"])
-    return merged
-
-
 # --- flattening -----------------------------------------------------------------
 
 
