@@ -52,14 +52,14 @@ def test_resolve_terminal_controls(raw, shown):
     assert compare.resolve_terminal_controls(raw) == shown
 
 
-def test_coalesce_consecutive_streams_and_resolve_carriage_returns():
+def test_consecutive_streams_are_merged_and_carriage_returns_resolved():
+    """What the comparison sees of a cell's streams (the flattening): a progress bar's
+    pieces are one line, the way the notebook shows it."""
     outputs = [stream("progress 10%"), stream("\rprogress 100%\n"), stream("warn\n", "stderr"), stream("end\n")]
-    merged = compare.coalesce_streams(outputs)
-    assert [(o["name"], o["text"]) for o in merged] == [
-        ("stdout", "progress 100%\n"),
-        ("stderr", "warn\n"),
-        ("stdout", "end\n"),
-    ]
+    golden = [stream("progress 100%\n"), stream("warn\n", "stderr"), stream("end\n")]
+    assert compare.compare_cell_outputs(golden, outputs, strategy="exact").equal
+    assert not compare.compare_cell_outputs([stream("progress 10%\n"), stream("warn\n", "stderr"),
+                                             stream("end\n")], outputs, strategy="exact").equal
     assert outputs[0]["text"] == "progress 10%"  # input untouched
 
 
