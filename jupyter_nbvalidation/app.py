@@ -50,6 +50,14 @@ class NBValidation(ExtensionApp):
                                         "(a job's spec.podConfig.buildConfig.timeout overrides it).").tag(config=True)
     validation_timeout = Float(30 * 60, help="Default validation-phase timeout in seconds "
                                              "(a job's spec.timeout overrides it).").tag(config=True)
+    max_retries = Int(None, allow_none=True,
+                      help="Retries of a build or a validation that failed because of a transient fault that is "
+                           "not the notebook's (a kernel that failed to start, a deleted or evicted Pod), counted "
+                           "apart for each; after the last the job ends Failed with reason InfrastructureFailed. "
+                           "Default: the backend's max_retries (3).").tag(config=True)
+    retry_backoff = Float(None, allow_none=True,
+                          help="Seconds before the first such retry, doubling for each next one (jittered, capped "
+                               "at 60 s). Default: the backend's retry_backoff (2 s).").tag(config=True)
     workers = Int(16, help="Jobs reconciled at once (one in-flight reconcile per job).").tag(config=True)
     resync_period = Float(300.0, help="Seconds between safety-net resyncs of all active jobs; "
                                       "reaction to changes is event-driven.").tag(config=True)
@@ -65,7 +73,8 @@ class NBValidation(ExtensionApp):
         self.backend_impl = make_backend(self.backend, self.backend_class, self)
         self.engine = Engine(self.backend_impl, log=self.log, build_timeout=self.build_timeout,
                              validation_timeout=self.validation_timeout, workers=self.workers,
-                             resync_period=self.resync_period)
+                             resync_period=self.resync_period, max_retries=self.max_retries,
+                             retry_backoff=self.retry_backoff)
         root = self.serverapp.root_dir if self.serverapp is not None else "."
         self.service = JobService(self.engine, self.backend_impl, root, max_notebook_bytes=self.max_notebook_bytes,
                                   max_input_files=self.max_input_files, max_input_bytes=self.max_input_bytes)
