@@ -670,13 +670,13 @@ def set_condition(status: JobStatus, ctype: str, value: str, reason: str, messag
 
 
 # -- attempts: a transient fault (backends.base.Fault) retries a build or a validation -------
-def validation_attempt(job: Job) -> int:
+def validation_attempt(job: "Job | dict[str, Any]") -> int:
     """Which attempt of the validation the job is at: 0 first, n after n retries
     (``status.validationRetries``). A backend names an attempt's children from it:
     attempt 0 keeps the names it always had, retry n gets fresh ones."""
     return int((job.get("status") or {}).get("validationRetries") or 0)
 
 
-def build_attempt(job: Job) -> int:
+def build_attempt(job: "Job | dict[str, Any]") -> int:
     """Which attempt of the build the job is at (``status.buildRetries``), as ``validation_attempt``."""
     return int((job.get("status") or {}).get("buildRetries") or 0)
