@@ -31,6 +31,14 @@ class NBValidationSettings(LoggingConfigurable):
                                         "(a job's spec.podConfig.buildConfig.timeout overrides it).").tag(config=True)
     validation_timeout = Float(30 * 60, help="Default validation-phase timeout in seconds "
                                              "(a job's spec.timeout overrides it).").tag(config=True)
+    max_retries = Int(None, allow_none=True,
+                      help="Retries of a build or a validation that failed because of a transient fault that is "
+                           "not the notebook's (a kernel that failed to start, a deleted or evicted Pod), counted "
+                           "apart for each; after the last the job ends Failed with reason InfrastructureFailed. "
+                           "Default: the backend's max_retries (3).").tag(config=True)
+    retry_backoff = Float(None, allow_none=True,
+                          help="Seconds before the first such retry, doubling for each next one (jittered, capped "
+                               "at 60 s). Default: the backend's retry_backoff (2 s).").tag(config=True)
     workers = Int(16, help="Jobs reconciled at once (one in-flight reconcile per job).").tag(config=True)
     resync_period = Float(300.0, help="Seconds between safety-net resyncs of all active jobs; "
                                       "reaction to changes is event-driven.").tag(config=True)
@@ -65,7 +73,8 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
     backend = backend or make_backend(settings.backend, settings.backend_class, settings)
     engine = Engine(backend, log=log, build_timeout=settings.build_timeout,
                     validation_timeout=settings.validation_timeout, workers=settings.workers,
-                    resync_period=settings.resync_period)
+                    resync_period=settings.resync_period, max_retries=settings.max_retries,
+                    retry_backoff=settings.retry_backoff)
     return JobService(engine, backend, root_dir, max_notebook_bytes=settings.max_notebook_bytes,
                       max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes)
 

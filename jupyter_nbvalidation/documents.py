@@ -193,6 +193,9 @@ class JobStatus(TypedDict, total=False):
     comparisonResult: dict[str, Any] | None
     failedCellIndex: int | None
     progress: Progress
+    validationRetries: int  # retries after transient faults (absent = 0); see model.validation_attempt
+    buildRetries: int  # as validationRetries, for the build: a counter of its own
+    lastRetryTime: str  # when the current attempt (of either) began: its phase deadline counts from here
 
 
 class _JobRequired(TypedDict):

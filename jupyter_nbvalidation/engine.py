@@ -22,7 +22,7 @@ import random
 import time
 from typing import Any, Callable, Union, cast
 
-from .backends.base import RUNNING, SUCCEEDED, Backend, Observation
+from .backends.base import FAILED, RUNNING, SUCCEEDED, Backend, Observation
 from .documents import Job, JobStatus, Progress, Transition, ValidationStatus
 from .errors import InputRejected, PermanentFailure, TemporaryFailure
 from .events import EventRecorder, scrub, transition_event_name
@@ -31,9 +31,11 @@ from .model import (
     CANCEL_ANNOTATION,
     BuildPhase,
     ConditionType,
+    EventReason,
     Phase,
     Reason,
     ResultReason,
+    build_attempt,
     build_enabled,
     condition_states,
     format_duration,
@@ -43,6 +45,7 @@ from .model import (
     set_condition,
     transition_event_type,
     utcnow,
+    validation_attempt,
 )
 from .plan import Timeouts, ValidationPlan, make_plan, timeouts
 from .store.base import Conflict, NotFound
@@ -103,13 +106,35 @@ def phase_entered_at(status: JobStatus, phase: str) -> datetime.datetime | None:
     return None
 
 
+def attempt_started_at(status: JobStatus, phase: str) -> datetime.datetime | None:
+    """When the current attempt of ``phase`` began: the phase's entry, or the
+    last retry (``status.lastRetryTime``) when that came later. A phase's
+    deadline counts from here, so a retried attempt gets its full time."""
+    entered = phase_entered_at(status, phase)
+    retried = parse_time(status.get("lastRetryTime"))
+    if entered is not None and retried is not None and retried > entered:
+        return retried
+    return entered
+
+
+#: per phase with attempts: the status counter of its retries, and the event a retry posts
+RETRY_COUNTERS: dict[str, tuple[str, EventReason]] = {
+    Phase.BUILDING: ("buildRetries", EventReason.BUILD_RETRIED),
+    Phase.VALIDATION_RUNNING: ("validationRetries", EventReason.VALIDATION_RETRIED),
+}
+
+
 class Engine:
     """Owns the work queue, the workers and the event recorder."""
 
     def __init__(self, backend: Backend, *, log: Any, build_timeout: float = 15 * 60,
                  validation_timeout: float = 30 * 60, workers: int = 16, resync_period: float = 300.0,
                  conflict_retries: int = 5, write_retries: int = 3, max_backoff: float = 60.0,
-                 event_recovery_window: float = 24 * 3600.0, recovery_timeout: float = 60.0):
+                 event_recovery_window: float = 24 * 3600.0, recovery_timeout: float = 60.0,
+                 max_retries: int | None = None, retry_backoff: float | None = None):
+        """``max_retries`` / ``retry_backoff``: the retries of an attempt that failed
+        with a transient Fault and the first retry's delay; by default the
+        backend's settings (Backend.max_retries, Backend.retry_backoff)."""
         self.backend = backend
         self.store = backend.store
         self.log = log
@@ -120,6 +145,11 @@ class Engine:
         self.conflict_retries = conflict_retries
         self.write_retries = write_retries
         self.max_backoff = max_backoff
+        self.max_retries = int(backend.max_retries if max_retries is None else max_retries)
+        self.retry_backoff = float(backend.retry_backoff if retry_backoff is None else retry_backoff)
+        if self.max_retries < 0 or self.retry_backoff < 0:
+            raise ValueError("max_retries and retry_backoff must not be negative")
+        self._retry_at: dict[str, float] = {}  # job name -> loop time before which its retry does not start
         self.progress_interval = 1.0  # seconds: at most one status.progress write per job in this time
         self._progress_at: dict[str, float] = {}
         self.event_recovery_window = event_recovery_window
@@ -400,6 +430,11 @@ class Engine:
                 if not self._dirty and not self._processing:
                     self._idle.set()
 
+    def retry_delay(self, retry: int) -> float:
+        """Seconds before the ``retry``-th retry of a faulted attempt:
+        ``retry_backoff`` doubling, jittered by ±20 %, capped by ``max_backoff``."""
+        return min(self.max_backoff, self.retry_backoff * 2.0 ** (retry - 1)) * (0.8 + 0.4 * random.random())
+
     def backoff(self, failures: int, delay: float | None = None) -> float:
         """Seconds before the ``failures``-th retry: 0.2 s doubling, jittered
         by ±20 %, capped by ``max_backoff``; at least ``delay`` (a
@@ -429,6 +464,7 @@ class Engine:
     async def _forget(self, job: Job) -> None:
         """A terminal job: its plan is dropped, the backend releases what it holds."""
         self._plans.pop(job["metadata"]["uid"], None)
+        self._retry_at.pop(job["metadata"]["name"], None)
         try:
             await self.backend.cleanup(job)
         except PermanentFailure as e:
@@ -605,8 +641,91 @@ class Engine:
         raise ValueError(f"job {job['metadata']['name']} has an unknown phase {phase!r}")
 
     def _deadline(self, job: Job, phase: str, limit: float) -> float:
-        started = phase_entered_at(job.get("status") or {}, phase) or utcnow()
+        started = attempt_started_at(job.get("status") or {}, phase) or utcnow()
         return started.timestamp() + limit
+
+    def _backing_off(self, job: Job) -> float | None:
+        """Seconds until a retry of this job may start (a notification that came
+        meanwhile does not cut the backoff short), or None."""
+        name = job["metadata"]["name"]
+        at = self._retry_at.get(name)
+        if at is None:
+            return None
+        left = at - asyncio.get_running_loop().time()
+        if left <= 0:
+            del self._retry_at[name]
+            return None
+        return left
+
+    async def _fault(self, job: Job, phase: str, obs: Observation) -> Step:
+        """An attempt failed with a Fault (not the notebook's): retry it (a
+        transient fault, retries left) or end the job InfrastructureFailed. Written
+        here once for every backend; backends only classify."""
+        fault = obs.fault
+        assert fault is not None
+        name = job["metadata"]["name"]
+        counter, event_reason = RETRY_COUNTERS[phase]
+        attempt = build_attempt if phase == Phase.BUILDING else validation_attempt
+        used = attempt(job)
+        cause = scrub(fault.cause.strip() or "An infrastructure fault.")
+        what = "build" if phase == Phase.BUILDING else "validation"
+        # the failed attempt stops and is discarded, whatever follows (idempotent)
+        await self._cancel(job, phase)
+        if fault.transient and used < self.max_retries:
+            n = used + 1
+            message = f"Retrying ({n}/{self.max_retries}) after: {cause}"
+            wrote = [False]
+
+            def retry(cur: Job) -> JobStatus | None:
+                st = cur.get("status") or {}
+                wrote[0] = False
+                if st.get("phase") != phase or attempt(cur) != used:
+                    return None  # moved on, or another engine counted this retry already
+                status = copy.deepcopy(st)
+                status[counter] = n  # type: ignore[literal-required]
+                status["lastRetryTime"] = isotime()
+                status["message"] = message
+                status.pop("progress", None)  # the failed attempt's
+                wrote[0] = True
+                return status
+
+            self._progress_at.pop(name, None)
+            written = await self._write(job, retry)  # no phase flip: no transition event
+            if not wrote[0]:
+                return _AGAIN
+            # after the write succeeded: one Warning event per retry (best effort)
+            self.recorder.emit(written, reason=event_reason, note=cause, type_="Warning", action="Retry")
+            delay = self.retry_delay(n)
+            self._retry_at[name] = asyncio.get_running_loop().time() + delay
+            self.log.warning("nbvalidation: %s of %s retried (%d/%d) in %.1fs after: %s",
+                             what, name, n, self.max_retries, delay, cause)
+            return delay
+
+        message = cause if not used else f"{cause} (after {used} {'retry' if used == 1 else 'retries'})"
+        self.log.warning("nbvalidation: %s of %s failed because of the infrastructure: %s", what, name, message)
+        self._retry_at.pop(name, None)
+        self._progress_at.pop(name, None)
+        result = obs.result or {}
+
+        def record(st: JobStatus) -> None:
+            now = st["completionTime"]
+            if phase == Phase.BUILDING:
+                st.setdefault("buildStatus", {}).update({"phase": BuildPhase.FAILED, "message": scrub(message),
+                                                         "completionTime": obs.finished_at or now})
+                if obs.log_path:
+                    st["buildStatus"]["logPath"] = obs.log_path
+                return
+            vs = {"startTime": obs.started_at, "completionTime": obs.finished_at or now,
+                  "reason": ResultReason.INFRASTRUCTURE_FAILED, "environment": obs.reference}
+            st["validationStatus"] = cast(ValidationStatus, {k: v for k, v in vs.items() if v is not None})
+            # what ran is kept, but a fault is never a cell's failure: no blame
+            st["results"] = result.get("results", [])
+            st["failedCellIndex"] = None
+            st.pop("comparisonResult", None)
+            st.pop("progress", None)
+
+        await self._move(job, phase, Phase.FAILED, Reason.INFRASTRUCTURE_FAILED, message, record)
+        return _AGAIN
 
     async def _building(self, job: Job) -> Step:
         status = job["status"]
@@ -614,7 +733,7 @@ class Engine:
         deadline = self._deadline(job, Phase.BUILDING, self._timeouts(job).build)
         if time.time() >= deadline:
             await self._cancel(job, Phase.BUILDING)
-            limit = format_duration(deadline - (phase_entered_at(status, Phase.BUILDING) or utcnow()).timestamp())
+            limit = format_duration(deadline - (attempt_started_at(status, Phase.BUILDING) or utcnow()).timestamp())
 
             def timed_out(st: JobStatus) -> None:
                 st.setdefault("buildStatus", {}).update({"phase": BuildPhase.FAILED, "message": f"Timed out after {limit}.",
@@ -623,9 +742,14 @@ class Engine:
             await self._move(job, Phase.BUILDING, Phase.FAILED, Reason.BUILD_TIMED_OUT,
                              f"The environment build did not finish within {limit}.", timed_out)
             return _AGAIN
+        waiting = self._backing_off(job)
+        if waiting is not None:  # a retry's backoff
+            return min(waiting, max(0.05, deadline - time.time()))
         obs = await self.backend.ensure_build(job, await self.plan_of(job))
         if obs.state == RUNNING:
             return max(0.05, deadline - time.time())
+        if obs.state == FAILED and obs.fault is not None:
+            return await self._fault(job, Phase.BUILDING, obs)
         ok = obs.state == SUCCEEDED
 
         def record(st: JobStatus) -> None:
@@ -666,16 +790,22 @@ class Engine:
         deadline = self._deadline(job, Phase.VALIDATION_RUNNING, self._timeouts(job).validation)
         if time.time() >= deadline:
             await self._cancel(job, Phase.VALIDATION_RUNNING)
-            limit = format_duration(deadline - (phase_entered_at(status, Phase.VALIDATION_RUNNING) or utcnow()).timestamp())
+            limit = format_duration(
+                deadline - (attempt_started_at(status, Phase.VALIDATION_RUNNING) or utcnow()).timestamp())
             await self._move(job, Phase.VALIDATION_RUNNING, Phase.FAILED, Reason.VALIDATION_TIMED_OUT,
                              f"The validation did not finish within {limit}.")
             return _AGAIN
+        waiting = self._backing_off(job)
+        if waiting is not None:  # a retry's backoff
+            return min(waiting, max(0.05, deadline - time.time()))
         obs = await self.backend.ensure_validation(job, reference, await self.plan_of(job))
         if obs.state == RUNNING:
             delay = max(0.05, deadline - time.time())
             wait = await self._write_progress(job, obs.extra.get("progress"))
             poll = obs.extra.get("progressPoll")  # a backend that reads progress only when asked (a Pod's log)
             return min(x for x in (delay, wait, poll) if x is not None)
+        if obs.state == FAILED and obs.fault is not None:
+            return await self._fault(job, Phase.VALIDATION_RUNNING, obs)
         await self._finish_validation(job, obs)
         return _AGAIN
 

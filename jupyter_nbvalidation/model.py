@@ -24,10 +24,12 @@ from .documents import Job, JobSpec, JobStatus
 # only, so that the runner shares it; re-exported here, beside the job document.
 from .vocabulary import REASON_ACTIONS as REASON_ACTIONS
 from .vocabulary import REASON_PHASE as REASON_PHASE
+from .vocabulary import RETRY_REASONS as RETRY_REASONS
 from .vocabulary import VERDICTS as VERDICTS
 from .vocabulary import BuildPhase as BuildPhase
 from .vocabulary import CellStatus as CellStatus
 from .vocabulary import ConditionType as ConditionType
+from .vocabulary import EventReason as EventReason
 from .vocabulary import Phase as Phase
 from .vocabulary import Reason as Reason
 from .vocabulary import ResultReason as ResultReason
@@ -665,3 +667,16 @@ def set_condition(status: JobStatus, ctype: str, value: str, reason: str, messag
             return
     conds.append({"type": ctype, "status": value, "reason": reason,
                   "message": message, "lastTransitionTime": now})
+
+
+# -- attempts: a transient fault (backends.base.Fault) retries a build or a validation -------
+def validation_attempt(job: "Job | dict[str, Any]") -> int:
+    """Which attempt of the validation the job is at: 0 first, n after n retries
+    (``status.validationRetries``). A backend names an attempt's children from it:
+    attempt 0 keeps the names it always had, retry n gets fresh ones."""
+    return int((job.get("status") or {}).get("validationRetries") or 0)
+
+
+def build_attempt(job: "Job | dict[str, Any]") -> int:
+    """Which attempt of the build the job is at (``status.buildRetries``), as ``validation_attempt``."""
+    return int((job.get("status") or {}).get("buildRetries") or 0)

@@ -121,6 +121,14 @@ JOB_SCHEMA = {
             "transitions": {"type": "array", "items": {"type": "object"}},
             "results": {"type": "array", "items": {"type": "object"}},
             "progress": PROGRESS_SCHEMA,
+            "validationRetries": {"type": "integer", "minimum": 0,
+                                  "description": "retries of the validation after transient faults that are not "
+                                                 "the notebook's (absent = 0)"},
+            "buildRetries": {"type": "integer", "minimum": 0,
+                             "description": "retries of the build after transient faults, counted apart (absent = 0)"},
+            "lastRetryTime": {"type": "string", "format": "date-time",
+                              "description": "when the current attempt began after the last retry (its phase's "
+                                             "deadline counts from here)"},
         }},
     },
 }

@@ -65,6 +65,15 @@ class Reason(StrEnum):
     VALIDATION_TIMED_OUT = "ValidationTimedOut"
     CANCELLED = "Cancelled"
     INVALID_INPUT = "InvalidInput"
+    # a fault that is not the notebook's (backends.base.Fault): permanent, or its retries used up
+    INFRASTRUCTURE_FAILED = "InfrastructureFailed"
+
+
+class EventReason(StrEnum):
+    """Reasons of events that record no transition (no phase flip): a timeline skips them."""
+
+    VALIDATION_RETRIED = "ValidationRetried"  # a transient fault: the validation runs again
+    BUILD_RETRIED = "BuildRetried"  # a transient fault: the build runs again
 
 
 class ResultReason(StrEnum):
@@ -91,6 +100,8 @@ class ResultReason(StrEnum):
     POD_FAILED = "PodFailed"
     POD_CONFLICT = "PodConflict"
     IMAGE_MISMATCH = "ImageMismatch"
+    # the run failed for a reason that is not the notebook's (a backends.base.Fault)
+    INFRASTRUCTURE_FAILED = "InfrastructureFailed"
 
 
 class CellStatus(StrEnum):
@@ -143,7 +154,11 @@ REASON_ACTIONS: dict[str, str] = {
     Reason.VALIDATION_TIMED_OUT: "Validate",
     Reason.CANCELLED: "Cancel",
     Reason.INVALID_INPUT: "Accept",
+    Reason.INFRASTRUCTURE_FAILED: "Reconcile",
 }
+
+#: the events that are not transitions (their action is "Retry"): one per retry of an attempt
+RETRY_REASONS: frozenset[str] = frozenset(EventReason)
 
 # the phase each transition reason leads to (how a timeline is read from events)
 REASON_PHASE: dict[str, Phase] = {
@@ -159,4 +174,5 @@ REASON_PHASE: dict[str, Phase] = {
     Reason.VALIDATION_TIMED_OUT: Phase.FAILED,
     Reason.CANCELLED: Phase.FAILED,
     Reason.INVALID_INPUT: Phase.FAILED,
+    Reason.INFRASTRUCTURE_FAILED: Phase.FAILED,
 }

@@ -18,9 +18,9 @@ import itertools
 import uuid
 from typing import Any, Callable
 
-from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Backend, Observation
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Backend, Fault, Observation
 from jupyter_nbvalidation.errors import InputRejected
-from jupyter_nbvalidation.model import is_terminal, isotime
+from jupyter_nbvalidation.model import build_attempt, is_terminal, isotime, validation_attempt
 from jupyter_nbvalidation.plan import Snapshot, ValidationPlan, snapshot_from_files
 from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
 
@@ -131,6 +131,10 @@ class FakeBackend(Backend):
     ``prepare_error`` makes ``prepare`` reject the inputs; ``raise_next``
     makes the next N calls of a method raise (``{"ensure_build": 2}``), by
     default a RuntimeError, or the exception ``raise_with[method]`` gives.
+    ``build_attempts[name]`` / ``validation_attempts[name]`` script one
+    outcome per attempt (``model.build_attempt`` / ``validation_attempt``, as a
+    real backend names an attempt's children): index n is what retry n
+    reports; past the list's end the plain ``build`` / ``validation`` applies.
     ``calls`` lists every call as ``(method, job name, argument)``; the
     ``plans`` each call got are kept too. Submitted files are kept in
     memory (``files``): they are the snapshot ``read_snapshot`` reports.
@@ -143,6 +147,8 @@ class FakeBackend(Backend):
         self.store = MemoryStore()
         self.build: dict[str, Observation] = {}
         self.validation: dict[str, Observation] = {}
+        self.build_attempts: dict[str, list[Observation]] = {}
+        self.validation_attempts: dict[str, list[Observation]] = {}
         self.prepare_error: dict[str, InputRejected] = {}
         self.raise_next: dict[str, int] = {}
         self.raise_with: dict[str, BaseException] = {}
@@ -166,6 +172,11 @@ class FakeBackend(Backend):
         self.validation[name] = Observation(state=SUCCEEDED if ok else FAILED, result=result,
                                             started_at=isotime(), finished_at=isotime())
         self._wake(name)
+
+    @staticmethod
+    def fault(cause: str, transient: bool = True) -> Observation:
+        """What an attempt that failed because of the infrastructure reports."""
+        return Observation(state=FAILED, message=cause, finished_at=isotime(), fault=Fault(cause, transient))
 
     def _wake(self, name: str) -> None:
         if self._notify is not None:
@@ -212,7 +223,10 @@ class FakeBackend(Backend):
 
     async def ensure_build(self, job: dict, plan: ValidationPlan) -> Observation:
         self.plans.append(plan)
-        self._record("ensure_build", job)
+        self._record("ensure_build", job, build_attempt(job))
+        scripted = self.build_attempts.get(job["metadata"]["name"], [])
+        if build_attempt(job) < len(scripted):
+            return scripted[build_attempt(job)]
         return self.build.get(job["metadata"]["name"], Observation(state=RUNNING))
 
     async def cancel_build(self, job: dict) -> None:
@@ -221,6 +235,9 @@ class FakeBackend(Backend):
     async def ensure_validation(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
         self.plans.append(plan)
         self._record("ensure_validation", job, reference)
+        scripted = self.validation_attempts.get(job["metadata"]["name"], [])
+        if validation_attempt(job) < len(scripted):
+            return scripted[validation_attempt(job)]
         return self.validation.get(job["metadata"]["name"], Observation(state=RUNNING))
 
     async def cancel_validation(self, job: dict) -> None:

@@ -33,6 +33,22 @@ SUCCEEDED = RunState.SUCCEEDED
 FAILED = RunState.FAILED
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A fault that is not the notebook's: the infrastructure's or ours.
+
+    A backend returns ``Observation(FAILED, fault=Fault(...))`` from
+    ``ensure_build`` / ``ensure_validation`` when a build or a run failed for
+    a reason that is not the notebook's (or not the requirements'); the engine
+    decides what follows (docs/architecture.md, "Retries"): a transient fault
+    is retried with backoff up to ``max_retries`` (``status.validationRetries``
+    / ``buildRetries``), a permanent one, or the last, ends the job Failed
+    with reason InfrastructureFailed, never a notebook verdict."""
+
+    cause: str  # one sentence, the cause first ("The validation Pod was deleted (...)")
+    transient: bool  # True: retried with backoff up to max_retries; False: the job ends at once
+
+
 @dataclass
 class Observation:
     """The state of a build or a validation run, as the backend sees it."""
@@ -46,6 +62,7 @@ class Observation:
     strategy: str | None = None
     result: RunnerResult | None = None  # validation: the runner's result document
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. reused, progress, progressPoll
+    fault: Fault | None = None  # FAILED only: not the notebook's failure (see Fault)
 
 
 #: the job's inputs cannot be used (missing snapshot, unreadable requirements): the one input error
@@ -73,6 +90,14 @@ class Backend(LoggingConfigurable):
 
     default_cell_timeout = Int(600, help="Per-cell timeout in seconds unless the job or notebook sets one."
                                ).tag(config=True)
+    max_retries = Int(3, help="Retries of a build or a validation that failed because of a transient fault "
+                              "that is not the notebook's (a kernel that failed to start, a deleted Pod); "
+                              "counted apart for the build and the validation. After the last the job ends "
+                              "Failed with reason InfrastructureFailed. NBValidation.max_retries overrides it."
+                      ).tag(config=True)
+    retry_backoff = Float(2.0, help="Seconds before the first such retry, doubling for each next one (jittered, "
+                                    "capped by the engine's max_backoff). NBValidation.retry_backoff overrides it."
+                          ).tag(config=True)
 
     #: whether several servers can share this backend's store, so that only
     #: an elected leader may reconcile (see ``run_election``)
@@ -123,18 +148,28 @@ class Backend(LoggingConfigurable):
         return None
 
     async def ensure_build(self, job: Job, plan: ValidationPlan) -> Observation:
+        """Start (once per attempt, ``model.build_attempt(job)``) or observe the
+        build. A failure that is not the requirements' carries a ``Fault``."""
         raise NotImplementedError
 
     async def cancel_build(self, job: Job) -> None:
+        """Stop the job's build. Idempotent: the engine also calls it to discard a
+        failed attempt before a retry, and again on cancel or timeout."""
         raise NotImplementedError
 
     async def ensure_validation(self, job: Job, reference: str | None, plan: ValidationPlan) -> Observation:
         """Start (once) or observe the validation run. ``reference`` is read
         by the engine from the persisted status (BuildComplete), never
-        computed here."""
+        computed here. One run per attempt (``model.validation_attempt(job)``):
+        retry n gets a fresh run (fresh children). A failure that is not the
+        notebook's carries a ``Fault``."""
         raise NotImplementedError
 
     async def cancel_validation(self, job: Job) -> None:
+        """Stop the job's validation run. Idempotent: the engine also calls it to
+        discard a failed attempt before a retry (the next ``ensure_validation``
+        then sees ``model.validation_attempt(job)`` one higher and must start a
+        fresh run), and again on cancel or timeout."""
         raise NotImplementedError
 
     async def cleanup(self, job: Job) -> None:

@@ -46,7 +46,8 @@ from traitlets import Bool, Enum, Float, Int, List, Unicode, default
 
 from .. import requirements as reqmod
 from .. import verdict_cache
-from ..model import WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, isotime, parse_time, spec_fields
+from ..model import (WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, isotime, parse_time, spec_fields,
+                     validation_attempt)
 from ..plan import (Snapshot, ValidationPlan, requirements_key, requirements_of, requirements_sentence,
                     snapshot_from_files)
 from ..priority import deprioritize
@@ -60,6 +61,7 @@ from ..store.sqlite import SQLiteJobStore
 from ..tasks import cancel_and_wait, wait_within
 from .base import FAILED, RUNNING, SUCCEEDED, Backend, Observation, lease_traits
 from .forkserver import ForkedRunner, RunnerForkServer
+from .local_faults import fault_of_build, fault_of_exit, fault_of_oserror, fault_of_result, is_no_space
 
 RUNNER_COMMAND = [sys.executable, "-m", "jupyter_nbvalidation.runner"]
 ENV_MARKER = ".nbvalidation-env.json"
@@ -147,6 +149,7 @@ class _Run:
     adopted: bool = False  # a run another engine started: watched, never killed while its owner lives
     progress: ProgressReader = field(default_factory=ProgressReader)  # from the runner's log, as it grows
     progress_offset: int = 0
+    attempt: int = 0  # model.validation_attempt of the job it runs: a retry gets a new run
 
 
 class LocalBackend(Backend):
@@ -647,7 +650,8 @@ class LocalBackend(Backend):
                 return await self._build_in(build, key, requirements, strategy, log_path, tmp, started)
         except (OSError, ValueError) as e:
             return Observation(FAILED, message=f"The environment build could not run: {e}", started_at=started,
-                               finished_at=isotime(), log_path=log_path, strategy=strategy)
+                               finished_at=isotime(), log_path=log_path, strategy=strategy,
+                               fault=fault_of_oserror(e, tmp.parent) if is_no_space(e) else None)
         finally:
             if tmp.exists():
                 await asyncio.to_thread(shutil.rmtree, tmp, True)
@@ -708,7 +712,7 @@ class LocalBackend(Backend):
                         return Observation(FAILED, message=f"`{Path(argv[0]).name} {' '.join(argv[1:3])}` "
                                                            f"exited with {code}: {tail}",
                                            started_at=started, finished_at=isotime(), log_path=log_path,
-                                           strategy=strategy)
+                                           strategy=strategy, fault=fault_of_build(tail, tmp.parent))
         finally:
             await asyncio.to_thread(req_file.unlink, True)
             if c_file is not None:
@@ -747,7 +751,11 @@ class LocalBackend(Backend):
     # -- validation ------------------------------------------------------------
     async def ensure_validation(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
+        attempt = validation_attempt(job)
         run = self._runs.get(uid)
+        if run is not None and run.attempt < attempt:  # a retry: the failed attempt is discarded
+            await self.cancel_validation(job)
+            run = None
         if run is not None and run.task.done() and run.adopted and run.task.result().extra.get("again"):
             del self._runs[uid]  # the adopted run will never finish: this engine runs it again
             run = None
@@ -757,15 +765,23 @@ class LocalBackend(Backend):
             return Observation(RUNNING, message="Validating.", started_at=run.started_at, reference=reference,
                                extra=_progress_extra(run))
 
-        run_dir, state = await asyncio.to_thread(self._locate, job)
+        try:
+            run_dir, state = await asyncio.to_thread(self._locate, job, attempt)
+        except OSError as e:
+            if not is_no_space(e):
+                raise
+            return Observation(FAILED, reference=reference, finished_at=isotime(), message=str(e),
+                               fault=fault_of_oserror(e, self.job_dir(job)))
         if state == "result":
             result = _read_json(run_dir / "result.json") or {}
             meta = _read_json(run_dir / "run.json") or {}
-            return _observation_from_result(result, meta.get("startTime"), meta.get("completionTime"), reference)
+            return _observation_from_result(result, meta.get("startTime"), meta.get("completionTime"), reference,
+                                            run_dir)
         if state == "foreign":
             # another engine's run (a follower that started it while it led, or a
             # killed holder's runner still at work): watch it, never start a second one
-            run = _Run(task=None, run_dir=run_dir, name=job["metadata"]["name"], adopted=True)  # type: ignore[arg-type]
+            run = _Run(task=None, run_dir=run_dir, name=job["metadata"]["name"], adopted=True,  # type: ignore[arg-type]
+                       attempt=attempt)
             run.task = asyncio.get_running_loop().create_task(self._adopt(job, run, reference))
             self._runs[uid] = run
             return Observation(RUNNING, message="Validating (a run another server or CLI started).",
@@ -780,7 +796,7 @@ class LocalBackend(Backend):
         else:
             python = self.unbuilt_python
         await asyncio.to_thread(self._touch_env, reference)
-        run = _Run(task=None, run_dir=run_dir, name=job["metadata"]["name"])  # type: ignore[arg-type]
+        run = _Run(task=None, run_dir=run_dir, name=job["metadata"]["name"], attempt=attempt)  # type: ignore[arg-type]
         run.task = asyncio.get_running_loop().create_task(self._validate(job, run, python, reference, plan))
         self._runs[uid] = run
         return Observation(RUNNING, message="Validation queued.", reference=reference)
@@ -814,18 +830,23 @@ class LocalBackend(Backend):
             return "failed"  # its (live) owner saw the runner exit without a result
         return "foreign"  # its live owner is about to start it, or to record how it ended
 
-    def _locate(self, job: dict) -> tuple[Path, str]:
-        """The newest attempt and its state (see ``_run_state``), or a new attempt
-        folder (state ``new``) owned by this engine when there is none to wait for."""
+    def _locate(self, job: dict, attempt: int = 0) -> tuple[Path, str]:
+        """The newest run folder and its state (see ``_run_state``), or a new run
+        folder (state ``new``) owned by this engine when there is none to wait for.
+        A run of an earlier attempt (``model.validation_attempt``: the engine
+        retried after a fault) is not waited for: retry n gets a fresh folder
+        (one still running for another engine is, never two runners at once)."""
         runs = sorted(self.job_dir(job).glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
         if runs:
             state = self._run_state(runs[-1])
-            if state != "dead":
+            if state == "foreign" or (state != "dead" and _attempt_of(runs[-1]) >= attempt):
                 return runs[-1], state
         n = int(runs[-1].name.split("-")[1]) + 1 if runs else 1
         run_dir = self.job_dir(job) / f"run-{n}"
         run_dir.mkdir(parents=True)  # exclusive: two engines never make the same attempt
         _write_json_atomic(run_dir / "owner.json", self.owner())
+        if attempt:
+            (run_dir / "attempt").write_text(str(attempt))
         return run_dir, "new"
 
     async def _adopt(self, job: dict, run: _Run, reference: str | None) -> Observation:
@@ -844,16 +865,16 @@ class LocalBackend(Backend):
                     meta = await asyncio.to_thread(_read_json, run.run_dir / "run.json") or {}
                     await self._read_progress(run, run.run_dir / "runner.log")
                     obs = _observation_from_result(result or {}, meta.get("startTime"),
-                                                   meta.get("completionTime"), reference)
+                                                   meta.get("completionTime"), reference, run.run_dir)
                     obs.extra.update(_progress_extra(run))
                     return obs
                 if state == "failed":
                     meta = await asyncio.to_thread(_read_json, run.run_dir / "run.json") or {}
                     tail = await asyncio.to_thread(_tail, str(run.run_dir / "runner.log"), 8)
+                    fault = await asyncio.to_thread(fault_of_exit, meta.get("exitCode"), tail, run.run_dir)
                     return Observation(FAILED, started_at=meta.get("startTime"),
                                        finished_at=meta.get("completionTime"), reference=reference,
-                                       message=f"The runner exited with {meta.get('exitCode')} without a result: "
-                                               f"{tail}")
+                                       message=fault.cause, fault=fault)
                 if state == "dead":
                     return Observation(RUNNING, reference=reference, extra={"again": True})
                 await asyncio.sleep(ADOPT_POLL)
@@ -886,9 +907,10 @@ class LocalBackend(Backend):
         name = job["metadata"]["name"]
         try:
             return await self._validate_in(job, run, python, reference, plan)
-        except OSError as e:
+        except OSError as e:  # our own writes (the run folder, its log, its files): not the notebook's
+            fault = fault_of_oserror(e, run.run_dir)
             return Observation(FAILED, started_at=run.started_at, finished_at=isotime(), reference=reference,
-                               message=f"The validation could not run: {e}")
+                               message=fault.cause, fault=fault)
         finally:
             self._notify(name)
 
@@ -936,10 +958,10 @@ class LocalBackend(Backend):
                             "python": python, "argv": argv}))
             if result is None:
                 tail = await asyncio.to_thread(_tail, str(log_path), 8)
+                fault = await asyncio.to_thread(fault_of_exit, code, tail, run.run_dir)
                 return Observation(FAILED, started_at=run.started_at, finished_at=finished, reference=reference,
-                                   message=f"The runner exited with {code} without a result: {tail}",
-                                   extra=_progress_extra(run))
-            obs = _observation_from_result(result, run.started_at, finished, reference)
+                                   message=fault.cause, extra=_progress_extra(run), fault=fault)
+            obs = _observation_from_result(result, run.started_at, finished, reference, run.run_dir)
             obs.extra.update(_progress_extra(run))
             return obs
 
@@ -1290,8 +1312,19 @@ def _progress_extra(run: _Run) -> dict:
     return {"progress": snap} if snap is not None else {}
 
 
+def _attempt_of(run_dir: Path) -> int:
+    """The attempt a run folder was made for (its ``attempt`` file; none: the first)."""
+    try:
+        return int((run_dir / "attempt").read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
 def _observation_from_result(result: dict, started: str | None, finished: str | None,
-                             reference: str | None) -> Observation:
+                             reference: str | None, run_dir: Path) -> Observation:
     ok = result.get("verdict") == Phase.SUCCEEDED
+    # a failure that is not the notebook's (local_faults): the engine retries it or ends the job
+    # InfrastructureFailed, never a notebook verdict
+    fault = None if ok else fault_of_result(result, run_dir)
     return Observation(SUCCEEDED if ok else FAILED, message=result.get("message", ""), result=result,
-                       started_at=started, finished_at=finished, reference=reference)
+                       started_at=started, finished_at=finished, reference=reference, fault=fault)

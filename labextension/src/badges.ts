@@ -1,6 +1,7 @@
 /**
  * Verdict badges in the file browser: beside each notebook's name, its
- * newest job's verdict (✓ succeeded, ✗ failed, ⊘ cancelled, ◌ running),
+ * newest job's verdict (✓ succeeded, ✗ failed, ⚠ infrastructure error,
+ * ⊘ cancelled, ◌ running),
  * updated live from the model (job list + event bus). A decoration: the
  * listing renders its items as usual; after each render (a DOM mutation) a
  * badge is put after the item's name, or updated, or removed.
@@ -15,6 +16,7 @@ export const BADGE_CLASS = 'jp-NBValidation-fbBadge';
 const SYMBOL: Record<VerdictKind, string> = {
   succeeded: '✓',
   failed: '✗',
+  infrastructure: '⚠',
   cancelled: '⊘',
   running: '◌',
   none: ''

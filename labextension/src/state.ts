@@ -6,6 +6,7 @@
 import { isTerminal, phaseRank } from './phases';
 import { parseTime } from './format';
 import type { IJob, IJobEvent, ILiveJobEvent } from './types';
+import { RETRY_REASONS } from './vocabulary';
 
 export type Scope = 'notebook' | 'all';
 
@@ -203,6 +204,8 @@ export interface ILiveMerge {
  * Merge a live job event (jupyter_events data) at once, before the GETs it
  * triggers return: the known job's phase, reason and message move forward and
  * the transition is appended to status.transitions so the timeline shows it.
+ * A retry event (ValidationRetried, BuildRetried) is no transition: it changes
+ * nothing here (the GETs it triggers bring the retry counters and message).
  */
 export function applyLiveEvent(state: IPanelState, ev: ILiveJobEvent): ILiveMerge {
   const idx = state.jobs.findIndex(j => j.metadata.name === ev.name);
@@ -210,6 +213,9 @@ export function applyLiveEvent(state: IPanelState, ev: ILiveJobEvent): ILiveMerg
     state.scope === 'all' || (!!ev.notebook && ev.notebook === state.notebookPath);
   if (idx < 0) {
     return { state, known: false, relevant: matchesScope };
+  }
+  if (ev.reason !== undefined && RETRY_REASONS.includes(ev.reason)) {
+    return { state, known: true, relevant: true };
   }
   const job = state.jobs[idx];
   const status = { ...(job.status ?? {}) };

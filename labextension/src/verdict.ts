@@ -1,14 +1,25 @@
 /**
  * What a person is told about a job (pure): its verdict kind and the words
  * for it. A cancel ends Failed / reason Cancelled, but is never shown as a
- * failure: it has its own word ("Cancelled"), symbol and colour.
+ * failure: it has its own word ("Cancelled"), symbol and colour. Likewise a
+ * fault that is not the notebook's (Failed / reason InfrastructureFailed):
+ * "Infrastructure error", its own symbol and colour, never "failed".
  */
 import { PHASE_LABELS, isTerminal } from './phases';
 import type { IJob } from './types';
+import { Reason } from './vocabulary';
 
-export type VerdictKind = 'succeeded' | 'failed' | 'cancelled' | 'running' | 'none';
+export type VerdictKind =
+  'succeeded' | 'failed' | 'infrastructure' | 'cancelled' | 'running' | 'none';
 
 export const CANCELLED_REASON = 'Cancelled';
+export const INFRASTRUCTURE_REASON: string = Reason.INFRASTRUCTURE_FAILED;
+
+/** Whether a (terminal) job ended because of a fault that is not the notebook's. */
+export function isInfrastructureError(job: IJob | null | undefined): boolean {
+  const status = job?.status;
+  return !!status && status.phase === 'Failed' && status.reason === INFRASTRUCTURE_REASON;
+}
 
 /** Whether a (terminal) job ended by a cancel. */
 export function isCancelled(job: IJob | null | undefined): boolean {
@@ -32,6 +43,9 @@ export function verdictKind(job: IJob | null | undefined): VerdictKind {
     return 'succeeded';
   }
   if (phase === 'Failed') {
+    if (isInfrastructureError(job)) {
+      return 'infrastructure';
+    }
     return isCancelled(job) ? 'cancelled' : 'failed';
   }
   return 'running';
@@ -40,16 +54,20 @@ export function verdictKind(job: IJob | null | undefined): VerdictKind {
 export const VERDICT_SYMBOL: Record<VerdictKind, string> = {
   succeeded: '✓',
   failed: '✗',
+  infrastructure: '⚠',
   cancelled: '⊘',
   running: '…',
   none: ''
 };
 
-/** The badge's word for a job's phase (Cancelled instead of Failed). */
+/** The badge's word for a job's phase (Cancelled, Infrastructure error instead of Failed). */
 export function phaseWord(job: IJob): string {
   const phase = job.status?.phase ?? '';
   if (isCancelled(job)) {
     return 'Cancelled';
+  }
+  if (isInfrastructureError(job)) {
+    return 'Infrastructure error';
   }
   return PHASE_LABELS[phase] ?? (phase || 'Pending');
 }
@@ -66,6 +84,8 @@ export function statusBarText(job: IJob | null, progressText = ''): string {
       return 'Validation failed ✗';
     case 'cancelled':
       return 'Validation cancelled ⊘';
+    case 'infrastructure':
+      return 'Validation error (infrastructure, not the notebook) ⚠';
     default: {
       const phase = job?.status?.phase ?? '';
       const label = PHASE_LABELS[phase] ?? (phase || 'pending');

@@ -32,7 +32,8 @@ export const Reason = {
   VALIDATION_FAILED: 'ValidationFailed',
   VALIDATION_TIMED_OUT: 'ValidationTimedOut',
   CANCELLED: 'Cancelled',
-  INVALID_INPUT: 'InvalidInput'
+  INVALID_INPUT: 'InvalidInput',
+  INFRASTRUCTURE_FAILED: 'InfrastructureFailed'
 } as const;
 
 export type ReasonName = (typeof Reason)[keyof typeof Reason];
@@ -50,5 +51,12 @@ export const REASON_PHASE: Readonly<Record<string, Phase>> = {
   ValidationFailed: 'Failed',
   ValidationTimedOut: 'Failed',
   Cancelled: 'Failed',
-  InvalidInput: 'Failed'
+  InvalidInput: 'Failed',
+  InfrastructureFailed: 'Failed'
 };
+
+/** Reasons of events that record no transition (a retry, model.RETRY_REASONS): a timeline skips them. */
+export const RETRY_REASONS: readonly string[] = [
+  'ValidationRetried',
+  'BuildRetried'
+];

@@ -159,6 +159,22 @@ describe('merging a live event', () => {
     expect(s.jobs.find(x => x.metadata.name === 'a-2')?.status?.phase).toBe('ValidationRunning');
   });
 
+  it('takes a retry event for no transition', () => {
+    const s = mergeJobs(initialState('all'), [a1, a2], 'all');
+    const r = applyLiveEvent(s, {
+      name: 'a-2',
+      phase: 'ValidationRunning',
+      reason: 'ValidationRetried',
+      message: 'The kernel failed to start.',
+      type: 'Warning',
+      time: at(22)
+    });
+    expect(r).toMatchObject({ known: true, relevant: true });
+    const j = r.state.jobs.find(x => x.metadata.name === 'a-2')!;
+    expect(j.status?.reason).not.toBe('ValidationRetried');
+    expect(j.status?.transitions).toHaveLength(2);
+  });
+
   it('ignores a stale event for an earlier phase and never leaves a terminal phase', () => {
     let s = mergeJobs(initialState('all'), [a1, a2], 'all');
     let r = applyLiveEvent(s, { name: 'a-2', phase: 'Initializing', time: at(20) });

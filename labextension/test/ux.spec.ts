@@ -10,7 +10,14 @@ import { executedFileName, executedPath, lockCells } from '../src/nbfiles';
 import { progressText, readProgress } from '../src/progress';
 import { splitTraceback } from '../src/traceback';
 import type { IBuildLogChunk, IJob, IValidationAPI } from '../src/types';
-import { isCancelled, phaseWord, statusBarText, verdictKind } from '../src/verdict';
+import { badgeFor } from '../src/badges';
+import {
+  isCancelled,
+  isInfrastructureError,
+  phaseWord,
+  statusBarText,
+  verdictKind
+} from '../src/verdict';
 import { at, job, T0, tr } from './fixtures';
 
 function withStatus(j: IJob, status: Record<string, unknown>): IJob {
@@ -50,6 +57,28 @@ describe('cancelled is its own verdict', () => {
     expect(statusBarText(job('r', 'a.ipynb', 'ValidationRunning', 0), 'Cell 3 running')).toBe(
       'Validating: Cell 3 running'
     );
+  });
+});
+
+describe('an infrastructure error is not a notebook failure', () => {
+  const infra = withStatus(job('i', 'a.ipynb', 'Failed', 0), {
+    reason: 'InfrastructureFailed',
+    message: 'No space left on device in /data/jobs/x/run-1.'
+  });
+  const failed = withStatus(job('f', 'a.ipynb', 'Failed', 0), { reason: 'ValidationFailed' });
+
+  it('has its own kind, word, symbol and status bar text', () => {
+    expect(isInfrastructureError(infra)).toBe(true);
+    expect(isInfrastructureError(failed)).toBe(false);
+    expect(verdictKind(infra)).toBe('infrastructure');
+    expect(verdictKind(failed)).toBe('failed');
+    expect(phaseWord(infra)).toBe('Infrastructure error');
+    expect(statusBarText(infra)).toBe('Validation error (infrastructure, not the notebook) ⚠');
+    expect(badgeFor(infra)).toEqual({
+      verdict: 'infrastructure',
+      text: '⚠',
+      title: 'Last validation: Infrastructure error (i)'
+    });
   });
 });
 

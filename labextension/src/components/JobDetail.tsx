@@ -6,7 +6,7 @@ import { PHASE_LABELS, isTerminal } from '../phases';
 import { jobNotebook } from '../state';
 import { ITimeline, computeTimeline, totalSeconds } from '../timeline';
 import type { IJob } from '../types';
-import { isCancelled, verdictAttr } from '../verdict';
+import { isCancelled, isInfrastructureError, verdictAttr } from '../verdict';
 import { BuildLog } from './BuildLog';
 import { CellSummary } from './CellSummary';
 import { Comparison } from './Comparison';
@@ -69,7 +69,7 @@ export function JobDetail(props: {
           data-verdict={terminal ? verdictAttr(job) : 'running'}
           role="status"
         >
-          {verdictText(verdictPhase, timeline, cancelled)}
+          {verdictText(verdictPhase, timeline, cancelled, isInfrastructureError(job))}
         </div>
         <div className="jp-NBValidation-meta">
           <span title="Job name" className="jp-NBValidation-jobFullName">
@@ -114,12 +114,21 @@ export function JobDetail(props: {
   );
 }
 
-export function verdictText(phase: string, timeline: ITimeline, cancelled = false): string {
+export function verdictText(
+  phase: string,
+  timeline: ITimeline,
+  cancelled = false,
+  infrastructure = false
+): string {
   const total = formatDuration(totalSeconds(timeline));
   switch (phase) {
     case 'Succeeded':
       return `✓ Succeeded in ${total}`;
     case 'Failed':
+      if (infrastructure) {
+        // not the notebook's failure: the cause is in the message below
+        return `⚠ Infrastructure error after ${total}`;
+      }
       return cancelled ? `⊘ Cancelled after ${total}` : `✗ Failed after ${total}`;
     case 'Pending':
       return 'Pending…';

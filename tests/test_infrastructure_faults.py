@@ -1,0 +1,292 @@
+"""Infrastructure is not the notebook (issue 20), on the local backend with real
+kernels, runners, SQLite and a real small filesystem: a run that fails for a
+reason that is not the notebook's ends InfrastructureFailed (or is retried),
+never ValidationFailed. The engine's retry rules are in test_retry_policy.py.
+
+The disk-full tests mount a 4 MiB tmpfs (the tests run as root in CI); when it
+cannot be mounted they fail, never skip."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import phases, reasons
+
+from jupyter_nbvalidation.backends.local import LocalBackend
+from jupyter_nbvalidation.engine import Engine
+from jupyter_nbvalidation.model import RETRY_REASONS, EventReason, Phase, Reason, ResultReason
+from jupyter_nbvalidation.service import JobService
+
+NO_BUILD = {"buildConfig": {"enabled": False}}
+
+
+class Env:
+    def __init__(self, tmp_path: Path, **backend_kw):
+        self.root = tmp_path / "root"
+        self.root.mkdir(exist_ok=True)
+        self.data = tmp_path / "data"
+        self.backend = LocalBackend(data_dir=str(self.data), **backend_kw)
+        self.engine = Engine(self.backend, log=logging.getLogger("nbvalidation.test.faults"), retry_backoff=0.05)
+        self.service = JobService(self.engine, self.backend, str(self.root))
+
+    async def run(self, timeout: float = 180, **spec) -> dict:
+        job = await self.service.submit(spec)
+        done = await self.engine.wait_for_terminal(job["metadata"]["name"], timeout)
+        await self.engine.recorder.flush()
+        return done
+
+    async def events(self, job: dict) -> list[dict]:
+        await self.engine.recorder.flush()
+        return await self.backend.store.list_events(job)
+
+
+def mount_tmpfs(where: Path, size: str = "4m") -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True,
+                   capture_output=True)  # no skip: a test that cannot mount fails
+
+
+@pytest.fixture
+def small_disk(tmp_path, request):
+    """The data dir's jobs/ folder (snapshots, run folders: results, executed notebooks,
+    runner logs) on a 4 MiB tmpfs; the SQLite store stays on the ordinary disk."""
+    jobs = tmp_path / "data" / "jobs"
+    mount_tmpfs(jobs)
+    request.addfinalizer(lambda: subprocess.run(["umount", "-l", str(jobs)], check=False))
+    return jobs
+
+
+def _notebook(root: Path, rel: str, sources: list[str]) -> str:
+    from helpers import write_notebook
+
+    write_notebook(root / rel, sources)
+    return rel
+
+
+FILL = """import os
+path = {path!r}
+try:
+    with open(path, 'wb') as f:
+        while True:
+            f.write(b'x' * 65536)
+            f.flush()
+finally:
+    {after}
+"""
+
+
+@pytest.mark.asyncio
+async def test_disk_full_in_a_cell_that_leaves_it_full_is_infrastructure(tmp_path, small_disk):
+    env = Env(tmp_path)
+    await env.engine.start()
+    try:
+        nb = _notebook(env.root, "full.ipynb", ["print('before')", FILL.format(path=str(small_disk / "filler"),
+                                                                                after="pass")])
+        job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
+        st = job["status"]
+        assert st["phase"] == Phase.FAILED
+        assert st["reason"] == Reason.INFRASTRUCTURE_FAILED, st["message"]
+        assert st["message"].startswith("No space left on device in "), st["message"]
+        assert str(small_disk) in st["message"]
+        assert st.get("failedCellIndex") is None
+        assert st["validationStatus"]["reason"] == ResultReason.INFRASTRUCTURE_FAILED
+        assert "validationRetries" not in st, "a full disk is not retried"
+        events = await env.events(job)
+        assert reasons(events) == [t["reason"] for t in st["transitions"]]
+    finally:
+        await env.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_disk_full_error_of_the_failing_cell_is_infrastructure(tmp_path, small_disk):
+    """The cell hits ENOSPC and frees what it wrote: the runner writes its result, whose
+    failing cell's error is OSError [Errno 28]; still not the notebook's failure."""
+    env = Env(tmp_path)
+    await env.engine.start()
+    try:
+        nb = _notebook(env.root, "freed.ipynb", [FILL.format(path=str(small_disk / "filler"),
+                                                              after="os.remove(path)")])
+        job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
+        st = job["status"]
+        assert st["reason"] == Reason.INFRASTRUCTURE_FAILED, st["message"]
+        assert st["message"].startswith("No space left on device in "), st["message"]
+        assert "Errno 28" in st["message"]
+        assert st.get("failedCellIndex") is None
+        assert st["results"] and st["results"][0]["errorName"] == "OSError", "what ran is kept"
+    finally:
+        await env.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_notebook_that_raises_an_ordinary_oserror_still_fails_on_its_own(tmp_path):
+    env = Env(tmp_path)
+    await env.engine.start()
+    try:
+        nb = _notebook(env.root, "own.ipynb", ["open('/nonexistent/dir/x', 'w')"])
+        job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
+        assert job["status"]["reason"] == Reason.VALIDATION_FAILED
+        assert job["status"]["failedCellIndex"] == 0
+    finally:
+        await env.engine.stop()
+
+
+def _flaky_python(tmp_path: Path) -> tuple[Path, Path]:
+    """An interpreter whose first kernel start fails (a marker file), then works."""
+    marker = tmp_path / "kernel-failed-once"
+    wrapper = tmp_path / "flaky-python"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "-m" ] && [ "$2" = "ipykernel_launcher" ] && [ ! -e {marker} ]; then\n'
+        f"  touch {marker}\n"
+        "  echo 'simulated: the kernel could not start under load' >&2\n"
+        "  exit 1\n"
+        "fi\n"
+        f'exec {sys.executable} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return wrapper, marker
+
+
+@pytest.mark.asyncio
+async def test_a_kernel_that_fails_to_start_once_is_retried_then_succeeds(tmp_path):
+    wrapper, marker = _flaky_python(tmp_path)
+    env = Env(tmp_path, unbuilt_python=str(wrapper))
+    await env.engine.start()
+    try:
+        nb = _notebook(env.root, "ok.ipynb", ["x = 1", "assert x == 1"])
+        job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
+        st = job["status"]
+        assert marker.exists(), "the first kernel start failed"
+        assert st["phase"] == Phase.SUCCEEDED, st["message"]
+        assert st["validationRetries"] == 1 and st["lastRetryTime"]
+        assert phases(job) == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
+        events = await env.events(job)
+        assert [e["reason"] for e in events if e["reason"] not in RETRY_REASONS] == \
+            [t["reason"] for t in st["transitions"]]
+        retried = [e for e in events if e["reason"] == EventReason.VALIDATION_RETRIED]
+        assert len(retried) == 1 and retried[0]["type"] == "Warning"
+        assert "kernel" in retried[0]["note"].lower()
+        # the retry ran in a fresh run folder; the failed attempt's is kept as it was
+        runs = sorted(p.name for p in env.backend.job_dir(job).glob("run-*"))
+        assert runs == ["run-1", "run-2"], runs
+        assert (env.backend.job_dir(job) / "run-2" / "attempt").read_text() == "1"
+    finally:
+        await env.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_kernel_that_never_starts_ends_infrastructure_failed_after_the_retries(tmp_path):
+    broken = tmp_path / "broken-python"
+    broken.write_text('#!/bin/sh\nif [ "$2" = "ipykernel_launcher" ]; then exit 1; fi\n'
+                      f'exec {sys.executable} "$@"\n')
+    broken.chmod(0o755)
+    env = Env(tmp_path, unbuilt_python=str(broken), max_retries=1)
+    await env.engine.start()
+    try:
+        nb = _notebook(env.root, "nb.ipynb", ["print(1)"])
+        job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
+        st = job["status"]
+        assert st["reason"] == Reason.INFRASTRUCTURE_FAILED, st["message"]
+        assert st["message"].endswith("(after 1 retry)"), st["message"]
+        assert st["validationRetries"] == 1
+    finally:
+        await env.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_runner_killed_by_sigkill_is_infrastructure(tmp_path):
+    """As the out-of-memory killer does: SIGKILL of the runner, which we did not send."""
+    env = Env(tmp_path)
+    await env.engine.start()
+    try:
+        nb = _notebook(env.root, "slow.ipynb", ["import time\ntime.sleep(60)"])
+        job = await env.service.submit({"notebook": {"path": nb}, "podConfig": NO_BUILD})
+        name = job["metadata"]["name"]
+        for _ in range(600):
+            pid_files = list(env.backend.job_dir(job).glob("run-*/pid"))
+            if pid_files and (await env.backend.store.get(name))["status"].get("progress"):
+                break
+            await asyncio.sleep(0.05)
+        os.kill(int(pid_files[0].read_text()), signal.SIGKILL)
+        done = await env.engine.wait_for_terminal(name, 60)
+        st = done["status"]
+        assert st["reason"] == Reason.INFRASTRUCTURE_FAILED, st["message"]
+        assert st["message"].startswith("The runner was killed by signal 9 (SIGKILL; the out-of-memory killer?)")
+        assert st.get("failedCellIndex") is None
+    finally:
+        await env.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_an_infrastructure_failed_newest_job_is_never_unchanged(tmp_path, small_disk):
+    """The verdict cache: the newest finished job with the key decides, and a job that
+    ended InfrastructureFailed is no success: `run` validates again. The notebook fills
+    the disk only while a file outside its folder (not in the key) says so."""
+    fill_now = tmp_path / "fill-now"
+    env = Env(tmp_path)
+    await env.engine.start()
+    try:
+        source = f"import os\nif os.path.exists({str(fill_now)!r}):\n" + "\n".join(
+            "    " + ln for ln in FILL.format(path=str(small_disk / "filler"), after="os.remove(path)").splitlines())
+        nb = _notebook(env.root, "cached.ipynb", [source])
+        spec = {"notebook": {"path": nb}, "podConfig": NO_BUILD}
+        first = await env.run(**spec)
+        assert first["status"]["phase"] == Phase.SUCCEEDED, first["status"]["message"]
+        hit = await env.service.unchanged(spec)
+        assert hit is not None and hit["metadata"]["name"] == first["metadata"]["name"]
+        fill_now.touch()
+        second = await env.run(**spec)
+        assert second["status"]["reason"] == Reason.INFRASTRUCTURE_FAILED, second["status"]["message"]
+        assert await env.service.unchanged(spec) is None, "an infrastructure failure voids the older success"
+        fill_now.unlink()
+        third = await env.run(**spec)
+        assert third["status"]["phase"] == Phase.SUCCEEDED
+        assert (await env.service.unchanged(spec))["metadata"]["name"] == third["metadata"]["name"]
+    finally:
+        await env.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_package_index_that_cannot_be_reached_is_retried_then_infrastructure(tmp_path):
+    """uv cannot connect to the index (nothing listens on the port): a transient fault of
+    the build, retried with its own counter, then InfrastructureFailed naming the cause."""
+    env = Env(tmp_path, max_retries=1, build_tool="uv")
+    await env.engine.start()
+    try:
+        nb = _notebook(env.root, "needs/nb.ipynb", ["import six"])
+        (env.root / "needs" / "requirements.txt").write_text("--index-url http://127.0.0.1:9/simple\nsix\n")
+        job = await env.run(timeout=300, notebook={"path": nb})
+        st = job["status"]
+        assert st["reason"] == Reason.INFRASTRUCTURE_FAILED, st["message"]
+        assert st["message"].startswith("The package index could not be reached"), st["message"]
+        assert st["message"].endswith("(after 1 retry)")
+        assert st["buildRetries"] == 1 and "validationRetries" not in st
+        assert st["buildStatus"]["phase"] == "Failed"
+        events = await env.events(job)
+        assert [e["reason"] for e in events] == [Reason.ACCEPTED, Reason.BUILD_STARTED, EventReason.BUILD_RETRIED,
+                                                 Reason.INFRASTRUCTURE_FAILED]
+    finally:
+        await env.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_requirement_that_cannot_be_resolved_stays_a_build_failure(tmp_path):
+    env = Env(tmp_path, build_tool="uv")
+    await env.engine.start()
+    try:
+        nb = _notebook(env.root, "bad/nb.ipynb", ["print(1)"])
+        (env.root / "bad" / "wheels").mkdir()
+        (env.root / "bad" / "requirements.txt").write_text("--no-index\n--find-links wheels\nsix\n")
+        job = await env.run(timeout=300, notebook={"path": nb})
+        st = job["status"]
+        assert st["reason"] == Reason.BUILD_FAILED, st["message"]
+        assert "buildRetries" not in st
+    finally:
+        await env.engine.stop()
