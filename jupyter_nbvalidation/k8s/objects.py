@@ -62,12 +62,16 @@ def build_context_name(job_name: str) -> str:
     return child_name(job_name, "build-ctx")
 
 
-def build_job_name(job_name: str) -> str:
-    return child_name(job_name, "build")
+def build_job_name(job_name: str, attempt: int = 0) -> str:
+    """The build object of an attempt (``model.build_attempt``): ``nvj-<job>-build``,
+    retry n after a transient fault ``nvj-<job>-build-r<n>`` (Job builds)."""
+    return child_name(job_name, "build" if attempt <= 0 else f"build-r{attempt}")
 
 
-def validation_pod_name(job_name: str) -> str:
-    return child_name(job_name, "validate")
+def validation_pod_name(job_name: str, attempt: int = 0) -> str:
+    """The validation Pod of an attempt (``model.validation_attempt``): attempt 0 is
+    ``nvj-<job>-validate``, retry n after a transient fault ``nvj-<job>-validate-r<n>``."""
+    return child_name(job_name, "validate" if attempt <= 0 else f"validate-r{attempt}")
 
 
 def label_value(job_name: str) -> str:
@@ -271,7 +275,8 @@ def build_context_configmap(job: dict, context: dict[str, bytes]) -> dict:
 
 
 def build_job(job: dict, *, builder_image: str, destination: str, deadline_seconds: int,
-              service_account: str = "", registry_secret: str = "", extra_args: list[str] | None = None) -> dict:
+              service_account: str = "", registry_secret: str = "", extra_args: list[str] | None = None,
+              attempt: int = 0) -> dict:
     """A batch/v1 Job running a kaniko-compatible executor once (no retries).
     The image digest comes back through the container's termination message
     (``--digest-file=/dev/termination-log``)."""
@@ -301,7 +306,7 @@ def build_job(job: dict, *, builder_image: str, destination: str, deadline_secon
     if service_account:
         pod_spec["serviceAccountName"] = service_account
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": _meta(job, build_job_name(name), "build"),
+            "metadata": _meta(job, build_job_name(name, attempt), "build"),
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": max(1, int(deadline_seconds)),
                      "template": {"metadata": {"labels": labels(job, "build")}, "spec": pod_spec}}}
 
@@ -346,7 +351,8 @@ def merged_resources(defaults: dict | None, spec: dict) -> dict:
 
 def validation_pod(job: dict, *, image: str, command: list[str], deadline_seconds: int, run_as_user: int,
                    service_account: str = "", resources: dict | None = None,
-                   image_pull_secrets: list[str] | None = None, inputs: list[tuple[str, str]] | None = None) -> dict:
+                   image_pull_secrets: list[str] | None = None, inputs: list[tuple[str, str]] | None = None,
+                   attempt: int = 0) -> dict:
     """``resources``: the server's defaults; the job's own ``podConfig.resources``,
     ``nodeSelector`` and ``tolerations`` are applied here (its ``env`` is the
     kernel's, in the command: :func:`runner_command`).
@@ -406,5 +412,5 @@ def validation_pod(job: dict, *, image: str, command: list[str], deadline_second
     if image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": _meta(job, validation_pod_name(name), "validation"), "spec": spec}
+            "metadata": _meta(job, validation_pod_name(name, attempt), "validation"), "spec": spec}
 
