@@ -205,3 +205,33 @@ def test_the_cli_refuses_a_folder_over_the_bound_with_exit_2(tmp_path):
     jobs = data / "jobs"
     assert not jobs.exists() or not any(jobs.iterdir())
 
+
+def test_keep_outputs_copies_what_the_notebook_wrote_out_of_the_project(tmp_path):
+    proj = tmp_path / "proj"
+    data = tmp_path / "data"
+    write_notebook(proj / "nb.ipynb", [
+        "import os\nos.makedirs('results/deep')\nopen('results/deep/x.txt', 'w').write('1')",
+        "open('input.csv', 'a').write('2\\n')\nprint(open('untouched.txt').read())",
+    ])
+    (proj / "input.csv").write_text("1\n")
+    (proj / "untouched.txt").write_text("read only\n")
+    before = tree_state(proj)
+    code, _rows, out = run(tmp_path, data, "proj", "--keep-outputs", str(proj / "out"), codes=(2,))
+    assert "inside the folder of proj/nb.ipynb" in out, out  # never into the project
+    assert not (proj / "out").exists()
+    kept = tmp_path / "kept"
+    code, rows, out = run(tmp_path, data, "proj", "--keep-outputs", str(kept))
+    assert code == 0 and rows["proj/nb.ipynb"]["verdict"] == "Succeeded", out
+    files = sorted(p.relative_to(kept).as_posix() for p in kept.rglob("*") if p.is_file())
+    assert files == ["proj/nb/input.csv", "proj/nb/results/deep/x.txt"], files
+    assert (kept / "proj" / "nb" / "input.csv").read_text() == "1\n2\n"
+    assert tree_state(proj) == before and copies_left(data) == []
+
+
+def test_a_data_dir_inside_the_notebooks_folder_is_neither_copied_nor_keyed(tmp_path):
+    proj = tmp_path / "proj"
+    write_notebook(proj / "nb.ipynb", ["import os\nassert not os.path.exists('.nbv'), os.listdir('.')"])
+    code, rows, out = run(proj, proj / ".nbv", ".")
+    assert code == 0 and rows["nb.ipynb"]["verdict"] == "Succeeded", out
+    code, rows, out = run(proj, proj / ".nbv", ".")  # the jobs written into .nbv do not change the key
+    assert code == 0 and rows["nb.ipynb"]["verdict"] == "Unchanged", out

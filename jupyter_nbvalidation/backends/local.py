@@ -196,6 +196,9 @@ class LocalBackend(Backend):
                                        "reads in spec.inputFiles, or raise this).").tag(config=True)
     max_folder_bytes = Int(2 * 2**30, help="Largest total size in bytes of a notebook's folder, copied for each "
                                           "attempt as max_folder_files says.").tag(config=True)
+    keep_outputs_dir = Unicode("", help="Not configurable (the CLI's --keep-outputs, in its own process): after "
+                                        "each attempt, the files its notebook created or changed in its working "
+                                        "copy are copied to <this folder>/<notebook path without .ipynb>/.")
     gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
                                      "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
                                      "still works).").tag(config=True)
@@ -923,7 +926,10 @@ class LocalBackend(Backend):
                         plan: ValidationPlan) -> Observation:
         name = job["metadata"]["name"]
         try:
-            return await self._validate_in(job, run, python, reference, plan)
+            obs = await self._validate_in(job, run, python, reference, plan)
+            if self.keep_outputs_dir:
+                await self._keep_outputs(job, run.run_dir)
+            return obs
         except OSError as e:
             return Observation(FAILED, started_at=run.started_at, finished_at=isotime(), reference=reference,
                                message=f"The validation could not run: {e}")
@@ -995,6 +1001,18 @@ class LocalBackend(Backend):
             obs = _observation_from_result(result, run.started_at, finished, reference)
             obs.extra.update(_progress_extra(run))
             return obs
+
+    async def _keep_outputs(self, job: dict, run_dir: Path) -> None:
+        """--keep-outputs: what the attempt's notebook wrote in its copy, out of the run
+        folder (never into the project; a failure to is logged, the verdict stands)."""
+        folder, root, snapshot = self._working_folder(job)
+        copy = workcopy.working_path(run_dir, folder=folder, root=root, snapshot=snapshot)
+        dest = Path(self.keep_outputs_dir) / Path(job["spec"]["notebook"]["path"].strip()).with_suffix("")
+        try:
+            await asyncio.to_thread(workcopy.keep_changes, copy, folder or snapshot or "", dest)
+        except OSError as e:
+            self.log.warning("nbvalidation: keeping the outputs of %s in %s failed: %s",
+                             job["metadata"]["name"], dest, e)
 
     async def _start_runner(self, argv: list[str], env: dict[str, str],
                             log_fd: int) -> asyncio.subprocess.Process | ForkedRunner:

@@ -170,3 +170,33 @@ def remove(run_dir: str | Path) -> None:
         if os.path.lexists(base):
             shutil.rmtree(base, ignore_errors=True)
 
+
+def keep_changes(copy: str | Path, source: str | Path, dest: str | Path) -> list[str]:
+    """The files the notebook created or changed in its working ``copy`` (by size and
+    modification time against ``source``, the folder it was copied from; links, which
+    lead to the real files, are not looked into) copied to ``dest`` at the same relative
+    paths, written over what is there. Their relative paths."""
+    copy, source, dest = os.fspath(copy), os.fspath(source), os.fspath(dest)
+    written = []
+    for dirpath, dirnames, filenames in os.walk(copy):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            rel = os.path.relpath(path, copy)
+            st = os.stat(path)
+            try:
+                was = os.stat(os.path.join(source, rel))
+            except OSError:
+                was = None
+            if was is not None and stat.S_ISREG(was.st_mode) and (was.st_size, was.st_mtime_ns) == (
+                    st.st_size, st.st_mtime_ns):
+                continue
+            target = os.path.join(dest, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if os.path.lexists(target):
+                os.unlink(target)
+            clone_file(path, target)
+            written.append(rel.replace(os.sep, "/"))
+    return written
