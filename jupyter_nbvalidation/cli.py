@@ -448,9 +448,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return EXIT_OK if job["status"]["phase"] == Phase.SUCCEEDED else EXIT_FAILED
 
 
-def _connect_batch(args: argparse.Namespace, folder: str, jobs: int) -> Remote | InProcess:
+def _connect_batch(args: argparse.Namespace, folder: str, jobs: int,
+                   backend_config: dict | None = None) -> Remote | InProcess:
     """Like ``connect`` for a folder holding every notebook of a batch; in this process,
-    the engine runs up to ``jobs`` validations at once."""
+    the engine runs up to ``jobs`` validations at once (and the backend gets ``backend_config``)."""
     if args.server:
         return Remote(ServerClient(args.server, args.token or os.environ.get("JUPYTER_TOKEN", ""), args.root_dir))
     if not args.local:
@@ -463,7 +464,20 @@ def _connect_batch(args: argparse.Namespace, folder: str, jobs: int) -> Remote |
     if target != root and root not in target.parents:
         root = target
     return InProcess(str(root), args.data_dir,
-                     {"max_parallel_validations": jobs, "max_parallel_builds": max(1, min(jobs, 2))})
+                     {"max_parallel_validations": jobs, "max_parallel_builds": max(1, min(jobs, 2)),
+                      **(backend_config or {})})
+
+
+def _keep_outputs_dir(given: str, items: list) -> str:
+    """--keep-outputs DIR: absolute, never inside a validated notebook's folder
+    (what the notebook writes would become part of that folder), or ClientError (exit 2)."""
+    target = Path(given).resolve()
+    for item in items:
+        folder = item.path.resolve().parent
+        if target == folder or folder in target.parents:
+            raise ClientError(f"--keep-outputs {given}: inside the folder of {item.shown}, which is validated; "
+                              "choose a folder outside the notebooks' folders")
+    return str(target)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -490,7 +504,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                 Path(folder).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ClientError(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}: {e.strerror}") from None
-    api = _connect_batch(args, batch.common_root(items), jobs)
+    keep = _keep_outputs_dir(args.keep_outputs, items) if args.keep_outputs else None
+    api = _connect_batch(args, batch.common_root(items), jobs, {"keep_outputs_dir": keep} if keep else None)
+    if keep and not isinstance(api, InProcess):
+        raise ClientError(f"--keep-outputs {args.keep_outputs}: the files a notebook writes stay with the server "
+                          f"at {api.client.url}; give --local to validate in this process")
+    if keep:
+        try:  # made now: one that cannot be is refused before anything runs
+            Path(keep).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            api.close()
+            raise ClientError(f"--keep-outputs {args.keep_outputs}: {e.strerror}") from None
     if isinstance(api, InProcess):
         try:
             api.check_spec({"notebook": {"path": "check.ipynb"}, **options})
@@ -653,6 +677,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--junitxml", metavar="FILE", help="write JUnit XML: one testcase per notebook")
     s.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     s.add_argument("--output-dir", metavar="DIR", help="save each executed notebook there (same relative paths)")
+    s.add_argument("--keep-outputs", metavar="DIR",
+                   help="copy the files each notebook created or changed in its working copy to "
+                        "DIR/<notebook path without .ipynb>/ (in this process only: with --local or no server)")
     add_spec_options(s)
     s.add_argument("--wait-timeout", type=float, default=None,
                    help="give up waiting for a notebook after this many seconds")

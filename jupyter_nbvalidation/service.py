@@ -324,6 +324,13 @@ class JobService:
             raise ApiError(400, "InvalidSpec", f"{bad[0]}: {bad[1]}", bad[0])
         spec = self._validate(spec)
         files, nb_path, reqs = await asyncio.to_thread(self._collect, spec)
+        check_folder = getattr(self.backend, "check_working_folder", None)
+        if check_folder is not None and not spec.get("inputFiles"):
+            # the kernel works in a copy of the notebook's folder: within the backend's bounds
+            try:
+                await asyncio.to_thread(check_folder, str(nb_path.parent), self.real_root)
+            except InputRejected as e:
+                raise ApiError(e.status, e.code, e.message, e.field) from None
         bc = spec.get("podConfig", {}).get("buildConfig", {})
         if reqs.secrets and bc.get("requirements"):  # the stored spec never holds a credential
             bc["requirements"] = [reqmod.redact(r, reqs.secrets) for r in bc["requirements"]]
@@ -333,8 +340,8 @@ class JobService:
 
     async def submit(self, spec: Any) -> dict:
         spec, files, nb_path, reqs, _env, key = await self._prepare(spec)
-        # no inputFiles: the kernel works in the notebook's own folder; with
-        # them, in the job's snapshot of them (the backend's input folder)
+        # no inputFiles: the kernel works in a copy of the notebook's own folder (the
+        # local backend's, per attempt); with them, in a copy of the job's snapshot of them
         annotations = {} if spec.get("inputFiles") else {WORKDIR_ANNOTATION: str(nb_path.parent)}
         annotations[ROOT_ANNOTATION] = self.real_root
         source = reqmod.source_annotation(reqs, spec, self.root_dir)
@@ -362,7 +369,7 @@ class JobService:
     def _verdict_key(self, spec: dict, files: dict[str, bytes], nb_path: Path, env: str) -> str | None:
         workdir = None if spec.get("inputFiles") else nb_path.parent
         return verdict_cache.verdict_key(spec, files, env, workdir=workdir, notebook_path=nb_path,
-                                         backend=self.backend)
+                                         backend=self.backend, root=Path(self.real_root))
 
     async def unchanged(self, spec: Any, max_pages: int = 20) -> dict | None:
         """The verdict cache: an earlier Succeeded job whose verdict key equals the key

@@ -20,9 +20,12 @@ inputs have now, and runs nothing. The key covers:
 - what the kernel inherits from this process: the locale (``LANG``, ``LANGUAGE``,
   ``LC_*``) and ``TZ`` (runner/environment.py passes them through);
 - the backend's defaults a verdict depends on (the per-cell timeout);
-- without spec.inputFiles (the kernel works in the notebook's own folder): the
-  content of every file in that folder and below it, through symbolic links (hidden
-  entries, checkpoints, caches and other notebooks not named in this one left out);
+- without spec.inputFiles (the kernel works in a copy of the notebook's own folder,
+  backends/workcopy.py): what ``walk_folder`` gives, the same entries that copy holds:
+  every file in that folder and below it by content, hidden ones included, through
+  symbolic links that stay inside the server's root (a link leaving it, or leading
+  nowhere, by its target only); EXCLUDED_DIRS and virtual environments left out of
+  both; other notebooks only when this one names them;
 - with the build disabled, the source of every editable (``-e``) install of the
   interpreter (its ``.py`` files and their content), since its name and version stay
   while its code changes.
@@ -38,9 +41,8 @@ When one of these cannot be known (a backend without an environment key, a
 build-disabled interpreter other than this one, a base image whose digest the
 registry does not give, a folder over the bounds) there is no key, and the
 notebook always runs: never a false "unchanged". Files a
-notebook reads from outside its folder (``../data.csv``) are not seen: name them
-in spec.inputFiles (they are then snapshotted and in the key) or use
-``--no-cache``."""
+notebook reads from outside its folder (``../data.csv``: the real files, not
+copied) are not seen: use ``--no-cache`` when they change."""
 
 from __future__ import annotations
 
@@ -48,17 +50,25 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .model import Phase
 
 ANNOTATION = "nbvalidation.dev/verdict-key"
-VERSION = 2  # of the key's recipe: a change of recipe never matches an older key
+VERSION = 3  # of the key's recipe: a change of recipe never matches an older key
 MAX_FOLDER_FILES = 5000
 MAX_FOLDER_BYTES = 512 * 2**20
-SKIP = {".ipynb_checkpoints", "__pycache__", "node_modules"}
+# Left out of a notebook's folder, by name, in the verdict key AND in the copy the kernel
+# works in (one list, so that the key covers exactly what the notebook can see): version
+# control's metadata, Jupyter's checkpoints, caches a tool rebuilds; virtual environments
+# (a folder holding pyvenv.cfg) too (is_excluded). Hidden files and other hidden folders
+# are in both.
+EXCLUDED_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", ".ipynb_checkpoints", "__pycache__", "node_modules",
+                           ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox"})
 _PKG = Path(__file__).resolve().parent
 
 
@@ -133,34 +143,113 @@ def _editable_source(dist_info: Path) -> Path | None:
     return Path(unquote(urlparse(url).path))
 
 
-def _tree_digest(folder: Path, keep: Callable[[Path], bool]) -> str | None:
-    """The files under ``folder`` that ``keep`` accepts, by relative path and content,
-    through symbolic links (a folder reached twice, a link cycle, is walked once);
-    hidden entries and SKIP folders left out. None over the bounds or on a read error."""
-    h = hashlib.sha256()
-    count = total = 0
-    visited: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
-        real = os.path.realpath(dirpath)
-        if real in visited:
-            dirnames[:] = []
-            h.update(Path(dirpath).relative_to(folder).as_posix().encode() + b"\0-> " + real.encode() + b"\0")
-            continue
-        visited.add(real)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP)
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if name.startswith(".") or not keep(path):
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a notebook's folder as the kernel may see it (``walk_folder``)."""
+
+    rel: str  # '/'-separated, relative to the folder
+    kind: str  # "dir", "file", "again" (a folder reached before: a link cycle, a second link),
+    #            "link" (a symbolic link not followed: it leaves the root, or leads nowhere)
+    path: str  # the path as walked (through links)
+    real: str  # the real path ("link": the link's target, absolute)
+    size: int = 0
+
+
+class FolderTooLarge(Exception):
+    def __init__(self, files: int, nbytes: int):
+        super().__init__(f"over {files} files or {nbytes} bytes")
+        self.files, self.nbytes = files, nbytes
+
+
+def is_excluded(name: str, path: str) -> bool:
+    """A folder left out of both the verdict key and the kernel's copy: a name of
+    EXCLUDED_DIRS or a virtual environment (it holds ``pyvenv.cfg``)."""
+    return name in EXCLUDED_DIRS or os.path.isfile(os.path.join(path, "pyvenv.cfg"))
+
+
+def walk_folder(folder: str | Path, root: str | Path | None = None,
+                skip: frozenset[str] | set[str] = frozenset()) -> Iterator[Entry]:
+    """What a notebook working in ``folder`` can see there: every entry, depth first in
+    name order, symbolic links followed while they stay in ``root`` (the folder itself
+    when None), a folder reached twice (a link cycle) given once and then as "again";
+    EXCLUDED_DIRS, virtual environments, the real paths in ``skip`` and special files
+    (sockets, FIFOs, devices) left out. The ONE walk of the verdict key and of the
+    kernel's copy of the folder (backends/workcopy.py): both see the same entries."""
+    folder = os.fspath(folder)
+    top = os.path.realpath(folder)
+    confine = os.path.realpath(os.fspath(root)) if root is not None else top
+    visited = {top}
+    stack = [(folder, "")]
+    while stack:
+        dirpath, rel_dir = stack.pop()
+        with os.scandir(dirpath) as it:
+            names = sorted(e.name for e in it)
+        subdirs = []
+        for name in names:
+            path = os.path.join(dirpath, name)
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            real = os.path.realpath(path)
+            if real in skip:
+                continue
+            if os.path.islink(path) and (real != confine and not real.startswith(confine + os.sep)
+                                         or not os.path.exists(path)):
+                target = os.path.join(os.path.realpath(dirpath), os.readlink(path))
+                yield Entry(rel, "link", path, os.path.normpath(target))
                 continue
             try:
-                data = path.read_bytes()
+                st = os.stat(path)
             except OSError:
-                return None
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if is_excluded(name, path):
+                    continue
+                if real in visited:
+                    yield Entry(rel, "again", path, real)
+                    continue
+                visited.add(real)
+                yield Entry(rel, "dir", path, real)
+                subdirs.append((path, rel))
+            elif stat.S_ISREG(st.st_mode):
+                yield Entry(rel, "file", path, real, st.st_size)
+        stack.extend(reversed(subdirs))
+
+
+def folder_size(folder: str | Path, root: str | Path | None, skip: frozenset[str] | set[str],
+                max_files: int, max_bytes: int) -> tuple[int, int]:
+    """(files, bytes) of what ``walk_folder`` gives, from ``stat`` only; FolderTooLarge
+    as soon as either passes its bound."""
+    files = total = 0
+    for e in walk_folder(folder, root, skip):
+        if e.kind == "file":
+            files += 1
+            total += e.size
+            if files > max_files or total > max_bytes:
+                raise FolderTooLarge(files, total)
+    return files, total
+
+
+def _tree_digest(folder: Path, keep: Callable[[Path], bool], root: Path | None = None,
+                 skip: frozenset[str] | set[str] = frozenset()) -> str | None:
+    """The entries of ``walk_folder`` (the files ``keep`` accepts, by relative path and
+    content; folders, links not followed and folders reached twice by what they are).
+    None over the bounds or on a read error."""
+    h = hashlib.sha256()
+    count = total = 0
+    try:
+        for e in walk_folder(folder, root, skip):
+            if e.kind != "file":
+                h.update(f"{e.rel}\0{e.kind} {e.real if e.kind != 'dir' else ''}\0".encode())
+                continue
+            if not keep(Path(e.path)):
+                continue
+            data = Path(e.path).read_bytes()
             count += 1
             total += len(data)
             if count > MAX_FOLDER_FILES or total > MAX_FOLDER_BYTES:
                 return None
-            h.update(path.relative_to(folder).as_posix().encode() + b"\0" + _sha(data).encode() + b"\0")
+            h.update(e.rel.encode() + b"\0" + _sha(data).encode() + b"\0")
+    except OSError:
+        return None
     return h.hexdigest()
 
 
@@ -169,11 +258,13 @@ def source_digest(folder: Path) -> str | None:
     return _tree_digest(folder, lambda path: path.suffix == ".py")
 
 
-def folder_digest(folder: Path, notebook_text: str, skip: set[Path]) -> str | None:
-    """The content of every file under ``folder`` the kernel could read from it; another
-    notebook only when this one names it (``%run other.ipynb``)."""
+def folder_digest(folder: Path, notebook_text: str, skip: set[Path], root: Path | None = None,
+                  skip_real: frozenset[str] | set[str] = frozenset()) -> str | None:
+    """The content of every file under ``folder`` the kernel could read from it (its copy
+    holds exactly what ``walk_folder`` gives); another notebook only when this one names
+    it (``%run other.ipynb``)."""
     return _tree_digest(folder, lambda path: path.resolve() not in skip
-                        and not (path.suffix == ".ipynb" and path.name not in notebook_text))
+                        and not (path.suffix == ".ipynb" and path.name not in notebook_text), root, skip_real)
 
 
 def inherited_environment() -> dict[str, str]:
@@ -184,7 +275,7 @@ def inherited_environment() -> dict[str, str]:
 
 
 def verdict_key(spec: dict, files: dict[str, bytes], environment: str | None, *, workdir: Path | None,
-                notebook_path: Path | None, backend: Any) -> str | None:
+                notebook_path: Path | None, backend: Any, root: Path | None = None) -> str | None:
     """The key of a job about to be submitted, or None when it cannot be known."""
     if environment is None:
         return None
@@ -201,7 +292,8 @@ def verdict_key(spec: dict, files: dict[str, bytes], environment: str | None, *,
     if workdir is not None:
         skip = {notebook_path.resolve()} if notebook_path else set()
         text = files.get("notebook.ipynb", b"").decode("utf-8", "replace")
-        digest = folder_digest(workdir, text, skip)
+        private = getattr(backend, "private_paths", lambda: frozenset())()  # e.g. a data dir inside the folder
+        digest = folder_digest(workdir, text, skip, root, private)
         if digest is None:
             return None
         parts["folder"] = digest

@@ -158,13 +158,12 @@ def verdict(rows: dict[str, dict]) -> str:
 
 
 def test_a_newer_failure_with_the_same_key_is_never_hidden_by_an_older_success(tmp_path):
-    # a hidden file is not in the key (as a notebook's checkpoints are not): the same key can
-    # give two verdicts, and the newest one is the one that stands
-    settings = tmp_path / "nbs" / "hidden" / ".settings.json"
-    settings.parent.mkdir(parents=True)
+    # a file outside the notebook's folder is not in the key (the kernel reads the real
+    # one, through its copy's mirror): the same key can give two verdicts, and the newest
+    # one is the one that stands
+    settings = tmp_path / "settings.json"
     settings.write_text('{"ok": true}')
-    write_notebook(tmp_path / "nbs" / "nb.ipynb",
-                   ["import json\nassert json.load(open('hidden/.settings.json'))['ok']"])
+    write_notebook(tmp_path / "nbs" / "nb.ipynb", ["import json\nassert json.load(open('../settings.json'))['ok']"])
     assert verdict(run_env(tmp_path)) == "Succeeded"
     assert verdict(run_env(tmp_path)) == "Unchanged"
     settings.write_text('{"ok": false}')
@@ -173,6 +172,22 @@ def test_a_newer_failure_with_the_same_key_is_never_hidden_by_an_older_success(t
     settings.write_text('{"ok": true}')
     assert verdict(run_env(tmp_path)) == "Succeeded"  # runs: the newest with the key failed
     assert verdict(run_env(tmp_path)) == "Unchanged"
+
+
+def test_a_hidden_file_beside_the_notebook_is_in_the_key(tmp_path):
+    # the kernel's copy of the folder holds hidden files, so the key does too (one walk:
+    # verdict_cache.walk_folder); version control's folder is in neither
+    settings = tmp_path / "nbs" / "hidden" / ".settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{"ok": true}')
+    write_notebook(tmp_path / "nbs" / "nb.ipynb",
+                   ["import json\nassert json.load(open('hidden/.settings.json'))['ok']"])
+    assert verdict(run_env(tmp_path)) == "Succeeded"
+    (tmp_path / "nbs" / ".git").mkdir()
+    (tmp_path / "nbs" / ".git" / "index").write_text("changes with every commit")
+    assert verdict(run_env(tmp_path)) == "Unchanged"
+    settings.write_text('{"ok": false}')
+    assert verdict(run_env(tmp_path)) == "Failed"  # was Unchanged: hidden entries were left out of the key
 
 
 def test_the_locale_and_time_zone_the_kernel_inherits_are_in_the_key(tmp_path):

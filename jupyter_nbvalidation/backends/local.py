@@ -46,8 +46,9 @@ from traitlets import Bool, Enum, Float, Int, List, Unicode, default
 
 from .. import requirements as reqmod
 from .. import verdict_cache
-from ..model import (WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, isotime, parse_time, spec_fields,
-                     validation_attempt)
+from ..errors import InputRejected
+from ..model import (ROOT_ANNOTATION, WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, isotime, parse_time,
+                     spec_fields, validation_attempt)
 from ..plan import (Snapshot, ValidationPlan, requirements_key, requirements_of, requirements_sentence,
                     snapshot_from_files)
 from ..priority import deprioritize
@@ -60,6 +61,7 @@ from ..store.lease import StoreLeaseElector, new_identity
 from ..store.sqlite import SQLiteJobStore
 from ..tasks import cancel_and_wait, wait_within
 from .base import FAILED, RUNNING, SUCCEEDED, Backend, Observation, lease_traits
+from . import workcopy
 from .forkserver import ForkedRunner, RunnerForkServer
 from .local_faults import fault_of_build, fault_of_exit, fault_of_oserror, fault_of_result, is_no_space
 
@@ -191,6 +193,15 @@ class LocalBackend(Backend):
                                               "used environments are removed above it (never one a job that "
                                               "is not finished uses); 0 disables the cap.").tag(config=True)
     env_min_idle = Float(600.0, help="An environment used within this many seconds is never evicted.").tag(config=True)
+    max_folder_files = Int(20000, help="Most files of a notebook's folder (the one it works in when the job names "
+                                       "no spec.inputFiles): each attempt's kernel works in a fresh copy of it, "
+                                       "so a larger folder is refused at submit (name the files the notebook "
+                                       "reads in spec.inputFiles, or raise this).").tag(config=True)
+    max_folder_bytes = Int(2 * 2**30, help="Largest total size in bytes of a notebook's folder, copied for each "
+                                          "attempt as max_folder_files says.").tag(config=True)
+    keep_outputs_dir = Unicode("", help="Not configurable (the CLI's --keep-outputs, in its own process): after "
+                                        "each attempt, the files its notebook created or changed in its working "
+                                        "copy are copied to <this folder>/<notebook path without .ipynb>/.")
     gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
                                      "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
                                      "still works).").tag(config=True)
@@ -426,6 +437,25 @@ class LocalBackend(Backend):
         return f"auto: uv found at {self.uv_path}" if self.uv_path else "auto: uv is not installed"
 
     # -- submit / prepare --------------------------------------------------------
+    def private_paths(self) -> frozenset[str]:
+        """Real paths never part of a notebook's folder as its kernel sees it (its copy,
+        its verdict key): this backend's data dir, should it be inside the folder."""
+        return frozenset({os.path.realpath(self.data_dir)})
+
+    def check_working_folder(self, folder: str, root: str | None) -> None:
+        """The folder a job's kernel will work in a copy of, within max_folder_files and
+        max_folder_bytes, or InputRejected naming it (submit refuses; nothing is made).
+        A walk of the folder by ``stat``: call it in a thread."""
+        try:
+            verdict_cache.folder_size(folder, root, self.private_paths(), self.max_folder_files,
+                                      self.max_folder_bytes)
+        except verdict_cache.FolderTooLarge as e:
+            raise InputRejected(folder_refusal(folder, e, self.max_folder_files, self.max_folder_bytes),
+                                "spec.notebook.path", status=413, code="TooLarge") from None
+        except OSError as e:
+            raise InputRejected(f"spec.notebook.path: the notebook's folder {folder} cannot be read: "
+                                f"{e.strerror or e}", "spec.notebook.path") from None
+
     async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
         job["metadata"]["uid"] = str(uuid.uuid4())
         input_dir = self.job_dir(job) / "input"
@@ -885,12 +915,23 @@ class LocalBackend(Backend):
         (run.run_dir / "pid").write_text(str(pid))
         _write_json_atomic(run.run_dir / "owner.json", {**self.owner(), "runner": process_record(pid)})
 
+    def _working_folder(self, job: dict) -> tuple[str | None, str | None, str | None]:
+        """(folder, root, snapshot) the attempt's working copy is made from: the notebook's
+        folder (under a mirror of the root) or, with spec.inputFiles, the job's snapshot
+        of the files it named (an older job without the folder recorded: its input folder)."""
+        inp = self.job_dir(job) / "input"
+        annotations = job["metadata"].get("annotations") or {}
+        folder = None if job["spec"].get("inputFiles") else annotations.get(WORKDIR_ANNOTATION)
+        if folder:
+            return folder, annotations.get(ROOT_ANNOTATION), None
+        return None, None, str(inp / "inputs" if job["spec"].get("inputFiles") else inp)
+
     def runner_argv(self, job: dict, run_dir: Path, python: str, plan: ValidationPlan) -> list[str]:
         """The runner's command: where things are here, then what the plan asks (``plan.runner_args``)."""
         inp = self.job_dir(job) / "input"
-        # the notebook's folder, or (spec.inputFiles) the job's snapshot of the files it named
-        cwd = (job["metadata"].get("annotations") or {}).get(WORKDIR_ANNOTATION) or str(
-            inp / "inputs" if job["spec"].get("inputFiles") else inp)
+        # the kernel works in the attempt's own copy of its folder (workcopy.prepare makes it)
+        folder, root, snapshot = self._working_folder(job)
+        cwd = workcopy.working_path(run_dir, folder=folder, root=root, snapshot=snapshot)
         argv = [*RUNNER_COMMAND, str(inp / "notebook.ipynb"),
                 "--python", python, "--cwd", cwd,
                 "--result", str(run_dir / "result.json"), "--executed", str(run_dir / "executed.ipynb"),
@@ -906,7 +947,10 @@ class LocalBackend(Backend):
                         plan: ValidationPlan) -> Observation:
         name = job["metadata"]["name"]
         try:
-            return await self._validate_in(job, run, python, reference, plan)
+            obs = await self._validate_in(job, run, python, reference, plan)
+            if self.keep_outputs_dir:
+                await self._keep_outputs(job, run.run_dir)
+            return obs
         except OSError as e:  # our own writes (the run folder, its log, its files): not the notebook's
             fault = fault_of_oserror(e, run.run_dir)
             return Observation(FAILED, started_at=run.started_at, finished_at=isotime(), reference=reference,
@@ -922,6 +966,15 @@ class LocalBackend(Backend):
             log_path = run.run_dir / "runner.log"
 
             def setup() -> dict[str, str]:
+                # a fresh copy of the folder the kernel works in (the user's is never
+                # written); the copies of this job's earlier attempts go
+                for earlier in self.job_dir(job).glob("run-*"):
+                    if earlier != run.run_dir:
+                        workcopy.remove(earlier)
+                folder, root, snapshot = self._working_folder(job)
+                workcopy.prepare(run.run_dir, folder=folder, root=root, snapshot=snapshot,
+                                 skip=self.private_paths(), max_files=self.max_folder_files,
+                                 max_bytes=self.max_folder_bytes)
                 # the runner's environment: an allow-list, nothing of this server's
                 # (token, runtime/data dirs, IPython profile, PYTHONPATH); the job's
                 # podConfig.env goes to the kernel only, through a file
@@ -931,7 +984,13 @@ class LocalBackend(Backend):
                 (run.run_dir / "run-id").write_text(run.run_id)
                 return runner_environment(str(run.run_dir / "runner"), run.run_id)
 
-            env = await asyncio.to_thread(setup)
+            try:
+                env = await asyncio.to_thread(setup)
+            except verdict_cache.FolderTooLarge as e:  # it grew since submit checked it
+                await asyncio.to_thread(workcopy.remove, run.run_dir)
+                folder = self._working_folder(job)[0] or "?"
+                return Observation(FAILED, started_at=run.started_at, finished_at=isotime(), reference=reference,
+                                   message=folder_refusal(folder, e, self.max_folder_files, self.max_folder_bytes))
             with open(log_path, "w", encoding="utf-8") as log:
                 proc = await self._start_runner(argv, env, log.fileno())
                 run.proc = proc
@@ -964,6 +1023,18 @@ class LocalBackend(Backend):
             obs = _observation_from_result(result, run.started_at, finished, reference, run.run_dir)
             obs.extra.update(_progress_extra(run))
             return obs
+
+    async def _keep_outputs(self, job: dict, run_dir: Path) -> None:
+        """--keep-outputs: what the attempt's notebook wrote in its copy, out of the run
+        folder (never into the project; a failure to is logged, the verdict stands)."""
+        folder, root, snapshot = self._working_folder(job)
+        copy = workcopy.working_path(run_dir, folder=folder, root=root, snapshot=snapshot)
+        dest = Path(self.keep_outputs_dir) / Path(job["spec"]["notebook"]["path"].strip()).with_suffix("")
+        try:
+            await asyncio.to_thread(workcopy.keep_changes, copy, folder or snapshot or "", dest)
+        except OSError as e:
+            self.log.warning("nbvalidation: keeping the outputs of %s in %s failed: %s",
+                             job["metadata"]["name"], dest, e)
 
     async def _start_runner(self, argv: list[str], env: dict[str, str],
                             log_fd: int) -> asyncio.subprocess.Process | ForkedRunner:
@@ -1025,6 +1096,7 @@ class LocalBackend(Backend):
             await _terminate(run.proc, run.run_id)
         if not run.task.done():
             await cancel_and_wait(run.task)
+        await asyncio.to_thread(workcopy.remove, run.run_dir)  # the attempt's copy of the folder
 
     def _stop_orphan_run(self, job: dict) -> None:
         last = self._latest_run(job)
@@ -1045,8 +1117,18 @@ class LocalBackend(Backend):
             if not run.adopted and run.proc is not None and run.proc.returncode is None:
                 hygiene.kill_group(run.proc.pid, signal.SIGKILL)
             run.task.cancel()
+            await asyncio.wait({run.task}, timeout=10)  # its kernel stopped before its folder goes
         self._keys.pop(uid, None)
         reqmod.release(job["metadata"]["name"])
+        await asyncio.to_thread(self._remove_copies, job)
+
+    def _remove_copies(self, job: dict) -> None:
+        """The working copies of a job's attempts, gone (the run data: result, executed
+        notebook, logs, stay); one another engine's live runner works in is left to it
+        (the GC's sweep removes it once the job has ended)."""
+        for run_dir in self.job_dir(job).glob("run-*"):
+            if (run_dir / workcopy.TREE).exists() and self._run_state(run_dir) != "foreign":
+                workcopy.remove(run_dir)
 
     # -- lifecycle: deletion, retention, the environment cache --------------------
     async def delete_job(self, job: dict) -> None:
@@ -1137,6 +1219,8 @@ class LocalBackend(Backend):
                     except NotFoundError:
                         continue  # deleted meanwhile
                     report["jobs"].append({"name": job["metadata"]["name"], "completionTime": st["completionTime"]})
+        for job in await self.store.list_finished():  # copies an engine could not remove at the end
+            await asyncio.to_thread(self._remove_copies, job)
         uids = await self.store.all_uids()
         report["orphanDirs"] = await asyncio.to_thread(self._sweep_orphan_job_dirs, uids)
         entries = await asyncio.to_thread(self._env_entries)
@@ -1271,6 +1355,15 @@ class LocalBackend(Backend):
                 "leaseTransitions": record.get("leaseTransitions"), "identity": self.identity,
                 "isHolder": bool(self.elector and self.elector.is_leader and holder == self.identity),
                 "lastError": problem or (self.elector.last_error if self.elector else None)}
+
+
+def folder_refusal(folder: str, e: verdict_cache.FolderTooLarge, max_files: int, max_bytes: int) -> str:
+    """Why a notebook's folder is too large to be copied for its kernel."""
+    what = (f"over {max_files} files" if e.files > max_files
+            else f"over {max_bytes} bytes ({e.files} files hold {e.nbytes} bytes already)")
+    trait = "c.LocalBackend.max_folder_files" if e.files > max_files else "c.LocalBackend.max_folder_bytes"
+    return (f"spec.notebook.path: the notebook's folder {folder} holds {what}; the kernel works in a copy of it, "
+            f"bounded by {trait} (raise it, or name the files the notebook reads in spec.inputFiles)")
 
 
 async def _terminate(proc: asyncio.subprocess.Process | ForkedRunner, run_id: str | None = None, grace: float = 5.0) -> None:
