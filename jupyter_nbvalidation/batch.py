@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator
 
 from .client import ClientError
+from .tasks import wait_within
 
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "node_modules"}
 GLOB_CHARS = set("*?[")
@@ -390,7 +391,7 @@ async def _cancel_batch(api: Any, items: list[Item], submitted: dict[int, "async
         if i in ended:
             continue
         try:  # a submit under way ends in moments (its store write)
-            job = await asyncio.wait_for(asyncio.shield(submit), INTERRUPT_GRACE)
+            job = await wait_within(asyncio.shield(submit), INTERRUPT_GRACE)
         except Exception:  # refused, or the store is away: no job of ours
             continue
         open_jobs[i] = job["metadata"]["name"]
