@@ -7,17 +7,20 @@ for ``submit``) or through a running server (``Remote``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import glob
 import os
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 from .client import ClientError
+from .tasks import wait_within
 
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "node_modules"}
 GLOB_CHARS = set("*?[")
@@ -27,6 +30,20 @@ KEEPS_NOTEBOOK = ("Succeeded", "Failed", "Unchanged")  # an executed notebook to
 
 class BatchInputError(Exception):
     """A usage mistake found before anything is submitted (exit code 2)."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C (SIGINT) or SIGTERM during an in-process batch: its jobs were cancelled,
+    their runners and kernels stopped; ``outcomes`` holds every item in order, those
+    that had not ended as ``Cancelled`` (the CLI prints them and exits 130)."""
+
+    def __init__(self, outcomes: list["Outcome"]):
+        super().__init__("interrupted")
+        self.outcomes = outcomes
+
+
+#: seconds an interrupted batch waits for its cancelled jobs to end (kills included)
+INTERRUPT_GRACE = 3.0
 
 
 @dataclass
@@ -226,18 +243,30 @@ def run_batch(api: Any, items: list[Item], make_spec: Callable[[Item], dict], op
     if hasattr(api, "service"):
         from .service import ApiError
 
-        one = _in_process_one(api, make_spec, options, tracker)
+        submitted: dict[int, asyncio.Future[dict]] = {}  # item index -> its submit, for an interrupt
+        one = _in_process_one(api, make_spec, options, tracker, submitted)
 
         async def go() -> list[Outcome]:
             await _start(api)
+            ended: dict[int, Outcome] = {}
             try:
                 slots = asyncio.Semaphore(max(1, options.jobs))
 
-                async def limited(item: Item) -> Outcome:
+                async def limited(index: int, item: Item) -> Outcome:
                     async with slots:
-                        return await one(item)
+                        ended[index] = await one(item, index)
+                        return ended[index]
 
-                outcomes = await asyncio.gather(*(limited(item) for item in items))
+                work = asyncio.ensure_future(asyncio.gather(*(limited(i, item) for i, item in enumerate(items))))
+                with _interrupts(work) as interrupted:
+                    try:
+                        outcomes = await work
+                    except asyncio.CancelledError:
+                        if not interrupted:
+                            raise
+                        cancelled = await _cancel_batch(api, items, submitted, ended)
+                        await api.service.hand_over(drain=False)  # the lease back now: nothing of ours runs on
+                        raise Interrupted(cancelled) from None
                 await _hand_over(api)
                 return list(outcomes)
             finally:
@@ -247,9 +276,33 @@ def run_batch(api: Any, items: list[Item], make_spec: Callable[[Item], dict], op
             return api.loop.run_until_complete(go())
         except ApiError as e:
             raise ClientError(e.message, e.status, e.field) from None
-    remote = _remote_one(api, make_spec, options, tracker)
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        return list(pool.map(remote, items))
+    stop = threading.Event()
+    names: dict[int, str] = {}  # item index -> its job on the server, for an interrupt
+    remote = _remote_one(api, make_spec, options, tracker, stop, names)
+    pool = ThreadPoolExecutor(max_workers=max(1, options.jobs))
+    futures = [pool.submit(remote, item, i) for i, item in enumerate(items)]
+    try:
+        outcomes = [f.result() for f in futures]
+    except KeyboardInterrupt:
+        # Ctrl-C: the waits end, and the jobs this run submitted that have not ended are cancelled
+        # on the server (as in this process), not waited for
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        interrupted = []
+        for i, (item, f) in enumerate(zip(items, futures)):
+            if f.done() and not f.cancelled() and f.exception() is None:
+                interrupted.append(f.result())
+                continue
+            job = None
+            if i in names:
+                try:
+                    job = api.cancel(names[i])
+                except ClientError:
+                    pass
+            interrupted.append(Outcome(item, "Cancelled", job=job, message="interrupted before it ended"))
+        raise Interrupted(interrupted) from None
+    pool.shutdown()
+    return outcomes
 
 
 class Session:
@@ -299,6 +352,75 @@ class Session:
             self._thread = None
 
 
+@contextlib.contextmanager
+def _interrupts(work: "asyncio.Future[Any]") -> Iterator[list[int]]:
+    """SIGINT and SIGTERM, while ``work`` runs on this loop: the first cancels it (the
+    caller then cancels its jobs: :func:`_cancel_batch`), a second one ends the process
+    at once (exit 130). Yields a list that is non-empty once a signal came."""
+    loop = asyncio.get_running_loop()
+    came: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        came.append(signum)
+        if len(came) > 1:
+            os._exit(130)  # the user insists: no more waiting
+        work.cancel()
+
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, on_signal, signum)
+            installed.append(signum)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
+            pass
+    try:
+        yield came
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+async def _cancel_batch(api: Any, items: list[Item], submitted: dict[int, "asyncio.Future[dict]"],
+                        ended: dict[int, Outcome]) -> list[Outcome]:
+    """After an interrupt: every job this batch submitted that has not ended is
+    cancelled (the engine stops its build or its runner and kernel), waited for at
+    most INTERRUPT_GRACE s; the outcomes so far, the others Cancelled."""
+    service = api.service
+    open_jobs: dict[int, str] = {}
+    for i, submit in submitted.items():
+        if i in ended:
+            continue
+        try:  # a submit under way ends in moments (its store write)
+            job = await wait_within(asyncio.shield(submit), INTERRUPT_GRACE)
+        except Exception:  # refused, or the store is away: no job of ours
+            continue
+        open_jobs[i] = job["metadata"]["name"]
+    for name in open_jobs.values():
+        try:
+            await service.cancel(name)
+        except Exception:  # ended meanwhile, or the store is away: the wait below tells
+            pass
+
+    async def final(name: str) -> dict | None:
+        try:
+            return await service.wait_for_terminal(name, INTERRUPT_GRACE)
+        except Exception:
+            return None
+
+    finals = dict(zip(open_jobs, await asyncio.gather(*(final(n) for n in open_jobs.values()))))
+    outcomes = []
+    for i, item in enumerate(items):
+        if i in ended:
+            outcomes.append(ended[i])
+        elif finals.get(i) is not None:
+            job = finals[i]
+            outcomes.append(Outcome(item, _verdict(job), job=job, message="interrupted: " +
+                                    str((job.get("status") or {}).get("message", ""))))
+        else:
+            outcomes.append(Outcome(item, "Cancelled", message="interrupted before it ended"))
+    return outcomes
+
+
 async def _start(api: Any) -> None:
     await api.service.start()
 
@@ -326,9 +448,10 @@ def _refused(item: Item, e: ClientError, started: float) -> Outcome:
     return Outcome(item, "Refused", time.monotonic() - started, message=str(e))
 
 
-def _in_process_one(api: Any, make_spec: Callable[[Item], dict], options: Options,
-                    tracker: _Tracker) -> Callable[[Item], Awaitable[Outcome]]:
-    """One notebook through the service in this process (its engine started)."""
+def _in_process_one(api: Any, make_spec: Callable[[Item], dict], options: Options, tracker: _Tracker,
+                    submitted: dict[int, "asyncio.Future[dict]"] | None = None) -> Callable[..., Awaitable[Outcome]]:
+    """One notebook through the service in this process (its engine started);
+    ``submitted`` learns each submit (its job) by the item's index."""
     from .service import ApiError
 
     service = api.service
@@ -347,13 +470,18 @@ def _in_process_one(api: Any, make_spec: Callable[[Item], dict], options: Option
             except ApiError:
                 out.executed = None
 
-    async def one(item: Item) -> Outcome:
+    async def one(item: Item, index: int = -1) -> Outcome:
         started = time.monotonic()
         spec = make_spec(item)
         try:
             hit = await service.unchanged(spec) if options.use_cache else None
             if hit is None:
-                job = await service.submit(spec)
+                # a submit goes through once begun (shielded): an interrupt meanwhile then
+                # finds the job it made and cancels it, never leaves it for a later run
+                submitting = asyncio.ensure_future(service.submit(spec))
+                if submitted is not None:
+                    submitted[index] = submitting
+                job = await asyncio.shield(submitting)
         except ApiError as e:
             out = _refused(item, ClientError(e.message, e.status, e.field), started)
             tracker.call(tracker.listener.finished, out)
@@ -372,9 +500,10 @@ def _in_process_one(api: Any, make_spec: Callable[[Item], dict], options: Option
     return one
 
 
-def _remote_one(api: Any, make_spec: Callable[[Item], dict], options: Options,
-                tracker: _Tracker) -> Callable[[Item], Outcome]:
-    """One notebook through a running server's REST API (blocking: one thread each)."""
+def _remote_one(api: Any, make_spec: Callable[[Item], dict], options: Options, tracker: _Tracker,
+                stop: threading.Event | None = None, names: dict[int, str] | None = None) -> Callable[..., Outcome]:
+    """One notebook through a running server's REST API (blocking: one thread each);
+    ``stop`` ends its wait (an interrupt), ``names`` learns its job by the item's index."""
     client = api.client
 
     def details(out: Outcome) -> None:
@@ -390,13 +519,17 @@ def _remote_one(api: Any, make_spec: Callable[[Item], dict], options: Options,
             except ClientError:
                 out.executed = None
 
-    def one(item: Item) -> Outcome:
+    def one(item: Item, index: int = -1) -> Outcome:
         started = time.monotonic()
         spec = make_spec(item)
         try:
+            if stop is not None and stop.is_set():
+                raise ClientError("interrupted")
             hit = api.unchanged(spec) if options.use_cache else None
             if hit is None:
                 job = api.submit(spec)
+                if names is not None:
+                    names[index] = job["metadata"]["name"]
         except ClientError as e:
             if e.status is None or e.status >= 500:
                 raise
@@ -408,7 +541,7 @@ def _remote_one(api: Any, make_spec: Callable[[Item], dict], options: Options,
         else:
             name = job["metadata"]["name"]
             tracker.call(tracker.listener.started, item, name)
-            out = _ended(item, api.wait(name, lambda j: tracker.update(item, j), options.timeout), started)
+            out = _ended(item, api.wait(name, lambda j: tracker.update(item, j), options.timeout, stop), started)
         details(out)
         tracker.call(tracker.listener.finished, out)
         return out

@@ -237,10 +237,14 @@ class Remote:
     def build_log(self, name: str, offset: int) -> tuple[bytes, bool, int]:
         return self.client.build_log(name, offset)
 
-    def wait(self, name: str, on_update: Callable[[dict], None], timeout: float | None) -> dict:
+    def wait(self, name: str, on_update: Callable[[dict], None], timeout: float | None,
+             stop: Any = None) -> dict:
+        """Polls until the job ended; ``stop`` (a threading.Event), once set, ends the wait."""
         deadline = time.monotonic() + timeout if timeout else None
         last = None
         while True:
+            if stop is not None and stop.is_set():
+                raise ClientError(f"stopped waiting for job {name}")
             job = self.get(name)
             version = job["metadata"].get("resourceVersion")
             if version != last:
@@ -250,7 +254,10 @@ class Remote:
                 return job
             if deadline and time.monotonic() > deadline:
                 raise ClientError(f"job {name} did not finish within {timeout:.0f}s")
-            time.sleep(0.5)
+            if stop is not None:
+                stop.wait(0.5)
+            else:
+                time.sleep(0.5)
 
 
 def _say_outside(path: str) -> None:
@@ -534,11 +541,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not quiet:
         print(f"Validating {len(items)} notebook(s), up to {jobs} at a time, {where}.", flush=True)
     progress = console.Progress(len(items), sys.stderr if quiet else sys.stdout)
+    interrupted = False
     try:
         outcomes = batch.run_batch(api, items, make_spec,
                                    batch.Options(jobs=jobs, timeout=args.wait_timeout,
                                                  keep_executed=bool(args.output_dir),
                                                  use_cache=not args.no_cache), progress)
+    except batch.Interrupted as e:  # Ctrl-C in this process: its jobs are cancelled, report what ended
+        outcomes, interrupted = e.outcomes, True
+        print("\ninterrupted: the jobs that had not ended were cancelled", file=sys.stderr, flush=True)
     finally:
         if isinstance(api, InProcess):
             api.close()
@@ -558,7 +569,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print()
         print(console.summary(outcomes))
-    return batch.exit_code(outcomes)
+    return 130 if interrupted else batch.exit_code(outcomes)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -173,15 +173,16 @@ class JobService:
         """The job once it is Succeeded or Failed (``on_update`` sees each change)."""
         return await self.engine.wait_for_terminal(name, timeout, on_update)
 
-    async def hand_over(self) -> None:
+    async def hand_over(self, drain: bool = True) -> None:
         """Done here: the events are posted, the lease released at once, and what this
         process started for other jobs finishes (never killed, never run twice: the next
-        holder adopts its outcome)."""
+        holder adopts its outcome); ``drain=False`` does not wait for that (an interrupted
+        batch, which cancelled its own)."""
         await self.engine.recorder.flush()
         await self.engine.step_down()
-        drain = getattr(self.backend, "drain", None)
-        if drain is not None:
-            await drain()
+        finish = getattr(self.backend, "drain", None)
+        if drain and finish is not None:
+            await finish()
 
     def check_spec(self, spec: Any) -> dict:
         """A spec as submit would take it (the backend's fields and values), or ApiError 400."""

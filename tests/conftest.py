@@ -43,11 +43,42 @@ def xdist_group_of(module: str) -> str | None:
     return module if module in MODULE_GROUPED else None
 
 
+# `pytest -m "not slow" -n 2`: the inner loop (README, Development). Slow: the real node, the
+# browser and the corpus, and the modules whose every test builds environments or runs
+# several servers; a slow test elsewhere carries @pytest.mark.slow itself.
+SLOW_MODULES = ("test_requirements", "test_shared_data_dir", "test_pytest_plugin", "test_lifecycle",
+                "test_server_restart", "test_ci_run")
+# tests of otherwise quick modules that took over 12 s in a -n 2 run (module::name, a
+# parametrized test by its name without the brackets); kept here, not in the modules
+SLOW_TESTS = {
+    "test_local_backend": ("test_venv_pip_strategy_and_requirements_file", "test_environment_cache_is_content_addressed",
+                           "test_adr037_build_then_validate", "test_comparison_config_of_the_upstream_crd",
+                           "test_an_undeclared_package_the_server_has_is_not_importable",
+                           "test_jobs_of_one_environment_submitted_at_once_share_one_build"),
+    "test_openapi_fuzz": ("test_openapi_fuzz",),
+    "test_cli": ("test_follow_build_log", "test_progress_and_cancelled_wording", "test_with_a_running_server"),
+    "test_verdict_cache": ("test_unchanged_notebooks_run_nothing_and_each_edit_reruns_exactly_its_notebook",
+                           "test_the_cache_through_a_running_server",
+                           "test_the_locale_and_time_zone_the_kernel_inherits_are_in_the_key",
+                           "test_a_newer_failure_with_the_same_key_is_never_hidden_by_an_older_success"),
+    "test_build_log_stream": ("test_build_log_grows_while_building_then_completes",),
+    "test_forkserver": ("test_a_killed_fork_server_costs_no_verdict", "test_fork_runners_off_starts_a_new_interpreter"),
+    "test_roots": ("test_jobs_of_another_root_in_the_same_data_dir_are_not_this_roots",),
+    "test_input_files": ("test_a_notebook_reading_a_file_beside_it_needs_it_named",),
+    "test_parameters": ("test_cli_p_on_the_local_backend", "test_golden_comparison_leaves_the_injected_cell_out",
+                        "test_rest_refuses_bad_parameters_and_runs_good_ones"),
+}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        group = xdist_group_of(item.module.__name__.rpartition(".")[2]) if item.module else None
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        group = xdist_group_of(module)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+        if (group in XDIST_GROUPS or module in SLOW_MODULES
+                or item.name.partition("[")[0] in SLOW_TESTS.get(module, ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

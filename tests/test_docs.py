@@ -54,3 +54,18 @@ def test_the_module_maps_name_modules_that_exist():
         missing = [n for n in sorted(names) if not ((pkg / n).exists() or (ROOT / n).exists()
                                                     or any(pkg.rglob(n)) or any((ROOT / "tests").rglob(n)))]
         assert not missing, f"the module map names missing files: {missing}"
+
+
+def test_the_slow_list_names_tests_that_exist():
+    """tests/conftest.py SLOW_TESTS / SLOW_MODULES (the `-m "not slow"` tier): a renamed test
+    would silently join the inner loop."""
+    import ast
+
+    from conftest import SLOW_MODULES, SLOW_TESTS
+
+    for module in SLOW_MODULES:
+        assert (ROOT / "tests" / f"{module}.py").is_file(), module
+    for module, names in SLOW_TESTS.items():
+        tree = ast.parse((ROOT / "tests" / f"{module}.py").read_text())
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        assert set(names) <= defined, f"{module} has no {sorted(set(names) - defined)}"

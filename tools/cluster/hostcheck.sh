@@ -15,7 +15,7 @@ state_mounts() { awk -v s="$STATE" 'index($5, s"/")==1 || $5==s {print $5}' /pro
 state_pids() {
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF -- "$STATE/" && echo "${p#/proc/}"
+    tr '\0' ' ' 2>/dev/null < "$p/cmdline" | grep -qF -- "$STATE/" && echo "${p#/proc/}"
   done
   return 0
 }

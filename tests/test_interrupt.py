@@ -1,0 +1,97 @@
+"""Ctrl-C of an in-process `run` ends everything it started (issue 20 point 6): before, it
+exited 130 after seconds with no summary and ~50 lines of "Event loop is closed" tracebacks,
+runners and kernels ran on as orphans, and jobs stayed ValidationRunning until the next run
+adopted them. Real CLI process, real kernels, real SQLite; the signal goes to the CLI's whole
+process group, as a terminal's Ctrl-C does."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from helpers import leftover_processes, write_notebook
+
+JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+
+def test_ctrl_c_of_run_cancels_its_jobs_kills_its_kernels_and_exits_130(tmp_path, tmp_path_factory):
+    proj, data = tmp_path / "proj", tmp_path / "data"
+    for i in range(30):
+        write_notebook(proj / f"nb{i:02d}.ipynb", ["import time", "time.sleep(60)"])
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "PYTHONUNBUFFERED": "1"}
+    cli = subprocess.Popen([JUPYTER, "nbvalidation", "run", ".", "--no-build", "--local", "--data-dir", str(data),
+                            "-j", "4"], cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                           stdin=subprocess.DEVNULL, start_new_session=True)
+    base = tmp_path_factory.getbasetemp()
+    deadline = time.monotonic() + 120
+    while not leftover_processes(base, "ipykernel_launcher"):  # a kernel runs a cell: the worst moment
+        assert cli.poll() is None, cli.communicate()
+        assert time.monotonic() < deadline, "no kernel started within 120 s"
+        time.sleep(0.2)
+    time.sleep(1)
+    os.killpg(cli.pid, signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        out, err = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+    took = time.monotonic() - sent
+    assert cli.returncode == 130, (cli.returncode, out, err)
+    assert took < 5, f"exit {took:.1f} s after Ctrl-C"
+    assert "Traceback" not in err and "Event loop is closed" not in err, err
+    assert "interrupted" in err and "cancelled" in out.lower(), (out, err)  # the summary so far
+    time.sleep(0.5)  # a killed group's last exits
+    assert leftover_processes(base, "ipykernel_launcher") == []
+    assert leftover_processes(base, "jupyter_nbvalidation.runner") == []
+    listed = subprocess.run([JUPYTER, "nbvalidation", "list", "--local", "--data-dir", str(data), "--limit", "100",
+                             "-o", "json"], cwd=proj, capture_output=True, text=True, timeout=120, env=env,
+                            stdin=subprocess.DEVNULL)
+    assert listed.returncode == 0, listed.stderr
+    jobs = json.loads(listed.stdout)["items"]
+    assert jobs, "the run submitted nothing before the signal"
+    left = [(j["metadata"]["name"], (j.get("status") or {}).get("phase")) for j in jobs
+            if (j.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    assert left == [], f"jobs left unfinished: {left}"
+    assert all(j["status"]["reason"] == "Cancelled" for j in jobs), [j["status"]["reason"] for j in jobs]
+
+
+def test_ctrl_c_of_run_through_a_server_cancels_its_jobs_there_and_exits_130(server_proc):
+    """Before, the CLI waited (even through a second Ctrl-C) for every running job."""
+    server = server_proc().start()
+    for i in range(6):
+        write_notebook(server.root / f"nb{i}.ipynb", ["import time", "time.sleep(60)"])
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(server.runtime), "PYTHONUNBUFFERED": "1"}
+    cli = subprocess.Popen([JUPYTER, "nbvalidation", "run", ".", "--no-build", "-j", "3"], cwd=server.root,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                           stdin=subprocess.DEVNULL, start_new_session=True)
+    client = server.client()
+    deadline = time.monotonic() + 120
+    while not [j for j in client.request("GET", "jobs")["items"]
+               if (j.get("status") or {}).get("phase") == "ValidationRunning"]:
+        assert cli.poll() is None, cli.communicate()
+        assert time.monotonic() < deadline, "no job running within 120 s"
+        time.sleep(0.3)
+    os.killpg(cli.pid, signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        out, err = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+    assert cli.returncode == 130 and time.monotonic() - sent < 5, (cli.returncode, out, err)
+    assert "Traceback" not in err, err
+    deadline = time.monotonic() + 60
+    while True:  # the server ends what the run submitted: cancelled, not left running
+        jobs = client.request("GET", "jobs")["items"]
+        phases = [(j.get("status") or {}).get("phase") for j in jobs]
+        if jobs and all(p in ("Succeeded", "Failed") for p in phases):
+            break
+        assert time.monotonic() < deadline, phases
+        time.sleep(0.5)
+    assert {j["status"]["reason"] for j in jobs} == {"Cancelled"}, [j["status"]["reason"] for j in jobs]
