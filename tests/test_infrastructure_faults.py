@@ -253,6 +253,66 @@ async def test_an_infrastructure_failed_newest_job_is_never_unchanged(tmp_path, 
         await env.engine.stop()
 
 
+def _cli_env(folder: Path) -> dict:
+    return {**os.environ, "JUPYTER_RUNTIME_DIR": str(folder / "no-servers")}
+
+
+def test_disk_full_through_run_and_pytest_is_an_error_exit_3_and_junit_error(tmp_path, request):
+    """`run`: an infrastructure fault prints as an error with its cause, exit 3 (no notebook
+    failed on its own), JUnit <error type="InfrastructureFailed">; with a notebook that
+    fails on its own as well, exit 1. `pytest --nbvalidation`: a pytest error, not a failure."""
+    import json
+    import shutil
+    import xml.etree.ElementTree as ET
+
+    from helpers import write_notebook
+
+    data = tmp_path / "data"
+    jobs = data / "jobs"
+    mount_tmpfs(jobs)
+    request.addfinalizer(lambda: subprocess.run(["umount", "-l", str(jobs)], check=False))
+    nbs = tmp_path / "nbs"
+    write_notebook(nbs / "full.ipynb", [FILL.format(path=str(jobs / "filler"), after="os.remove(path)")])
+    jupyter = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([jupyter, "nbvalidation", "run", *args, "--local", "--no-build", "--data-dir",
+                               str(data)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL, env=_cli_env(tmp_path))
+
+    proc = run("nbs", "--junitxml", "junit.xml")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Error" in proc.stdout and "No space left on device in " in proc.stdout, proc.stdout
+    assert "1 error (infrastructure, not the notebook)" in proc.stdout, proc.stdout
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert (suite.get("failures"), suite.get("errors")) == ("0", "1")
+    case = suite.find("testcase")
+    assert case.find("failure") is None
+    error = case.find("error")
+    assert error.get("type") == "InfrastructureFailed"
+    assert error.get("message").startswith("No space left on device in ")
+
+    # never Unchanged, and a notebook that fails on its own decides the exit code (1)
+    write_notebook(nbs / "broken.ipynb", ["1/0"])
+    proc = run("nbs", "-o", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = {r["notebook"]: r for r in json.loads(proc.stdout)}
+    assert rows["nbs/full.ipynb"]["verdict"] == "Error"
+    assert rows["nbs/broken.ipynb"]["verdict"] == "Failed"
+    (nbs / "broken.ipynb").unlink()
+
+    # the pytest plugin: an error (in setup), not a failure
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbvalidation",
+                           "--nbvalidation-no-build", "--nbvalidation-local", "--nbvalidation-data-dir", str(data),
+                           "--junitxml", "pytest.xml", "nbs"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, stdin=subprocess.DEVNULL, env=_cli_env(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 error" in proc.stdout and "failed" not in proc.stdout.splitlines()[-1], proc.stdout
+    assert "No space left on device in " in proc.stdout
+    suite = ET.parse(tmp_path / "pytest.xml").getroot().find("testsuite")
+    assert (suite.get("failures"), suite.get("errors")) == ("0", "1")
+
+
 @pytest.mark.asyncio
 async def test_a_package_index_that_cannot_be_reached_is_retried_then_infrastructure(tmp_path):
     """uv cannot connect to the index (nothing listens on the port): a transient fault of
