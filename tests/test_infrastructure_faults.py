@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import phases, reasons
 
+from jupyter_nbvalidation.backends.base import Fault
 from jupyter_nbvalidation.backends.local import LocalBackend
 from jupyter_nbvalidation.engine import Engine
 from jupyter_nbvalidation.model import RETRY_REASONS, EventReason, Phase, Reason, ResultReason
@@ -350,3 +351,51 @@ async def test_a_requirement_that_cannot_be_resolved_stays_a_build_failure(tmp_p
         assert "buildRetries" not in st
     finally:
         await env.engine.stop()
+
+
+# -- the classification itself, on the documents a run leaves (backends/local_faults.py) ------------
+
+def test_the_local_classification_of_result_documents(tmp_path):
+    from jupyter_nbvalidation.backends.local_faults import fault_of_build, fault_of_exit, fault_of_result
+
+    runner_error = {"verdict": "Failed", "reason": "RunnerError", "message": "The runner failed: KeyError: 'x'"}
+    assert fault_of_result(runner_error, tmp_path) == Fault("The runner failed: KeyError: 'x'", transient=False)
+    start = fault_of_result({"verdict": "Failed", "reason": "KernelStartFailed", "message": "timeout"}, tmp_path)
+    assert start is not None and start.transient
+    full_start = fault_of_result({"verdict": "Failed", "reason": "KernelStartFailed",
+                                  "message": "OSError: [Errno 28] No space left on device"}, tmp_path)
+    assert full_start is not None and not full_start.transient and full_start.cause.startswith("No space left")
+    cell = {"verdict": "Failed", "reason": "CellExecutionFailed", "failedCellIndex": 0,
+            "results": [{"cellIndex": 0, "status": "Failure", "errorName": "OSError",
+                         "errorMessage": "[Errno 122] Disk quota exceeded"}]}
+    assert fault_of_result(cell, tmp_path).cause.startswith(f"No space left on device in {tmp_path}")
+    # the notebook's own errors stay its verdicts
+    own = {**cell, "results": [{**cell["results"][0], "errorMessage": "[Errno 2] No such file or directory: 'x'"}]}
+    assert fault_of_result(own, tmp_path) is None
+    assert fault_of_result({"verdict": "Failed", "reason": "CellTimedOut"}, tmp_path) is None
+    assert fault_of_result({"verdict": "Failed", "reason": "GoldenMismatch"}, tmp_path) is None
+    assert fault_of_result({"verdict": "Succeeded"}, tmp_path) is None
+    # a runner that ended without a result
+    assert fault_of_exit(-9, "", tmp_path).cause.startswith(
+        "The runner was killed by signal 9 (SIGKILL; the out-of-memory killer?)")
+    assert "signal 15 (SIGTERM)" in fault_of_exit(-15, "", tmp_path).cause
+    assert fault_of_exit(1, "boom", tmp_path).cause == "The runner exited with 1 without a result: boom"
+    assert not fault_of_exit(1, "boom", tmp_path).transient
+    # builds: the index unreachable (uv's words) is transient; an unresolvable requirement is no fault
+    uv = ("error: Request failed after 3 retries in 11.9s | cause: Failed to fetch: http://127.0.0.1:9/simple/six/"
+          " | cause: error sending request for url | cause: tcp connect error | cause: Connection refused")
+    assert fault_of_build(uv, tmp_path).transient
+    assert fault_of_build("error: No solution found when resolving dependencies | cause: Because six was not "
+                          "found in the package registry", tmp_path) is None
+
+
+def test_the_html_report_shows_an_infrastructure_error_apart(tmp_path):
+    from jupyter_nbvalidation.batch import Item, Outcome
+    from jupyter_nbvalidation.reports import html
+
+    job = {"metadata": {"name": "nb-1"}, "spec": {"notebook": {"path": "nb.ipynb"}},
+           "status": {"phase": "Failed", "reason": "InfrastructureFailed",
+                      "message": "No space left on device in /data/jobs/x/run-1.", "transitions": []}}
+    page = html.page([Outcome(Item(path=tmp_path / "nb.ipynb", shown="nb.ipynb"), "Error", 1.0, job=job)])
+    assert 'class="v Error"' in page and "Infrastructure error (not the notebook" in page
+    assert "No space left on device in /data/jobs/x/run-1." in page
