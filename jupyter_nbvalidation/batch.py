@@ -62,7 +62,7 @@ class Item:
 @dataclass
 class Outcome:
     item: Item
-    verdict: str  # Succeeded | Failed | Cancelled | Refused | Unchanged
+    verdict: str  # Succeeded | Failed | Error | Cancelled | Refused | Unchanged (Error: InfrastructureFailed)
     seconds: float = 0.0
     job: dict | None = None
     message: str = ""
@@ -190,10 +190,16 @@ def common_root(items: list[Item]) -> str:
 
 # -- running them --------------------------------------------------------------------------------
 
+#: the verdict of a job that ended because of a fault that is not the notebook's (InfrastructureFailed)
+ERROR = "Error"
+
+
 def _verdict(job: dict) -> str:
     st = job.get("status") or {}
     if st.get("phase") == "Failed" and st.get("reason") == "Cancelled":
         return "Cancelled"
+    if st.get("phase") == "Failed" and st.get("reason") == "InfrastructureFailed":
+        return ERROR  # not the notebook's failure: an error, as pytest tells an error from a failure
     return st.get("phase") or "Pending"
 
 
@@ -572,7 +578,10 @@ def save_executed(outcomes: list[Outcome], out_dir: str, root: str) -> list[str]
 
 def exit_code(outcomes: list[Outcome]) -> int:
     """0 when every notebook succeeded (or is unchanged since it did), 2 when one was
-    refused as bad input, else 1."""
+    refused as bad input, 1 when one failed for its own reasons (or was cancelled),
+    else 3 when one ended in an infrastructure fault (Error: not the notebook's)."""
     if any(o.verdict == "Refused" for o in outcomes):
         return 2
-    return 0 if all(o.ok for o in outcomes) else 1
+    if any(not o.ok and o.verdict != ERROR for o in outcomes):
+        return 1
+    return 3 if any(o.verdict == ERROR for o in outcomes) else 0

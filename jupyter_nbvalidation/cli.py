@@ -23,7 +23,7 @@ from typing import Any, Callable
 from . import render
 from .client import ClientError, ServerClient, find_server
 from .errors import Conflict, NotFound, StoreBroken, StoreError
-from .model import Phase, build_enabled, is_terminal
+from .model import Phase, Reason, build_enabled, is_terminal
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
 FOLLOW_POLL = 0.5  # seconds between two looks at a job being followed
@@ -452,7 +452,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(render.verdict_line(job))
         for line in render.failure_lines(job):
             print(line)
-    return EXIT_OK if job["status"]["phase"] == Phase.SUCCEEDED else EXIT_FAILED
+    return verdict_exit_code(job)
+
+
+def verdict_exit_code(job: dict) -> int:
+    """0 succeeded, 3 an infrastructure fault (not the notebook's), else 1."""
+    st = job.get("status") or {}
+    if st.get("phase") == Phase.SUCCEEDED:
+        return EXIT_OK
+    return EXIT_INFRASTRUCTURE if st.get("reason") == Reason.INFRASTRUCTURE_FAILED else EXIT_FAILED
 
 
 def _connect_batch(args: argparse.Namespace, folder: str, jobs: int,

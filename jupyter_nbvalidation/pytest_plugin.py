@@ -103,8 +103,20 @@ class NotebookFailed(Exception):
 
 
 class NotebookItem(pytest.Item):
+    _outcome: Any = None
+
+    def setup(self) -> None:
+        # validated here, in setup: a job that ended because of a fault that is not the
+        # notebook's (InfrastructureFailed, verdict Error) is a pytest *error*, as a broken
+        # fixture is, never a failure of the notebook
+        from .batch import ERROR
+
+        self._outcome = _validate(self)
+        if self._outcome.verdict == ERROR:
+            pytest.fail(failure_text(self._outcome), pytrace=False)
+
     def runtest(self) -> None:
-        outcome = _validate(self)
+        outcome = self._outcome if self._outcome is not None else _validate(self)
         if not outcome.ok:
             raise NotebookFailed(outcome)
 

@@ -8,7 +8,8 @@ from .runner.text import cell_label, strip_ansi
 CANCELLED = Reason.CANCELLED  # shown as its own verdict
 # before the engine first looks at a job it has no phase yet: shown as "Pending" (README, "REST API")
 PENDING = "Pending"
-MARK = {Phase.SUCCEEDED: "✔", Phase.FAILED: "✘", CANCELLED: "⊘"}
+INFRASTRUCTURE = Reason.INFRASTRUCTURE_FAILED  # a fault that is not the notebook's: shown as an error
+MARK = {Phase.SUCCEEDED: "✔", Phase.FAILED: "✘", CANCELLED: "⊘", INFRASTRUCTURE: "⚠"}
 
 
 def phase_label(job: dict) -> str:
@@ -146,6 +147,8 @@ def describe(job: dict, timeline: dict, events: list[dict]) -> str:
             lines.append(f"Build log:    {bs['logPath']}")
     if st.get("progress"):
         lines.append(f"Progress:     {progress_text(st['progress'])}")
+    if st.get("buildRetries") or st.get("validationRetries"):
+        lines.append(f"Retries:      {retries_text(st)}")
     if st.get("conditions"):
         lines.append("Conditions:   " + ", ".join(f"{c['type']}={c['status']}" for c in st["conditions"]))
     lines += failure_lines(job)
@@ -160,6 +163,14 @@ def describe(job: dict, timeline: dict, events: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def retries_text(status: dict) -> str:
+    """``"validation 2 (last 2026-12-02T14:01:02Z)"``: the retries after transient faults."""
+    parts = [f"{what} {status[key]}" for what, key in (("build", "buildRetries"), ("validation", "validationRetries"))
+             if status.get(key)]
+    last = f" (last {status['lastRetryTime']})" if status.get("lastRetryTime") else ""
+    return ", ".join(parts) + last
+
+
 def events_table(events: list[dict]) -> str:
     rows = [[e.get("eventTime", ""), e.get("type", ""), e.get("reason", ""), e.get("note", "")] for e in events]
     return table(rows, ["TIME", "TYPE", "REASON", "MESSAGE"]) if rows else "No events."
@@ -171,4 +182,7 @@ def verdict_line(job: dict) -> str:
     message = st.get("message", "")
     if phase == CANCELLED:
         return f"{MARK[CANCELLED]} {job['metadata']['name']}: Cancelled {message}".rstrip()
+    if phase == Phase.FAILED and st.get("reason") == INFRASTRUCTURE:
+        # not the notebook's failure: an error, the cause first
+        return f"{MARK[INFRASTRUCTURE]} {job['metadata']['name']}: Error ({INFRASTRUCTURE}) {message}".rstrip()
     return f"{MARK.get(phase, '…')} {job['metadata']['name']}: {phase} ({st.get('reason', '')}) {message}"

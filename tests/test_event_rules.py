@@ -4,6 +4,7 @@ breaks if its rule is broken (faults are injected around the real store)."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 
 import pytest
@@ -12,7 +13,7 @@ from conftest import make_local
 from helpers import phases, reasons
 
 from jupyter_nbvalidation.engine import StatusWriteFailed, new_status
-from jupyter_nbvalidation.model import Phase, Reason, new_job
+from jupyter_nbvalidation.model import RETRY_REASONS, EventReason, Phase, Reason, new_job
 from jupyter_nbvalidation.store.base import JobStore, StoreError
 
 
@@ -318,5 +319,49 @@ async def test_engine_start_recovers_events_before_it_reconciles(tmp_path, noteb
         assert reasons(evs) == [Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
         assert evs[0]["eventTime"] == done["status"]["transitions"][0]["time"]
         assert env.engine.events_recovered == 1
+    finally:
+        await env.engine.stop()
+
+
+class SeesRetries(Wrapped):
+    """Records the stored retry counter at the moment each retry event is posted."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.counter_at_retry_event: list[int] = []
+
+    async def add_event(self, event):
+        if event["reason"] == EventReason.VALIDATION_RETRIED:
+            job = await self.inner.get(event["regarding"]["name"])
+            self.counter_at_retry_event.append(job["status"].get("validationRetries", 0))
+        return await super().add_event(event)
+
+
+@pytest.mark.asyncio
+async def test_a_retry_is_one_event_after_its_status_write_and_never_a_transition(tmp_path, notebook):
+    """Events = transitions + one ValidationRetried per retry (a real kernel that fails to
+    start once): the retry event comes after the write that counted it, flips nothing,
+    and a restart's recovery posts nothing for it."""
+    marker = tmp_path / "failed-once"
+    wrapper = tmp_path / "flaky-python"
+    wrapper.write_text(f'#!/bin/sh\nif [ "$2" = "ipykernel_launcher" ] && [ ! -e {marker} ]; then\n'
+                       f'  touch {marker}; exit 1\nfi\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    nb = notebook("ok.ipynb", ["print(6 * 7)"])
+    env = make_local(tmp_path, store_wrapper=SeesRetries, retry_backoff=0.05)
+    env.backend.unbuilt_python = str(wrapper)
+    await env.engine.start()
+    try:
+        done = await env.run(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
+        st = done["status"]
+        assert st["phase"] == Phase.SUCCEEDED and st["validationRetries"] == 1, st["message"]
+        evs = await _events(env, done)
+        assert reasons(evs) == [Reason.ACCEPTED, Reason.VALIDATION_STARTED, EventReason.VALIDATION_RETRIED,
+                                Reason.VALIDATION_SUCCEEDED]
+        assert [e["reason"] for e in evs if e["reason"] not in RETRY_REASONS] == [t["reason"] for t in st["transitions"]]
+        assert phases(done) == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
+        assert env.store.counter_at_retry_event == [1], "the retry event follows the write that counted it"
+        assert await env.engine.recover_events() == 0
+        assert len(await _events(env, done)) == 4
     finally:
         await env.engine.stop()

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import phases, reasons
 
+from jupyter_nbvalidation.backends.base import Fault
 from jupyter_nbvalidation.backends.local import LocalBackend
 from jupyter_nbvalidation.engine import Engine
 from jupyter_nbvalidation.model import RETRY_REASONS, EventReason, Phase, Reason, ResultReason
@@ -253,6 +254,66 @@ async def test_an_infrastructure_failed_newest_job_is_never_unchanged(tmp_path, 
         await env.engine.stop()
 
 
+def _cli_env(folder: Path) -> dict:
+    return {**os.environ, "JUPYTER_RUNTIME_DIR": str(folder / "no-servers")}
+
+
+def test_disk_full_through_run_and_pytest_is_an_error_exit_3_and_junit_error(tmp_path, request):
+    """`run`: an infrastructure fault prints as an error with its cause, exit 3 (no notebook
+    failed on its own), JUnit <error type="InfrastructureFailed">; with a notebook that
+    fails on its own as well, exit 1. `pytest --nbvalidation`: a pytest error, not a failure."""
+    import json
+    import shutil
+    import xml.etree.ElementTree as ET
+
+    from helpers import write_notebook
+
+    data = tmp_path / "data"
+    jobs = data / "jobs"
+    mount_tmpfs(jobs)
+    request.addfinalizer(lambda: subprocess.run(["umount", "-l", str(jobs)], check=False))
+    nbs = tmp_path / "nbs"
+    write_notebook(nbs / "full.ipynb", [FILL.format(path=str(jobs / "filler"), after="os.remove(path)")])
+    jupyter = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([jupyter, "nbvalidation", "run", *args, "--local", "--no-build", "--data-dir",
+                               str(data)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL, env=_cli_env(tmp_path))
+
+    proc = run("nbs", "--junitxml", "junit.xml")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Error" in proc.stdout and "No space left on device in " in proc.stdout, proc.stdout
+    assert "1 error (infrastructure, not the notebook)" in proc.stdout, proc.stdout
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert (suite.get("failures"), suite.get("errors")) == ("0", "1")
+    case = suite.find("testcase")
+    assert case.find("failure") is None
+    error = case.find("error")
+    assert error.get("type") == "InfrastructureFailed"
+    assert error.get("message").startswith("No space left on device in ")
+
+    # never Unchanged, and a notebook that fails on its own decides the exit code (1)
+    write_notebook(nbs / "broken.ipynb", ["1/0"])
+    proc = run("nbs", "-o", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = {r["notebook"]: r for r in json.loads(proc.stdout)}
+    assert rows["nbs/full.ipynb"]["verdict"] == "Error"
+    assert rows["nbs/broken.ipynb"]["verdict"] == "Failed"
+    (nbs / "broken.ipynb").unlink()
+
+    # the pytest plugin: an error (in setup), not a failure
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbvalidation",
+                           "--nbvalidation-no-build", "--nbvalidation-local", "--nbvalidation-data-dir", str(data),
+                           "--junitxml", "pytest.xml", "nbs"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, stdin=subprocess.DEVNULL, env=_cli_env(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 error" in proc.stdout and "failed" not in proc.stdout.splitlines()[-1], proc.stdout
+    assert "No space left on device in " in proc.stdout
+    suite = ET.parse(tmp_path / "pytest.xml").getroot().find("testsuite")
+    assert (suite.get("failures"), suite.get("errors")) == ("0", "1")
+
+
 @pytest.mark.asyncio
 async def test_a_package_index_that_cannot_be_reached_is_retried_then_infrastructure(tmp_path):
     """uv cannot connect to the index (nothing listens on the port): a transient fault of
@@ -290,3 +351,51 @@ async def test_a_requirement_that_cannot_be_resolved_stays_a_build_failure(tmp_p
         assert "buildRetries" not in st
     finally:
         await env.engine.stop()
+
+
+# -- the classification itself, on the documents a run leaves (backends/local_faults.py) ------------
+
+def test_the_local_classification_of_result_documents(tmp_path):
+    from jupyter_nbvalidation.backends.local_faults import fault_of_build, fault_of_exit, fault_of_result
+
+    runner_error = {"verdict": "Failed", "reason": "RunnerError", "message": "The runner failed: KeyError: 'x'"}
+    assert fault_of_result(runner_error, tmp_path) == Fault("The runner failed: KeyError: 'x'", transient=False)
+    start = fault_of_result({"verdict": "Failed", "reason": "KernelStartFailed", "message": "timeout"}, tmp_path)
+    assert start is not None and start.transient
+    full_start = fault_of_result({"verdict": "Failed", "reason": "KernelStartFailed",
+                                  "message": "OSError: [Errno 28] No space left on device"}, tmp_path)
+    assert full_start is not None and not full_start.transient and full_start.cause.startswith("No space left")
+    cell = {"verdict": "Failed", "reason": "CellExecutionFailed", "failedCellIndex": 0,
+            "results": [{"cellIndex": 0, "status": "Failure", "errorName": "OSError",
+                         "errorMessage": "[Errno 122] Disk quota exceeded"}]}
+    assert fault_of_result(cell, tmp_path).cause.startswith(f"No space left on device in {tmp_path}")
+    # the notebook's own errors stay its verdicts
+    own = {**cell, "results": [{**cell["results"][0], "errorMessage": "[Errno 2] No such file or directory: 'x'"}]}
+    assert fault_of_result(own, tmp_path) is None
+    assert fault_of_result({"verdict": "Failed", "reason": "CellTimedOut"}, tmp_path) is None
+    assert fault_of_result({"verdict": "Failed", "reason": "GoldenMismatch"}, tmp_path) is None
+    assert fault_of_result({"verdict": "Succeeded"}, tmp_path) is None
+    # a runner that ended without a result
+    assert fault_of_exit(-9, "", tmp_path).cause.startswith(
+        "The runner was killed by signal 9 (SIGKILL; the out-of-memory killer?)")
+    assert "signal 15 (SIGTERM)" in fault_of_exit(-15, "", tmp_path).cause
+    assert fault_of_exit(1, "boom", tmp_path).cause == "The runner exited with 1 without a result: boom"
+    assert not fault_of_exit(1, "boom", tmp_path).transient
+    # builds: the index unreachable (uv's words) is transient; an unresolvable requirement is no fault
+    uv = ("error: Request failed after 3 retries in 11.9s | cause: Failed to fetch: http://127.0.0.1:9/simple/six/"
+          " | cause: error sending request for url | cause: tcp connect error | cause: Connection refused")
+    assert fault_of_build(uv, tmp_path).transient
+    assert fault_of_build("error: No solution found when resolving dependencies | cause: Because six was not "
+                          "found in the package registry", tmp_path) is None
+
+
+def test_the_html_report_shows_an_infrastructure_error_apart(tmp_path):
+    from jupyter_nbvalidation.batch import Item, Outcome
+    from jupyter_nbvalidation.reports import html
+
+    job = {"metadata": {"name": "nb-1"}, "spec": {"notebook": {"path": "nb.ipynb"}},
+           "status": {"phase": "Failed", "reason": "InfrastructureFailed",
+                      "message": "No space left on device in /data/jobs/x/run-1.", "transitions": []}}
+    page = html.page([Outcome(Item(path=tmp_path / "nb.ipynb", shown="nb.ipynb"), "Error", 1.0, job=job)])
+    assert 'class="v Error"' in page and "Infrastructure error (not the notebook" in page
+    assert "No space left on device in /data/jobs/x/run-1." in page

@@ -287,3 +287,20 @@ async def test_a_retried_validation_gets_its_full_time(run):
 async def _until_phase(engine: Engine, name: str, phase: str) -> None:
     while (await engine.store.get(name)).get("status", {}).get("phase") != phase:
         await asyncio.sleep(0.01)
+
+
+async def test_describe_and_the_verdict_line_show_retries_and_the_error(run):
+    from jupyter_nbvalidation import render
+    from jupyter_nbvalidation.timeline import compute_timeline
+
+    engine, backend = await run()
+    name = await _submit(backend)
+    backend.validation_attempts[name] = [backend.fault("The kernel failed to start.") for _ in range(4)]
+    job = await engine.wait_for_terminal(name, WAIT)
+    events = await _events(engine, job)
+    text = render.describe(job, compute_timeline(job, events), events)
+    assert "Retries:      validation 3 (last " in text
+    assert text.count("ValidationRetried") == 3
+    assert render.verdict_line(job).startswith(f"⚠ {name}: Error (InfrastructureFailed) The kernel failed to start.")
+    # the timeline draws each phase once: the retries are not phases
+    assert [p["phase"] for p in compute_timeline(job, events)["phases"]] == NO_BUILD_PATH + [Phase.FAILED]

@@ -10,7 +10,7 @@ from ..batch import Item, Listener, Outcome
 from ..render import table
 from . import failure_of
 
-MARK = {"Succeeded": "✔", "Unchanged": "=", "Failed": "✘", "Cancelled": "⊘", "Refused": "!"}
+MARK = {"Succeeded": "✔", "Unchanged": "=", "Failed": "✘", "Error": "⚠", "Cancelled": "⊘", "Refused": "!"}
 
 
 def first_failure(outcome: Outcome) -> str:
@@ -86,7 +86,9 @@ def summary(outcomes: list[Outcome]) -> str:
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.verdict] = counts.get(o.verdict, 0) + 1
-    order = ["Succeeded", "Unchanged", "Failed", "Cancelled", "Refused"]
+    order = ["Succeeded", "Unchanged", "Failed", "Error", "Cancelled", "Refused"]
     tally = ", ".join(f"{counts[v]} {v.lower()}" for v in order if v in counts)
+    if "Error" in counts:  # said apart: these are not the notebooks' failures
+        tally = tally.replace(f"{counts['Error']} error", f"{counts['Error']} error (infrastructure, not the notebook)")
     return (table(rows, ["NOTEBOOK", "VERDICT", "SECONDS", "JOB", "FIRST FAILURE"])
             + f"\n{len(outcomes)} notebook(s): {tally}")

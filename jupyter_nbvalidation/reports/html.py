@@ -14,7 +14,7 @@ from .console import first_failure
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse}td,th{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:left}
-.v{font-weight:600}.Succeeded,.Unchanged{color:#1a7f37}.Failed,.Refused{color:#cf222e}.Cancelled{color:#9a6700}
+.v{font-weight:600}.Succeeded,.Unchanged{color:#1a7f37}.Failed,.Refused{color:#cf222e}.Cancelled{color:#9a6700}.Error{color:#bc4c00}
 pre{background:#f6f8fa;padding:.6em;overflow:auto;white-space:pre-wrap}
 .del{color:#cf222e}.add{color:#1a7f37}
 .tl{display:flex;height:1.2em;width:40em;background:#eee;margin:.3em 0}
@@ -56,7 +56,10 @@ def _section(i: int, o: Outcome) -> str:
              f"<p>job <code>{escape(o.name)}</code> · {o.seconds:.1f} s"
              + (f" · {escape(o.message)}" if o.message else "") + "</p>"]
     parts.append(_timeline(o))
-    if o.job is not None and o.verdict in ("Failed", "Cancelled"):
+    if o.job is not None and o.verdict == "Error":  # not the notebook's: the cause, apart from failures
+        parts.append("<h3>Infrastructure error (not the notebook's failure)</h3>"
+                     f"<pre>{escape((o.job.get('status') or {}).get('message') or o.message)}</pre>")
+    elif o.job is not None and o.verdict in ("Failed", "Cancelled"):
         f = failure_of(o.job)
         if f is not None:
             parts.append(f"<h3>{escape(f.headline)}</h3>")

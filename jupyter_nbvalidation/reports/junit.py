@@ -9,7 +9,7 @@ import socket
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
-from ..batch import Outcome
+from ..batch import ERROR, Outcome
 from ..runner.text import strip_ansi
 from . import failure_of
 
@@ -44,7 +44,7 @@ def system_out(outcome: Outcome) -> str:
 
 def document(outcomes: list[Outcome], suite: str = "nbvalidation") -> ET.Element:
     failures = sum(o.verdict in ("Failed", "Cancelled") for o in outcomes)
-    errors = sum(o.verdict == "Refused" for o in outcomes)
+    errors = sum(o.verdict in ("Refused", ERROR) for o in outcomes)
     total_time = sum(o.seconds for o in outcomes)
     root = ET.Element("testsuites", name=suite)
     ts = ET.SubElement(root, "testsuite", name=suite, errors=str(errors), failures=str(failures), skipped="0",
@@ -58,6 +58,14 @@ def document(outcomes: list[Outcome], suite: str = "nbvalidation") -> ET.Element
         if o.verdict == "Refused":
             el = ET.SubElement(tc, "error", message=_clean(o.message.splitlines()[0] if o.message else "refused"))
             el.text = _clean(o.message)
+        elif o.verdict == ERROR and o.job is not None:
+            # an infrastructure fault is no failure of the notebook: an <error>, as pytest writes
+            # an error in a fixture, with the cause first
+            st = o.job.get("status") or {}
+            cause = st.get("message") or o.message or "infrastructure error"
+            el = ET.SubElement(tc, "error", message=_clean(cause.splitlines()[0]))
+            el.set("type", st.get("reason") or "InfrastructureFailed")
+            el.text = _clean(cause)
         elif o.verdict in ("Failed", "Cancelled") and o.job is not None:
             f = failure_of(o.job)
             headline = "Cancelled" if o.verdict == "Cancelled" else (f.headline if f else o.message)
