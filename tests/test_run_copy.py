@@ -235,3 +235,25 @@ def test_a_data_dir_inside_the_notebooks_folder_is_neither_copied_nor_keyed(tmp_
     assert code == 0 and rows["nb.ipynb"]["verdict"] == "Succeeded", out
     code, rows, out = run(proj, proj / ".nbv", ".")  # the jobs written into .nbv do not change the key
     assert code == 0 and rows["nb.ipynb"]["verdict"] == "Unchanged", out
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_validation_leaves_no_copy(local, notebook):
+    nb = notebook("c/nb.ipynb", ["open('written.txt', 'w').write('x')", "import time\ntime.sleep(120)"])
+    job = await local.submit(notebook={"path": nb}, **NOBUILD)
+    jdir = local.backend.job_dir(job)
+    for _ in range(600):
+        if list(jdir.glob("run-1/tree/c/written.txt")):  # the folder c/ at its path under the root
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the validation never wrote into its copy")
+    await local.service.cancel(job["metadata"]["name"])
+    done = await local.engine.wait_for_terminal(job["metadata"]["name"], 60)
+    assert done["status"]["phase"] == Phase.FAILED, done["status"]
+    for _ in range(100):  # the copy goes with the cancelled attempt; its run data stays
+        if not copies_left(local.backend.root):
+            break
+        await asyncio.sleep(0.1)
+    assert copies_left(local.backend.root) == [] and (jdir / "run-1" / "owner.json").is_file()
+    assert not (local.root / "c" / "written.txt").exists()
