@@ -257,3 +257,17 @@ async def test_a_cancelled_validation_leaves_no_copy(local, notebook):
         await asyncio.sleep(0.1)
     assert copies_left(local.backend.root) == [] and (jdir / "run-1" / "owner.json").is_file()
     assert not (local.root / "c" / "written.txt").exists()
+
+
+def test_submit_wait_keeps_outputs_too(tmp_path):
+    proj = tmp_path / "proj"
+    write_notebook(proj / "nb.ipynb", ["open('report.txt', 'w').write('done')"])
+    before = tree_state(proj)
+    proc = subprocess.run([JUPYTER, "nbvalidation", "submit", "proj/nb.ipynb", "--wait", "--local", "--data-dir",
+                           str(tmp_path / "data"), "--keep-outputs", "kept"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "kept" / "proj" / "nb" / "report.txt").read_text() == "done"
+    assert sorted(p.name for p in (tmp_path / "kept").rglob("*") if p.is_file()) == ["report.txt"]
+    assert tree_state(proj) == before
