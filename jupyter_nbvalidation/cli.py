@@ -270,7 +270,8 @@ def _say_outside(path: str) -> None:
               "with its own engine; that server will not show these jobs", file=sys.stderr)
 
 
-def connect(args: argparse.Namespace, path_hint: str | None = None) -> Remote | InProcess:
+def connect(args: argparse.Namespace, path_hint: str | None = None,
+            backend_config: dict | None = None) -> Remote | InProcess:
     if args.server:
         return Remote(ServerClient(args.server, args.token or os.environ.get("JUPYTER_TOKEN", ""), args.root_dir))
     if not args.local:
@@ -284,7 +285,7 @@ def connect(args: argparse.Namespace, path_hint: str | None = None) -> Remote | 
         hint = Path(path_hint).resolve()
         if Path(root).resolve() not in hint.parents:
             root = str(hint.parent)
-    return InProcess(root, args.data_dir)
+    return InProcess(root, args.data_dir, backend_config)
 
 
 def parameter_value(text: str) -> Any:
@@ -431,7 +432,9 @@ def _out(args: argparse.Namespace, obj: Any, text: str) -> None:
 def cmd_submit(args: argparse.Namespace) -> int:
     if not Path(args.notebook).is_file():
         raise ClientError(f"{args.notebook}: no such notebook")
-    api = connect(args, args.notebook)
+    keep = _keep_outputs_dir(args.keep_outputs, [(Path(args.notebook), args.notebook)]) if args.keep_outputs else None
+    api = connect(args, args.notebook, {"keep_outputs_dir": keep} if keep else None)
+    _ready_keep_outputs(args, api, keep)
     spec = build_spec(args, api)
     quiet = args.output == "json"
     follower = Follower(quiet, follow_log=args.follow_build_log)
@@ -483,16 +486,31 @@ def _connect_batch(args: argparse.Namespace, folder: str, jobs: int,
                       **(backend_config or {})})
 
 
-def _keep_outputs_dir(given: str, items: list) -> str:
-    """--keep-outputs DIR: absolute, never inside a validated notebook's folder
-    (what the notebook writes would become part of that folder), or ClientError (exit 2)."""
+def _keep_outputs_dir(given: str, notebooks: list[tuple[Path, str]]) -> str:
+    """--keep-outputs DIR: absolute, never inside the folder of a notebook validated
+    (path, as shown): what it writes would become part of that folder; or ClientError (exit 2)."""
     target = Path(given).resolve()
-    for item in items:
-        folder = item.path.resolve().parent
+    for path, shown in notebooks:
+        folder = path.resolve().parent
         if target == folder or folder in target.parents:
-            raise ClientError(f"--keep-outputs {given}: inside the folder of {item.shown}, which is validated; "
+            raise ClientError(f"--keep-outputs {given}: inside the folder of {shown}, which is validated; "
                               "choose a folder outside the notebooks' folders")
     return str(target)
+
+
+def _ready_keep_outputs(args: argparse.Namespace, api: Remote | InProcess, keep: str | None) -> None:
+    """--keep-outputs needs this process's engine (the files stay where the kernel ran);
+    the folder is made now, so one that cannot be is refused before anything runs."""
+    if not keep:
+        return
+    if not isinstance(api, InProcess):
+        raise ClientError(f"--keep-outputs {args.keep_outputs}: the files a notebook writes stay with the server "
+                          f"at {api.client.url}; give --local to validate in this process")
+    try:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        api.close()
+        raise ClientError(f"--keep-outputs {args.keep_outputs}: {e.strerror}") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -519,17 +537,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 Path(folder).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ClientError(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}: {e.strerror}") from None
-    keep = _keep_outputs_dir(args.keep_outputs, items) if args.keep_outputs else None
+    keep = (_keep_outputs_dir(args.keep_outputs, [(item.path, item.shown) for item in items])
+            if args.keep_outputs else None)
     api = _connect_batch(args, batch.common_root(items), jobs, {"keep_outputs_dir": keep} if keep else None)
-    if keep and not isinstance(api, InProcess):
-        raise ClientError(f"--keep-outputs {args.keep_outputs}: the files a notebook writes stay with the server "
-                          f"at {api.client.url}; give --local to validate in this process")
-    if keep:
-        try:  # made now: one that cannot be is refused before anything runs
-            Path(keep).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            api.close()
-            raise ClientError(f"--keep-outputs {args.keep_outputs}: {e.strerror}") from None
+    _ready_keep_outputs(args, api, keep)
     if isinstance(api, InProcess):
         try:
             api.check_spec({"notebook": {"path": "check.ipynb"}, **options})
@@ -677,6 +688,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after this many seconds")
     s.add_argument("--follow-build-log", "--follow", action="store_true",
                    help="with --wait: print the environment build log as it is written")
+    s.add_argument("--keep-outputs", metavar="DIR",
+                   help="copy the files the notebook created or changed in its working copy to "
+                        "DIR/<notebook path without .ipynb>/ (in this process only: with --local or no server)")
     s.set_defaults(func=cmd_submit)
 
     s = sub.add_parser("run", parents=[common], help="validate many notebooks, each as its own job, in parallel")

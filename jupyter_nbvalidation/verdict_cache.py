@@ -174,7 +174,8 @@ def walk_folder(folder: str | Path, root: str | Path | None = None,
     when None), a folder reached twice (a link cycle) given once and then as "again";
     EXCLUDED_DIRS, virtual environments, the real paths in ``skip`` and special files
     (sockets, FIFOs, devices) left out. The ONE walk of the verdict key and of the
-    kernel's copy of the folder (backends/workcopy.py): both see the same entries."""
+    kernel's copy of the folder (backends/workcopy.py): both see the same entries. A
+    folder that cannot be listed is given, empty."""
     folder = os.fspath(folder)
     top = os.path.realpath(folder)
     confine = os.path.realpath(os.fspath(root)) if root is not None else top
@@ -182,8 +183,11 @@ def walk_folder(folder: str | Path, root: str | Path | None = None,
     stack = [(folder, "")]
     while stack:
         dirpath, rel_dir = stack.pop()
-        with os.scandir(dirpath) as it:
-            names = sorted(e.name for e in it)
+        try:
+            with os.scandir(dirpath) as it:
+                names = sorted(e.name for e in it)
+        except PermissionError:
+            continue  # a folder its owner cannot list: nothing in it is readable to the kernel either
         subdirs = []
         for name in names:
             path = os.path.join(dirpath, name)

@@ -235,3 +235,39 @@ def test_a_data_dir_inside_the_notebooks_folder_is_neither_copied_nor_keyed(tmp_
     assert code == 0 and rows["nb.ipynb"]["verdict"] == "Succeeded", out
     code, rows, out = run(proj, proj / ".nbv", ".")  # the jobs written into .nbv do not change the key
     assert code == 0 and rows["nb.ipynb"]["verdict"] == "Unchanged", out
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_validation_leaves_no_copy(local, notebook):
+    nb = notebook("c/nb.ipynb", ["open('written.txt', 'w').write('x')", "import time\ntime.sleep(120)"])
+    job = await local.submit(notebook={"path": nb}, **NOBUILD)
+    jdir = local.backend.job_dir(job)
+    for _ in range(600):
+        if list(jdir.glob("run-1/tree/c/written.txt")):  # the folder c/ at its path under the root
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the validation never wrote into its copy")
+    await local.service.cancel(job["metadata"]["name"])
+    done = await local.engine.wait_for_terminal(job["metadata"]["name"], 60)
+    assert done["status"]["phase"] == Phase.FAILED, done["status"]
+    for _ in range(100):  # the copy goes with the cancelled attempt; its run data stays
+        if not copies_left(local.backend.root):
+            break
+        await asyncio.sleep(0.1)
+    assert copies_left(local.backend.root) == [] and (jdir / "run-1" / "owner.json").is_file()
+    assert not (local.root / "c" / "written.txt").exists()
+
+
+def test_submit_wait_keeps_outputs_too(tmp_path):
+    proj = tmp_path / "proj"
+    write_notebook(proj / "nb.ipynb", ["open('report.txt', 'w').write('done')"])
+    before = tree_state(proj)
+    proc = subprocess.run([JUPYTER, "nbvalidation", "submit", "proj/nb.ipynb", "--wait", "--local", "--data-dir",
+                           str(tmp_path / "data"), "--keep-outputs", "kept"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "kept" / "proj" / "nb" / "report.txt").read_text() == "done"
+    assert sorted(p.name for p in (tmp_path / "kept").rglob("*") if p.is_file()) == ["report.txt"]
+    assert tree_state(proj) == before

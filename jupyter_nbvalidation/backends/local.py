@@ -950,6 +950,10 @@ class LocalBackend(Backend):
             obs = await self._validate_in(job, run, python, reference, plan)
             if self.keep_outputs_dir:
                 await self._keep_outputs(job, run.run_dir)
+            # the runner and its kernel have ended and the result is read: the attempt's
+            # copy of the folder goes now (cancel, cleanup and the GC remove what is left otherwise)
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(workcopy.remove, run.run_dir)
             return obs
         except OSError as e:  # our own writes (the run folder, its log, its files): not the notebook's
             fault = fault_of_oserror(e, run.run_dir)
@@ -1219,8 +1223,13 @@ class LocalBackend(Backend):
                     except NotFoundError:
                         continue  # deleted meanwhile
                     report["jobs"].append({"name": job["metadata"]["name"], "completionTime": st["completionTime"]})
-        for job in await self.store.list_finished():  # copies an engine could not remove at the end
-            await asyncio.to_thread(self._remove_copies, job)
+        finished = await self.store.list_finished()  # copies an engine could not remove at the end
+
+        def sweep_copies() -> None:
+            for job in finished:
+                self._remove_copies(job)
+
+        await asyncio.to_thread(sweep_copies)
         uids = await self.store.all_uids()
         report["orphanDirs"] = await asyncio.to_thread(self._sweep_orphan_job_dirs, uids)
         entries = await asyncio.to_thread(self._env_entries)

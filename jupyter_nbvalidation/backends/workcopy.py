@@ -26,6 +26,7 @@ import errno
 import os
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 from ..verdict_cache import EXCLUDED_DIRS, FolderTooLarge, walk_folder
@@ -87,7 +88,11 @@ def copy_folder(src: str | Path, dest: str | Path, root: str | Path | None = Non
             total += e.size
             if (max_files is not None and files > max_files) or (max_bytes is not None and total > max_bytes):
                 raise FolderTooLarge(files, total)
-            clone_file(e.path, target)
+            try:
+                clone_file(e.path, target)
+            except PermissionError:  # unreadable to this user, as to the kernel: not there
+                with contextlib.suppress(OSError):
+                    os.unlink(target)
         elif e.kind == "again":
             first = copies.get(e.real)
             os.symlink(os.path.relpath(first, os.path.dirname(target)) if first else e.real, target)
@@ -166,7 +171,10 @@ def remove(run_dir: str | Path) -> None:
     """The attempt's working folder, gone (links are removed, never followed)."""
     base = os.path.join(os.fspath(run_dir), TREE)
     if os.path.lexists(base):
-        shutil.rmtree(base, onerror=_writable)
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(base, onexc=_writable)
+        else:
+            shutil.rmtree(base, onerror=_writable)
         if os.path.lexists(base):
             shutil.rmtree(base, ignore_errors=True)
 
