@@ -66,8 +66,10 @@ def build_job_name(job_name: str) -> str:
     return child_name(job_name, "build")
 
 
-def validation_pod_name(job_name: str) -> str:
-    return child_name(job_name, "validate")
+def validation_pod_name(job_name: str, attempt: int = 0) -> str:
+    """The validation Pod of an attempt (``model.validation_attempt``): attempt 0 is
+    ``nvj-<job>-validate``, retry n after a transient fault ``nvj-<job>-validate-r<n>``."""
+    return child_name(job_name, "validate" if attempt <= 0 else f"validate-r{attempt}")
 
 
 def label_value(job_name: str) -> str:
@@ -346,7 +348,8 @@ def merged_resources(defaults: dict | None, spec: dict) -> dict:
 
 def validation_pod(job: dict, *, image: str, command: list[str], deadline_seconds: int, run_as_user: int,
                    service_account: str = "", resources: dict | None = None,
-                   image_pull_secrets: list[str] | None = None, inputs: list[tuple[str, str]] | None = None) -> dict:
+                   image_pull_secrets: list[str] | None = None, inputs: list[tuple[str, str]] | None = None,
+                   attempt: int = 0) -> dict:
     """``resources``: the server's defaults; the job's own ``podConfig.resources``,
     ``nodeSelector`` and ``tolerations`` are applied here (its ``env`` is the
     kernel's, in the command: :func:`runner_command`).
@@ -406,5 +409,5 @@ def validation_pod(job: dict, *, image: str, command: list[str], deadline_second
     if image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": _meta(job, validation_pod_name(name), "validation"), "spec": spec}
+            "metadata": _meta(job, validation_pod_name(name, attempt), "validation"), "spec": spec}
 
