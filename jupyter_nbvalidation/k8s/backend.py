@@ -20,7 +20,10 @@ garbage collector removes them with it) and labelled
   recorded and no build runs (reason ``BuildReused``);
 - Pod ``nvj-<name>-validate``: the runner, in exactly the image recorded in
   ``status.buildStatus.imageReference`` (or, build disabled, in
-  ``podConfig.containerImage`` / ``runner_image``).
+  ``podConfig.containerImage`` / ``runner_image``); after a transient fault
+  (the Pod deleted, evicted, preempted, its node lost; its image not pulled
+  within ``image_pull_deadline``) the engine retries in a fresh Pod
+  ``nvj-<name>-validate-r<n>`` (``status.validationRetries``; executor.py).
 
 Finished children are kept (evidence) until the job is deleted.
 """
@@ -140,6 +143,12 @@ class KubernetesBackend(Backend):
     progress_interval = Float(1.0, help="Seconds between reads of a running validation Pod's log for its "
                                          "runner's progress records (status.progress; the engine writes it "
                                          "at most once a second); 0 = no progress on this backend.").tag(config=True)
+    image_pull_deadline = Float(300.0, help="Seconds a validation Pod may wait on an image pull that fails "
+                                            "(ErrImagePull / ImagePullBackOff: the kubelet retries, e.g. after "
+                                            "'pull QPS exceeded' or a registry away for a moment), from the first "
+                                            "time it was seen waiting; then the attempt is a transient fault and "
+                                            "is retried in a fresh Pod (ValidationRetried). An image that does "
+                                            "not exist fails at once (InfrastructureFailed).").tag(config=True)
     validation_resources = Dict(help="resources (requests/limits) of the validation container.").tag(config=True)
     max_notebook_bytes_configmap = Int(2**20 - 8 * 2**10,
                                        help="Largest notebook snapshot (notebook + golden + requirements, keys "
@@ -190,7 +199,7 @@ class KubernetesBackend(Backend):
         return PodSettings(runner_image=self.runner_image, service_account=self.service_account,
                            run_as_user=self.run_as_user,
                            resources=dict(self.validation_resources), image_pull_secrets=tuple(self.image_pull_secrets),
-                           progress_interval=self.progress_interval)
+                           progress_interval=self.progress_interval, image_pull_deadline=self.image_pull_deadline)
 
     @observe(All)
     def _trait_changed(self, change: Any) -> None:

@@ -1,11 +1,24 @@
-"""The validation Pod ``nvj-<name>-validate``: the runner, in exactly the
-image recorded in ``status.buildStatus.imageReference`` (or, build disabled,
+"""The validation Pod ``nvj-<name>-validate`` (retry n after a transient fault:
+``nvj-<name>-validate-r<n>``, ``model.validation_attempt``): the runner, in exactly
+the image recorded in ``status.buildStatus.imageReference`` (or, build disabled,
 ``podConfig.containerImage`` / ``runner_image``), with the snapshot mounted.
 
 Its verdict is the runner's result: the full result from the container log
-when readable, else the termination-message summary; infrastructure failures
-(OOMKilled, image pull, eviction) name their reason. Never a success without
+when readable, else the termination-message summary. Never a success without
 a readable result, and never the result of a pod running another image.
+
+What is not the notebook's is a ``Fault`` (``backends.base``), never a verdict,
+and it is decided *before* the runner's result is read (a deleted Pod's runner
+reports the SIGTERM it got as a failed cell):
+
+- the Pod was deleted (a ``deletionTimestamp`` this server did not set, or gone
+  while it ran), evicted, preempted, its node lost or shut down (``status.reason``,
+  a ``DisruptionTarget`` condition): transient, the engine retries in a fresh Pod;
+- its image cannot be pulled (ErrImagePull / ImagePullBackOff): the Pod is still
+  running (the kubelet retries) until ``PodSettings.image_pull_deadline`` from the
+  first time it was seen waiting, then transient; an image that does not exist
+  (not found, manifest unknown, InvalidImageName, ErrImageNeverPull): permanent, at once;
+- its container cannot be created (CreateContainerConfigError): permanent.
 
 While the Pod runs, its runner (``--progress``) reports each cell in its log;
 the executor reads the log's new lines at most once per
@@ -19,9 +32,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from ..backends.base import FAILED, RUNNING, SUCCEEDED, Observation
+from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
 from ..errors import InputRejected
-from ..model import Phase, ResultReason, build_enabled, isotime
+from ..model import Phase, ResultReason, build_enabled, isotime, validation_attempt
 from ..plan import ValidationPlan
 from . import objects as obj
 from . import results as res
@@ -51,6 +64,7 @@ class PodSettings:
     resources: dict = field(default_factory=dict)
     image_pull_secrets: tuple[str, ...] = ()
     progress_interval: float = 1.0  # seconds between reads of a running Pod's log; 0: no progress
+    image_pull_deadline: float = 300.0  # seconds a Pod may wait on a failing image pull before a Fault
 
 
 class ValidationExecutor:
@@ -63,25 +77,35 @@ class ValidationExecutor:
         self.settings = settings
         self.log = log
         self.print_executed = print_executed_supported()
-        self._finished: dict[str, Observation] = {}  # by job uid: a read final validation outcome
-        self._progress: dict[str, PodProgress] = {}  # by job uid: the running Pod's log, read so far
+        # by job uid: (attempt, its read final outcome: a verdict or a Fault)
+        self._finished: dict[str, tuple[int, Observation]] = {}
+        # by job uid: (attempt, the running Pod's log, read so far)
+        self._progress: dict[str, tuple[int, PodProgress]] = {}
+        self._seen: dict[str, set[str]] = {}  # by job uid: the names of the Pods seen (or created) here
+        self._deleted: dict[str, set[str]] = {}  # by job uid: the names of the Pods this server deleted
+        self._pull_since: dict[str, float] = {}  # by pod uid: monotonic time first seen waiting on its pull
 
     def forget(self, uid: str) -> None:
         self._finished.pop(uid, None)
         self._progress.pop(uid, None)
+        self._seen.pop(uid, None)
+        self._deleted.pop(uid, None)
 
     def clear(self) -> None:
         self._finished.clear()
         self._progress.clear()
+        self._seen.clear()
+        self._deleted.clear()
+        self._pull_since.clear()
 
-    def pod(self, job: dict, image: str, plan: ValidationPlan) -> dict:
+    def pod(self, job: dict, image: str, plan: ValidationPlan, attempt: int = 0) -> dict:
         s = self.settings
         command = obj.runner_command(plan, print_executed=self.print_executed, progress=s.progress_interval > 0)
         return obj.validation_pod(job, image=image, command=command,
                                   deadline_seconds=int(plan.validation_timeout) + POD_GRACE_SECONDS,
                                   run_as_user=s.run_as_user, service_account=s.service_account,
                                   resources=dict(s.resources), image_pull_secrets=list(s.image_pull_secrets),
-                                  inputs=list(plan.input_files))
+                                  inputs=list(plan.input_files), attempt=attempt)
 
     def image(self, job: dict, reference: str | None) -> str:
         if build_enabled(job["spec"]):
@@ -92,29 +116,48 @@ class ValidationExecutor:
 
     async def ensure(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
-        if uid in self._finished:
-            return self._finished[uid]
+        attempt = validation_attempt(job)
+        done = self._finished.get(uid)
+        if done is not None and done[0] == attempt:
+            return done[1]
         image = self.image(job, reference)
-        pod_name = obj.validation_pod_name(job["metadata"]["name"])
-
-        async def body() -> dict:
-            return self.pod(job, image, plan)
-
+        ns = self.children.ns(job)
+        pod_name = obj.validation_pod_name(job["metadata"]["name"], attempt)
+        seen = self._seen.setdefault(uid, set())
+        informer = self.children.pods()
         try:
-            pod = await self.children.ensure(PODS, self.children.pods(), job, pod_name, body)
+            pod = await self.children.read(PODS, informer, ns, pod_name)
+            if pod is None:
+                if pod_name in seen:  # it ran, and is gone: deleted (force), or its node lost
+                    return self._fault(uid, attempt, image, transient=True, pod=None, cause=(
+                        f"The validation Pod {pod_name} disappeared while it ran (deleted, or its node lost)"))
+                pod = await self.children.create(PODS, self.pod(job, image, plan, attempt), job, informer)
+            elif not obj.owned_by(pod, job):
+                raise NotOurs(f"pods/{pod_name} already exists in namespace {ns} and does not belong to this job")
         except NotOurs as e:
             return Observation(FAILED, message=str(e), finished_at=isotime(), reference=image,
                                result=res.failure_result(ResultReason.POD_CONFLICT, str(e)))
+        seen.add(pod_name)
         running = [c.get("image") for c in pod["spec"].get("containers") or [] if c.get("name") == obj.RUNNER_CONTAINER]
         if running != [image]:
             message = (f"The validation pod {pod_name} runs {running[0] if running else 'no runner'}, not the "
                        f"environment recorded for this job ({image}); refusing its result.")
             return Observation(FAILED, message=message, finished_at=isotime(), reference=image,
                                result=res.failure_result(ResultReason.IMAGE_MISMATCH, message))
+        fault = await self._pod_fault(uid, attempt, pod, image)
+        if fault is not None:
+            return fault
         outcome = res.pod_outcome(pod, obj.RUNNER_CONTAINER)
         if not outcome.finished:
+            wait = res.pull_wait(pod)
+            if wait is not None:  # not a verdict: the kubelet pulls again, until image_pull_deadline
+                left = self.settings.image_pull_deadline - (time.monotonic() - self._pull_since[pod["metadata"].get("uid") or pod_name])
+                return Observation(RUNNING, reference=image, started_at=outcome.started_at, message=(
+                    f"The validation Pod {pod_name} waits for its image {wait.image or image} ({wait.reason}: "
+                    f"{wait.message or 'no message'}); the kubelet retries the pull for {max(0.0, left):.0f} s more."),
+                    extra={"progressPoll": max(0.05, left)})  # to end the wait at the deadline
             return Observation(RUNNING, message=f"Validating in pod {pod_name}.", reference=image,
-                               started_at=outcome.started_at, extra=await self.progress(uid, pod))
+                               started_at=outcome.started_at, extra=await self.progress(uid, pod, attempt))
         result, log = await self._result(pod, outcome)
         ok = outcome.exit_code == 0 and result.get("verdict") == Phase.SUCCEEDED
         observation = Observation(SUCCEEDED if ok else FAILED, message=result.get("message") or "",
@@ -123,7 +166,62 @@ class ValidationExecutor:
         final = await self.final_progress(uid, pod, log)
         if final is not None:
             observation.extra["progress"] = final
-        self._finished[uid] = observation
+        self._finished[uid] = (attempt, observation)
+        return observation
+
+    # -- faults: what is not the notebook's -----------------------------------------------
+    async def _pod_fault(self, uid: str, attempt: int, pod: dict, image: str) -> Observation | None:
+        """The Fault of a Pod whose run the cluster ended or cannot start, else None
+        (decided before the runner's result is read: see the module's docstring)."""
+        meta = pod["metadata"]
+        name = meta["name"]
+        cause = res.disruption(pod, obj.RUNNER_CONTAINER)
+        if cause is not None:
+            if name in self._deleted.get(uid, ()) and "deleted while it ran" in cause:
+                cause = f"The validation Pod {name} was deleted by this server (cancelled)"
+            return self._fault(uid, attempt, image, transient=True, pod=pod, cause=cause)
+        wait = res.pull_wait(pod)
+        if wait is not None:
+            pulled = wait.image or image
+            if wait.missing:
+                return self._fault(uid, attempt, image, transient=False, pod=pod, cause=(
+                    f"The validation Pod could not pull {pulled}: the image does not exist "
+                    f"({wait.reason}: {wait.message or 'no message'})"))
+            pod_uid = meta.get("uid") or name
+            if pod_uid not in self._pull_since:
+                self.log.info("nbvalidation: validation Pod %s waits for its image %s (%s: %s); waiting up to "
+                              "%g s (image_pull_deadline)", name, pulled, wait.reason, wait.message,
+                              self.settings.image_pull_deadline)
+            since = self._pull_since.setdefault(pod_uid, time.monotonic())
+            if time.monotonic() - since >= self.settings.image_pull_deadline:
+                return self._fault(uid, attempt, image, transient=True, pod=pod, cause=(
+                    f"The validation Pod could not pull {pulled}: {wait.message or wait.reason} "
+                    f"({wait.reason} for {self.settings.image_pull_deadline:g} s)"))
+            return None
+        waiting = res.fatal_waiting(pod, obj.RUNNER_CONTAINER)
+        if waiting is not None:
+            return self._fault(uid, attempt, image, transient=False, pod=pod, cause=(
+                f"The validation Pod {name} cannot start its container ({waiting[0]}"
+                + (f": {waiting[1]}" if waiting[1] else "") + ")"))
+        return None
+
+    def _fault(self, uid: str, attempt: int, image: str, *, transient: bool, cause: str,
+               pod: dict | None) -> Observation:
+        """A failed attempt that is not the notebook's: no runner result is read
+        (what a stopped runner reports is not a verdict); the progress as the attempt
+        ended, with no cell running any more."""
+        observation = Observation(FAILED, message=cause, reference=image, finished_at=isotime(),
+                                  fault=Fault(cause, transient))
+        kept = self._progress.pop(uid, None)
+        snap = kept[1].snapshot() if kept is not None and kept[0] == attempt else None
+        if snap is not None:
+            snap.update(currentCellIndex=None, currentCellStartedAt=None)
+            observation.extra["progress"] = snap
+        if pod is not None:
+            self._pull_since.pop(pod["metadata"].get("uid") or pod["metadata"]["name"], None)
+        self._finished[uid] = (attempt, observation)
+        self.log.info("nbvalidation: validation attempt %d of job uid %s: %s (%s)", attempt, uid, cause,
+                      "transient" if transient else "permanent")
         return observation
 
     # -- progress --------------------------------------------------------------------------
@@ -134,13 +232,16 @@ class ValidationExecutor:
             self.log.debug("nbvalidation: progress of pod %s not read: %s", pod["metadata"]["name"], e)
             return None
 
-    async def progress(self, uid: str, pod: dict) -> dict:
+    async def progress(self, uid: str, pod: dict, attempt: int = 0) -> dict:
         """``Observation.extra`` of a running Pod: the progress read from its log so
         far (read again when ``progress_interval`` has passed) and when to ask again."""
         interval = self.settings.progress_interval
         if interval <= 0:
             return {}
-        state = self._progress.setdefault(uid, PodProgress())
+        kept = self._progress.get(uid)
+        if kept is None or kept[0] != attempt:  # a new attempt: its own run, its own records
+            kept = self._progress[uid] = (attempt, PodProgress())
+        state = kept[1]
         if state.due(interval):
             await state.read(pod, obj.RUNNER_CONTAINER, lambda q: self._read_log(pod, q))
         extra: dict = {}
@@ -156,7 +257,8 @@ class ValidationExecutor:
         whole log when it holds the run from its start, else after one last read."""
         if self.settings.progress_interval <= 0:
             return None
-        state = self._progress.pop(uid, None) or PodProgress()
+        kept = self._progress.pop(uid, None)
+        state = kept[1] if kept is not None else PodProgress()
         if not holds_run_start(log):
             await state.read(pod, obj.RUNNER_CONTAINER, lambda q: self._read_log(pod, q))
         return state.final(log)
@@ -175,11 +277,19 @@ class ValidationExecutor:
         return res.verdict(outcome, log), log
 
     async def cancel(self, job: dict) -> None:
-        await self.children.delete(PODS, self.children.ns(job), obj.validation_pod_name(job["metadata"]["name"]),
-                                   self.children.pods())
+        """Delete the Pod of the job's current attempt (and of any earlier one still
+        there); idempotent. The engine calls it on cancel and timeout, and to discard
+        a failed attempt before it retries in a fresh Pod."""
+        ns = self.children.ns(job)
+        deleted = self._deleted.setdefault(job["metadata"]["uid"], set())
+        for attempt in range(validation_attempt(job), -1, -1):
+            name = obj.validation_pod_name(job["metadata"]["name"], attempt)
+            deleted.add(name)
+            await self.children.delete(PODS, ns, name, self.children.pods())
 
     async def executed_notebook(self, job: dict) -> dict | None:
-        pod = await self.children.mine(PODS, self.children.pods(), job, obj.validation_pod_name(job["metadata"]["name"]))
+        pod = await self.children.mine(PODS, self.children.pods(), job,
+                                       obj.validation_pod_name(job["metadata"]["name"], validation_attempt(job)))
         if pod is None:
             return None
         log = await self.children.container_log(pod, obj.RUNNER_CONTAINER)

@@ -10,6 +10,7 @@ is an infrastructure failure, reported with its reason.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,10 +20,21 @@ from ..runner.protocol import decode_executed, parse_log, parse_summary  # noqa:
 from ..vocabulary import CellStatus, Phase, ResultReason
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
-# waiting reasons after which a container will not start by itself (ErrImagePull
-# alone may be a passing network problem: the kubelet retries it, then backs off)
-FATAL_WAITING = frozenset({"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-                           "CreateContainerConfigError"})
+# waiting reasons after which a container will not start by itself
+FATAL_WAITING = frozenset({"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError"})
+# waiting on an image pull: the kubelet retries (ErrImagePull, then ImagePullBackOff with a
+# growing delay), so a pull that fails now (a registry away, "pull QPS exceeded") may succeed later
+PULL_WAITING = frozenset({"ErrImagePull", "ImagePullBackOff"})
+# what the kubelet / containerd / a registry say when the image itself does not exist:
+# waiting for it is pointless
+IMAGE_MISSING_RE = re.compile(r"\bnot found\b|manifest unknown|name unknown|repository does not exist|"
+                              r"code = NotFound|MANIFEST_UNKNOWN|NAME_UNKNOWN", re.IGNORECASE)
+# ...unless what was not found is the registry's host (a DNS or network fault)
+NETWORK_RE = re.compile(r"no such host|connection refused|i/o timeout|dial tcp|TLS handshake|"
+                        r"context deadline exceeded|server misbehaving|connection reset", re.IGNORECASE)
+# a Pod's status.reason when the node or the cluster, not the run, ended it
+DISRUPTED_REASONS = frozenset({"Evicted", "Preempting", "NodeLost", "Shutdown", "Terminated",
+                               "NodeShutdown", "UnexpectedAdmissionError"})
 
 
 def container_status(pod: dict, name: str) -> dict | None:
@@ -43,6 +55,89 @@ def fatal_waiting(pod: dict, name: str) -> tuple[str, str] | None:
     if waiting.get("reason") in FATAL_WAITING:
         return waiting["reason"], waiting.get("message") or ""
     return None
+
+
+@dataclass(frozen=True)
+class PullWait:
+    """A container of the Pod waits for its image."""
+
+    container: str
+    image: str
+    reason: str  # ErrImagePull | ImagePullBackOff | InvalidImageName | ErrImageNeverPull
+    message: str  # the kubelet's
+    missing: bool  # the image does not exist (or can never be pulled): waiting is pointless
+
+
+def image_missing(reason: str, message: str) -> bool:
+    """Whether a pull failure says the image does not exist (or will never be
+    pulled), not that the registry could not be reached or refused for now."""
+    if reason in ("InvalidImageName", "ErrImageNeverPull"):
+        return True
+    return bool(IMAGE_MISSING_RE.search(message)) and not NETWORK_RE.search(message)
+
+
+def pull_wait(pod: dict) -> PullWait | None:
+    """The first container (init containers first) that waits on its image pull."""
+    st = pod.get("status") or {}
+    for cs in [*(st.get("initContainerStatuses") or []), *(st.get("containerStatuses") or [])]:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason") or ""
+        if reason in PULL_WAITING or reason in ("InvalidImageName", "ErrImageNeverPull"):
+            message = waiting.get("message") or ""
+            return PullWait(cs.get("name") or "", cs.get("image") or "", reason, message,
+                            image_missing(reason, message))
+    return None
+
+
+def _epoch(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def disruption(pod: dict, container: str) -> str | None:
+    """Why the Pod's run was ended by the cluster, not by the notebook, or None:
+    a ``DisruptionTarget`` condition (eviction, preemption, the taint manager, the
+    pod GC, a node shutdown: Kubernetes >= 1.26), a ``status.reason`` such as
+    Evicted / Preempting / NodeLost / Shutdown, or a deletion (``deletionTimestamp``;
+    whether we deleted it is the caller's to know). A runner that had finished
+    before the disruption keeps its result: None then."""
+    meta = pod.get("metadata") or {}
+    st = pod.get("status") or {}
+    name = meta.get("name") or "?"
+    term = terminated(pod, container)
+    finished = _epoch((term or {}).get("finishedAt"))
+
+    def before(at: float | None) -> bool:  # the runner ended (by itself) before the disruption
+        return finished is not None and at is not None and finished < at
+
+    for c in st.get("conditions") or []:
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            if before(_epoch(c.get("lastTransitionTime"))):
+                return None
+            why = c.get("reason") or "DisruptionTarget"
+            return f"The validation Pod {name} was disrupted ({why}" + (f": {c['message']}" if c.get("message") else "") + ")"
+    reason = st.get("reason") or ""
+    if reason in DISRUPTED_REASONS:
+        message = st.get("message") or ""
+        return f"The validation Pod {name} was stopped by its node ({reason}" + (f": {message}" if message else "") + ")"
+    deleted = meta.get("deletionTimestamp")
+    if deleted:
+        at = _epoch(deleted)
+        requested = None if at is None else at - float(meta.get("deletionGracePeriodSeconds") or 0)
+        if before(requested):
+            return None
+        return f"The validation Pod {name} was deleted while it ran (deletion requested at {_iso(requested) or deleted})"
+    return None
+
+
+def _iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def digest_of(pod: dict, container: str) -> str | None:
