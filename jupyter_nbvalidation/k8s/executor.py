@@ -127,6 +127,11 @@ class ValidationExecutor:
         informer = self.children.pods()
         try:
             pod = await self.children.read(PODS, informer, ns, pod_name)
+            if pod is None and pod_name in seen:
+                # the cache may just not hold it (a relist, a forget): only the API server's 404 says gone
+                pod = await self.children.read(PODS, None, ns, pod_name)
+                if pod is not None and informer is not None:
+                    informer.put(pod)
             if pod is None:
                 if pod_name in seen:  # it ran, and is gone: deleted (force), or its node lost
                     return self._fault(uid, attempt, image, transient=True, pod=None, cause=(
