@@ -409,3 +409,98 @@ def test_attempts_have_their_own_pod_names():
     long = obj.validation_pod_name("x" * 80, 3)
     assert len(long) <= 63 and long != obj.validation_pod_name("x" * 80, 2)
     LOG.debug("names: %s", long)
+
+
+# --------------------------------------------------------------------------
+# the build: a registry away is not the requirements' failure (issue 19 point 4)
+
+PUSH_REFUSED = ("INFO[0012] Pushing image to registry.test:5000/nbv/env:abc\n"
+                "error pushing image: failed to push to destination registry.test:5000/nbv/env:abc: "
+                'Patch "https://registry.test:5000/v2/nbv/env/blobs/uploads/x": dial tcp 10.0.0.9:5000: '
+                "connect: connection refused")
+PIP_FAILED = ("ERROR: Could not find a version that satisfies the requirement nosuchpkg (from versions: none)\n"
+              "ERROR: No matching distribution found for nosuchpkg\n"
+              "error building image: error building stage: failed to execute command: waiting for process to "
+              "exit: exit status 1")
+
+
+async def run_build_attempt(admin, api, ns: str, job_name: str, attempt: int, *, ok: bool, output: str = "") -> None:
+    """The Job controller and the kubelet for the build Job of ``attempt``."""
+    import copy
+    import uuid
+
+    from jupyter_nbvalidation.k8s.client import JOBS
+    from k8s_support import DIGEST
+
+    bj_name = obj.build_job_name(job_name, attempt)
+    bj = await wait_object(admin, JOBS.path(ns, bj_name))
+    tmpl = bj["spec"]["template"]
+    pod = await admin.request("POST", PODS.path(ns), body={
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{bj_name}-{uuid.uuid4().hex[:5]}", "namespace": ns,
+                     "labels": {**tmpl["metadata"]["labels"], "batch.kubernetes.io/job-name": bj_name},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": bj_name,
+                                          "uid": bj["metadata"]["uid"], "controller": True}]},
+        "spec": copy.deepcopy(tmpl["spec"])})
+    await harness.complete_pod(api, ns, pod["metadata"]["name"], exit_code=0 if ok else 1,
+                               message=DIGEST if ok else output, container=obj.BUILD_CONTAINER)
+    await harness.complete_job(api, ns, bj_name, succeeded=ok)
+
+
+@pytest.mark.asyncio
+async def test_a_build_the_registry_refused_is_retried_in_a_fresh_build_job(env, admin, aio_admin):
+    from jupyter_nbvalidation.k8s.client import JOBS
+
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    await run_build_attempt(admin, aio_admin, env.ns, name, 0, ok=False, output=PUSH_REFUSED)
+    await run_build_attempt(admin, aio_admin, env.ns, name, 1, ok=True)
+    assert obj.build_job_name(name, 1) == f"nvj-{name}-build-r1"
+    gone = await get_or_none(admin, JOBS.path(env.ns, obj.build_job_name(name)))
+    assert gone is None or gone["metadata"].get("deletionTimestamp"), gone
+    pod = await wait_object(admin, pod_path(env, name))
+    await harness.complete_pod(aio_admin, env.ns, pod["metadata"]["name"], message=summary(),
+                               container=obj.RUNNER_CONTAINER)
+    done = await env.terminal(name)
+    st = done["status"]
+    assert st["phase"] == Phase.SUCCEEDED and st["buildRetries"] == 1, st
+    evs = await events_of(admin, env.ns, uid)
+    assert reasons(evs) == [Reason.ACCEPTED, Reason.BUILD_STARTED, "BuildRetried", Reason.BUILD_SUCCEEDED,
+                            Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+    note = evs[2]["note"]
+    assert note.startswith("The build could not reach the registry registry.test:5000: "), note
+    assert "connection refused" in note and "sha256" not in note
+
+
+@pytest.mark.asyncio
+async def test_a_build_whose_requirements_fail_is_not_retried(env, admin, aio_admin):
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["nosuchpkg"]}})
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    await run_build_attempt(admin, aio_admin, env.ns, name, 0, ok=False, output=PIP_FAILED)
+    done = await env.terminal(name)
+    st = done["status"]
+    assert (st["phase"], st["reason"]) == (Phase.FAILED, Reason.BUILD_FAILED), st
+    assert "No matching distribution found for nosuchpkg" in st["message"] and not st.get("buildRetries")
+    assert reasons(await events_of(admin, env.ns, uid)) == [Reason.ACCEPTED, Reason.BUILD_STARTED,
+                                                          Reason.BUILD_FAILED]
+
+
+def test_registry_faults_in_kaniko_output_name_the_registry():
+    dest = "registry.test:5000/nbv/env:abc"
+    assert res.registry_fault(PUSH_REFUSED, dest).startswith("The build could not reach the registry registry.test:5000:")
+    for line in ['error checking push permissions -- make sure you entered the correct tag name, and that you are '
+                 'authenticated correctly, and try again: checking push permission for "registry.test:5000/nbv/env:'
+                 'abc": creating push check transport for registry.test:5000 failed: Get '
+                 '"https://registry.test:5000/v2/": dial tcp: lookup registry.test: no such host',
+                 'error building image: retrieving image "docker.io/library/python@sha256:0": GET '
+                 'https://index.docker.io/v2/library/python/manifests/sha256:0: TOOMANYREQUESTS: rate limit',
+                 'error pushing image: PUT https://registry.test:5000/v2/nbv/env/manifests/abc: '
+                 'unexpected status code 503 Service Unavailable',
+                 'error pushing image: Get "https://registry.test:5000/v2/": net/http: TLS handshake timeout']:
+        cause = res.registry_fault(line, dest)
+        assert cause is not None and cause.startswith("The build could not reach the registry "), line
+    assert "index.docker.io" in res.registry_fault('retrieving image "x": GET https://index.docker.io/v2/x: 429', dest)
+    assert res.registry_fault(PIP_FAILED, dest) is None
+    assert res.registry_fault("WARNING: Retrying after connection broken by 'NewConnectionError(Connection "
+                              "refused)': /simple/six/\nERROR: No matching distribution found for six", dest) is None
+    assert res.registry_fault("error pushing image: UNAUTHORIZED: authentication required", dest) is None

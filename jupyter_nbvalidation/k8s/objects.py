@@ -62,8 +62,10 @@ def build_context_name(job_name: str) -> str:
     return child_name(job_name, "build-ctx")
 
 
-def build_job_name(job_name: str) -> str:
-    return child_name(job_name, "build")
+def build_job_name(job_name: str, attempt: int = 0) -> str:
+    """The build object of an attempt (``model.build_attempt``): ``nvj-<job>-build``,
+    retry n after a transient fault ``nvj-<job>-build-r<n>`` (Job builds)."""
+    return child_name(job_name, "build" if attempt <= 0 else f"build-r{attempt}")
 
 
 def validation_pod_name(job_name: str, attempt: int = 0) -> str:
@@ -273,7 +275,8 @@ def build_context_configmap(job: dict, context: dict[str, bytes]) -> dict:
 
 
 def build_job(job: dict, *, builder_image: str, destination: str, deadline_seconds: int,
-              service_account: str = "", registry_secret: str = "", extra_args: list[str] | None = None) -> dict:
+              service_account: str = "", registry_secret: str = "", extra_args: list[str] | None = None,
+              attempt: int = 0) -> dict:
     """A batch/v1 Job running a kaniko-compatible executor once (no retries).
     The image digest comes back through the container's termination message
     (``--digest-file=/dev/termination-log``)."""
@@ -303,7 +306,7 @@ def build_job(job: dict, *, builder_image: str, destination: str, deadline_secon
     if service_account:
         pod_spec["serviceAccountName"] = service_account
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": _meta(job, build_job_name(name), "build"),
+            "metadata": _meta(job, build_job_name(name, attempt), "build"),
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": max(1, int(deadline_seconds)),
                      "template": {"metadata": {"labels": labels(job, "build")}, "spec": pod_spec}}}
 

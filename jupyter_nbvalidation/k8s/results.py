@@ -37,6 +37,30 @@ DISRUPTED_REASONS = frozenset({"Evicted", "Preempting", "NodeLost", "Shutdown", 
                                "NodeShutdown", "UnexpectedAdmissionError"})
 
 
+# what a kaniko executor says when a registry (the destination, or the base image's) could not be
+# reached or refused for now: a line about a push / pull / registry API call ...
+REGISTRY_CALL_RE = re.compile(r"push|pull|retrieving image|registry|/v2/", re.IGNORECASE)
+# ... that failed on the network, or with a 5xx / 429 answer
+REGISTRY_FAULT_RE = re.compile(
+    r"connection refused|no such host|i/o timeout|connection reset|network is unreachable|no route to host|"
+    r"TLS handshake timeout|context deadline exceeded|server misbehaving|EOF$|"
+    r"\b(?:429|50[0-4])\b|too many requests|toomanyrequests|service unavailable|bad gateway|gateway timeout",
+    re.IGNORECASE)
+REGISTRY_HOST_RE = re.compile(r"https?://([^/\s\"']+)/v2/")
+
+
+def registry_fault(output: str, destination: str = "") -> str | None:
+    """The registry fault in a failed kaniko build's output, as one sentence naming
+    the registry ("The build could not reach the registry <host>: <kaniko's line>"),
+    or None when the build failed for another reason (the requirements, the Dockerfile)."""
+    for line in reversed([ln.strip() for ln in output.splitlines() if ln.strip()]):
+        if REGISTRY_CALL_RE.search(line) and REGISTRY_FAULT_RE.search(line):
+            m = REGISTRY_HOST_RE.search(line)
+            host = m.group(1) if m else (destination.split("/", 1)[0] if "/" in destination else "")
+            return f"The build could not reach the registry {host or '(unknown)'}: {line[-400:]}"
+    return None
+
+
 def container_status(pod: dict, name: str) -> dict | None:
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         if cs.get("name") == name:

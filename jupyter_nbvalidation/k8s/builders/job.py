@@ -6,14 +6,20 @@ kaniko-compatible executor over the build-context ConfigMap.
 - the digest is the builder container's termination message
   (``--digest-file=/dev/termination-log``): the reference is
   ``<repository>@<digest>``;
-- a failure names the builder's exit code and the tail of its output;
+- a failure names the builder's exit code and the tail of its output; a
+  registry that could not be reached or refused for now (kaniko's push or
+  pull: connection refused, no such host, i/o timeout, 5xx, 429) is a
+  transient ``Fault`` naming the registry (the engine retries the build);
+- each attempt (``model.build_attempt``) has its own Job: ``nvj-<job>-build``,
+  then ``nvj-<job>-build-r<n>``;
 - cancel: the Job is deleted (background propagation: its pod goes with it).
 """
 
 from __future__ import annotations
 
-from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
+from ...backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
 from ...events import scrub
+from ...model import build_attempt
 from ...runner.text import strip_ansi
 from .. import objects as obj
 from .. import results as res
@@ -31,14 +37,15 @@ class JobBuilder(Builder):
         ctx = obj.build_context_configmap(job, inputs.context)
         bj = obj.build_job(job, builder_image=s.builder_image, destination=inputs.destination,
                            deadline_seconds=inputs.timeout_seconds, service_account=s.service_account,
-                           registry_secret=s.registry_secret, extra_args=list(s.builder_args))
+                           registry_secret=s.registry_secret, extra_args=list(s.builder_args),
+                           attempt=build_attempt(job))
         bj["metadata"].setdefault("annotations", {})[IMAGE_ANNOTATION] = inputs.destination
         return ctx, bj
 
     async def started(self, job: dict) -> bool:
         """Whether the build Job of ``job`` exists (then no reuse check is due)."""
         return await self.children.read(JOBS, self.children.build_jobs(), self.children.ns(job),
-                                        obj.build_job_name(job["metadata"]["name"])) is not None
+                                        obj.build_job_name(job["metadata"]["name"], build_attempt(job))) is not None
 
     async def ensure(self, job: dict) -> Observation:
         async def body() -> dict:
@@ -48,7 +55,7 @@ class JobBuilder(Builder):
 
         try:
             bj = await self.children.ensure(JOBS, self.children.build_jobs(), job,
-                                            obj.build_job_name(job["metadata"]["name"]), body)
+                                            obj.build_job_name(job["metadata"]["name"], build_attempt(job)), body)
         except NotOurs as e:
             return self.refused(e)
         return await self.observe(bj)
@@ -70,6 +77,11 @@ class JobBuilder(Builder):
                                message=f"Pushed {destination}.")
         if "Failed" in true:
             cond = true["Failed"]
+            cause = res.registry_fault(await self._failure_output(bj), destination)
+            if cause is not None:  # not the requirements': the registry was away or refused for now
+                cause = scrub(cause)
+                return Observation(FAILED, strategy="job", started_at=started, message=cause,
+                                   finished_at=cond.get("lastTransitionTime"), fault=Fault(cause, True))
             detail = await self._failure_detail(bj)
             message = f"{cond.get('reason') or 'Failed'}: {cond.get('message') or 'the build job failed'}"
             if detail:
@@ -86,6 +98,15 @@ class JobBuilder(Builder):
                 return digest
         return None
 
+    async def _failure_output(self, bj: dict) -> str:
+        """The failed builder's output as the kubelet kept it (its termination
+        message: the log's tail), lines kept, colours stripped."""
+        for pod in await self.children.pods_of(bj):
+            term = res.terminated(pod, obj.BUILD_CONTAINER) or {}
+            if term.get("exitCode") not in (None, 0):
+                return strip_ansi(term.get("message") or "")
+        return ""
+
     async def _failure_detail(self, bj: dict) -> str:
         for pod in await self.children.pods_of(bj):
             term = res.terminated(pod, obj.BUILD_CONTAINER) or {}
@@ -99,14 +120,17 @@ class JobBuilder(Builder):
         return ""
 
     async def cancel(self, job: dict) -> None:
-        await self.children.delete(JOBS, self.children.ns(job), obj.build_job_name(job["metadata"]["name"]),
-                                   self.children.build_jobs())
+        """Delete the build Job of the current attempt (and of any earlier one); idempotent."""
+        for attempt in range(build_attempt(job), -1, -1):
+            await self.children.delete(JOBS, self.children.ns(job),
+                                       obj.build_job_name(job["metadata"]["name"], attempt),
+                                       self.children.build_jobs())
 
     async def build_log(self, job: dict) -> str | None:
         """The builder container's log: what kaniko wrote so far while the build
         Pod runs, all of it afterwards (None before the Pod started)."""
         bj = await self.children.mine(JOBS, self.children.build_jobs(), job,
-                                      obj.build_job_name(job["metadata"]["name"]))
+                                      obj.build_job_name(job["metadata"]["name"], build_attempt(job)))
         if bj is None:
             return None
         for pod in await self.children.pods_of(bj):
