@@ -145,3 +145,25 @@ def test_a_truly_failing_notebook_still_fails_at_its_cell_after_a_deletion(setup
     assert failed["errorName"] == "ZeroDivisionError"
     got = check_retried(setup, name, done, evs)
     assert got[-1] == Reason.VALIDATION_FAILED
+
+
+def test_an_image_that_does_not_exist_ends_infrastructure_failed_at_once(setup):
+    """The real kubelet's ErrImagePull for an image the registry does not have: no notebook
+    verdict, no retry, no waiting out image_pull_deadline."""
+    cluster, ns, server = setup
+    api = server.client()
+    write_notebook(server.root / "missing.ipynb", ["print(1)"])
+    image = f"{cluster.env['NBV_REGISTRY']}/nosuch-{time.monotonic_ns()}:1"
+    started = time.monotonic()
+    name = api.request("POST", "jobs", {"notebook": {"path": "missing.ipynb"}, "podConfig": {
+        "containerImage": image, "buildConfig": {"enabled": False}}})["metadata"]["name"]
+    done = wait(lambda: (lambda j: j if (j.get("status") or {}).get("phase") in Phase.TERMINAL else None)(
+        job_of(api, name)), 120, f"job {name} to end")
+    st = done["status"]
+    assert (st["phase"], st["reason"]) == (Phase.FAILED, "InfrastructureFailed"), json.dumps(st, indent=1)
+    assert st["message"].startswith(f"The validation Pod could not pull {image}: the image does not exist"), st
+    assert st.get("failedCellIndex") is None and not st.get("validationRetries")
+    assert time.monotonic() - started < 120
+    evs = wait(lambda: (lambda e: e if len(e) >= len(st["transitions"]) else None)(
+        api.request("GET", f"jobs/{name}/events")["items"]), 30, f"the events of {name}")
+    assert reasons(evs) == [Reason.ACCEPTED, Reason.VALIDATION_STARTED, "InfrastructureFailed"]
