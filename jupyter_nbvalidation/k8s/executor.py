@@ -83,13 +83,15 @@ class ValidationExecutor:
         self._progress: dict[str, tuple[int, PodProgress]] = {}
         self._seen: dict[str, set[str]] = {}  # by job uid: the names of the Pods seen (or created) here
         self._deleted: dict[str, set[str]] = {}  # by job uid: the names of the Pods this server deleted
-        self._pull_since: dict[str, float] = {}  # by pod uid: monotonic time first seen waiting on its pull
+        # by job uid, then pod uid: time.monotonic() when the Pod was first seen waiting on its image pull
+        self._pull_since: dict[str, dict[str, float]] = {}
 
     def forget(self, uid: str) -> None:
         self._finished.pop(uid, None)
         self._progress.pop(uid, None)
         self._seen.pop(uid, None)
         self._deleted.pop(uid, None)
+        self._pull_since.pop(uid, None)
 
     def clear(self) -> None:
         self._finished.clear()
@@ -156,7 +158,8 @@ class ValidationExecutor:
         if not outcome.finished:
             wait = res.pull_wait(pod)
             if wait is not None:  # not a verdict: the kubelet pulls again, until image_pull_deadline
-                left = self.settings.image_pull_deadline - (time.monotonic() - self._pull_since[pod["metadata"].get("uid") or pod_name])
+                since = self._pull_since[uid][pod["metadata"].get("uid") or pod_name]
+                left = self.settings.image_pull_deadline - (time.monotonic() - since)
                 return Observation(RUNNING, reference=image, started_at=outcome.started_at, message=(
                     f"The validation Pod {pod_name} waits for its image {wait.image or image} ({wait.reason}: "
                     f"{wait.message or 'no message'}); the kubelet retries the pull for {max(0.0, left):.0f} s more."),
@@ -193,11 +196,12 @@ class ValidationExecutor:
                     f"The validation Pod could not pull {pulled}: the image does not exist "
                     f"({wait.reason}: {wait.message or 'no message'})"))
             pod_uid = meta.get("uid") or name
-            if pod_uid not in self._pull_since:
+            waits = self._pull_since.setdefault(uid, {})
+            if pod_uid not in waits:
                 self.log.info("nbvalidation: validation Pod %s waits for its image %s (%s: %s); waiting up to "
                               "%g s (image_pull_deadline)", name, pulled, wait.reason, wait.message,
                               self.settings.image_pull_deadline)
-            since = self._pull_since.setdefault(pod_uid, time.monotonic())
+            since = waits.setdefault(pod_uid, time.monotonic())
             if time.monotonic() - since >= self.settings.image_pull_deadline:
                 return self._fault(uid, attempt, image, transient=True, pod=pod, cause=(
                     f"The validation Pod could not pull {pulled}: {wait.message or wait.reason} "
@@ -222,8 +226,7 @@ class ValidationExecutor:
         if snap is not None:
             snap.update(currentCellIndex=None, currentCellStartedAt=None)
             observation.extra["progress"] = snap
-        if pod is not None:
-            self._pull_since.pop(pod["metadata"].get("uid") or pod["metadata"]["name"], None)
+        self._pull_since.pop(uid, None)
         self._finished[uid] = (attempt, observation)
         self.log.info("nbvalidation: validation attempt %d of job uid %s: %s (%s)", attempt, uid, cause,
                       "transient" if transient else "permanent")
