@@ -32,7 +32,9 @@ def test_cell_label():
 
 def test_failing_cell_is_numbered_as_jupyterlab_shows_it_with_the_users_line(tmp_path):
     # index 0 markdown, 1..3 code: JupyterLab's status bar says "Cell 4/4" on the failing cell
-    write_notebook(tmp_path / "nb.ipynb", ["# md\n# Load", "import json", "text = '{bad'",
+    # (the 2 s keep the run going long enough for `--wait` to see a progress line: a run
+    # that ended between two of its looks printed none, and the test failed once)
+    write_notebook(tmp_path / "nb.ipynb", ["# md\n# Load", "import json, time\ntime.sleep(2)", "text = '{bad'",
                                            "data = json.loads(text)\nprint('never')"])
     run = cli("submit", "nb.ipynb", "--wait", "--no-build", cwd=tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
