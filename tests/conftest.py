@@ -122,9 +122,9 @@ class Local(SimpleNamespace):
     async def submit(self, **spec):
         return await self.service.submit(spec)
 
-    async def run(self, timeout: float = 240, **spec) -> dict:
+    async def run(self, timeout: float | None = None, **spec) -> dict:
         job = await self.submit(**spec)
-        done = await self.engine.wait_for_terminal(job["metadata"]["name"], timeout)
+        done = await self.engine.wait_for_terminal(job["metadata"]["name"], timeout or self.run_timeout)
         await self.engine.recorder.flush()
         return done
 
@@ -133,15 +133,17 @@ class Local(SimpleNamespace):
         return await self.backend.store.list_events(job)
 
 
-def make_local(tmp_path: Path, store_wrapper=None, **engine_kw) -> Local:
+def make_local(tmp_path: Path, store_wrapper=None, backend_kw: dict | None = None, run_timeout: float = 240,
+               **engine_kw) -> Local:
     root = tmp_path / "root"
     root.mkdir(exist_ok=True)
-    backend = LocalBackend(data_dir=str(tmp_path / "data"))
+    backend = LocalBackend(data_dir=str(tmp_path / "data"), **(backend_kw or {}))
     if store_wrapper is not None:
         backend.store = store_wrapper(backend.store)
     engine = Engine(backend, log=logging.getLogger("nbvalidation.test"), **engine_kw)
     service = JobService(engine, backend, str(root))
-    return Local(engine=engine, backend=backend, service=service, root=root, store=backend.store)
+    return Local(engine=engine, backend=backend, service=service, root=root, store=backend.store,
+                 run_timeout=run_timeout)
 
 
 @pytest_asyncio.fixture

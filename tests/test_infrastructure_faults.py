@@ -9,7 +9,6 @@ cannot be mounted they fail, never skip."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import stat
@@ -18,35 +17,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import Local, make_local
 from helpers import phases, reasons
 
 from jupyter_nbvalidation.backends.base import Fault
-from jupyter_nbvalidation.backends.local import LocalBackend
-from jupyter_nbvalidation.engine import Engine
 from jupyter_nbvalidation.model import RETRY_REASONS, EventReason, Phase, Reason, ResultReason
-from jupyter_nbvalidation.service import JobService
 
 NO_BUILD = {"buildConfig": {"enabled": False}}
 
 
-class Env:
-    def __init__(self, tmp_path: Path, **backend_kw):
-        self.root = tmp_path / "root"
-        self.root.mkdir(exist_ok=True)
-        self.data = tmp_path / "data"
-        self.backend = LocalBackend(data_dir=str(self.data), **backend_kw)
-        self.engine = Engine(self.backend, log=logging.getLogger("nbvalidation.test.faults"), retry_backoff=0.05)
-        self.service = JobService(self.engine, self.backend, str(self.root))
-
-    async def run(self, timeout: float = 180, **spec) -> dict:
-        job = await self.service.submit(spec)
-        done = await self.engine.wait_for_terminal(job["metadata"]["name"], timeout)
-        await self.engine.recorder.flush()
-        return done
-
-    async def events(self, job: dict) -> list[dict]:
-        await self.engine.recorder.flush()
-        return await self.backend.store.list_events(job)
+def Env(tmp_path: Path, **backend_kw) -> Local:
+    """conftest.make_local with this module's backend settings and a short retry backoff."""
+    return make_local(tmp_path, backend_kw=backend_kw, run_timeout=180, retry_backoff=0.05)
 
 
 def mount_tmpfs(where: Path, size: str = "4m") -> None:
