@@ -45,6 +45,8 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import signal
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -193,7 +195,117 @@ _SLASH_DATE = re.compile(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b")
 _TIME = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
-Sanitizers = Sequence[tuple["re.Pattern[str]", str]]
+Sanitizers = Sequence[tuple[Any, str]]  # (a compiled pattern or a UserPattern, its replacement)
+
+# --- user patterns: a time budget ---------------------------------------------------
+# A user's regular expression (customTimestampPatterns, sanitizers) can backtrack
+# for hours on a modest output ("(a+)+$" on 40 "a"s and a "b"). Two defences:
+# at submit, check_backtracking refuses the classic form (an unbounded repeat of an
+# unbounded repeat); at run time every application of a user pattern has
+# PATTERN_BUDGET_SECONDS (Python's re checks for signals while it matches, so a
+# SIGALRM interrupts it; only in the main thread, where the runner compares).
+
+PATTERN_BUDGET_SECONDS = 10.0
+
+
+class PatternTimeout(ValueError):
+    """A user pattern ran over its budget; ``pattern`` names it."""
+
+    def __init__(self, pattern: str, budget: float):
+        self.pattern, self.budget = pattern, budget
+        super().__init__(f"the pattern {pattern!r} did not finish within {budget:g} s on one output "
+                         f"(catastrophic backtracking?); simplify it")
+
+
+class _Expired(BaseException):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Expired
+
+
+class UserPattern:
+    """A compiled user pattern whose ``sub`` has a time budget (see above)."""
+
+    def __init__(self, pattern: str, budget: float | None = None):
+        self.compiled = re.compile(pattern)
+        self.pattern = pattern
+        self.budget = budget
+
+    def sub(self, replacement: str, text: str) -> str:
+        budget = PATTERN_BUDGET_SECONDS if self.budget is None else self.budget
+        if (budget <= 0 or threading.current_thread() is not threading.main_thread()
+                or not hasattr(signal, "setitimer")):
+            return self.compiled.sub(replacement, text)
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, budget)
+            try:
+                return self.compiled.sub(replacement, text)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except _Expired:
+            raise PatternTimeout(self.pattern, budget) from None
+        finally:
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _unbounded(item: Any) -> Any:
+    """The body of an unbounded repeat (``x*``, ``x+``, ``x{2,}``), else None."""
+    op, av = item
+    if str(op) in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and av[1] >= _sre_parser().MAXREPEAT:
+        return av[2]
+    return None
+
+
+def _sre_parser() -> Any:
+    try:
+        import re._parser as parser  # type: ignore[import-not-found,unused-ignore]  # Python >= 3.11
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_parse as parser
+    return parser
+
+
+def _only_item(body: Any) -> Any:
+    """The one item of a sequence, looking through groups, else None."""
+    items = list(body)
+    while len(items) == 1:
+        op, av = items[0]
+        if str(op) == "SUBPATTERN":
+            items = list(av[-1])
+            continue
+        return items[0]
+    return None
+
+
+def check_backtracking(pattern: str) -> None:
+    """Raise ValueError for a pattern of the form ``(x+)+`` / ``(x*)*`` (an
+    unbounded repeat whose body is itself one unbounded repeat): it can take
+    exponential time on a line that almost matches, and means the same as
+    ``x+``. Other slow patterns are caught at run time (UserPattern)."""
+    try:
+        parsed = _sre_parser().parse(pattern)
+    except re.error:
+        return  # reported by re.compile
+
+    def walk(seq: Any) -> None:
+        for op, av in seq:
+            body = _unbounded((op, av))
+            if body is not None:
+                inner = _only_item(body)
+                if inner is not None and _unbounded(inner) is not None:
+                    raise ValueError(f"{pattern!r} repeats a repetition (such as \"(a+)+\"): it can take "
+                                     f"exponential time on a line that almost matches; write the inner "
+                                     f"repetition once (\"a+\")")
+            for value in (av if isinstance(av, (tuple, list)) else ()):
+                if isinstance(value, _sre_parser().SubPattern):
+                    walk(value)
+                elif isinstance(value, (tuple, list)):
+                    for sub in value:
+                        if isinstance(sub, _sre_parser().SubPattern):
+                            walk(sub)
+    walk(parsed)
 
 
 def cell_label(index: int) -> str:
@@ -209,6 +321,7 @@ def check_sanitizer(regex: str, replace: str) -> None:
         pattern = re.compile(regex)
     except re.error as e:
         raise ValueError(f"regex {regex!r} is not a valid regular expression: {e}") from None
+    check_backtracking(regex)
     compile_template = getattr(re, "_compile_template", None)  # Python >= 3.12: (pattern, repl)
     try:
         if compile_template is not None:
@@ -302,7 +415,7 @@ _SANITIZERS = _ADDRESSES + _TIMESTAMPS
 
 def user_sanitizers(entries: Iterable[Mapping[str, str]] = ()) -> Sanitizers:
     """nbval sanitizer entries (``{"regex", "replace"}``) compiled, in order."""
-    return tuple((re.compile(e["regex"]), e["replace"]) for e in entries)
+    return tuple((UserPattern(e["regex"]), e["replace"]) for e in entries)
 
 
 def make_sanitizers(*, ignore_timestamps: bool = True, timestamp_patterns: Iterable[str] = (),
@@ -312,7 +425,7 @@ def make_sanitizers(*, ignore_timestamps: bool = True, timestamp_patterns: Itera
     ``MASKED``), then memory addresses, then the built-in dates and times
     unless ``ignore_timestamps`` is false. Raises ``re.error`` for a pattern
     that does not compile."""
-    custom = tuple((re.compile(p), MASK) for p in timestamp_patterns)
+    custom = tuple((UserPattern(p), MASK) for p in timestamp_patterns)
     return tuple(user_sanitizers(sanitizers)) + custom + _ADDRESSES + (_TIMESTAMPS if ignore_timestamps else ())
 
 

@@ -11,7 +11,18 @@ def spec_args(spec: Mapping[str, Any]) -> list[str]:
     """All runner arguments a job spec gives beside the paths and the timeouts
     (which each backend resolves with its own defaults): the comparison and the
     parameters. Both backends call this."""
-    return comparison_args(spec) + parameter_args(spec)
+    return comparison_args(spec) + parameter_args(spec) + output_args(spec)
+
+
+def output_args(spec: Mapping[str, Any]) -> list[str]:
+    """``spec.outputLimits`` as the runner's output budget (runner/outputs.py)."""
+    limits = spec.get("outputLimits") or {}
+    args: list[str] = []
+    if limits.get("perCell"):
+        args += ["--max-cell-output-bytes", str(int(limits["perCell"]))]
+    if limits.get("total"):
+        args += ["--max-output-bytes", str(int(limits["total"]))]
+    return args
 
 
 def parameter_args(spec: Mapping[str, Any]) -> list[str]:

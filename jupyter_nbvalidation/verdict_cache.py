@@ -54,9 +54,13 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from .markers import notebook_opts_out_of_cache
 from .model import Phase
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
 
 ANNOTATION = "nbvalidation.dev/verdict-key"
 VERSION = 3  # of the key's recipe: a change of recipe never matches an older key
@@ -278,25 +282,43 @@ def inherited_environment() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k in PASSED_THROUGH or k.startswith("LC_")}
 
 
-def verdict_key(spec: dict, files: dict[str, bytes], environment: str | None, *, workdir: Path | None,
-                notebook_path: Path | None, backend: Any, root: Path | None = None) -> str | None:
-    """The key of a job about to be submitted, or None when it cannot be known."""
-    if environment is None:
+def opts_out(notebook: bytes) -> bool:
+    """The notebook's metadata says ``"nbvalidation": {"cache": false}``."""
+    try:
+        nb = json.loads(notebook)
+    except ValueError:
+        return False
+    return isinstance(nb, dict) and notebook_opts_out_of_cache(nb)
+
+
+def _counted(name: str, spec: dict[str, Any], files: dict[str, bytes]) -> bool:
+    """Whether a job file is part of the key. The notebook's folder that travels with a job
+    (``inputs/...`` without ``spec.inputFiles``: the Kubernetes backend) counts as the local
+    folder does in :func:`folder_digest`: another notebook only when this one names it."""
+    if spec.get("inputFiles") or not (name.startswith("inputs/") and name.endswith(".ipynb")):
+        return True
+    return name.rsplit("/", 1)[-1] in files.get("notebook.ipynb", b"").decode("utf-8", "replace")
+
+
+def verdict_key(spec: dict[str, Any], files: dict[str, bytes], environment: str | None, *, workdir: Path | None,
+                notebook_path: Path | None, backend: Backend, root: Path | None = None) -> str | None:
+    """The key of a job about to be submitted, or None when it cannot be known or the
+    notebook opts out (``metadata.nbvalidation.cache`` false: it always runs)."""
+    if environment is None or opts_out(files.get("notebook.ipynb", b"")):
         return None
     parts: dict[str, Any] = {
         "recipe": VERSION,
         "spec": spec,
-        "files": {name: _sha(data) for name, data in sorted(files.items())},
+        "files": {name: _sha(data) for name, data in sorted(files.items()) if _counted(name, spec, files)},
         "environment": environment,
         "runner": runner_identity(),
         "inherited": inherited_environment(),
-        "backend": {"name": getattr(backend, "name", ""),
-                    "defaultCellTimeout": getattr(backend, "default_cell_timeout", None)},
+        "backend": {"name": backend.name, "defaultCellTimeout": backend.default_cell_timeout},
     }
     if workdir is not None:
         skip = {notebook_path.resolve()} if notebook_path else set()
         text = files.get("notebook.ipynb", b"").decode("utf-8", "replace")
-        private = getattr(backend, "private_paths", lambda: frozenset())()  # e.g. a data dir inside the folder
+        private = backend.private_paths()  # e.g. a data dir inside the folder
         digest = folder_digest(workdir, text, skip, root, private)
         if digest is None:
             return None
@@ -304,12 +326,12 @@ def verdict_key(spec: dict, files: dict[str, bytes], environment: str | None, *,
     return _sha(json.dumps(parts, sort_keys=True, default=str).encode())
 
 
-def has_key(job: dict, key: str) -> bool:
+def has_key(job: dict[str, Any], key: str) -> bool:
     """A job submitted with this verdict key."""
     return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION) == key
 
 
-def matches(job: dict, key: str) -> bool:
+def matches(job: dict[str, Any], key: str) -> bool:
     """A job that can stand for a notebook with this key: Succeeded, same key. Only the
     newest job with the key may stand (JobService.unchanged)."""
     return (job.get("status") or {}).get("phase") == Phase.SUCCEEDED and has_key(job, key)

@@ -4,14 +4,18 @@ either; the job's podConfig.env reaches the kernel and not the runner."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from conftest import make_local
 
 PROBE = r'''
-import os, sys, site, json
+import glob, os, sys, site, json
 SERVER = json.loads({server!r})
 problems = []
 if "JUPYTER_TOKEN" in os.environ or "NBV_SERVER_SECRET" in os.environ:
@@ -31,16 +35,56 @@ for probe, what in (("nbv_server_pythonpath_probe", "the server's PYTHONPATH"),
     except ImportError:
         pass
 import nbv_job_probe  # the job's own PYTHONPATH (podConfig.env) does reach the kernel
-runner = open(f"/proc/{{os.getppid()}}/environ", "rb").read().split(b"\0")
-if b"jupyter_nbvalidation.runner" not in open(f"/proc/{{os.getppid()}}/cmdline", "rb").read():
+parent = open(f"/proc/{{os.getppid()}}/cmdline", "rb").read()
+if b"jupyter_nbvalidation.runner" in parent:
+    runner = open(f"/proc/{{os.getppid()}}/environ", "rb").read().split(b"\0")
+    if any(v.startswith(b"PYTHONPATH=") and SERVER["job_path"].encode() in v for v in runner):
+        problems.append("the job's podConfig.env reached the runner")
+    if any(v.startswith((b"JUPYTER_TOKEN=", b"NBV_SERVER_SECRET=")) for v in runner):
+        problems.append("the server's token reached the runner")
+elif b"sandbox.py" in parent:  # in the sandbox (runner/sandbox.py) no process of the runner's is seen
+    for path in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            if b"jupyter_nbvalidation.runner" in open(path, "rb").read():
+                problems.append(f"{{path}} is the runner's, seen in the sandbox")
+        except OSError:
+            pass
+else:
     problems.append("the kernel's parent is not the runner")
-if any(v.startswith(b"PYTHONPATH=") and SERVER["job_path"].encode() in v for v in runner):
-    problems.append("the job's podConfig.env reached the runner")
-if any(v.startswith((b"JUPYTER_TOKEN=", b"NBV_SERVER_SECRET=")) for v in runner):
-    problems.append("the server's token reached the runner")
 assert not problems, problems
 print("clean")
 '''
+
+WAIT = """import os, time
+t = time.monotonic()
+while not os.path.exists({flag!r}) and time.monotonic() - t < 180:
+    time.sleep(0.1)
+"""
+
+
+def runner_environ(job_path: str, timeout: float) -> list[bytes]:
+    """The environment of the runner of the kernel that has ``job_path`` in its PYTHONPATH
+    (podConfig.env): the first process above the kernel running the runner's module (a
+    forked runner shows the fork server's command line), as the probe reads it without
+    the sandbox."""
+    deadline = time.monotonic() + timeout
+    mark = b"PYTHONPATH=" + job_path.encode()
+    while time.monotonic() < deadline:
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"ipykernel_launcher" not in cmdline or not any(v.startswith(mark) for v in environ):
+                continue
+            up = pid
+            while up not in ("0", "1"):
+                up = Path(f"/proc/{up}/stat").read_text().rpartition(")")[2].split()[1]
+                if b"jupyter_nbvalidation.runner" in Path(f"/proc/{up}/cmdline").read_bytes():
+                    return Path(f"/proc/{up}/environ").read_bytes().split(b"\0")
+        time.sleep(0.2)
+    raise AssertionError(f"no kernel with {job_path} on its PYTHONPATH (or no runner above it) in {timeout} s")
 
 
 @pytest.fixture
@@ -77,13 +121,23 @@ async def test_kernel_and_runner_see_nothing_of_the_server(tmp_path, notebook, p
     env = make_local(tmp_path)
     await env.engine.start()
     try:
-        nb = notebook("clean/nb.ipynb", [PROBE.format(server=json.dumps(planted))])
-        done = await env.run(notebook={"path": nb}, podConfig={
+        flag = tmp_path / "root" / "clean" / "go"
+        nb = notebook("clean/nb.ipynb", [PROBE.format(server=json.dumps(planted)), WAIT.format(flag=str(flag))])
+        job = await env.submit(notebook={"path": nb}, podConfig={
             "buildConfig": {"enabled": False}, "env": [{"name": "PYTHONPATH", "value": planted["job_path"]}]})
+        # the runner's environment, read from outside while its kernel waits (a sandboxed
+        # kernel cannot see the runner's process at all)
+        runner = await asyncio.to_thread(runner_environ, planted["job_path"], 120)
+        flag.write_text("")
+        done = await env.engine.wait_for_terminal(job["metadata"]["name"], env.run_timeout)
     finally:
         await env.engine.stop()
     st = done["status"]
     assert st["phase"] == "Succeeded", (st.get("message"), json.dumps(st.get("results"))[-3000:])
+    assert not [v for v in runner if v.startswith(b"PYTHONPATH=") and planted["job_path"].encode() in v], (
+        "the job's podConfig.env reached the runner")
+    assert not [v for v in runner if v.startswith((b"JUPYTER_TOKEN=", b"NBV_SERVER_SECRET="))], (
+        "the server's token reached the runner")
 
 
 @pytest.mark.asyncio

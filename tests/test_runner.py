@@ -20,6 +20,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from helpers import leftover_processes
+
 from jupyter_nbvalidation import runner
 
 FIXTURES = Path(__file__).parent / "notebooks" / "runner"
@@ -41,8 +43,20 @@ class Run:
     elapsed: float
 
 
-def run_cli(tmp_path: Path, fixture: str | Path, *args: str, extra_files=(), timeout: float = 120) -> Run:
-    """Copy ``fixture`` (and ``extra_files``) to a fresh folder and run the runner on it."""
+def sandbox_args(tmp_path: Path, sandbox: bool) -> list[str]:
+    """``--sandbox FILE`` (runner/sandbox.py, as the local backend passes it) when ``sandbox``."""
+    if not sandbox:
+        return []
+    (tmp_path / "private").mkdir(exist_ok=True)
+    config = tmp_path / "sandbox.json"
+    config.write_text(json.dumps({"hide": [str(tmp_path / "private")], "show": [], "links": []}))
+    return ["--sandbox", str(config)]
+
+
+def run_cli(tmp_path: Path, fixture: str | Path, *args: str, extra_files=(), timeout: float = 120,
+            sandbox: bool = False) -> Run:
+    """Copy ``fixture`` (and ``extra_files``) to a fresh folder and run the runner on it
+    (``sandbox``: its kernel in the sandbox)."""
     folder = tmp_path / "nb"
     folder.mkdir(exist_ok=True)
     source = fixture if isinstance(fixture, Path) else FIXTURES / fixture
@@ -53,7 +67,7 @@ def run_cli(tmp_path: Path, fixture: str | Path, *args: str, extra_files=(), tim
     out = tmp_path / "out"
     result_path, executed_path = out / "result.json", out / "executed.ipynb"
     argv = [sys.executable, "-m", "jupyter_nbvalidation.runner", str(notebook),
-            "--result", str(result_path), "--executed", str(executed_path), *args]
+            "--result", str(result_path), "--executed", str(executed_path), *args, *sandbox_args(tmp_path, sandbox)]
     started = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     elapsed = time.monotonic() - started
@@ -270,8 +284,28 @@ def _kernel_and_child_pids(run: Run) -> tuple[int, int]:
     return kernel_pid, child_pid
 
 
-def test_cell_timeout_stops_and_leaves_no_process(tmp_path):
-    run = run_cli(tmp_path, "slow.ipynb", "--cell-timeout", "2", "--progress")
+def assert_all_gone(executed, tmp_path: Path, sandbox: bool) -> None:
+    """The kernel and the child it started (which ignores SIGINT and SIGTERM) are gone.
+    In the sandbox the pids it printed are its PID namespace's (the kernel is 2 there):
+    nothing may be left whose working directory is under the test's folder instead."""
+    kernel_pid, child_pid = map(int, stdout_of(executed.cells[0]).split())
+    if not sandbox:
+        assert process_gone(kernel_pid), "the kernel is still running"
+        assert process_gone(child_pid), "a process started by the notebook is still running"
+        return
+    assert kernel_pid == 2, f"the kernel is not the second process of its namespace ({kernel_pid})"
+    deadline = time.monotonic() + 5
+    while (left := leftover_processes(tmp_path, "")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, left
+
+
+SANDBOX = pytest.mark.parametrize("sandbox", [False, True], ids=["plain", "sandbox"])
+
+
+@SANDBOX
+def test_cell_timeout_stops_and_leaves_no_process(tmp_path, sandbox):
+    run = run_cli(tmp_path, "slow.ipynb", "--cell-timeout", "2", "--progress", sandbox=sandbox)
     assert run.returncode == 1, run.stderr
     res = run.result
     assert (res["reason"], res["failedCellIndex"]) == ("CellTimedOut", 1)
@@ -283,9 +317,7 @@ def test_cell_timeout_stops_and_leaves_no_process(tmp_path):
     assert "time.sleep(30)" in timed_out["output"]  # the interrupt's traceback shows where it hung
     assert run.progress[-1]["cellIndex"] == 1 and run.progress[-1]["status"] == "Failure"
     assert run.elapsed < 25
-    kernel_pid, child_pid = _kernel_and_child_pids(run)
-    assert process_gone(kernel_pid), "the kernel is still running"
-    assert process_gone(child_pid), "a process started by the notebook is still running"
+    assert_all_gone(run.executed, tmp_path, sandbox)
 
 
 def test_notebook_metadata_timeout_overrides_cell_timeout(tmp_path):
@@ -296,8 +328,9 @@ def test_notebook_metadata_timeout_overrides_cell_timeout(tmp_path):
     assert run.elapsed < 20
 
 
-def test_whole_run_deadline(tmp_path):
-    run = run_cli(tmp_path, "slow.ipynb", "--timeout", "10", "--cell-timeout", "600")
+@SANDBOX
+def test_whole_run_deadline(tmp_path, sandbox):
+    run = run_cli(tmp_path, "slow.ipynb", "--timeout", "10", "--cell-timeout", "600", sandbox=sandbox)
     assert run.returncode == 1, run.stderr
     res = run.result
     assert res["reason"] == "ValidationTimedOut"
@@ -306,12 +339,12 @@ def test_whole_run_deadline(tmp_path):
     assert res["results"][1]["status"] == "Failure"
     assert res["results"][2]["status"] == "Skipped"
     assert res["durationSeconds"] < 20
-    kernel_pid, child_pid = _kernel_and_child_pids(run)
-    assert process_gone(kernel_pid) and process_gone(child_pid)
+    assert_all_gone(run.executed, tmp_path, sandbox)
 
 
-def test_kernel_death(tmp_path):
-    run = run_cli(tmp_path, "kernel_dies.ipynb")
+@SANDBOX
+def test_kernel_death(tmp_path, sandbox):
+    run = run_cli(tmp_path, "kernel_dies.ipynb", sandbox=sandbox)
     assert run.returncode == 1, run.stderr
     res = run.result
     assert (res["reason"], res["failedCellIndex"]) == ("KernelDied", 0)
@@ -320,7 +353,8 @@ def test_kernel_death(tmp_path):
     assert statuses(run) == ["Failure", "Skipped"]
 
 
-def test_sigterm_stops_the_run_and_the_kernel(tmp_path):
+@SANDBOX
+def test_sigterm_stops_the_run_and_the_kernel(tmp_path, sandbox):
     folder = tmp_path / "nb"
     folder.mkdir()
     notebook = folder / "slow.ipynb"
@@ -328,7 +362,7 @@ def test_sigterm_stops_the_run_and_the_kernel(tmp_path):
     result_path, executed_path = tmp_path / "result.json", tmp_path / "executed.ipynb"
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter_nbvalidation.runner", str(notebook), "--result", str(result_path),
-         "--executed", str(executed_path), "--progress"],
+         "--executed", str(executed_path), "--progress", *sandbox_args(tmp_path, sandbox)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     try:
@@ -347,10 +381,7 @@ def test_sigterm_stops_the_run_and_the_kernel(tmp_path):
     assert (res["verdict"], res["reason"], res["failedCellIndex"]) == ("Failed", "RunnerError", 1)
     assert "SIGTERM" in res["message"]
     assert [r["status"] for r in res["results"]] == ["Success", "Failure", "Skipped"]
-    executed = nbformat.read(executed_path, as_version=4)
-    kernel_pid, child_pid = map(int, stdout_of(executed.cells[0]).split())
-    assert process_gone(kernel_pid), "the kernel is still running"
-    assert process_gone(child_pid), "a process started by the notebook is still running"
+    assert_all_gone(nbformat.read(executed_path, as_version=4), tmp_path, sandbox)
 
 
 # --- the kernel's interpreter and working directory --------------------------------------------

@@ -124,14 +124,16 @@ def test_the_cache_through_a_running_server(server_proc):
 
 def test_the_runner_and_the_environment_are_in_the_key(monkeypatch, tmp_path):
     from jupyter_nbvalidation import verdict_cache
+    from jupyter_nbvalidation.backends.base import Backend
 
+    backend = Backend()  # the port's defaults: a backend's name and cell timeout are in the key
     args = ({"notebook": {"path": "nb.ipynb"}}, {"notebook.ipynb": b"{}"})
-    key = verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=None)
-    assert key == verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=None)
-    assert key != verdict_cache.verdict_key(*args, "built:abd", workdir=None, notebook_path=None, backend=None)
-    assert verdict_cache.verdict_key(*args, None, workdir=None, notebook_path=None, backend=None) is None
+    key = verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=backend)
+    assert key == verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=backend)
+    assert key != verdict_cache.verdict_key(*args, "built:abd", workdir=None, notebook_path=None, backend=backend)
+    assert verdict_cache.verdict_key(*args, None, workdir=None, notebook_path=None, backend=backend) is None
     monkeypatch.setattr(verdict_cache, "_runner_digest", "another runner")
-    assert key != verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=None)
+    assert key != verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=backend)
     # with the build disabled the environment is this interpreter with every distribution in it
     unbuilt = verdict_cache.installed_distributions(sys.executable)
     assert unbuilt is not None and verdict_cache.installed_distributions("/usr/bin/false") is None
@@ -253,3 +255,27 @@ def test_the_servers_own_code_is_in_the_key(monkeypatch, tmp_path):
         changed = verdict_cache.runner_identity()
         assert changed != first, module
         first = changed
+
+
+def test_a_notebook_that_opts_out_always_runs_and_a_wrong_setting_is_refused(tmp_path):
+    # "nbvalidation": {"cache": false} in the notebook's metadata: no verdict key, so never Unchanged
+    write_notebook(tmp_path / "nbs" / "nb.ipynb", ["print('always')"])
+    nb = nbformat.read(tmp_path / "nbs" / "nb.ipynb", as_version=4)
+    nb.metadata["nbvalidation"] = {"cache": False}
+    nbformat.write(nb, str(tmp_path / "nbs" / "nb.ipynb"))
+    assert verdict(run_env(tmp_path)) == "Succeeded"
+    assert verdict(run_env(tmp_path)) == "Succeeded"  # ran again: not Unchanged
+    nb.metadata["nbvalidation"] = {"cache": True}
+    nbformat.write(nb, str(tmp_path / "nbs" / "nb.ipynb"))
+    assert verdict(run_env(tmp_path)) == "Succeeded"
+    assert verdict(run_env(tmp_path)) == "Unchanged"
+    # a value of the wrong type or a key it does not know: refused at submit, naming it; nothing runs
+    for bad, named in (({"cache": "no"}, "metadata.nbvalidation.cache: must be bool"),
+                       ({"cahce": False}, "metadata.nbvalidation.cahce: not a setting")):
+        nb.metadata["nbvalidation"] = bad
+        nbformat.write(nb, str(tmp_path / "nbs" / "nb.ipynb"))
+        proc = subprocess.run([JUPYTER, "nbvalidation", "submit", "nbs/nb.ipynb", "--local",
+                               "--data-dir", str(tmp_path / "data")],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+        assert proc.returncode == 2 and named in proc.stderr, proc.stdout + proc.stderr

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from jupyter_core.paths import jupyter_data_dir
+from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import Bool, Enum, Float, Int, List, Unicode, default
 
 from .. import requirements as reqmod
@@ -53,14 +53,14 @@ from ..plan import (Snapshot, ValidationPlan, requirements_key, requirements_of,
                     snapshot_from_files)
 from ..priority import deprioritize
 from ..requirements import Requirements
-from ..runner import hygiene
+from ..runner import hygiene, sandbox
 from ..runner.environment import forkserver_environment, runner_environment
 from ..runner.protocol import ProgressReader
 from ..store.base import NotFound as NotFoundError
 from ..store.lease import StoreLeaseElector, new_identity
 from ..store.sqlite import SQLiteJobStore
 from ..tasks import cancel_and_wait, wait_within
-from .base import FAILED, RUNNING, SUCCEEDED, Backend, Observation, lease_traits
+from .base import FAILED, RUNNING, SUCCEEDED, Backend, Capabilities, Observation, lease_traits
 from . import workcopy
 from .forkserver import ForkedRunner, RunnerForkServer
 from .local_faults import fault_of_build, fault_of_exit, fault_of_oserror, fault_of_result, is_no_space
@@ -156,11 +156,8 @@ class _Run:
 
 class LocalBackend(Backend):
     name = "local"
-    # requirements may name local paths inside the root (their content is in the
-    # cache key) and carry index credentials (kept out of everything stored)
-    local_requirement_paths = True
-    index_credentials = True
-    constraint_files = True
+    capabilities = Capabilities(local_requirement_paths=True, constraint_files=True, index_credentials=True,
+                                garbage_collection=True)
 
     data_dir = Unicode(help="Where jobs, environments, logs and the SQLite store live "
                             "(default: <jupyter data dir>/nbvalidation).").tag(config=True)
@@ -175,8 +172,12 @@ class LocalBackend(Backend):
                            "else found on PATH or beside this interpreter).").tag(config=True)
     kernel_packages = List(Unicode(), default_value=["ipykernel"],
                            help="Packages added to every built environment so a kernel can start in it.").tag(config=True)
-    max_parallel_builds = Int(2, help="Environment builds run at once.").tag(config=True)
-    max_parallel_validations = Int(2, help="Notebook validations run at once.").tag(config=True)
+    max_parallel_builds = Int(None, allow_none=True,
+                              help="Deprecated alias of NBValidation.max_concurrent_builds: when set, it is that "
+                                   "cap (the engine's admission) for this backend.").tag(config=True)
+    max_parallel_validations = Int(None, allow_none=True,
+                                   help="Deprecated alias of NBValidation.max_concurrent_validations: when set, it "
+                                        "is that cap for this backend.").tag(config=True)
     niceness = Int(10, help="Builds, runners and their kernels run at this `nice` level, so the Jupyter "
                             "server (and the user's own kernels) stay responsive while jobs compute; "
                             "0 disables it.").tag(config=True)
@@ -202,6 +203,13 @@ class LocalBackend(Backend):
     keep_outputs_dir = Unicode("", help="Not configurable (the CLI's --keep-outputs, in its own process): after "
                                         "each attempt, the files its notebook created or changed in its working "
                                         "copy are copied to <this folder>/<notebook path without .ipynb>/.")
+    sandbox = Enum(["auto", "off"], default_value="off",
+                   help="Linux: run each kernel in a sandbox (user, PID and mount namespaces; no root needed) "
+                        "in which it cannot see this server's processes (their environment), the data dir "
+                        "(the store, other jobs, environments other than its own), the Jupyter runtime dir "
+                        "(the server's token), the user's HOME outside the project, /tmp. auto: used when "
+                        "this system allows it (tried at start, shown in /health), else kernels run with "
+                        "the user's rights; off (the default for now): never.").tag(config=True)
     gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
                                      "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
                                      "still works).").tag(config=True)
@@ -240,8 +248,10 @@ class LocalBackend(Backend):
         self._builds: dict[str, _Build] = {}  # by env key
         self._job_build: dict[str, _Build] = {}  # by job uid
         self._runs: dict[str, _Run] = {}  # by job uid
-        self._build_slots = asyncio.Semaphore(self.max_parallel_builds)
-        self._run_slots = asyncio.Semaphore(self.max_parallel_validations)
+        # the engine admits at most its caps (which these aliases set when given): these
+        # semaphores only bound a caller that drives the backend without an engine
+        self._build_slots = asyncio.Semaphore(self.max_parallel_builds or 10**6)
+        self._run_slots = asyncio.Semaphore(self.max_parallel_validations or 10**6)
         self._python_version: str | None = None
         self._keys: dict[str, str] = {}
         self.identity = new_identity()
@@ -249,6 +259,9 @@ class LocalBackend(Backend):
         self._gc_task: asyncio.Task | None = None
         self.last_gc: dict | None = None
         self._forkserver: RunnerForkServer | None = None
+        self._sandbox: dict[str, Any] | None = None  # sandbox.detect(), once
+        self._sandbox_lock = asyncio.Lock()
+        self._private_paths: list[str] = []
 
     elects_leader = True
 
@@ -280,6 +293,40 @@ class LocalBackend(Backend):
         await asyncio.to_thread(self._sweep_stale_builds)
         await asyncio.to_thread(hygiene.sweep)  # temp folders (and kernels) of runners that died
         await self._check_python()
+        await self.sandbox_state()
+
+    async def sandbox_state(self) -> dict[str, Any]:
+        """Whether kernels run in the sandbox (runner/sandbox.py): tried once, in a thread."""
+        async with self._sandbox_lock:
+            if self._sandbox is None:
+                if self.sandbox == "off":
+                    info = {"enabled": False, "mode": "off", "uses": [], "reason": "off (LocalBackend.sandbox)",
+                            "landlockAbi": None}
+                else:
+                    found = await asyncio.to_thread(sandbox.detect, self.unbuilt_python)
+                    info = {"enabled": bool(found["available"]), "mode": self.sandbox, "uses": found["uses"],
+                            "reason": found["reason"], "landlockAbi": found["landlockAbi"]}
+                    if not info["enabled"]:
+                        self.log.warning("nbvalidation: kernels run without a sandbox (with the user's rights, "
+                                         "they can read the data dir and the user's files): %s", info["reason"])
+                self._sandbox = info
+            return self._sandbox
+
+    def add_private_paths(self, paths: list[str]) -> None:
+        self._private_paths += [p for p in paths if p]
+
+    def _sandbox_config(self, job: dict, run_dir: Path) -> dict[str, list[str]]:
+        """What the kernel of this attempt must not see and must see (runner --sandbox)."""
+        hide = [self.data_dir, jupyter_runtime_dir(), *self._private_paths, os.path.expanduser("~")]
+        if os.environ.get("XDG_RUNTIME_DIR"):
+            hide.append(os.environ["XDG_RUNTIME_DIR"])
+        folder, root, _snapshot = self._working_folder(job)
+        # the root is seen also by a job with inputFiles (its copy is its snapshot; an
+        # absolute path into the root reads the real file, as without the sandbox)
+        root = root or (job["metadata"].get("annotations") or {}).get(ROOT_ANNOTATION)
+        tree = str(run_dir / workcopy.TREE)
+        show = [p for p in (root, folder) if p] + [tree]
+        return {"hide": hide, "show": show, "links": [tree]}
 
     async def _check_python(self) -> None:
         proc = await asyncio.create_subprocess_exec(
@@ -409,6 +456,15 @@ class LocalBackend(Backend):
             (envs / f"{base}{suffix}").unlink(missing_ok=True)
 
     # -- spec ------------------------------------------------------------------
+    def admission_caps(self) -> tuple[int | None, int | None]:
+        """max_parallel_builds / max_parallel_validations: deprecated aliases of the engine's caps."""
+        return (self.max_parallel_builds, self.max_parallel_validations)
+
+    def default_admission_caps(self) -> tuple[int | None, int | None]:
+        """The engine's caps when it is made without the settings (tests, benchmarks): the
+        aliases when set, else 2 and 2 (what this backend allowed before the engine admitted)."""
+        return (self.max_parallel_builds or 2, self.max_parallel_validations or 2)
+
     def supported_fields(self) -> set[str]:
         return spec_fields() - set(UNSUPPORTED_LOCALLY)
 
@@ -575,6 +631,9 @@ class LocalBackend(Backend):
             return rec.task.result()
         if rec is None:
             build = self._builds.get(key)
+            shared = self._shared_failure(build, job)
+            if shared is not None:
+                return shared
             if build is None or build.task.done():
                 try:  # a copy: the credentials' values never reach the plan
                     reqs = await asyncio.to_thread(reqmod.for_build, job, dataclasses.replace(plan.requirements))
@@ -593,6 +652,21 @@ class LocalBackend(Backend):
             self._job_build[uid] = build
         return Observation(RUNNING, message="Building the environment.", log_path=self._job_build[uid].log_path,
                            strategy=strategy)
+
+    @staticmethod
+    def _shared_failure(build: _Build | None, job: dict) -> Observation | None:
+        """A build of this environment that failed for good after the job was submitted:
+        the job waited on it (queued for a build slot meanwhile), so it gets that failure
+        without building again. A job submitted after the failure builds anew (failures are
+        never cached: the package index may have changed)."""
+        if build is None or not build.task.done() or build.task.cancelled() or build.task.exception() is not None:
+            return None
+        obs = build.task.result()
+        submitted = job["metadata"].get("creationTimestamp") or ""
+        if obs.state != FAILED or obs.fault is not None or not obs.finished_at or submitted > obs.finished_at:
+            return None
+        return dataclasses.replace(obs, message=f"{obs.message} (the build of this environment that failed "
+                                                f"while the job waited for it; not built again)")
 
     def _use_env(self, key: str) -> bool:
         """Whether the environment is ready; if so its last use is now (the cache's LRU order)."""
@@ -941,6 +1015,8 @@ class LocalBackend(Backend):
         argv += plan.runner_args
         if plan.kernel_env:  # for the kernel only, never the runner's own environment
             argv += ["--kernel-env-file", str(run_dir / "kernel-env.json")]
+        if self._sandbox is not None and self._sandbox["enabled"]:
+            argv += ["--sandbox", str(run_dir / "sandbox.json")]
         return argv
 
     async def _validate(self, job: dict, run: _Run, python: str, reference: str | None,
@@ -966,6 +1042,7 @@ class LocalBackend(Backend):
                            plan: ValidationPlan) -> Observation:
         async with self._run_slots:
             run.started_at = isotime()
+            sandboxed = (await self.sandbox_state())["enabled"]
             argv = self.runner_argv(job, run.run_dir, python, plan)
             log_path = run.run_dir / "runner.log"
 
@@ -986,6 +1063,9 @@ class LocalBackend(Backend):
                 if kernel_env:
                     (run.run_dir / "kernel-env.json").write_text(json.dumps(kernel_env), encoding="utf-8")
                 (run.run_dir / "run-id").write_text(run.run_id)
+                if sandboxed:
+                    (run.run_dir / "sandbox.json").write_text(json.dumps(self._sandbox_config(job, run.run_dir)),
+                                                              encoding="utf-8")
                 return runner_environment(str(run.run_dir / "runner"), run.run_id)
 
             try:
@@ -1348,6 +1428,7 @@ class LocalBackend(Backend):
             "activeValidations": sum(1 for r in self._runs.values() if not r.task.done()),
             "lease": await self.lease_state(),
             "lastGc": self.last_gc,
+            "sandbox": self._sandbox,
         }
 
     async def lease_state(self) -> dict[str, Any]:

@@ -86,8 +86,7 @@ def copy_folder(src: str | Path, dest: str | Path, root: str | Path | None = Non
         elif e.kind == "file":
             files += 1
             total += e.size
-            if (max_files is not None and files > max_files) or (max_bytes is not None and total > max_bytes):
-                raise FolderTooLarge(files, total)
+            _check_bounds(files, total, max_files, max_bytes)
             try:
                 clone_file(e.path, target)
             except PermissionError:  # unreadable to this user, as to the kernel: not there
@@ -99,6 +98,43 @@ def copy_folder(src: str | Path, dest: str | Path, root: str | Path | None = Non
         else:  # "link"
             os.symlink(e.real, target)
     return files, total
+
+
+def _check_bounds(files: int, total: int, max_files: int | None, max_bytes: int | None) -> None:
+    """The folder's bounds, counted so far (copy_folder and read_folder alike)."""
+    if (max_files is not None and files > max_files) or (max_bytes is not None and total > max_bytes):
+        raise FolderTooLarge(files, total)
+
+
+def read_folder(folder: str | Path, root: str | Path | None = None, skip: frozenset[str] | set[str] = frozenset(),
+                max_files: int | None = None, max_bytes: int | None = None) -> tuple[dict[str, bytes], list[str]]:
+    """What ``copy_folder`` copies, read into memory, for a backend whose kernel cannot
+    read the server's files (the folder travels with the job): ({'/'-separated relative
+    path: content} of every file ``walk_folder(folder, root, skip)`` gives, the relative
+    paths left out). Left out are what ``copy_folder`` makes a link of (a link leaving
+    the root or leading nowhere, a folder reached again) and a file unreadable to this
+    user (as for the kernel). The same bounds as the copy: FolderTooLarge over
+    ``max_files`` / ``max_bytes``. Blocks: call it in a thread."""
+    out: dict[str, bytes] = {}
+    left_out: list[str] = []
+    files = total = 0
+    for e in walk_folder(folder, root, skip):
+        if e.kind in ("link", "again"):
+            left_out.append(e.rel)
+        elif e.kind == "file":
+            files += 1
+            total += e.size
+            _check_bounds(files, total, max_files, max_bytes)
+            try:
+                with open(e.path, "rb") as f:
+                    data = f.read() if max_bytes is None else f.read(max_bytes - (total - e.size) + 1)
+            except PermissionError:
+                left_out.append(e.rel)
+                continue
+            total += len(data) - e.size  # it changed since the walk's stat: what was read counts
+            _check_bounds(files, total, max_files, max_bytes)
+            out[e.rel] = data
+    return out, left_out
 
 
 def _mirror_levels(base: str, root: str, rel: str, skip: frozenset[str] | set[str]) -> str:

@@ -5,8 +5,8 @@
         [--comparison exact|normalized] [--abs-tol FLOAT] [--rel-tol FLOAT]
         [--keep-timestamps] [--timestamp-pattern REGEX]... [--ignore-output-type SELECTOR]...
         [--compare-execution-count] [--lax] [--sanitizers JSON] [--parameters JSON]
-        [--cell-timeout SECONDS] [--timeout SECONDS]
-        [--kernel-env NAME=VALUE]... [--kernel-env-file FILE.json]
+        [--cell-timeout SECONDS] [--timeout SECONDS] [--max-cell-output-bytes N] [--max-output-bytes N]
+        [--kernel-env NAME=VALUE]... [--kernel-env-file FILE.json] [--sandbox FILE.json]
         [--termination-log PATH] [--progress] [--print-executed]
 
 The last line on stdout is always ``NBVALIDATION-RESULT <result JSON>`` (see
@@ -52,6 +52,16 @@ def _non_negative(value: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
     if number != number or number in (float("inf"), float("-inf")) or number < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {value!r}")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value!r}")
     return number
 
 
@@ -116,10 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cell-timeout", type=_non_negative, default=DEFAULT_CELL_TIMEOUT,
                    help="per-cell timeout in seconds (0: none); metadata.execution.timeout overrides it")
     p.add_argument("--timeout", type=_non_negative, default=None, help="deadline for the whole run, in seconds")
+    p.add_argument("--max-cell-output-bytes", type=_positive_int, default=None, metavar="BYTES",
+                   help="outputs kept per cell in the executed notebook (spec outputLimits.perCell; default 2 MiB)")
+    p.add_argument("--max-output-bytes", type=_positive_int, default=None, metavar="BYTES",
+                   help="outputs kept in the whole executed notebook (spec outputLimits.total; default 32 MiB)")
     p.add_argument("--kernel-env", action="append", type=_env_item, default=[], metavar="NAME=VALUE",
                    help="a variable for the kernel only, over its clean environment (repeatable)")
     p.add_argument("--kernel-env-file", default=None, metavar="FILE",
                    help="variables for the kernel only: a JSON object {NAME: VALUE} or [{name, value}]")
+    p.add_argument("--sandbox", default=None, metavar="FILE",
+                   help='run the kernel in a sandbox (Linux namespaces): a JSON object {"hide": [paths the kernel '
+                        'must not see], "show": [paths it must see], "links": [folders whose links it follows]}')
     p.add_argument("--termination-log", default=None, help="also write a summary of at most 4096 bytes here")
     p.add_argument("--progress", action="store_true", help="print one NBVALIDATION-PROGRESS line per executed cell")
     p.add_argument("--print-executed", action="store_true",
@@ -169,6 +186,24 @@ def _read_env_file(path: str) -> dict[str, str]:
     return out
 
 
+def _read_sandbox_file(path: str) -> dict[str, list[str]]:
+    """``{"hide": [...], "show": [...], "links": [...]}``, each a list of absolute paths."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise _ArgumentError(f"--sandbox {path}: {e}") from None
+    if not isinstance(doc, dict) or set(doc) - {"hide", "show", "links"}:
+        raise _ArgumentError(f'--sandbox {path}: must hold a JSON object with only "hide", "show", "links"')
+    out = {}
+    for key in ("hide", "show", "links"):
+        value = doc.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(p, str) and os.path.isabs(p) for p in value):
+            raise _ArgumentError(f"--sandbox {path}: {key} must be a list of absolute paths")
+        out[key] = value
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -176,6 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         kernel_env = _read_env_file(args.kernel_env_file) if args.kernel_env_file else {}
         kernel_env.update(dict(args.kernel_env))
+        sandbox = _read_sandbox_file(args.sandbox) if args.sandbox else None
     except _ArgumentError as e:
         parser.print_usage(sys.stderr)
         sys.stderr.write(f"{parser.prog}: error: {e}\n")
@@ -217,6 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "lax": args.lax,
                              "sanitizers": args.sanitizers},
             parameters=args.parameters,
+            max_cell_output_bytes=args.max_cell_output_bytes,
+            max_output_bytes=args.max_output_bytes,
             cell_timeout=args.cell_timeout,
             timeout=args.timeout,
             termination_log=args.termination_log,
@@ -224,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             kernel_env=kernel_env,
             run_id=run_id,
             reap_descendants=reaper,
+            sandbox=sandbox,
         )
     except OSError as e:  # the result or the termination log cannot be written
         sys.stderr.write(f"nbvalidation: {e}\n")

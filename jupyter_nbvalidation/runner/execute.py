@@ -22,8 +22,9 @@ from ..markers import cell_markers, cell_source
 from ..priority import deprioritize, own_niceness
 from ..tasks import wait_within
 from ..vocabulary import ResultReason
-from . import hygiene
+from . import hygiene, sandbox as _sandbox
 from .environment import kernel_environment
+from .outputs import OutputBudget
 from .protocol import (PROGRESS_END, PROGRESS_PLAN, PROGRESS_START, STATUS_FAILURE, STATUS_SKIPPED, STATUS_SUCCESS,
                        progress_time)
 from .text import cell_label, fmt_limit, format_seconds, strip_ansi, truncate, truncate_tail
@@ -178,8 +179,12 @@ class _Execution:
         reap_descendants: bool = False,
         injected: tuple[int, Any] | None = None,
         not_run: Mapping[int, str] | None = None,
+        output_budget: OutputBudget | None = None,
+        sandbox: Mapping[str, Any] | None = None,
     ) -> None:
         self.nb = nb
+        self.sandbox = dict(sandbox) if sandbox is not None else None
+        self.output_budget = output_budget or OutputBudget()
         # (index, cell): a cell that is not the notebook's own (the job's parameters,
         # runner/parameters.py), run before cell ``index`` of the notebook (after the last
         # when index == len(cells)); cell indexes everywhere stay the notebook's
@@ -291,10 +296,13 @@ class _Execution:
 
             spec_dir = os.path.join(tmp, "kernels", KERNEL_NAME)
             os.makedirs(spec_dir)
+            argv = [self.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+            if self.sandbox is not None:  # the kernel's view of the machine (runner/sandbox.py)
+                argv = await asyncio.to_thread(self._sandboxed, argv, tmp)
             with open(os.path.join(spec_dir, "kernel.json"), "w", encoding="utf-8") as f:
                 json.dump(
                     {
-                        "argv": [self.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                        "argv": argv,
                         "display_name": f"Python ({self.python})",
                         "language": "python",
                     },
@@ -325,6 +333,7 @@ class _Execution:
                 extra_arguments=["--HistoryManager.hist_file=:memory:"],
                 on_cell_executed=self._on_cell_executed,
             )
+            self.output_budget.watch(client)
 
             # -- start the kernel
             log_path = os.path.join(tmp, "kernel.log")
@@ -384,6 +393,19 @@ class _Execution:
             self.leftovers = await asyncio.to_thread(
                 hygiene.kill_all, self.run_id, descendants_of=os.getpid() if self.reap_descendants else None)
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def _sandboxed(self, argv: list[str], tmp: str) -> list[str]:
+        """``argv`` wrapped by the sandbox's launcher, its mounts in ``tmp/sandbox.json``
+        (blocks: walks the working copy for the targets of its links)."""
+        config = self.sandbox or {}
+        mounts = _sandbox.kernel_mounts(
+            hide=[str(p) for p in config.get("hide") or []],
+            show=[*(str(p) for p in config.get("show") or []), self.cwd],
+            python=self.python, links=[str(p) for p in config.get("links") or [self.cwd]], temp_dir=tmp)
+        path = os.path.join(tmp, "sandbox.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"mounts": mounts}, f)
+        return _sandbox.wrap(argv, path)
 
     @staticmethod
     def _read_log(path: str) -> str:
@@ -551,7 +573,7 @@ class _Execution:
         self._emit_progress({"event": PROGRESS_START, "cellIndex": index, "time": progress_time()})
         started = time.monotonic()
         try:
-            await client.async_execute_cell(cell, index, execution_count=client.code_cells_executed + 1)
+            await self._execute_bounded(client, index, cell, entry)
         except CellTimeoutError:
             elapsed = time.monotonic() - started
             cell.execution_count = client.code_cells_executed
@@ -607,6 +629,17 @@ class _Execution:
                     self._progress(entry)
                     raise _Stop
         self._progress(entry)
+
+    async def _execute_bounded(self, client: Any, index: int, cell: Any, entry: dict[str, Any]) -> None:
+        """Run the cell, then cut its outputs to the run's budget (runner/outputs.py),
+        also when it failed or timed out (a partial output can be as large)."""
+        self.output_budget.start(index)
+        try:
+            await client.async_execute_cell(cell, index, execution_count=client.code_cells_executed + 1)
+        finally:
+            info = self.output_budget.bound(index, cell)
+            if info is not None:
+                entry["outputTruncated"] = info
 
     async def _collect_interrupt_traceback(self, client: Any, cell: Any) -> None:
         """Interrupt the timed-out cell so that its traceback shows where it hung."""

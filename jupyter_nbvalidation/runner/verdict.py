@@ -39,6 +39,7 @@ from ..markers import notebook_execution_settings
 from .execute import DEFAULT_CELL_TIMEOUT, _Execution
 from . import parameters as _parameters
 from ..vocabulary import ResultReason
+from .outputs import OutputBudget
 from .protocol import FAILED, SUCCEEDED, write_termination_log
 from .text import cell_label, plural
 
@@ -174,6 +175,9 @@ def run_notebook(
     run_id: str | None = None,
     reap_descendants: bool = False,
     parameters: Mapping[str, Any] | None = None,
+    max_cell_output_bytes: int | None = None,
+    max_output_bytes: int | None = None,
+    sandbox: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Execute ``notebook`` in a fresh kernel, optionally compare with ``golden``.
 
@@ -191,7 +195,11 @@ def run_notebook(
     (for the runner's own process, see :mod:`.hygiene`). ``parameters``
     (``{name: JSON value}``) are injected as papermill does (:mod:`.parameters`):
     cell indexes in the result stay the submitted notebook's; only the executed
-    notebook holds the injected cell.
+    notebook holds the injected cell. ``max_cell_output_bytes`` /
+    ``max_output_bytes`` bound the outputs kept in the executed notebook
+    (:mod:`.outputs`; None: the defaults); the comparison sees them whole.
+    ``sandbox`` (``{"hide": [paths], "show": [paths], "links": [folders]}``) runs the
+    kernel in the sandbox of :mod:`.sandbox` (None: without it).
     """
     started = time.monotonic()
     notebook = os.path.abspath(os.fspath(notebook))
@@ -244,6 +252,7 @@ def run_notebook(
     if parameters:
         injected = (_parameters.injection_index(nb), _parameters.injected_cell(parameters))
         replaced = {i: _parameters.REPLACED_NOTE for i in _parameters.replaced_cells(nb)}
+    budget = OutputBudget(max_cell_output_bytes, max_output_bytes, keep_full=golden_nb is not None)
     execution = _Execution(
         work_nb,
         python=python_path,
@@ -258,6 +267,8 @@ def run_notebook(
         reap_descendants=reap_descendants,
         injected=injected,
         not_run=replaced,
+        output_budget=budget,
+        sandbox=sandbox,
     )
     internal_error: BaseException | None = None
     try:
@@ -295,11 +306,15 @@ def run_notebook(
                    if i not in execution.executed or i in execution.validate_cells]
         try:
             result["comparisonResult"] = _compare.compare_notebooks(
-                golden_nb, work_nb, strategy=comparison, abs_tol=abs_tol, rel_tol=rel_tol, skip_cells=not_run,
+                golden_nb, budget.with_full_outputs(work_nb), strategy=comparison, abs_tol=abs_tol, rel_tol=rel_tol, skip_cells=not_run,
                 **(compare_options or {}),
             )
+        except _compare.PatternTimeout as e:
+            execution._fail(ResultReason.RUNNER_ERROR, None,
+                            f"The golden comparison was stopped: {e} (comparisonConfig)")
         except Exception as e:
             execution._fail(ResultReason.RUNNER_ERROR, None, f"The golden comparison failed: {type(e).__name__}: {e}")
+        budget.full.clear()  # the full outputs were for the comparison only
 
     # -- verdict
     comparison_result = result["comparisonResult"]
@@ -336,6 +351,10 @@ def run_notebook(
         names = list(parameters or {})
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         result["message"] += f" (parameters injected {where}: {shown})"
+    truncated = budget.note()
+    if truncated and isinstance(result.get("message"), str):
+        result["message"] += f"; {truncated}" + (
+            ", compared with the golden notebook in full" if golden_nb is not None else "")
     note = kernel_note(nb)
     if note and isinstance(result.get("message"), str):
         result["message"] += f" ({note})"

@@ -1,0 +1,196 @@
+"""The kernel in a sandbox (issue 20, "isolation where the OS allows it"; runner/sandbox.py):
+through a real `jupyter server` (real engine, SQLite, runners, kernels, a built venv), each
+claim is a notebook of its own. With the sandbox on (the default, LocalBackend.sandbox auto)
+the kernel cannot read the server's process environment, the store, another job's folder,
+a file in HOME outside the root, the server's runtime dir (its jpserver-*.json holds the
+token); it can read the project root through ../ and the links its working copy keeps, its
+own environment's packages (a venv inside the data dir), and the verdicts of ordinary
+notebooks are unchanged (a failure, a cell timeout ended by an interrupt). The same server
+with LocalBackend.sandbox=off runs the same notebooks: every "cannot" probe then fails,
+which shows the probes would see a leak.
+
+The hard layout on purpose: HOME is the test's temp folder, so the root, the data dir, the
+runtime dir and the job's venv (in the data dir) are all inside HOME, and all under /tmp."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import ServerProcess
+from helpers import write_notebook
+
+NOBUILD = {"buildConfig": {"enabled": False}}
+
+# the probes' first cell: where things are (filled in by the test)
+HEAD = "import glob, os, sys\nS = {facts!r}"
+
+CANNOT = {  # name: the cell asserting the kernel cannot see it
+    "server-environment": (
+        "found = []\n"
+        "for p in glob.glob('/proc/[0-9]*/environ'):\n"
+        "    try:\n"
+        "        if S['secret'].encode() in open(p, 'rb').read():\n"
+        "            found.append(p)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "for pid in (S['server_pid'], S['test_pid']):\n"
+        "    try:\n"
+        "        data = open(f'/proc/{pid}/environ', 'rb').read()\n"
+        "        found.append(f'/proc/{pid}/environ readable ({len(data)} bytes)')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "assert not found, found"),
+    "the-store": (
+        "assert not os.path.exists(S['store']), os.listdir(os.path.dirname(S['store']))\n"
+        "try:\n"
+        "    open(S['store'], 'rb').read(16)\n"
+        "    raise AssertionError('the store is readable')\n"
+        "except OSError:\n"
+        "    pass"),
+    "another-job": (
+        "assert not os.path.exists(S['other_job']), os.listdir(S['other_job'])\n"
+        "assert not os.path.exists(S['other_log']), 'its runner log is readable'"),
+    "home-outside-the-root": (
+        "try:\n"
+        "    text = open(S['home_secret']).read()\n"
+        "    raise AssertionError(f'read {text!r}')\n"
+        "except OSError:\n"
+        "    pass"),
+    "runtime-dir": (
+        "files = glob.glob(os.path.join(S['runtime'], 'jpserver-*.json'))\n"
+        "assert not files, [open(f).read()[:80] for f in files]"),
+}
+
+CAN = {  # name: the cell asserting the kernel can read it (both modes)
+    "project-root": (
+        "assert open('../shared/v.txt').read() == 'shared\\n'\n"
+        "assert open(os.path.join(S['root'], 'shared', 'v.txt')).read() == 'shared\\n'\n"
+        "assert sorted(os.listdir('..'))"),
+    "kept-links": (
+        "assert os.path.islink('outside.txt'), os.listdir('.')\n"
+        "assert open('outside.txt').read() == 'outside the root\\n'\n"
+        "assert open('data-link/x.csv').read() == 'a,b\\n1,2\\n'"),
+}
+
+
+def facts(server: ServerProcess, home_secret: Path, other: dict) -> dict:
+    return {"secret": os.environ["NBV_SANDBOX_SECRET"], "server_pid": server.proc.pid, "test_pid": os.getpid(),
+            "store": str(server.data_dir / "nbvalidation.db"), "runtime": str(server.runtime),
+            "other_job": str(server.data_dir / "jobs" / other["metadata"]["uid"]),
+            "other_log": str(next((server.data_dir / "jobs" / other["metadata"]["uid"]).glob("run-*/runner.log"))),
+            "home_secret": str(home_secret), "root": str(server.root)}
+
+
+def submit(client, path: str, **spec) -> str:
+    job = client.request("POST", "jobs", {"notebook": {"path": path}, **spec})
+    return job["metadata"]["name"]
+
+
+def wait_all(client, names: list[str], timeout: float = 600) -> dict[str, dict]:
+    deadline = time.monotonic() + timeout
+    done: dict[str, dict] = {}
+    while len(done) < len(names):
+        for name in names:
+            if name not in done:
+                job = client.request("GET", f"jobs/{name}")
+                if (job.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    done[name] = job
+        assert time.monotonic() < deadline, f"not finished: {sorted(set(names) - set(done))}"
+        time.sleep(0.5)
+    return done
+
+
+def explain(job: dict) -> str:
+    st = job.get("status") or {}
+    return f"{st.get('phase')} {st.get('reason')}: {st.get('message')} {json.dumps(st.get('results'))[-1500:]}"
+
+
+@pytest.fixture
+def layout(tmp_path, monkeypatch):
+    """HOME is tmp_path: the root, the data dir and the runtime dir are inside it."""
+    monkeypatch.setenv("UV_CACHE_DIR", os.environ.get("UV_CACHE_DIR") or os.path.expanduser("~/.cache/uv"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NBV_SANDBOX_SECRET", "nbv-" + secrets.token_hex(12))
+    home_secret = tmp_path / "home-secret.txt"
+    home_secret.write_text("the user's own file\n")
+    root = tmp_path / "root"
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "x.csv").write_text("a,b\n1,2\n")
+    (root / "shared").mkdir()
+    (root / "shared" / "v.txt").write_text("shared\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "w.txt").write_text("outside the root\n")
+    return home_secret
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_what_the_kernel_can_and_cannot_read(tmp_path, layout, mode):
+    server = ServerProcess(tmp_path, extra_args=[f"--LocalBackend.sandbox={mode}"])
+    try:
+        server.start()
+        client = server.client()
+        deadline = time.monotonic() + 120
+        while not (health := client.request("GET", "health")).get("sandbox"):  # null until detected
+            assert time.monotonic() < deadline, health
+            time.sleep(0.3)
+        sandbox = health["sandbox"]
+        doc = client.request("GET", "openapi.json")  # the field as its schema says
+        schema = doc["paths"]["/health"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        jsonschema.validate(health["sandbox"], schema["properties"]["sandbox"])
+        if mode == "auto":
+            assert sandbox.get("enabled") is True, health
+            assert {"user namespace", "pid namespace", "mount namespace"} <= set(sandbox["uses"]), sandbox
+        else:
+            assert sandbox.get("enabled") is False and "off" in sandbox.get("reason", ""), health
+
+        write_notebook(server.root / "first" / "nb.ipynb", ["print('first')"])
+        first = wait_all(client, [submit(client, "first/nb.ipynb", podConfig=NOBUILD)])
+        other = next(iter(first.values()))
+        assert other["status"]["phase"] == "Succeeded", explain(other)
+
+        probes = server.root / "probes"
+        known = facts(server, layout, other)
+        for name, cell in {**CANNOT, **CAN}.items():
+            write_notebook(probes / f"{name}.ipynb", [HEAD.format(facts=known), cell])
+        (probes / "outside.txt").symlink_to(tmp_path / "outside" / "w.txt")  # leaves the root: stays a link
+        (probes / "data-link").symlink_to(server.root / "data")
+        write_notebook(probes / "packages.ipynb", [
+            HEAD.format(facts=known),
+            "import six\nassert six.__file__.startswith(S['data_dir']), (six.__file__, sys.prefix)\n"
+            "assert sys.prefix.startswith(S['data_dir']), sys.prefix".replace("S['data_dir']",
+                                                                              repr(str(server.data_dir)))])
+        write_notebook(probes / "fails.ipynb", ["x = 1", "raise ValueError('as always')", "print('never')"])
+        write_notebook(probes / "hangs.ipynb", ["import time\nprint('before')", "time.sleep(120)", "print('never')"])
+
+        names = {name: submit(client, f"probes/{name}.ipynb", podConfig=NOBUILD) for name in {**CANNOT, **CAN}}
+        names["packages"] = submit(client, "probes/packages.ipynb",
+                                   podConfig={"buildConfig": {"requirements": ["six"]}})
+        names["fails"] = submit(client, "probes/fails.ipynb", podConfig=NOBUILD)
+        names["hangs"] = submit(client, "probes/hangs.ipynb", podConfig=NOBUILD, cellTimeout="4s")
+        wait_all(client, list(names.values()))
+        done = {key: wait_all(client, [name])[name] for key, name in names.items()}
+    finally:
+        server.stop()
+
+    phases = {key: job["status"]["phase"] for key, job in done.items()}
+    for key in CANNOT:
+        if mode == "auto":
+            assert phases[key] == "Succeeded", (key, explain(done[key]))
+        else:  # the probe sees what it looks for: it would catch a leak
+            assert phases[key] == "Failed" and done[key]["status"]["failedCellIndex"] == 1, (key, explain(done[key]))
+    for key in (*CAN, "packages"):
+        assert phases[key] == "Succeeded", (key, explain(done[key]))
+    failed = done["fails"]["status"]
+    assert phases["fails"] == "Failed" and failed["failedCellIndex"] == 1, explain(done["fails"])
+    assert "ValueError" in json.dumps(failed["results"]), explain(done["fails"])
+    hung = done["hangs"]["status"]
+    assert phases["hangs"] == "Failed" and hung["failedCellIndex"] == 1, explain(done["hangs"])
+    cell = next(r for r in hung["results"] if r["cellIndex"] == 1)
+    # interrupted: the cell's traceback says where it hung (the interrupt reached the kernel)
+    assert "KeyboardInterrupt" in json.dumps(cell) and "time.sleep" in json.dumps(cell), explain(done["hangs"])
