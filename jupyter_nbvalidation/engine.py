@@ -131,7 +131,8 @@ class Engine:
                  validation_timeout: float = 30 * 60, workers: int = 16, resync_period: float = 300.0,
                  conflict_retries: int = 5, write_retries: int = 3, max_backoff: float = 60.0,
                  event_recovery_window: float = 24 * 3600.0, recovery_timeout: float = 60.0,
-                 max_retries: int | None = None, retry_backoff: float | None = None):
+                 max_retries: int | None = None, retry_backoff: float | None = None,
+                 max_concurrent_builds: int | None = None, max_concurrent_validations: int | None = None):
         """``max_retries`` / ``retry_backoff``: the retries of an attempt that failed
         with a transient Fault and the first retry's delay; by default the
         backend's settings (Backend.max_retries, Backend.retry_backoff)."""
@@ -149,6 +150,18 @@ class Engine:
         self.retry_backoff = float(backend.retry_backoff if retry_backoff is None else retry_backoff)
         if self.max_retries < 0 or self.retry_backoff < 0:
             raise ValueError("max_retries and retry_backoff must not be negative")
+        if max_concurrent_builds is None or max_concurrent_validations is None:
+            # an engine made without the settings (composition.assemble passes them): the backend's own
+            builds, validations = backend.default_admission_caps()
+            max_concurrent_builds = builds if max_concurrent_builds is None else max_concurrent_builds
+            max_concurrent_validations = validations if max_concurrent_validations is None else max_concurrent_validations
+        # admission: at most this many jobs in Building / ValidationRunning at once (None or 0: no cap)
+        self.caps: dict[str, int | None] = {Phase.BUILDING: max_concurrent_builds or None,
+                                            Phase.VALIDATION_RUNNING: max_concurrent_validations or None}
+        self._admission = asyncio.Lock()
+        self._admitted: dict[str, set[str]] = {Phase.BUILDING: set(), Phase.VALIDATION_RUNNING: set()}
+        self._waiting: set[str] = set()  # jobs told Queued: looked at again when a slot frees
+        self.queue_poll = 5.0  # seconds: a queued job looks again at least this often
         self._retry_at: dict[str, float] = {}  # job name -> loop time before which its retry does not start
         self.progress_interval = 1.0  # seconds: at most one status.progress write per job in this time
         self._progress_at: dict[str, float] = {}
@@ -221,6 +234,9 @@ class Engine:
         """Stop picking up work; an in-flight reconcile finishes (its writes
         are conditional on resourceVersion, so an overlap cannot duplicate)."""
         self._term += 1
+        for admitted in self._admitted.values():
+            admitted.clear()
+        self._waiting.clear()
         if self.leading.is_set():
             if self._handing_back:  # step_down: given back, not taken by another server
                 self.log.info("nbvalidation: handed the lead back")
@@ -348,8 +364,7 @@ class Engine:
     def enqueue(self, name: str) -> None:
         if not self.running:
             return
-        owns = getattr(self.backend, "owns", None)  # a backend whose processes outlive a lead (local)
-        if not self.leading.is_set() and owns is not None and owns(name):
+        if not self.leading.is_set() and self.backend.owns(name):  # its processes outlive a lead (local)
             # a follower still runs something it started while it led: stop its own
             # process when the holder finishes or cancels the job
             task = asyncio.get_running_loop().create_task(self._follower_check(name))
@@ -465,6 +480,7 @@ class Engine:
         """A terminal job: its plan is dropped, the backend releases what it holds."""
         self._plans.pop(job["metadata"]["uid"], None)
         self._retry_at.pop(job["metadata"]["name"], None)
+        self._release(job["metadata"]["name"])
         try:
             await self.backend.cleanup(job)
         except PermanentFailure as e:
@@ -515,6 +531,9 @@ class Engine:
                         note=f"Could not record phase {status['phase']} ({status['reason']}): {e}")
                 raise StatusWriteFailed(f"status write for {name} failed: {e}") from e
             after = written.get("status") or {}
+            left = before.get("phase", "")
+            if left in self._admitted and after.get("phase", "") != left:
+                self._release(name, left)  # a slot freed: the queued jobs look again
             if flipped(before, after):
                 # a phase change records status.transitions[-1]: its event gets that entry's fixed name
                 index = (len(after.get("transitions") or []) - 1
@@ -609,6 +628,9 @@ class Engine:
             # input it cannot use fails the job (InvalidInput, via _step)
             plan = await self.plan_of(job)
             detected = await self.backend.prepare(job, plan)
+            wait = await self._admit(job, Phase.BUILDING if build_enabled(spec) else Phase.VALIDATION_RUNNING)
+            if wait is not None:
+                return wait
             if build_enabled(spec):
                 def start_build(st: JobStatus) -> None:
                     st["buildStatus"] = {"phase": BuildPhase.RUNNING, "startTime": st["transitions"][-1]["time"],
@@ -632,6 +654,9 @@ class Engine:
                 await self._move(job, phase, Phase.FAILED, Reason.BUILD_FAILED,
                                  "BuildComplete was recorded without an environment reference.")
                 return _AGAIN
+            wait = await self._admit(job, Phase.VALIDATION_RUNNING)
+            if wait is not None:
+                return wait
             await self._move(job, phase, Phase.VALIDATION_RUNNING, Reason.VALIDATION_STARTED,
                              f"Validating in {status['buildStatus']['imageReference']}.")
             return _AGAIN
@@ -639,6 +664,93 @@ class Engine:
         if phase == Phase.VALIDATION_RUNNING:
             return await self._validating(job)
         raise ValueError(f"job {job['metadata']['name']} has an unknown phase {phase!r}")
+
+    # -- admission ------------------------------------------------------------
+    def _release(self, name: str, phase: str | None = None) -> None:
+        """``name`` no longer holds a slot (of ``phase``, or any): the queued jobs look again."""
+        freed = False
+        for p, admitted in self._admitted.items():
+            if phase in (None, p) and name in admitted:
+                admitted.discard(name)
+                freed = True
+        self._waiting.discard(name)
+        if freed or phase is not None:
+            for waiting in sorted(self._waiting):
+                self.enqueue(waiting)
+
+    @staticmethod
+    def _wants(job: Job, phase: str) -> bool:
+        """Whether ``job`` waits for a slot of ``phase`` (the phase it enters next)."""
+        st = job.get("status") or {}
+        if CANCEL_ANNOTATION in (job["metadata"].get("annotations") or {}):
+            return False
+        now = st.get("phase", "")
+        if phase == Phase.BUILDING:
+            return now == Phase.INITIALIZING and build_enabled(job["spec"])
+        return now == Phase.BUILD_COMPLETE or (now == Phase.INITIALIZING and not build_enabled(job["spec"]))
+
+    async def _admit(self, job: Job, phase: str) -> float | None:
+        """None when ``job`` may enter ``phase`` now (its slot is held from here), else
+        the delay before it looks again, after recording it as Queued.
+
+        The slots in use are counted from the store (every job in ``phase``: right after
+        a restart and on the server that took the lead) together with the jobs this engine
+        let in whose move the store may not show yet. Jobs wait in submit order: a job goes
+        only when fewer jobs submitted before it wait for the same slot than slots are free."""
+        cap = self.caps.get(phase)
+        name = job["metadata"]["name"]
+        if not cap:
+            return None
+        async with self._admission:
+            active = await self.store.list_active()
+            names = {j["metadata"]["name"]: j for j in active}
+            admitted = self._admitted[phase]
+            for n in list(admitted):  # the store shows it past that phase (or ended): its slot is free
+                j = names.get(n)
+                if j is None or ((j.get("status") or {}).get("phase", "") not in (phase, "")
+                                 and not self._wants(j, phase)):
+                    admitted.discard(n)
+            in_use = {n for n, j in names.items() if (j.get("status") or {}).get("phase") == phase} | admitted
+            in_use.discard(name)
+            free = cap - len(in_use)
+            waiting = sorted((j for j in active if self._wants(j, phase) and j["metadata"]["name"] not in in_use),
+                             key=lambda j: (j["metadata"].get("creationTimestamp") or "", j["metadata"]["name"]))
+            ahead = next((i for i, j in enumerate(waiting) if j["metadata"]["name"] == name), 0)
+            if ahead < free:
+                admitted.add(name)
+                self._waiting.discard(name)
+                return None
+            self._waiting.add(name)
+        what = "build" if phase == Phase.BUILDING else "validation"
+        message = f"Waiting for a {what} slot ({len(in_use)} of {cap} in use"
+        message += f"; {ahead} queued before it)." if ahead else ")."
+        await self._queued(job, message)
+        return self.queue_poll
+
+    async def _queued(self, job: Job, message: str) -> None:
+        """status.reason Queued with ``message`` (no phase or condition flip: no transition
+        event); one Normal ``Queued`` event when the job starts waiting."""
+        st = job.get("status") or {}
+        if st.get("reason") == EventReason.QUEUED:
+            return  # told already: the message is not rewritten while it waits
+        wrote = [False]
+
+        def decide(cur: Job) -> JobStatus | None:
+            cs = cur.get("status") or {}
+            wrote[0] = False
+            if cs.get("phase") != st.get("phase") or cs.get("reason") == EventReason.QUEUED:
+                return None
+            status = copy.deepcopy(cs)
+            status["reason"], status["message"] = EventReason.QUEUED.value, message
+            for c in status.get("conditions") or []:
+                if c.get("type") == ConditionType.READY:
+                    c["reason"], c["message"] = EventReason.QUEUED.value, message
+            wrote[0] = True
+            return status
+
+        written = await self._write(job, decide)
+        if wrote[0]:
+            self.recorder.emit(written, reason=EventReason.QUEUED, note=message, type_="Normal", action="Queue")
 
     def _deadline(self, job: Job, phase: str, limit: float) -> float:
         started = attempt_started_at(job.get("status") or {}, phase) or utcnow()

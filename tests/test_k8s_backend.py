@@ -121,7 +121,9 @@ async def test_build_then_validate_full_sequence(env, admin, aio_admin, runner_o
 
     # the snapshot: one immutable ConfigMap owned by the job
     cm = await admin.request("GET", CONFIGMAPS.path(ns, obj.input_configmap_name(name)))
-    assert set(cm["data"]) == {"notebook.ipynb", "requirements.txt"}
+    assert set(cm["data"]) == {"notebook.ipynb", "requirements.txt", obj.INPUTS_INDEX}
+    # no inputFiles: the notebook's folder travels (the notebook from its own key)
+    assert sorted(obj.inputs_index(cm["data"])) == [("input-0000", "requirements.txt"), ("notebook.ipynb", "nb.ipynb")]
     assert cm["metadata"]["ownerReferences"][0]["uid"] == uid and cm["immutable"] is True
 
     # the build: a context ConfigMap and a batch Job, owned and labelled
@@ -444,7 +446,10 @@ async def test_the_shipped_role_is_enough(kube_apiserver, k8s_namespace, tmp_pat
     await e.engine.start()
     try:
         health = await e.backend.health()
-        assert health["usable"] is True and health["crdEstablished"] is True, health  # via discovery
+        assert health["crdEstablished"] is True, health  # via discovery
+        # the stand-in registry.test does not resolve: the one thing /health finds off
+        assert health["registryReachable"] is False and health["usable"] is False, health
+        assert health["problem"].startswith(f"the registry {REGISTRY} is unreachable"), health
         job = await e.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
         name = job["metadata"]["name"]
         await run_builder(admin, aio_admin, ns, name)
@@ -672,7 +677,10 @@ async def test_rest_api_with_the_kubernetes_backend(jp_fetch, jp_root_dir, kube_
     ns = k8s_namespace
     write_notebook(jp_root_dir / "ok.ipynb", ["print(2 + 2)"])
     code, health = await rest(jp_fetch, "health")
-    assert code == 200 and health["backend"] == "kubernetes" and health["usable"] is True, health
+    assert code == 200 and health["backend"] == "kubernetes", health
+    # the stand-in registry.test does not resolve: the one thing /health finds off
+    assert health["registryReachable"] is False and health["usable"] is False, health
+    assert health["problem"].startswith(f"the registry {REGISTRY} is unreachable"), health
     assert health["namespace"] == ns and health["crdEstablished"] is True and health["buildStrategies"] == ["job"]
 
     code, job = await rest(jp_fetch, "jobs", method="POST",
@@ -1099,21 +1107,14 @@ async def test_build_failure_message_has_no_ansi_codes(env, admin, aio_admin):
     assert "\x1b" not in st["buildStatus"]["message"]
 
 
-def _with_inputs(env, extra: dict[str, bytes]):
-    collect = env.service._collect
-
-    def collect_with_inputs(spec):  # what the inputs snapshot hands the backend (spec.inputFiles)
-        files, *rest = collect(spec)
-        return ({**files, **extra}, *rest)
-
-    env.service._collect = collect_with_inputs
-
-
 @pytest.mark.asyncio
 async def test_input_files_reach_the_working_directory_of_the_pod(env, admin):
     blob = bytes(range(256)) * 4
-    _with_inputs(env, {"inputs/data.csv": b"a,b\n1,2\n", "inputs/sub/blob.bin": blob})
-    job = await env.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
+    (env.root / "data.csv").write_bytes(b"a,b\n1,2\n")
+    (env.root / "sub").mkdir()
+    (env.root / "sub" / "blob.bin").write_bytes(blob)
+    (env.root / "other.txt").write_text("not named: does not travel")
+    job = await env.submit(notebook={"path": "nb.ipynb"}, inputFiles=["data.csv", "sub/*"], **NOBUILD)
     name = job["metadata"]["name"]
     cm = await admin.request("GET", CONFIGMAPS.path(env.ns, obj.input_configmap_name(name)))
     index = json.loads(cm["data"][obj.INPUTS_INDEX])
@@ -1133,14 +1134,86 @@ async def test_input_files_reach_the_working_directory_of_the_pod(env, admin):
 
 
 @pytest.mark.asyncio
+async def test_the_notebooks_folder_travels_without_input_files(env, admin, monkeypatch):
+    """No spec.inputFiles: the notebook's folder and below travel in the input ConfigMap, as the
+    local backend copies them (the same walk: .git, virtual environments, __pycache__ left out),
+    each content once (the notebook itself is projected from its notebook.ipynb key); nothing
+    above the folder."""
+    proj = env.root / "proj"
+    write_notebook(proj / "nb.ipynb", ["print(open('data.csv').read())"])
+    (proj / "data.csv").write_bytes(b"a,b\n1,2\n")
+    (proj / "sub").mkdir()
+    (proj / "sub" / "blob.bin").write_bytes(bytes(range(256)))
+    (proj / "sub" / "same.csv").write_bytes(b"a,b\n1,2\n")
+    for hidden in (".git", "__pycache__", "venv"):
+        (proj / hidden).mkdir()
+        (proj / hidden / "secret").write_text("never travels")
+    (proj / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    # the server's runtime dir (its tokens) and a kubeconfig, should they be in the folder
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(proj / "runtime"))
+    (proj / "runtime").mkdir()
+    (proj / "runtime" / "jpserver-1.json").write_text('{"token": "never travels"}')
+    monkeypatch.setenv("KUBECONFIG", str(proj / "kube.yaml"))
+    (proj / "kube.yaml").write_text("token: never travels")
+    (env.root / "above.txt").write_text("not in the folder")
+    job = await env.submit(notebook={"path": "proj/nb.ipynb"}, **NOBUILD)
+    name = job["metadata"]["name"]
+    cm = await admin.request("GET", CONFIGMAPS.path(env.ns, obj.input_configmap_name(name)))
+    index = json.loads(cm["data"][obj.INPUTS_INDEX])
+    assert sorted(p for _k, p in index) == ["data.csv", "nb.ipynb", "sub/blob.bin", "sub/same.csv"]
+    keys = dict((p, k) for k, p in index)
+    assert keys["nb.ipynb"] == "notebook.ipynb" and keys["sub/same.csv"] == keys["data.csv"]
+    assert sorted(cm["binaryData"]) == sorted({keys["data.csv"], keys["sub/blob.bin"]})
+    assert base64.b64decode(cm["binaryData"][keys["sub/blob.bin"]]) == bytes(range(256))
+    assert "never travels" not in json.dumps(cm)
+    pod = await wait_object(admin, PODS.path(env.ns, obj.validation_pod_name(name)))
+    items = {i["path"]: i["key"] for i in pod["spec"]["volumes"][0]["configMap"]["items"]}
+    assert items == {"notebook.ipynb": "notebook.ipynb", **{f"inputs/{p}": k for k, p in index}}
+
+
+@pytest.mark.asyncio
 async def test_input_files_over_the_configmap_limit_are_refused(env, admin):
-    _with_inputs(env, {"inputs/big.bin": b"\0" * (1024 * 1024)})
+    (env.root / "big.bin").write_bytes(b"\0" * (1024 * 1024))
     with pytest.raises(ApiError) as err:
-        await env.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
+        await env.submit(notebook={"path": "nb.ipynb"}, inputFiles=["big.bin"], **NOBUILD)
     e = err.value
     assert (e.status, e.code, e.field) == (413, "TooLarge", "spec.inputFiles")
     assert "1 input file(s)" in e.message and f"limited here to {env.backend.max_notebook_bytes_configmap}" in e.message
     assert (await admin.request("GET", NVJ.path(env.ns)))["items"] == []
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("over", ["bytes", "snapshot", "files"])
+async def test_a_folder_over_the_limit_is_refused_at_submit(env, admin, over):
+    """Without spec.inputFiles the folder travels: over the ConfigMap limit (by the folder's
+    own bytes, or with the notebook and requirements around it) or over max_folder_files, it
+    is refused naming the folder, its size, the limit and the way out; nothing is created."""
+    limit = env.backend.max_notebook_bytes_configmap
+    proj = env.root / "proj"
+    write_notebook(proj / "nb.ipynb", ["x = 1"])
+    if over == "bytes":
+        (proj / "big.bin").write_bytes(b"\0" * (limit + 10))
+    elif over == "snapshot":  # the folder's bytes fit; with the ConfigMap's keys and index they do not
+        nb_size = (proj / "nb.ipynb").stat().st_size
+        (proj / "big.bin").write_bytes(b"\1" * (limit - nb_size - 10))
+    else:
+        env.backend.max_folder_files = 3
+        for i in range(4):
+            (proj / f"f{i}.txt").write_text(str(i))
+    with pytest.raises(ApiError) as err:
+        await env.submit(notebook={"path": "proj/nb.ipynb"}, **NOBUILD)
+    e = err.value
+    assert (e.status, e.code, e.field) == (413, "TooLarge", "spec.notebook.path"), e.message
+    assert f"the notebook's folder {proj.resolve()}" in e.message and "spec.inputFiles" in e.message, e.message
+    if over == "files":
+        assert "over 3 files" in e.message and "c.KubernetesBackend.max_folder_files" in e.message, e.message
+    else:
+        assert f"limited here to {limit} bytes" in e.message, e.message
+        assert "max_notebook_bytes_configmap" in e.message, e.message
+    if over == "bytes":
+        assert f"2 files, {limit + 10 + (proj / 'nb.ipynb').stat().st_size} bytes" in e.message, e.message
+    assert (await admin.request("GET", NVJ.path(env.ns)))["items"] == []
+    assert (await admin.request("GET", CONFIGMAPS.path(env.ns)))["items"] == [], "nothing created"
 
 
 @pytest.mark.asyncio
@@ -1152,7 +1225,8 @@ async def test_built_images_run_the_runner_apart_from_the_kernel(env, admin, aio
     cmd = pod["spec"]["containers"][0]["command"]
     assert cmd[:3] == ["/opt/nbv-runner/bin/python", "-m", "jupyter_nbvalidation.runner"]
     assert cmd[cmd.index("--python") + 1] == "/opt/nbv-kernel/bin/python"
-    assert "initContainers" not in pod["spec"]  # no input files: nothing to copy
+    # no inputFiles: the notebook's folder (nb.ipynb alone) is copied into the working directory
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["inputs"]
 
 
 def test_install_print_needs_no_kubernetes_client(tmp_path):

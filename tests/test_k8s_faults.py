@@ -496,10 +496,16 @@ def test_registry_faults_in_kaniko_output_name_the_registry():
                  'https://index.docker.io/v2/library/python/manifests/sha256:0: TOOMANYREQUESTS: rate limit',
                  'error pushing image: PUT https://registry.test:5000/v2/nbv/env/manifests/abc: '
                  'unexpected status code 503 Service Unavailable',
-                 'error pushing image: Get "https://registry.test:5000/v2/": net/http: TLS handshake timeout']:
+                 'error pushing image: Get "https://registry.test:5000/v2/": net/http: TLS handshake timeout',
+                 # the real kaniko v1.24 when the registry resets the base image pull (tests/test_k8s_real_registry.py)
+                 'error building image: error building stage: failed to get filesystem from image: read tcp '
+                 '10.244.77.5:55232->registry.test:5000: read: connection reset by peer']:
         cause = res.registry_fault(line, dest)
         assert cause is not None and cause.startswith("The build could not reach the registry "), line
     assert "index.docker.io" in res.registry_fault('retrieving image "x": GET https://index.docker.io/v2/x: 429', dest)
+    assert res.registry_fault("failed to get filesystem from image: read tcp 10.0.0.5:1->10.0.0.2:5000: read: "
+                              "connection reset by peer", dest).startswith("The build could not reach the registry "
+                                                                           "10.0.0.2:5000: ")
     assert res.registry_fault(PIP_FAILED, dest) is None
     assert res.registry_fault("WARNING: Retrying after connection broken by 'NewConnectionError(Connection "
                               "refused)': /simple/six/\nERROR: No matching distribution found for six", dest) is None

@@ -18,9 +18,8 @@ import json
 import time
 
 import pytest
-from helpers import phases, reasons, write_notebook
+from helpers import job_of, phases, reasons, wait, write_notebook
 
-from jupyter_nbvalidation.client import ClientError
 from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.model import Phase, Reason
 
@@ -29,26 +28,6 @@ pytestmark = pytest.mark.cluster
 WAIT = 600.0  # a cold kaniko build on a loaded 2-core machine, then two runs of the slow cell
 SLOW = 20  # seconds of the slow cell: the deletion lands in it
 RETRIED = "ValidationRetried"
-
-
-def wait(predicate, timeout: float, what: str, interval: float = 0.25):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
-
-
-def job_of(api, name: str) -> dict:
-    try:
-        return api.request("GET", f"jobs/{name}")
-    except ClientError as e:
-        if e.status == 503:  # a server just started: its store is not synced yet (Retry-After)
-            return {}
-        raise
 
 
 def validation_pods(cluster, ns: str, name: str) -> list[dict]:

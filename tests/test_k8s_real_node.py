@@ -17,9 +17,8 @@ import urllib.request
 import uuid
 
 import pytest
-from helpers import phases, reasons, write_notebook
+from helpers import job_of, phases, reasons, wait, write_notebook
 
-from jupyter_nbvalidation.client import ClientError
 from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.model import Phase, Reason
 
@@ -36,26 +35,6 @@ def fresh(requirement: str) -> str:
     """``requirement`` with an always-true marker new to this run: a requirement set that no image
     was built for yet, so the job really builds (the same set again reuses the image)."""
     return f'{requirement}; platform_machine != "nbv-{uuid.uuid4().hex[:12]}"'
-
-
-def wait(predicate, timeout: float, what: str, interval: float = 0.25):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
-
-
-def job_of(api, name: str) -> dict:
-    try:
-        return api.request("GET", f"jobs/{name}")
-    except ClientError as e:
-        if e.status == 503:  # a server just started: its store is not synced yet (Retry-After)
-            return {}
-        raise
 
 
 def terminal(api, name: str, timeout: float = BUILD_WAIT) -> dict:

@@ -21,7 +21,7 @@ import pytest
 from helpers import write_notebook
 
 from jupyter_nbvalidation.k8s import objects as obj
-from jupyter_nbvalidation.model import Phase, Reason, parse_time
+from jupyter_nbvalidation.model import RETRY_REASONS, Phase, Reason, parse_time
 from jupyter_nbvalidation.runner.protocol import TERMINATION_LOG_LIMIT, parse_summary
 
 pytestmark = pytest.mark.cluster
@@ -135,9 +135,15 @@ def test_status_progress_advances_in_the_validation_pod_and_ends_whole(real_clus
     slow = [c["executionTime"] for c in p["cells"] if c["cellIndex"] in (2, 3, 4)]
     assert all(t >= SLEEP - 0.1 for t in slow), slow
     assert [r["cellIndex"] for r in st["results"] if r.get("status") == "Success"] == CODE
-    # never an event
+    # progress is never an event: the transitions' events only (and a retry of a transient fault of
+    # the build, a Warning, which the loaded node gave once in the CI run of 2026-12-03: printed)
     code, _, body = get(watched["server"], f"jobs/{watched['name']}/events")
-    assert [e["reason"] for e in json.loads(body)["items"]] == [
+    items = json.loads(body)["items"]
+    retries = [e for e in items if e["reason"] in RETRY_REASONS]
+    for e in retries:
+        print(f"retry event: {e['reason']}: {e['note']}")
+        assert e["type"] == "Warning", e
+    assert [e["reason"] for e in items if e["reason"] not in RETRY_REASONS] == [
         Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED, Reason.VALIDATION_STARTED,
         Reason.VALIDATION_SUCCEEDED]
     # the Pod's runner printed its records on the log the verdict is read from; its termination

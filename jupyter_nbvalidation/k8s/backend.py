@@ -30,15 +30,19 @@ Finished children are kept (evidence) until the job is deleted.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 from importlib.metadata import PackageNotFoundError, version as _dist_version
 
+from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default, observe
 
-from ..backends.base import RUNNING, Backend, Observation, lease_traits
+from .. import verdict_cache
+from ..backends import workcopy
+from ..backends.base import RUNNING, Backend, Capabilities, Observation, lease_traits
 from ..errors import InputRejected
-from ..model import GROUP, PLURAL, VERSION, SpecError, build_enabled, spec_fields
+from ..model import GROUP, PLURAL, VERSION, WORKDIR_ANNOTATION, SpecError, build_enabled, spec_fields
 from ..plan import Snapshot, ValidationPlan
 from ..requirements import Requirements
 from ..store.base import StoreError
@@ -72,6 +76,8 @@ def _pinned_versions(*dists: str) -> list[str]:
 
 class KubernetesBackend(Backend):
     name = "kubernetes"
+    # the kernel runs in a Pod, where the server's files are not: the notebook's folder travels
+    capabilities = Capabilities(folder_in_snapshot=True)
 
     namespace = Unicode(help="The one namespace jobs and their children live in (default: the pod's "
                              "namespace when running in a cluster, else 'default').").tag(config=True)
@@ -132,8 +138,10 @@ class KubernetesBackend(Backend):
     image_reuse = Bool(True, help="Before building, ask the registry whether the image of the same content "
                                   "(base image digest + Dockerfile + requirements + runner) is there already; "
                                   "if so, record its digest and skip the build (reason BuildReused).").tag(config=True)
-    registry_timeout = Float(10.0, help="Seconds a registry lookup (base image digest, reuse check) may take "
-                                        "before the build goes ahead without it.").tag(config=True)
+    registry_timeout = Float(10.0, help="Seconds a registry lookup (base image digest, reuse check) may take. "
+                                        "A reuse lookup without an answer (or refused, 5xx, 429) is a transient "
+                                        "fault: the build is retried (BuildRetried), never silently built in "
+                                        "full; a 404 builds.").tag(config=True)
     runner_image = Unicode("", help="Image for jobs that disable the build and give no "
                                     "podConfig.containerImage; it must contain jupyter-nbvalidation "
                                     "and ipykernel.").tag(config=True)
@@ -151,9 +159,15 @@ class KubernetesBackend(Backend):
                                             "not exist fails at once (InfrastructureFailed).").tag(config=True)
     validation_resources = Dict(help="resources (requests/limits) of the validation container.").tag(config=True)
     max_notebook_bytes_configmap = Int(2**20 - 8 * 2**10,
-                                       help="Largest notebook snapshot (notebook + golden + requirements, keys "
+                                       help="Largest notebook snapshot (notebook + golden + requirements + the "
+                                            "input files: spec.inputFiles, else the notebook's folder; keys "
                                             "included) accepted at submit: it is stored in a ConfigMap, which "
                                             "Kubernetes caps at 1 MiB.").tag(config=True)
+    max_folder_files = Int(20000, help="Most files of a notebook's folder (jobs without spec.inputFiles: the "
+                                       "folder and below travel with the job, as the local backend copies "
+                                       "them, in its input ConfigMap, so their bytes are bounded by "
+                                       "max_notebook_bytes_configmap); a larger folder is refused at submit "
+                                       "(name the files the notebook reads in spec.inputFiles).").tag(config=True)
 
     @default("namespace")
     def _namespace_default(self) -> str:
@@ -306,8 +320,66 @@ class KubernetesBackend(Backend):
         return self.auto_reason
 
     # -- submit / prepare -------------------------------------------------------------
+    def private_paths(self) -> frozenset[str]:
+        """Never part of the folder that travels (nor of its verdict key): the server's
+        Jupyter data and runtime dirs (its tokens), the kubeconfig and the usual
+        credential dirs, should the notebook's folder hold them."""
+        home = os.path.expanduser("~")
+        paths = {jupyter_data_dir(), jupyter_runtime_dir(), os.path.join(home, ".kube"),
+                 os.path.join(home, ".docker"), os.path.join(home, ".ssh"), self.kubeconfig,
+                 *os.environ.get("KUBECONFIG", "").split(os.pathsep)}
+        return frozenset(os.path.realpath(p) for p in paths if p)
+
+    def _folder_refusal(self, folder: str, root: str | None, e: verdict_cache.FolderTooLarge) -> str:
+        limit = self.max_notebook_bytes_configmap
+        if e.files > self.max_folder_files:
+            what, bound = f"over {self.max_folder_files} files", "c.KubernetesBackend.max_folder_files"
+        else:
+            try:  # the size the user would have to cut (a walk by stat, bounded in files)
+                files, size = verdict_cache.folder_size(folder, root, self.private_paths(), self.max_folder_files,
+                                                        2**62)
+                what = f"{files} files, {size} bytes"
+            except (verdict_cache.FolderTooLarge, OSError):
+                what = f"over {limit} bytes"
+            bound = (f"its input ConfigMap, limited here to {limit} bytes with the notebook "
+                     "(c.KubernetesBackend.max_notebook_bytes_configmap; Kubernetes caps ConfigMaps at 1 MiB)")
+        return (f"spec.notebook.path: the notebook's folder {folder} holds {what} (.git, virtual environments "
+                f"and the like left out); without spec.inputFiles it travels with the job, in {bound}: name "
+                "the files the notebook reads in spec.inputFiles (only they travel then)")
+
+    def check_working_folder(self, folder: str, root: str | None) -> None:
+        """The folder that travels with a job without spec.inputFiles, within
+        max_folder_files and max_notebook_bytes_configmap (a walk by stat; the exact
+        snapshot size is checked at submit), or InputRejected naming it, its size, the
+        limit and the way out."""
+        try:
+            verdict_cache.folder_size(folder, root, self.private_paths(), self.max_folder_files,
+                                      self.max_notebook_bytes_configmap)
+        except verdict_cache.FolderTooLarge as e:
+            raise InputRejected(self._folder_refusal(folder, root, e), "spec.notebook.path", status=413,
+                                code="TooLarge") from None
+        except OSError as e:
+            raise InputRejected(f"spec.notebook.path: the notebook's folder {folder} cannot be read: "
+                                f"{e.strerror or e}", "spec.notebook.path") from None
+
+    def folder_files(self, folder: str, root: str | None) -> dict[str, bytes]:
+        """The notebook's folder as the local backend's copy of it holds it (workcopy.read_folder:
+        the same walk, exclusions and file bound; links out of the root are not carried)."""
+        try:
+            found, _left_out = workcopy.read_folder(folder, root, self.private_paths(), self.max_folder_files,
+                                                    self.max_notebook_bytes_configmap)
+        except verdict_cache.FolderTooLarge as e:  # it grew since the check
+            raise InputRejected(self._folder_refusal(folder, root, e), "spec.notebook.path", status=413,
+                                code="TooLarge") from None
+        except OSError as e:
+            raise InputRejected(f"spec.notebook.path: the notebook's folder {folder} cannot be read: "
+                                f"{e.strerror or e}", "spec.notebook.path") from None
+        return {f"{obj.INPUTS_PREFIX}{rel}": data for rel, data in found.items()}
+
     async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
-        return await self.snapshots.submit(job, files, self.max_notebook_bytes_configmap)
+        folder = None if job["spec"].get("inputFiles") else (job["metadata"].get("annotations") or {}).get(
+            WORKDIR_ANNOTATION)
+        return await self.snapshots.submit(job, files, self.max_notebook_bytes_configmap, folder=folder)
 
     async def read_snapshot(self, job: dict) -> Snapshot:
         """The snapshot ConfigMap as the plan needs it (its input files: the
@@ -466,6 +538,10 @@ class KubernetesBackend(Backend):
         if not out["api"]["apiReachable"]:
             problem = (f"the API server is unreachable since {out['api']['since']} ({out['api']['lastError']}); "
                        "serving the last known state, reconciling resumes when it is back")
+        state = await self.images.registry_state(self.base_image)
+        out.update(state)
+        if problem is None and state and not state["registryReachable"]:
+            problem = f"the registry {self.registry} is unreachable ({state['registryProblem']}); builds wait for it"
         out["usable"] = problem is None
         out["problem"] = problem
         if problem is None and not self.registry:

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
-from ..backends.base import RUNNING, SUCCEEDED, Observation
+from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
 from ..errors import TemporaryFailure
 from ..model import isotime
 from ..plan import ValidationPlan
@@ -20,6 +20,7 @@ from .builders.base import BuildInputs, strip_tag
 from .registry import RegistryClient, RegistryError, parse_reference
 
 BASE_DIGEST_TTL = 60.0  # seconds a resolved base-image digest is used before asking again
+PROBE_TTL = 5.0  # seconds /health's registry probe is reused
 ENV_REPOSITORY = "env"  # built images: <registry>/env:<content hash>
 
 
@@ -64,6 +65,10 @@ class Images:
         self._tag_builder: dict[str, str] = {}  # destination -> uid of the job whose build pushes it
         self._tag_waiters: dict[str, set[str]] = {}  # destination -> names of jobs waiting for that build
         self._client: RegistryClient | None = None
+        self._probe: tuple[float, str | None, bool] | None = None  # (when, problem, plain HTTP without insecure)
+        self._base_probe: dict[str, tuple[float, str | None, str]] = {}  # /health's base digest, per PROBE_TTL
+        self._transient_bases: set[str] = set()  # base images whose last digest lookup failed transiently
+        self._unreachable: dict[str, str] = {}  # job uid -> why its base digest could not be read (transient)
 
     def _plain_http_hosts(self) -> set[str]:
         s = self.settings
@@ -91,6 +96,7 @@ class Images:
     def forget(self, uid: str) -> None:
         self._inputs.pop(uid, None)
         self._reuse_checked.discard(uid)
+        self._unreachable.pop(uid, None)
         self.release(uid)
 
     async def base_digest(self, image: str) -> tuple[str | None, str]:
@@ -110,6 +116,10 @@ class Images:
                 problem = f"the base image {image} is not in its registry"
         except RegistryError as e:
             digest, problem = None, f"the base image's digest could not be read ({e})"
+            if e.transient:  # the registry away for a moment: not cached, asked again next time
+                self._transient_bases.add(image)
+                return digest, problem
+        self._transient_bases.discard(image)
         self._base_digests[image] = (now, digest, problem)
         return digest, problem
 
@@ -125,7 +135,12 @@ class Images:
         if plan is None:  # a builder runs only after ensure_build(job, plan) computed them
             raise TemporaryFailure(f"the build inputs of {job['metadata']['name']} are not computed yet")
         s = self.settings
-        r = await self._recipe(self._base_image(job), list(plan.requirements.display_lines))
+        base = self._base_image(job)
+        r = await self._recipe(base, list(plan.requirements.display_lines))
+        if base in self._transient_bases and s.registry and \
+                parse_reference(base).api_host == parse_reference(f"{s.registry}/x").api_host:
+            # the base image on the registry builds push to: a build now would fail there too
+            self._unreachable[uid] = r.problem
         inputs = BuildInputs(dockerfile=r.dockerfile, requirements_txt=r.requirements_txt,
                              destination=r.destination, base_image=r.base_image, content_hash=r.tag,
                              timeout_seconds=int(plan.build_timeout), context=r.context,
@@ -177,11 +192,17 @@ class Images:
             return None
 
     async def reused(self, inputs: BuildInputs, strategy: str) -> Observation | None:
-        """The image of the same content, when the registry has it already."""
+        """The image of the same content, when the registry has it already; a
+        transient Fault (engine retry) when the registry cannot be reached (no
+        connection, timeout, 5xx, 429): a full build then would fail at its push
+        for the same cause. A refusal (401/403) builds, as without reuse."""
         try:
             digest = await self.registry_client.digest(inputs.destination)
         except RegistryError as e:
-            self.log.info("nbvalidation: reuse check for %s failed (building): %s", inputs.destination, e)
+            if e.transient:
+                return registry_fault(e, inputs.destination, strategy)
+            self.log.warning("nbvalidation: reuse check for %s failed (building without reuse): %s",
+                             inputs.destination, e)
             return None
         if digest is None:
             return None
@@ -192,6 +213,47 @@ class Images:
                            message=f"Reused {inputs.destination} from the registry (same base image digest, "
                                    "requirements and runner); no build ran.")
 
+    async def registry_state(self, base_image: str) -> dict:
+        """What /health says of the registry: whether it answers (probed with
+        ``GET /v2/`` within ``min(registry_timeout, 3 s)``, cached ``PROBE_TTL``
+        seconds), and whether image reuse and the verdict key are on, with why not."""
+        s = self.settings
+        if not s.registry:
+            return {}
+        now = asyncio.get_running_loop().time()
+        if self._probe is None or now - self._probe[0] >= PROBE_TTL:
+            host = parse_reference(f"{s.registry}/x").api_host
+            timeout = min(s.registry_timeout, 3.0)
+            problem = await _ping(host, self._plain_http_hosts(), timeout)
+            plain = False
+            if problem is not None and host not in self._plain_http_hosts():
+                # https failed: a plain-HTTP registry without registry_insecure answers http
+                plain = await _ping(host, {host}, timeout) is None
+                problem = None if plain else problem
+            self._probe = (now, problem, plain)
+        _, problem, plain = self._probe
+        off = []
+        if problem is not None:
+            off.append(f"the registry is unreachable ({problem})")
+        if plain:
+            off.append(f"the registry {s.registry} answers plain HTTP, but c.KubernetesBackend.registry_insecure "
+                       "is not set: its lookups use https and fail")
+        cached = self._base_probe.get(base_image)
+        if cached is not None and now - cached[0] < PROBE_TTL:
+            digest, why = cached[1], cached[2]
+        else:  # at most one lookup per PROBE_TTL for /health, even when it fails (not cached by base_digest)
+            digest, why = await self.base_digest(base_image)
+            self._base_probe[base_image] = (now, digest, why)
+        if digest is None:
+            off.append(f"the base image {base_image} has no digest: {why}" if why else
+                       f"the base image {base_image} has no digest")
+        reuse_reason = None if s.image_reuse else "image reuse is turned off (c.KubernetesBackend.image_reuse)"
+        reasons = [r for r in off if r]
+        return {"registryReachable": problem is None, "registryProblem": problem,
+                "imageReuse": {"enabled": not reasons and reuse_reason is None,
+                               "reason": "; ".join(reasons) or reuse_reason},
+                "verdictKey": {"enabled": not reasons, "reason": "; ".join(reasons) or None}}
+
     def checked(self, uid: str) -> bool:
         """Whether the reuse decision of ``uid`` was taken (its own build may run)."""
         return uid in self._reuse_checked
@@ -201,6 +263,12 @@ class Images:
         build of the same image another job runs, or None (build)."""
         uid, name = job["metadata"]["uid"], job["metadata"]["name"]
         inputs = await self.inputs(job)
+        problem = self._unreachable.pop(uid, None)
+        if problem is not None:  # computed again on the retry, when the registry may answer
+            self._inputs.pop(uid, None)
+            host = parse_reference(self._base_image(job)).api_host
+            return Observation(FAILED, strategy=strategy, message=problem, fault=Fault(
+                f"The registry {host} could not be reached for the base image's digest: {problem}", transient=True))
         if not inputs.reusable:
             return None
         reused = await self.reused(inputs, strategy)
@@ -225,3 +293,18 @@ class Images:
                 del self._tag_builder[dest]
                 for name in self._tag_waiters.pop(dest, set()):
                     self.notify(name)
+
+
+def registry_fault(e: RegistryError, destination: str, strategy: str) -> Observation:
+    """The reuse lookup of ``destination`` could not reach its registry: a transient Fault."""
+    host = e.host or parse_reference(destination).api_host
+    cause = f"The registry {host} could not be reached for the image-reuse lookup of {destination}: {e}"
+    return Observation(FAILED, strategy=strategy, message=cause, fault=Fault(cause, transient=True))
+
+
+async def _ping(host: str, plain_http_hosts: set[str], timeout: float) -> str | None:
+    client = RegistryClient(plain_http_hosts=plain_http_hosts, timeout=timeout)
+    try:
+        return await client.ping(host)
+    finally:
+        await client.close()

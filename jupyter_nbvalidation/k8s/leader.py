@@ -32,7 +32,7 @@ class LeaseElector(Elector):
     def describe(self) -> str:
         return f"namespace {self.namespace}, lease {self.name}"
 
-    def _spec(self, current: dict | None, acquire: bool) -> dict:
+    def _spec(self, current: dict[str, Any] | None, acquire: bool) -> dict[str, Any]:
         return self.lease_spec((current or {}).get("spec"), acquire)
 
     async def try_acquire_or_renew(self) -> bool:
@@ -91,5 +91,5 @@ class LeaseElector(Elector):
             if self.log:
                 self.log.debug("nbvalidation: releasing lease %s failed: %s", self.name, e)
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         return {**super().state(), "lease": f"{self.namespace}/{self.name}"}

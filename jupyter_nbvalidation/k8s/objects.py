@@ -115,26 +115,32 @@ def split_snapshot(files: dict[str, bytes]) -> tuple[dict[str, str], dict[str, b
     """The submit snapshot as ConfigMap content: the notebook, golden notebook
     and requirements as text ``data``; every ``inputs/<relpath>`` file as
     ``binaryData`` under a key of its own, with the key -> path index (also in
-    ``data``, as :data:`INPUTS_INDEX`). Raises ValueError for a non-UTF-8 text
-    file or an input path that cannot be mounted."""
+    ``data``, as :data:`INPUTS_INDEX`). Content is stored once: an input file
+    with the bytes of another (the notebook itself, in its folder) is indexed
+    under that one's key (a Pod projects a key to several paths). Raises
+    ValueError for a non-UTF-8 text file or an input path that cannot be mounted."""
     data: dict[str, str] = {}
     binary: dict[str, bytes] = {}
     index: list[list[str]] = []
-    for key in sorted(files):
-        value = files[key]
-        if key.startswith(INPUTS_PREFIX):
-            rel = key[len(INPUTS_PREFIX):]
-            parts = PurePosixPath(rel).parts
-            if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in rel:
-                raise ValueError(f"{key}: not a relative path inside the notebook's folder")
-            k = input_key(len(index))
-            binary[k] = value
-            index.append([k, "/".join(parts)])
-            continue
+    stored: dict[str, str] = {}  # sha256 of a content -> the key holding it
+    for key in sorted(k for k in files if not k.startswith(INPUTS_PREFIX)):
         try:
-            data[key] = value.decode("utf-8")
+            data[key] = files[key].decode("utf-8")
         except UnicodeDecodeError:
             raise ValueError(f"{key} is not UTF-8 text") from None
+        stored.setdefault(hashlib.sha256(files[key]).hexdigest(), key)
+    for key in sorted(k for k in files if k.startswith(INPUTS_PREFIX)):
+        value = files[key]
+        rel = key[len(INPUTS_PREFIX):]
+        parts = PurePosixPath(rel).parts
+        if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in rel:
+            raise ValueError(f"{key}: not a relative path inside the notebook's folder")
+        digest = hashlib.sha256(value).hexdigest()
+        k = stored.get(digest)
+        if k is None:
+            k = stored[digest] = input_key(len(binary))
+            binary[k] = value
+        index.append([k, "/".join(parts)])
     if index:
         data[INPUTS_INDEX] = json.dumps(index, separators=(",", ":"))
     return data, binary, index

@@ -74,7 +74,7 @@ def holds_run_start(log: str | None) -> bool:
     return log is not None and any(e.get("event") == PROGRESS_PLAN for e in parse_progress(log))
 
 
-def container_instance(pod: dict, container: str) -> str | None:
+def container_instance(pod: dict[str, Any], container: str) -> str | None:
     """Which run of ``container`` the log is of (the Pod's uid and the container
     id), None while it has not started."""
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -111,7 +111,7 @@ class PodProgress:
             q["sinceTime"] = self.position[0] + "Z"
         return q
 
-    async def read(self, pod: dict, container: str, fetch: LogRead, limit: int = READ_LIMIT) -> bool:
+    async def read(self, pod: dict[str, Any], container: str, fetch: LogRead, limit: int = READ_LIMIT) -> bool:
         """Read what the log gained since the last read; True when the progress
         changed. Nothing happens before the container started."""
         instance = container_instance(pod, container)

@@ -34,7 +34,20 @@ _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 
 class RegistryError(Exception):
-    """The registry could not say (unreachable, refused, unexpected answer)."""
+    """The registry could not say (unreachable, refused, unexpected answer).
+
+    ``transient``: the registry may answer soon (no connection, no answer within
+    the timeout, 5xx, 429); a refusal (401/403) or an odd answer is not."""
+
+    def __init__(self, message: str, *, transient: bool = False, host: str = "") -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.host = host
+
+
+def transient_status(status: int) -> bool:
+    """An HTTP status a registry answers while it is overloaded or away for a moment."""
+    return status == 429 or status >= 500
 
 
 @dataclass(frozen=True)
@@ -99,9 +112,16 @@ class RegistryClient:
         try:
             return await wait_within(self._digest(parse_reference(image)), self.timeout)
         except asyncio.TimeoutError:
-            raise RegistryError(f"no answer from {parse_reference(image).api_host} within {self.timeout:g}s") from None
+            host = parse_reference(image).api_host
+            raise RegistryError(f"no answer from {host} within {self.timeout:g}s", transient=True, host=host) from None
+        except aiohttp.ClientSSLError as e:  # TLS refused (e.g. a plain-HTTP registry asked over https): not a blip
+            host = parse_reference(image).api_host
+            hint = "" if host in self.plain_http_hosts else (
+                " (a plain-HTTP registry needs c.KubernetesBackend.registry_insecure)")
+            raise RegistryError(f"{host}: {type(e).__name__}: {e}{hint}", host=host) from None
         except aiohttp.ClientError as e:
-            raise RegistryError(f"{parse_reference(image).api_host}: {type(e).__name__}: {e}") from None
+            host = parse_reference(image).api_host
+            raise RegistryError(f"{host}: {type(e).__name__}: {e}", transient=True, host=host) from None
         except ValueError as e:  # a host no URL can hold (an IDNA label too long, ...)
             raise RegistryError(f"{image!r} is not an image reference a registry can be asked about ({e})") from None
 
@@ -119,16 +139,32 @@ class RegistryClient:
                 if r.status == 404:
                     return None
                 if r.status != 200:
-                    raise RegistryError(f"{ref.api_host} answered {r.status} for {ref.repository}")
+                    raise RegistryError(f"{ref.api_host} answered {r.status} for {ref.repository}",
+                                        transient=transient_status(r.status), host=ref.api_host)
                 digest = r.headers.get("Docker-Content-Digest")
             if digest:
                 return digest
             # a registry that does not say on HEAD: the digest of the manifest's bytes
             async with session.get(url, headers=headers, allow_redirects=True) as r:
                 if r.status != 200:
-                    raise RegistryError(f"{ref.api_host} answered {r.status} for {ref.repository}")
+                    raise RegistryError(f"{ref.api_host} answered {r.status} for {ref.repository}",
+                                        transient=transient_status(r.status), host=ref.api_host)
                 return r.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(await r.read()).hexdigest()
-        raise RegistryError(f"{ref.api_host} refused anonymous access to {ref.repository}")
+        raise RegistryError(f"{ref.api_host} refused anonymous access to {ref.repository}", host=ref.api_host)
+
+    async def ping(self, host: str) -> str | None:
+        """Whether the registry at ``host`` answers ``GET /v2/`` (any HTTP answer,
+        401 included, is an answer): None when it does, else why not."""
+        try:
+            async with self.session().get(f"{self._scheme(host)}://{host}/v2/", allow_redirects=False,
+                                          timeout=aiohttp.ClientTimeout(total=self.timeout)) as r:
+                if transient_status(r.status):
+                    return f"{host} answered {r.status}"
+                return None
+        except asyncio.TimeoutError:
+            return f"no answer from {host} within {self.timeout:g}s"
+        except aiohttp.ClientError as e:
+            return f"{host}: {type(e).__name__}: {e}"
 
     async def _anonymous_token(self, challenge: str, ref: ImageRef) -> str | None:
         if not challenge.lower().startswith("bearer "):

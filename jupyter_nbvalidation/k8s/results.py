@@ -39,7 +39,9 @@ DISRUPTED_REASONS = frozenset({"Evicted", "Preempting", "NodeLost", "Shutdown", 
 
 # what a kaniko executor says when a registry (the destination, or the base image's) could not be
 # reached or refused for now: a line about a push / pull / registry API call ...
-REGISTRY_CALL_RE = re.compile(r"push|pull|retrieving image|registry|/v2/", re.IGNORECASE)
+# (kaniko's base image pull reads "failed to get filesystem from image: read tcp a->host:port: ...")
+REGISTRY_CALL_RE = re.compile(r"push|pull|retrieving image|registry|/v2/|from image|get(?:ting)? image|"
+                              r"image manifest", re.IGNORECASE)
 # ... that failed on the network, or with a 5xx / 429 answer
 REGISTRY_FAULT_RE = re.compile(
     r"connection refused|no such host|i/o timeout|connection reset|network is unreachable|no route to host|"
@@ -47,6 +49,8 @@ REGISTRY_FAULT_RE = re.compile(
     r"\b(?:429|50[0-4])\b|too many requests|toomanyrequests|service unavailable|bad gateway|gateway timeout",
     re.IGNORECASE)
 REGISTRY_HOST_RE = re.compile(r"https?://([^/\s\"']+)/v2/")
+# the peer of a TCP connection that broke ("read tcp 10.0.0.5:5523->10.0.0.2:5000: ...")
+TCP_PEER_RE = re.compile(r"\b(?:dial|read|write) tcp \S*?->(\S+?:\d+)")
 
 
 def registry_fault(output: str, destination: str = "") -> str | None:
@@ -55,7 +59,7 @@ def registry_fault(output: str, destination: str = "") -> str | None:
     or None when the build failed for another reason (the requirements, the Dockerfile)."""
     for line in reversed([ln.strip() for ln in output.splitlines() if ln.strip()]):
         if REGISTRY_CALL_RE.search(line) and REGISTRY_FAULT_RE.search(line):
-            m = REGISTRY_HOST_RE.search(line)
+            m = REGISTRY_HOST_RE.search(line) or TCP_PEER_RE.search(line)
             host = m.group(1) if m else (destination.split("/", 1)[0] if "/" in destination else "")
             return f"The build could not reach the registry {host or '(unknown)'}: {line[-400:]}"
     return None

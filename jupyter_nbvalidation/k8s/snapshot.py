@@ -34,14 +34,23 @@ class Snapshots:
         self.log = log
         self._submitting: dict[str, asyncio.Event] = {}
 
-    def check(self, files: dict[str, bytes], limit: int) -> None:
-        """InputRejected (naming the field) when ``files`` cannot be one ConfigMap of at most ``limit`` bytes."""
+    def check(self, files: dict[str, bytes], limit: int, folder: str | None = None) -> None:
+        """InputRejected (naming the field) when ``files`` cannot be one ConfigMap of at most
+        ``limit`` bytes. ``folder``: the input files are the notebook's folder (no spec.inputFiles)."""
         try:
             data, binary, index = obj.split_snapshot(files)
         except ValueError as e:
             field = "spec.inputFiles" if str(e).startswith(obj.INPUTS_PREFIX) else "spec.notebook.path"
             raise InputRejected(str(e), field) from None
         size = obj.configmap_size(data, binary)
+        if size > limit and folder is not None and index:
+            named = [k for k in sorted(files) if not k.startswith(obj.INPUTS_PREFIX)]
+            raise InputRejected(f"spec.notebook.path: the notebook's folder {folder} travels with the job "
+                                f"(no spec.inputFiles): {len(index)} files, {size} bytes in its input ConfigMap "
+                                f"with {' + '.join(named)}, limited here to {limit} bytes "
+                                "(c.KubernetesBackend.max_notebook_bytes_configmap; Kubernetes caps ConfigMaps at "
+                                "1 MiB): name the files the notebook reads in spec.inputFiles (only they travel "
+                                "then)", "spec.notebook.path", status=413, code="TooLarge")
         if size > limit:
             named = [k for k in sorted(files) if not k.startswith(obj.INPUTS_PREFIX)]
             what = " + ".join(named) + (f" + {len(index)} input file(s)" if index else "")
@@ -51,9 +60,9 @@ class Snapshots:
                                 "(c.KubernetesBackend.max_notebook_bytes_configmap; Kubernetes caps ConfigMaps at "
                                 "1 MiB)", field, status=413, code="TooLarge")
 
-    async def submit(self, job: dict, files: dict[str, bytes], limit: int) -> dict:
+    async def submit(self, job: dict, files: dict[str, bytes], limit: int, folder: str | None = None) -> dict:
         """Create the job and its snapshot, or neither."""
-        self.check(files, limit)
+        self.check(files, limit, folder)
         job = copy.deepcopy(job)
         meta = job["metadata"]
         name = meta["name"]

@@ -24,10 +24,11 @@ import datetime as dt
 import json
 import random
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 from traitlets import Float, Unicode
 
+from ..documents import Event, Job, JobStatus
 from ..model import API_VERSION, GROUP, KIND, PLURAL, Phase
 from ..store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
 from ..tasks import cancel_all, wait_within
@@ -39,14 +40,14 @@ JOB_LABEL = f"{GROUP}/job"  # on every child: the job's name (truncated + hashed
 CREATED_ANNOTATION = f"{GROUP}/created-at"  # microsecond submit time: orders jobs created in the same second
 
 
-def owner_job_name(obj: dict, build_jobs: Informer | None = None) -> str | None:
+def owner_job_name(obj: dict[str, Any], build_jobs: Informer | None = None) -> str | None:
     """The NotebookValidationJob a child belongs to: its controller owner
     reference, through the batch Job for a builder pod, else its label."""
     meta = obj.get("metadata") or {}
     refs = meta.get("ownerReferences") or []
     for ref in refs:
         if ref.get("kind") == KIND and str(ref.get("apiVersion", "")).startswith(GROUP + "/"):
-            return ref.get("name")
+            return cast("str | None", ref.get("name"))
     if build_jobs is not None:
         for ref in refs:
             if ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1":
@@ -63,7 +64,7 @@ def _epoch(text: Any) -> float | None:
         return None
 
 
-def _sort_key(job: dict) -> tuple[str, str, str]:
+def _sort_key(job: dict[str, Any]) -> tuple[str, str, str]:
     meta = job["metadata"]
     return (meta.get("creationTimestamp") or "", (meta.get("annotations") or {}).get(CREATED_ANNOTATION, ""),
             meta["name"])
@@ -102,7 +103,7 @@ class KubernetesJobStore(JobStore):
         self._kube: Kube | None = None
         self._owns_kube = True
         self._watchers: list[Callable[[str], None]] = []
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[Any]] = []
         self._stale: set[str] = set()  # a write of ours hit a conflict: read these live once
         self.jobs: Informer | None = None
         self.build_jobs: Informer | None = None
@@ -191,12 +192,12 @@ class KubernetesJobStore(JobStore):
             for name in list(self.jobs.cache):
                 self._notify(name)
 
-    def outage(self) -> dict:
+    def outage(self) -> dict[str, Any]:
         """Whether the API server is reachable, as the watches see it."""
         down = [i for i in self._informers() if i.unhealthy_since is not None]
         if not down:
             return {"apiReachable": True, "lastError": None, "since": None}
-        since = min(i.unhealthy_since for i in down)
+        since = min(i.unhealthy_since for i in down if i.unhealthy_since is not None)
         return {"apiReachable": False, "lastError": next((i.last_error for i in down if i.last_error), None),
                 "since": dt.datetime.fromtimestamp(since, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
 
@@ -219,10 +220,10 @@ class KubernetesJobStore(JobStore):
             except Exception:
                 self.log.exception("nbvalidation: store watcher failed")
 
-    def _job_changed(self, obj: dict, deleted: bool) -> None:
+    def _job_changed(self, obj: dict[str, Any], deleted: bool) -> None:
         self._notify(obj["metadata"]["name"])
 
-    def _child_changed(self, obj: dict, deleted: bool) -> None:
+    def _child_changed(self, obj: dict[str, Any], deleted: bool) -> None:
         name = owner_job_name(obj, self.build_jobs)
         if name:
             self._notify(name)
@@ -241,12 +242,12 @@ class KubernetesJobStore(JobStore):
         return StoreError(f"{what}: {e.reason}: {e.message}")
 
     # -- jobs ----------------------------------------------------------------------
-    def _cached(self, name: str) -> dict | None:
+    def _cached(self, name: str) -> dict[str, Any] | None:
         if self.jobs is not None and self.jobs.usable and name not in self._stale:
             return self.jobs.get(name)
         return None
 
-    def _remember(self, obj: dict) -> dict:
+    def _remember(self, obj: dict[str, Any]) -> dict[str, Any]:
         obj.setdefault("apiVersion", API_VERSION)
         obj.setdefault("kind", KIND)
         obj.setdefault("status", {})
@@ -254,8 +255,8 @@ class KubernetesJobStore(JobStore):
             self.jobs.put(obj)
         return copy.deepcopy(obj)
 
-    async def create(self, job: dict) -> dict:
-        body = copy.deepcopy(job)
+    async def create(self, job: Job) -> Job:
+        body: dict[str, Any] = copy.deepcopy(dict(job))
         body.pop("status", None)
         meta = body["metadata"]
         for k in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
@@ -265,15 +266,15 @@ class KubernetesJobStore(JobStore):
             obj = await self.kube.request("POST", NVJ.path(self.namespace), body=body)
         except KubeApiError as e:
             raise self._error(e, f"job {meta.get('name')!r}", conflict=AlreadyExists) from None
-        return self._remember(obj)
+        return cast(Job, self._remember(obj))
 
-    def _stale_copy(self, name: str) -> dict | None:
+    def _stale_copy(self, name: str) -> dict[str, Any] | None:
         """During an outage: the last known state (the cache was synced once)."""
         if self.jobs is not None and self.jobs.synced.is_set():
             return self.jobs.get(name)
         return None
 
-    async def _live_get(self, name: str) -> dict:
+    async def _live_get(self, name: str) -> dict[str, Any]:
         try:
             obj = await self.kube.request("GET", NVJ.path(self.namespace, name))
         except KubeApiError as e:
@@ -285,16 +286,16 @@ class KubernetesJobStore(JobStore):
         self._stale.discard(name)
         return self._remember(obj)
 
-    async def get(self, name: str) -> dict:
+    async def get(self, name: str) -> Job:
         cached = self._cached(name)
         if cached is not None:
-            return copy.deepcopy(cached)
-        return await self._live_get(name)  # not cached (yet): ask, rather than a false 404
+            return cast(Job, copy.deepcopy(cached))
+        return cast(Job, await self._live_get(name))  # not cached (yet): ask, rather than a false 404
 
-    async def _all(self) -> list[dict]:
+    async def _all(self) -> list[dict[str, Any]]:
         if self.jobs is not None and self.jobs.usable:
             return list(self.jobs.cache.values())
-        items: list[dict] = []
+        items: list[dict[str, Any]] = []
         cont = None
         while True:
             try:
@@ -313,7 +314,7 @@ class KubernetesJobStore(JobStore):
                 return items
 
     async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
-                   continue_token: str | None = None) -> tuple[list[dict], str | None]:
+                   continue_token: str | None = None) -> tuple[list[Job], str | None]:
         after = _decode_token(continue_token) if continue_token else None
         items = await self._all()
         if notebook is not None:
@@ -325,16 +326,16 @@ class KubernetesJobStore(JobStore):
         if limit and len(items) > limit:
             items = items[:limit]
             token = _encode_token(_sort_key(items[-1]))
-        return [copy.deepcopy(j) for j in items], token
+        return [cast(Job, copy.deepcopy(j)) for j in items], token
 
-    async def list_active(self) -> list[dict]:
+    async def list_active(self) -> list[Job]:
         items = await self._all()
         active = [j for j in items if (j.get("status") or {}).get("phase") not in Phase.TERMINAL]
         active.sort(key=_sort_key)
-        return [copy.deepcopy(j) for j in active]
+        return [cast(Job, copy.deepcopy(j)) for j in active]
 
-    async def update_status(self, name: str, status: dict, resource_version: str) -> dict:
-        body = {"apiVersion": API_VERSION, "kind": KIND,
+    async def update_status(self, name: str, status: JobStatus, resource_version: str) -> Job:
+        body: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND,
                 "metadata": {"name": name, "namespace": self.namespace, "resourceVersion": resource_version},
                 "status": status}
         try:
@@ -344,16 +345,16 @@ class KubernetesJobStore(JobStore):
                 self._stale.add(name)
             raise self._error(e, f"status of job {name!r}") from None
         self._stale.discard(name)
-        return self._remember(obj)
+        return cast(Job, self._remember(obj))
 
-    async def set_annotation(self, name: str, key: str, value: str) -> dict:
+    async def set_annotation(self, name: str, key: str, value: str) -> Job:
         patch = {"metadata": {"annotations": {key: value}}}
         try:
             obj = await self.kube.request("PATCH", NVJ.path(self.namespace, name), body=patch,
                                           content_type="application/merge-patch+json")
         except KubeApiError as e:
             raise self._error(e, f"job {name!r}") from None
-        return self._remember(obj)
+        return cast(Job, self._remember(obj))
 
     async def delete(self, name: str) -> None:
         try:
@@ -366,7 +367,7 @@ class KubernetesJobStore(JobStore):
             self.jobs.forget(name)
 
     # -- events ----------------------------------------------------------------------
-    def _during_outage(self, event: dict) -> bool:
+    def _during_outage(self, event: Event) -> bool:
         if ": Unreachable: " in str(event.get("note", "")):  # the failed write could not reach the API server
             return True
         t = _epoch(event.get("eventTime"))
@@ -376,7 +377,7 @@ class KubernetesJobStore(JobStore):
             return True
         return any(a - 1.0 <= t <= b + 1.0 for a, b in self._outages)
 
-    async def add_event(self, event: dict) -> dict:
+    async def add_event(self, event: Event) -> Event:
         """Post one event. A transition event is retried while the API server
         is unreachable or overloaded (its name is fixed, so a retry of a POST
         that did arrive is a 409: posted once). A ``...StatusUpdateFailed``
@@ -392,7 +393,7 @@ class KubernetesJobStore(JobStore):
                               event["reason"], event["regarding"]["name"])
                 return event
             try:
-                return await self.kube.request("POST", EVENTS.path(ns), body=event)
+                return cast(Event, await self.kube.request("POST", EVENTS.path(ns), body=event))
             except KubeApiError as e:
                 if e.status == 409 and not fallback:
                     return event  # an earlier attempt did arrive
@@ -402,8 +403,8 @@ class KubernetesJobStore(JobStore):
             await asyncio.sleep(pause * (0.8 + 0.4 * random.random()))
             pause = min(10.0, pause * 2)
 
-    async def _list_events(self, ns: str, selector: str | None, what: str) -> list[dict]:
-        items: list[dict] = []
+    async def _list_events(self, ns: str, selector: str | None, what: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
         cont = None
         while True:
             try:
@@ -418,25 +419,25 @@ class KubernetesJobStore(JobStore):
             cont = (page.get("metadata") or {}).get("continue")
             if not cont:
                 break
-        for e in items:  # list items come without them
-            e.setdefault("apiVersion", "events.k8s.io/v1")
-            e.setdefault("kind", "Event")
+        for item in items:  # list items come without them
+            item.setdefault("apiVersion", "events.k8s.io/v1")
+            item.setdefault("kind", "Event")
         items.sort(key=lambda e: (e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "",
                                   e["metadata"]["name"]))
         return items
 
-    async def list_events(self, job: dict) -> list[dict]:
+    async def list_events(self, job: Job) -> list[Event]:
         uid = job["metadata"]["uid"]
         ns = job["metadata"].get("namespace") or self.namespace
         items = await self._list_events(ns, f"regarding.uid={uid}", f"events of job {job['metadata']['name']!r}")
-        return [e for e in items if (e.get("regarding") or {}).get("uid") == uid]
+        return [cast(Event, e) for e in items if (e.get("regarding") or {}).get("uid") == uid]
 
-    async def list_events_of(self, jobs: list[dict]) -> dict[str, list[dict]]:
+    async def list_events_of(self, jobs: list[Job]) -> dict[str, list[Event]]:
         """One LIST of the namespace's events (they live an hour), grouped by job."""
-        out: dict[str, list[dict]] = {job["metadata"]["uid"]: [] for job in jobs}
+        out: dict[str, list[Event]] = {job["metadata"]["uid"]: [] for job in jobs}
         if jobs:
             for e in await self._list_events(self.namespace, None, "events"):
                 uid = (e.get("regarding") or {}).get("uid")
                 if uid in out:
-                    out[uid].append(e)
+                    out[uid].append(cast(Event, e))
         return out
