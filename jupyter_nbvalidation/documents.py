@@ -105,6 +105,11 @@ class ComparisonConfig(TypedDict, total=False):
     sanitizers: list[Sanitizer]
 
 
+class OutputLimits(TypedDict, total=False):
+    perCell: int
+    total: int
+
+
 class _JobSpecRequired(TypedDict):
     notebook: NotebookRef
 
@@ -117,6 +122,7 @@ class JobSpec(_JobSpecRequired, total=False):
     timeout: Duration
     cellTimeout: Duration
     parameters: dict[str, Any]
+    outputLimits: OutputLimits
 
 
 # --- the status (written by the engine only) ---------------------------------------

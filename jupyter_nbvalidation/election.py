@@ -63,7 +63,7 @@ class Elector:
         self._last_renew = 0.0
 
     # -- the record -------------------------------------------------------------
-    def lease_spec(self, current: dict | None, acquire: bool) -> dict:
+    def lease_spec(self, current: dict[str, Any] | None, acquire: bool) -> dict[str, Any]:
         """The record this process writes: ``current`` (a Lease's spec fields)
         renewed, or taken over when ``acquire``."""
         now = microtime()
@@ -138,7 +138,7 @@ class Elector:
                 on_stopped_leading()
                 await asyncio.shield(self._release())
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         return {"lease": self.name, "identity": self.identity, "isLeader": self.is_leader,
                 "holder": self.holder, "leaseDurationSeconds": self.lease_duration,
                 "renewDeadlineSeconds": self.renew_deadline, "retryPeriodSeconds": self.retry_period,

@@ -17,7 +17,7 @@ import re
 import uuid
 from typing import Any, Mapping, cast
 
-from .compare import check_output_selector
+from .compare import check_backtracking, check_output_selector
 from .documents import Job, JobSpec, JobStatus
 
 # The vocabulary (phases, reasons, states) lives in vocabulary.py, standard library
@@ -131,7 +131,8 @@ class SpecError(ValueError):
 # --- the spec schema --------------------------------------------------------
 # Each entry: field -> (kind, extra). kind is "object" (nested dict), "str",
 # "bool", "duration", "number", "strlist", "globlist" (file patterns relative to
-# the notebook's folder), "regexlist" (regular expressions),
+# the notebook's folder), "regexlist" (regular expressions), "bytes" (a whole
+# number of bytes, 1 to extra),
 # "outputlist" (output selectors, see compare.check_output_selector), "envlist"
 # (``[{name, value}]``), "quantities" (``{resource: quantity}``, Kubernetes
 # quantities), "labels" (``{label key: value}``), "tolerations" (Kubernetes
@@ -159,6 +160,7 @@ MAX_PARAMETER_NAME_CHARS = 256
 MAX_PARAMETERS_BYTES = 64 * 1024  # all of spec.parameters as JSON
 MAX_PARAMETER_DEPTH = 32  # nesting of lists and objects in one value
 MAX_SANITIZERS = 50  # comparisonConfig.sanitizers
+MAX_OUTPUT_BYTES = 2**30  # outputLimits.perCell, outputLimits.total (bytes; defaults: runner/outputs.py)
 INT64 = 2**63 - 1
 
 # a parameter name: an ASCII Python identifier (keywords are refused separately)
@@ -198,6 +200,10 @@ SPEC_SCHEMA: dict[str, Any] = {
     "timeout": ("duration", MAX_DURATION_SECONDS),
     "cellTimeout": ("duration", MAX_DURATION_SECONDS),
     "parameters": ("parameters", None),
+    "outputLimits": {
+        "perCell": ("bytes", MAX_OUTPUT_BYTES),
+        "total": ("bytes", MAX_OUTPUT_BYTES),
+    },
 }
 
 REQUIRED = ("notebook.path",)
@@ -282,6 +288,12 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
         if num > extra:
             raise SpecError(path, f"must be at most {extra:g}")
         return value
+    if kind == "bytes":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(path, "must be a whole number of bytes")
+        if value < 1 or value > extra:
+            raise SpecError(path, f"must be between 1 and {extra} bytes")
+        return value
     if kind in ("strlist", "globlist"):
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             raise SpecError(path, "must be a list of non-empty strings")
@@ -302,6 +314,7 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
             try:
                 if kind == "regexlist":
                     re.compile(item)
+                    check_backtracking(item)
                 else:
                     check_output_selector(item)
             except re.error as e:

@@ -74,6 +74,9 @@ class EventReason(StrEnum):
 
     VALIDATION_RETRIED = "ValidationRetried"  # a transient fault: the validation runs again
     BUILD_RETRIED = "BuildRetried"  # a transient fault: the build runs again
+    # admission (c.NBValidation.max_concurrent_builds / _validations): the job waits for a slot,
+    # in Initializing (a build slot) or BuildComplete (a validation slot); also status.reason meanwhile
+    QUEUED = "Queued"
 
 
 class ResultReason(StrEnum):
@@ -158,7 +161,7 @@ REASON_ACTIONS: dict[str, str] = {
 }
 
 #: the events that are not transitions (their action is "Retry"): one per retry of an attempt
-RETRY_REASONS: frozenset[str] = frozenset(EventReason)
+RETRY_REASONS: frozenset[str] = frozenset({EventReason.VALIDATION_RETRIED, EventReason.BUILD_RETRIED})
 
 # the phase each transition reason leads to (how a timeline is read from events)
 REASON_PHASE: dict[str, Phase] = {

@@ -15,13 +15,12 @@ cannot (docs/architecture.md, "The validation plan" and "Errors").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
 from ..documents import Job, JobSpec, RunnerResult
-from ..errors import InputRejected
 from ..plan import Snapshot, ValidationPlan
 from ..requirements import Requirements
 from ..store.base import JobStore
@@ -65,8 +64,23 @@ class Observation:
     fault: Fault | None = None  # FAILED only: not the notebook's failure (see Fault)
 
 
-#: the job's inputs cannot be used (missing snapshot, unreadable requirements): the one input error
-InputError = InputRejected
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond the port's required operations, declared once
+    (``Backend.capabilities``); the service and the engine read it, never probe."""
+
+    #: requirements may name local paths inside the root (their content is in the cache key)
+    local_requirement_paths: bool = False
+    #: requirements may use constraints files (``-c``)
+    constraint_files: bool = False
+    #: index URLs may carry credentials (kept out of everything stored)
+    index_credentials: bool = False
+    #: retention and the environment cache cap on request (``POST /gc``: ``Backend.collect``)
+    garbage_collection: bool = False
+    #: without spec.inputFiles, the notebook's folder (and below) travels in the job's snapshot as
+    #: ``inputs/<path>``, read at submit (``Backend.folder_files``): the kernel runs where the
+    #: server's files are not; False: the backend copies the folder when an attempt starts
+    folder_in_snapshot: bool = False
 
 
 def lease_traits(duration: float, deadline: float, period: float, lease: str) -> "tuple[Float[float, float], Float[float, float], Float[float, float]]":
@@ -102,6 +116,9 @@ class Backend(LoggingConfigurable):
     #: whether several servers can share this backend's store, so that only
     #: an elected leader may reconcile (see ``run_election``)
     elects_leader = False
+
+    #: what this backend can do beyond the required operations
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     async def start(self, notify: Callable[[str], None]) -> None:
         raise NotImplementedError
@@ -174,6 +191,61 @@ class Backend(LoggingConfigurable):
 
     async def cleanup(self, job: Job) -> None:
         """A job reached a terminal phase: release what it holds."""
+
+    # -- optional operations: each has the default a backend without it gets ------------
+    def unsupported_reason(self, field: str) -> str | None:
+        """Why ``field`` (a spec field this backend rejects) is not supported here, if
+        there is more to say than "not supported by this backend"."""
+        return None
+
+    def check_working_folder(self, folder: str, root: str | None) -> None:
+        """Submit: the notebook's folder, which the kernel works in, is within this
+        backend's bounds, or raise errors.InputRejected naming it. Walks the folder:
+        the service calls it in a thread."""
+
+    def folder_files(self, folder: str, root: str | None) -> dict[str, bytes]:
+        """Submit, ``capabilities.folder_in_snapshot``: the files of the notebook's folder
+        that travel with the job (``inputs/<path relative to the folder>``: what the local
+        backend's copy of it holds), within this backend's bounds, or raise
+        errors.InputRejected naming it. Reads the folder: the service calls it in a thread."""
+        return {}
+
+    def add_private_paths(self, paths: list[str]) -> None:
+        """The server's own folders (its Jupyter runtime dir: the token, the connection
+        files of the user's kernels), which no notebook's kernel may see, where this
+        backend can hide them (the local backend's sandbox). Default: nothing to do."""
+
+    def private_paths(self) -> frozenset[str]:
+        """Real paths never part of a notebook's folder as its kernel sees it (e.g. a
+        data dir inside the folder): left out of its copy and its verdict key."""
+        return frozenset()
+
+    def owns(self, name: str) -> bool:
+        """Whether this process runs something for job ``name`` that outlives its lead
+        (a follower then stops it when the holder finishes or cancels the job)."""
+        return False
+
+    def admission_caps(self) -> tuple[int | None, int | None]:
+        """(builds, validations) at once that this backend's own deprecated settings cap
+        (e.g. LocalBackend.max_parallel_*), each None when unset; set, they win over
+        NBValidation.max_concurrent_*."""
+        return (None, None)
+
+    def default_admission_caps(self) -> tuple[int | None, int | None]:
+        """The caps of an engine made without the settings (tests, benchmarks); None: no cap."""
+        return (None, None)
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """After a hand-over: wait (killing nothing) until what this process started
+        has ended, so that the next holder adopts its outcome."""
+
+    async def delete_job(self, job: Job) -> None:
+        """Remove a terminal job and what it holds (default: its store record)."""
+        await self.store.delete(job["metadata"]["name"])
+
+    async def collect(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict[str, Any]:
+        """Retention and the environment cache cap, now (``capabilities.garbage_collection``)."""
+        raise NotImplementedError
 
     async def executed_notebook(self, job: Job) -> dict[str, Any] | None:
         raise NotImplementedError

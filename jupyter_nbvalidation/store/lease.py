@@ -39,14 +39,14 @@ class StoreLeaseElector(Elector):
         super().__init__(name, identity=identity, lease_duration=lease_duration, renew_deadline=renew_deadline,
                          retry_period=retry_period, log=log)
         self.store = store
-        self.record: dict | None = None  # the last record seen
+        self.record: dict[str, Any] | None = None  # the last record seen
 
-    def _spec(self, current: dict | None, acquire: bool) -> dict:
+    def _spec(self, current: dict[str, Any] | None, acquire: bool) -> dict[str, Any]:
         spec = dict(current or {})
         spec.pop("resourceVersion", None)
         return self.lease_spec(spec, acquire)
 
-    def _expired(self, lease: dict) -> bool:
+    def _expired(self, lease: dict[str, Any]) -> bool:
         fingerprint = f"{lease.get('holderIdentity')}|{lease.get('renewTime')}|{lease.get('resourceVersion')}"
         duration = float(lease.get("leaseDurationSeconds") or self.lease_duration)
         if self.unchanged_for_duration(fingerprint, duration):

@@ -21,10 +21,11 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, cast
 
 from traitlets import Float, Unicode
 
+from ..documents import Event, Job, JobStatus
 from ..model import Phase, isotime
 from ..tasks import cancel_and_wait
 from .base import AlreadyExists, Conflict, JobStore, NotFound, StoreBroken, StoreError
@@ -88,6 +89,7 @@ MIGRATIONS: list[list[str]] = [
 CHANGES_KEPT = 10000
 SCHEMA_VERSION = len(MIGRATIONS)
 TERMINAL = tuple(sorted(Phase.TERMINAL))
+T = TypeVar("T")
 
 
 def _schema_version(conn: sqlite3.Connection) -> int:
@@ -173,17 +175,17 @@ class SQLiteJobStore(JobStore):
         self._lease_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbvalidation-lease")
         self._lease_conn: sqlite3.Connection | None = None
         self._change_seq = 0
-        self._poller: asyncio.Task | None = None
+        self._poller: asyncio.Task[None] | None = None
         self.changes_seen = 0  # names notified because another process wrote them
 
     # -- plumbing -----------------------------------------------------------
-    async def _run(self, fn: Callable, *args: Any) -> Any:
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._call(self._pool, fn, *args)
 
-    async def _run_lease(self, fn: Callable, *args: Any) -> Any:
+    async def _run_lease(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._call(self._lease_pool, fn, *args)
 
-    async def _call(self, pool: ThreadPoolExecutor, fn: Callable, *args: Any) -> Any:
+    async def _call(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
         """``fn`` on the store's thread. SQLite's own errors leave as StoreErrors that name
         the file: a file that is not a database (or a corrupt one) is StoreBroken, and
         :attr:`problem` says so until a call succeeds again; a lock held too long, a full
@@ -275,16 +277,16 @@ class SQLiteJobStore(JobStore):
 
     # -- the lease ---------------------------------------------------------------
     @staticmethod
-    def _lease_doc(row: tuple | None) -> dict | None:
+    def _lease_doc(row: tuple[Any, ...] | None) -> dict[str, Any] | None:
         if row is None:
             return None
         return {"holderIdentity": row[0], "acquireTime": row[1], "renewTime": row[2],
                 "leaseDurationSeconds": row[3], "leaseTransitions": row[4], "resourceVersion": str(row[5])}
 
-    async def get_lease(self, name: str) -> dict | None:
+    async def get_lease(self, name: str) -> dict[str, Any] | None:
         """The Lease record (``holderIdentity``, ``acquireTime``, ``renewTime``,
         ``leaseDurationSeconds``, ``leaseTransitions``, ``resourceVersion``) or None."""
-        def op() -> dict | None:
+        def op() -> dict[str, Any] | None:
             assert self._lease_conn is not None
             return self._lease_doc(self._lease_conn.execute(
                 "SELECT holder, acquire_time, renew_time, duration_seconds, transitions, version "
@@ -292,7 +294,7 @@ class SQLiteJobStore(JobStore):
 
         return await self._run_lease(op)
 
-    async def put_lease(self, name: str, spec: dict, resource_version: str | None) -> bool:
+    async def put_lease(self, name: str, spec: dict[str, Any], resource_version: str | None) -> bool:
         """Write the Lease if it is still at ``resource_version`` (None: create it);
         False when another process wrote it first (the 409 of the API server)."""
         def op() -> bool:
@@ -328,14 +330,14 @@ class SQLiteJobStore(JobStore):
         return lambda: self._watchers.remove(callback) if callback in self._watchers else None
 
     @staticmethod
-    def _doc(row: tuple) -> dict:
+    def _doc(row: tuple[Any, ...]) -> Job:
         doc = json.loads(row[0])
         doc["metadata"]["resourceVersion"] = str(row[1])
-        return doc
+        return cast(Job, doc)
 
     # -- jobs ---------------------------------------------------------------
-    async def create(self, job: dict) -> dict:
-        job = copy.deepcopy(job)
+    async def create(self, new: Job) -> Job:
+        job: dict[str, Any] = copy.deepcopy(dict(new))
         meta = job["metadata"]
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", isotime())
@@ -343,7 +345,7 @@ class SQLiteJobStore(JobStore):
         meta["generation"] = 1
         job.setdefault("status", {})
 
-        def op() -> dict:
+        def op() -> Job:
             assert self._conn is not None
             try:
                 with self._conn:
@@ -354,14 +356,14 @@ class SQLiteJobStore(JobStore):
             except sqlite3.IntegrityError:
                 raise AlreadyExists(f"job {meta['name']!r} already exists") from None
             job["metadata"]["resourceVersion"] = "1"
-            return job
+            return cast(Job, job)
 
         created = await self._run(op)
         self._notify(meta["name"])
         return created
 
-    async def get(self, name: str) -> dict:
-        def op() -> dict:
+    async def get(self, name: str) -> Job:
+        def op() -> Job:
             assert self._conn is not None
             row = self._conn.execute("SELECT doc, version FROM jobs WHERE name = ?", (name,)).fetchone()
             if row is None:
@@ -371,8 +373,9 @@ class SQLiteJobStore(JobStore):
         return await self._run(op)
 
     async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
-                   continue_token: str | None = None) -> tuple[list[dict], str | None]:
-        where, args = [], []
+                   continue_token: str | None = None) -> tuple[list[Job], str | None]:
+        where: list[str] = []
+        args: list[Any] = []
         if notebook is not None:
             where.append("notebook = ?")
             args.append(notebook)
@@ -388,7 +391,7 @@ class SQLiteJobStore(JobStore):
             sql += " LIMIT ?"
             args.append(limit + 1)
 
-        def op() -> tuple[list[dict], str | None]:
+        def op() -> tuple[list[Job], str | None]:
             assert self._conn is not None
             rows = self._conn.execute(sql, args).fetchall()
             token = None
@@ -399,8 +402,8 @@ class SQLiteJobStore(JobStore):
 
         return await self._run(op)
 
-    async def list_active(self) -> list[dict]:
-        def op() -> list[dict]:
+    async def list_active(self) -> list[Job]:
+        def op() -> list[Job]:
             assert self._conn is not None
             rows = self._conn.execute(
                 "SELECT doc, version FROM jobs WHERE phase NOT IN (?, ?) ORDER BY created", TERMINAL).fetchall()
@@ -408,7 +411,7 @@ class SQLiteJobStore(JobStore):
 
         return await self._run(op)
 
-    def _replace(self, name: str, resource_version: str | None, mutate: Callable[[dict], None]) -> dict:
+    def _replace(self, name: str, resource_version: str | None, mutate: Callable[[dict[str, Any]], None]) -> Job:
         assert self._conn is not None
         with self._conn:
             row = self._conn.execute("SELECT doc, version FROM jobs WHERE name = ?", (name,)).fetchone()
@@ -426,20 +429,20 @@ class SQLiteJobStore(JobStore):
             if cur.rowcount != 1:  # pragma: no cover - single writer thread
                 raise Conflict(f"job {name!r} was modified concurrently")
         doc["metadata"]["resourceVersion"] = str(version)
-        return doc
+        return cast(Job, doc)
 
-    async def update_status(self, name: str, status: dict, resource_version: str) -> dict:
-        status = copy.deepcopy(status)
+    async def update_status(self, name: str, status: JobStatus, resource_version: str) -> Job:
+        new_status = copy.deepcopy(status)
 
-        def mutate(doc: dict) -> None:
-            doc["status"] = status
+        def mutate(doc: dict[str, Any]) -> None:
+            doc["status"] = new_status
 
         doc = await self._run(self._replace, name, resource_version, mutate)
         self._notify(name)
         return doc
 
-    async def set_annotation(self, name: str, key: str, value: str) -> dict:
-        def mutate(doc: dict) -> None:
+    async def set_annotation(self, name: str, key: str, value: str) -> Job:
+        def mutate(doc: dict[str, Any]) -> None:
             doc["metadata"].setdefault("annotations", {})[key] = value
 
         doc = await self._run(self._replace, name, None, mutate)
@@ -459,9 +462,9 @@ class SQLiteJobStore(JobStore):
         await self._run(op)
         self._notify(name)
 
-    async def list_finished(self) -> list[dict]:
+    async def list_finished(self) -> list[Job]:
         """Every terminal job (retention looks at their completion times)."""
-        def op() -> list[dict]:
+        def op() -> list[Job]:
             assert self._conn is not None
             rows = self._conn.execute(
                 "SELECT doc, version FROM jobs WHERE phase IN (?, ?) ORDER BY created", TERMINAL).fetchall()
@@ -477,10 +480,10 @@ class SQLiteJobStore(JobStore):
         return await self._run(op)
 
     # -- events -------------------------------------------------------------
-    async def add_event(self, event: dict) -> dict:
-        event = copy.deepcopy(event)
+    async def add_event(self, new: Event) -> Event:
+        event: dict[str, Any] = copy.deepcopy(dict(new))
 
-        def op() -> dict:
+        def op() -> Event:
             assert self._conn is not None
             with self._conn:
                 cur = self._conn.execute(
@@ -491,24 +494,24 @@ class SQLiteJobStore(JobStore):
                                                   (event["metadata"]["name"],)).fetchone()
                     stored = json.loads(doc)
                     stored["metadata"]["resourceVersion"] = str(seq)
-                    return stored
+                    return cast(Event, stored)
             event["metadata"]["resourceVersion"] = str(cur.lastrowid)
-            return event
+            return cast(Event, event)
 
         return await self._run(op)
 
-    async def list_events(self, job: dict) -> list[dict]:
+    async def list_events(self, job: Job) -> list[Event]:
         uid = job["metadata"]["uid"]
 
-        def op() -> list[dict]:
+        def op() -> list[Event]:
             assert self._conn is not None
             rows = self._conn.execute(
-                "SELECT doc, seq FROM events WHERE job_uid = ? ORDER BY seq", (uid,)).fetchall()
+                "SELECT doc, seq FROM events WHERE job_uid = ? ORDER BY event_time, seq", (uid,)).fetchall()
             out = []
             for doc, seq in rows:
                 ev = json.loads(doc)
                 ev["metadata"]["resourceVersion"] = str(seq)
-                out.append(ev)
+                out.append(cast(Event, ev))
             return out
 
         return await self._run(op)
