@@ -37,6 +37,88 @@ print(json.dumps({"runner": runner, "runner_signals": [status["SigIgn"].strip(),
 '''
 
 
+# a kernel that waits for its flag file (in the root: a sandboxed kernel sees it) while
+# the test looks at it and its runner from outside (runner_facts)
+WAIT = """import os, time
+t = time.monotonic()
+while not os.path.exists({flag!r}) and time.monotonic() - t < 180:
+    time.sleep(0.1)
+"""
+
+
+def runner_facts(base: Path, timeout: float = 120) -> dict:
+    """PROBE's answer read from outside, for the kernel whose working directory is under
+    ``base`` (a kernel in the sandbox, runner/sandbox.py, sees neither its runner nor its
+    pid: the runner is the first process above it that is not the sandbox's launcher)."""
+    import time
+
+    base_s = str(base.resolve())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                environ = dict(v.split(b"=", 1) for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                               if b"=" in v)
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+            except OSError:
+                continue
+            if b"ipykernel_launcher" not in cmdline or b"sandbox.py" in cmdline or not cwd.startswith(base_s):
+                continue
+
+            def parent_of(p: int) -> int:
+                return int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+            runner = parent_of(int(pid))
+            while b"runner/sandbox.py" in Path(f"/proc/{runner}/cmdline").read_bytes():
+                runner = parent_of(runner)
+            status = settled_status(runner)
+            env = {k.decode(): v.decode() for k, v in environ.items()}
+            return {"runner": runner, "runner_signals": [status["SigIgn"].strip(), status["SigBlk"].strip()],
+                    "runner_sid": os.getsid(runner), "runner_parent": parent_of(runner),
+                    "runner_cmdline": Path(f"/proc/{runner}/cmdline").read_bytes().decode(errors="replace"),
+                    "run_id": env.get("NBVALIDATION_RUN_ID"), "home": env.get("HOME"), "tz": env.get("TZ"),
+                    "lc": env.get("LC_NBV_PROBE")}
+        time.sleep(0.1)
+    raise AssertionError(f"no kernel working under {base} within {timeout} s")
+
+
+# glibc blocks every signal, its own internal ones (33 and 34) too, in a thread for the few
+# microseconds of a fork or posix_spawn; no settled thread has them blocked
+_GLIBC_INTERNAL = (1 << 32) | (1 << 33)
+
+
+def settled_status(pid: int, timeout: float = 10) -> dict:
+    """/proc/<pid>/status, read again while the process is inside a fork or spawn (every
+    signal blocked for that instant): a mask read then says nothing of the runner's own.
+    A runner whose mask stays like that is returned as it is, so the comparison fails."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":\t" in line)
+        if not int(status["SigBlk"], 16) & _GLIBC_INTERNAL or time.monotonic() > deadline:
+            return status
+        time.sleep(0.01)
+
+
+async def run_probed(env, rel: str, base: Path) -> tuple[dict, dict]:
+    """Run the notebook ``rel`` (written by this: it waits for its flag) and read what
+    PROBE would print about its runner from outside, while it runs."""
+    flag = env.root / f"{rel}.go"
+    flag.unlink(missing_ok=True)
+    write_notebook(env.root / rel, [WAIT.format(flag=str(flag))])
+    job = await env.submit(notebook={"path": rel}, podConfig=NO_BUILD)
+    try:
+        probe = await asyncio.to_thread(runner_facts, base)
+    finally:
+        flag.write_text("")
+    done = await env.engine.wait_for_terminal(job["metadata"]["name"], env.run_timeout)
+    await env.engine.recorder.flush()
+    return done, probe
+
+
 def _probe_output(executed: dict) -> dict:
     for out in executed["cells"][0]["outputs"]:
         if out.get("name") == "stdout":
@@ -55,19 +137,17 @@ async def test_each_run_is_a_new_forked_runner_and_nothing_is_left(tmp_path, not
     await env.engine.start()
     seen = []
     try:
-        nb = notebook("p/nb.ipynb", [PROBE])
         for _ in range(2):
-            done = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
+            done, probe = await run_probed(env, "p/nb.ipynb", tmp_path)
             assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"].get("message")
-            seen.append(_probe_output(await env.backend.executed_notebook(done)))
+            seen.append(probe)
         server = env.backend._forkserver
         assert server is not None and server.proc is not None and server.broken is None
         zygote = server.proc.pid
         assert _alive(zygote)
         env.backend.fork_runners = False  # the same run by a new interpreter, to compare with
-        done = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
+        done, execd = await run_probed(env, "p/nb.ipynb", tmp_path)
         assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"].get("message")
-        execd = _probe_output(await env.backend.executed_notebook(done))
     finally:
         await env.engine.stop()
     first, second = seen
@@ -82,7 +162,10 @@ async def test_each_run_is_a_new_forked_runner_and_nothing_is_left(tmp_path, not
     # signals ignored and blocked as in a runner that is a new interpreter (none of the fork server's)
     assert first["runner_signals"] == second["runner_signals"] == execd["runner_signals"]
     assert "forkserver" not in execd["runner_cmdline"]
-    await asyncio.sleep(0.2)
+    for _ in range(100):  # they end soon after stop(); on a loaded machine later than 0.2 s
+        if not any(_alive(p) for p in (zygote, first["runner"], second["runner"])):
+            break
+        await asyncio.sleep(0.1)
     assert not any(_alive(p) for p in (zygote, first["runner"], second["runner"]))
     assert env.backend._forkserver is None
 
@@ -211,10 +294,8 @@ async def test_fork_runners_off_starts_a_new_interpreter(tmp_path, notebook):
     env.backend.fork_runners = False
     await env.engine.start()
     try:
-        nb = notebook("x/nb.ipynb", [PROBE])
-        done = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
+        done, probe = await run_probed(env, "x/nb.ipynb", tmp_path)
         assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"].get("message")
-        probe = _probe_output(await env.backend.executed_notebook(done))
     finally:
         await env.engine.stop()
     assert env.backend._forkserver is None
@@ -235,11 +316,10 @@ async def test_a_fork_server_that_cannot_start_falls_back(tmp_path, notebook, mo
             self.wrap = lambda argv: [sys.executable, "-c", "raise SystemExit(3)"]
 
         monkeypatch.setattr(RunnerForkServer, "__init__", broken)
-        nb = notebook("f/nb.ipynb", [PROBE])
-        done = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
+        done, probe = await run_probed(env, "f/nb.ipynb", tmp_path)
         assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"].get("message")
         assert env.backend._forkserver.broken
-        probe = _probe_output(await env.backend.executed_notebook(done))
+        assert "jupyter_nbvalidation.runner" in probe["runner_cmdline"]
         assert "forkserver" not in probe["runner_cmdline"]
     finally:
         await env.engine.stop()
