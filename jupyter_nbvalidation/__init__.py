@@ -2,20 +2,22 @@
 environment built from its declared dependencies — and does it still produce
 its golden outputs?"""
 
+from typing import Any
+
 from ._version import __version__
 
 
-def _jupyter_server_extension_points() -> list[dict]:
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     from .app import NBValidation
 
     return [{"module": "jupyter_nbvalidation", "app": NBValidation}]
 
 
-def _jupyter_labextension_paths() -> list[dict]:
+def _jupyter_labextension_paths() -> list[dict[str, Any]]:
     return [{"src": "labextension", "dest": "jupyter-nbvalidation"}]
 
 
-def load_ipython_extension(ipython):  # %load_ext jupyter_nbvalidation
+def load_ipython_extension(ipython: Any) -> None:  # %load_ext jupyter_nbvalidation
     from .magic import load_ipython_extension as load
 
     load(ipython)

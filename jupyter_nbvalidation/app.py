@@ -30,6 +30,8 @@ class NBValidation(ExtensionApp, NBValidationSettings):
         root = self.serverapp.root_dir if self.serverapp is not None else "."
         self.service = assemble(self, root, self.log)
         self.backend_impl, self.engine = self.service.backend, self.service.engine
+        if self.serverapp is not None and self.serverapp.runtime_dir:  # its jpserver-*.json holds the token
+            self.backend_impl.add_private_paths([self.serverapp.runtime_dir])
         self.settings.update({"nbvalidation_service": self.service, "nbvalidation_app": self})
         if self.serverapp is not None and getattr(self.serverapp, "event_logger", None) is not None:
             try:

@@ -1,12 +1,12 @@
 """Many notebooks in one command (``jupyter nbvalidation run``, the pytest plugin):
 find them, validate each as its own job, several at a time, and collect what
-each ended with. Jobs are reached only through the CLI's clients: in this
-process (``InProcess``: one engine for the whole batch, the data dir's lease as
-for ``submit``) or through a running server (``Remote``)."""
+each ended with. Jobs are reached only through a :class:`BatchClient`, one shape
+for the CLI's two clients: in this process (``InProcess``: one engine for the whole
+batch, the data dir's lease as for ``submit``) or through a running server
+(``Remote``); one routine validates a notebook through either."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fnmatch
 import glob
@@ -14,13 +14,15 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 from .client import ClientError
-from .tasks import wait_within
+
+Json = dict[str, Any]  # a job, a spec, a notebook: JSON objects
 
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "node_modules"}
 GLOB_CHARS = set("*?[")
@@ -64,11 +66,11 @@ class Outcome:
     item: Item
     verdict: str  # Succeeded | Failed | Error | Cancelled | Refused | Unchanged (Error: InfrastructureFailed)
     seconds: float = 0.0
-    job: dict | None = None
+    job: Json | None = None
     message: str = ""
-    timeline: dict | None = None
+    timeline: Json | None = None
     build_log: str = ""
-    executed: dict | None = None
+    executed: Json | None = None
 
     @property
     def name(self) -> str:
@@ -194,7 +196,7 @@ def common_root(items: list[Item]) -> str:
 ERROR = "Error"
 
 
-def _verdict(job: dict) -> str:
+def _verdict(job: Json) -> str:
     st = job.get("status") or {}
     if st.get("phase") == "Failed" and st.get("reason") == "Cancelled":
         return "Cancelled"
@@ -227,7 +229,7 @@ class _Tracker:
     lock: threading.Lock = field(default_factory=threading.Lock)
     phases: dict[str, str] = field(default_factory=dict)
 
-    def update(self, item: Item, job: dict) -> None:
+    def update(self, item: Item, job: Json) -> None:
         name, phase = job["metadata"]["name"], (job.get("status") or {}).get("phase") or "Pending"
         with self.lock:
             if self.phases.get(name) != phase:
@@ -239,303 +241,122 @@ class _Tracker:
             fn(*args)
 
 
-def run_batch(api: Any, items: list[Item], make_spec: Callable[[Item], dict], options: Options,
+class BatchClient(Protocol):
+    """What a batch needs of a client, in one shape for both: ``cli.InProcess`` (this
+    process's engine, its loop on a thread of its own from ``begin`` to ``end``) and
+    ``cli.Remote`` (a running server's REST API). Every call blocks its caller and may
+    come from any thread; a refusal is a ClientError (status 4xx)."""
+
+    def begin(self) -> None: ...
+
+    def end(self, interrupted: bool = False) -> None: ...
+
+    def unchanged(self, spec: Json) -> Json | None: ...
+
+    def submit(self, spec: Json) -> Json: ...
+
+    def wait(self, name: str, on_update: Callable[[Json], None], timeout: float | None,
+             stop: threading.Event | None = None) -> Json: ...
+
+    def cancel(self, name: str) -> Json: ...
+
+    def timeline(self, name: str) -> Json: ...
+
+    def build_log(self, name: str, offset: int) -> tuple[bytes, bool, int]: ...
+
+    def executed_notebook(self, name: str) -> Json: ...
+
+
+def run_batch(api: BatchClient, items: list[Item], make_spec: Callable[[Item], Json], options: Options,
               listener: Listener | None = None) -> list[Outcome]:
     """Validate every item as its own job, ``options.jobs`` at a time; the outcomes
     in the order of ``items``. With ``options.use_cache``, a notebook whose inputs
     match an earlier Succeeded job (the service's verdict cache, in this process or
-    on the server) is reported Unchanged with that job, and nothing runs."""
-    tracker = _Tracker(listener or Listener())
-    if hasattr(api, "service"):
-        from .service import ApiError
-
-        submitted: dict[int, asyncio.Future[dict]] = {}  # item index -> its submit, for an interrupt
-        one = _in_process_one(api, make_spec, options, tracker, submitted)
-
-        async def go() -> list[Outcome]:
-            await _start(api)
-            ended: dict[int, Outcome] = {}
-            try:
-                slots = asyncio.Semaphore(max(1, options.jobs))
-
-                async def limited(index: int, item: Item) -> Outcome:
-                    async with slots:
-                        ended[index] = await one(item, index)
-                        return ended[index]
-
-                work = asyncio.ensure_future(asyncio.gather(*(limited(i, item) for i, item in enumerate(items))))
-                with _interrupts(work) as interrupted:
-                    try:
-                        outcomes = await work
-                    except asyncio.CancelledError:
-                        if not interrupted:
-                            raise
-                        cancelled = await _cancel_batch(api, items, submitted, ended)
-                        await api.service.hand_over(drain=False)  # the lease back now: nothing of ours runs on
-                        raise Interrupted(cancelled) from None
-                await _hand_over(api)
-                return list(outcomes)
-            finally:
-                await _stop(api)
-
-        try:
-            return api.loop.run_until_complete(go())
-        except ApiError as e:
-            raise ClientError(e.message, e.status, e.field) from None
-    stop = threading.Event()
-    names: dict[int, str] = {}  # item index -> its job on the server, for an interrupt
-    remote = _remote_one(api, make_spec, options, tracker, stop, names)
-    pool = ThreadPoolExecutor(max_workers=max(1, options.jobs))
-    futures = [pool.submit(remote, item, i) for i, item in enumerate(items)]
+    on the server) is reported Unchanged with that job, and nothing runs. Ctrl-C
+    (KeyboardInterrupt in this thread): :class:`Interrupted`, its jobs cancelled."""
+    api.begin()
+    runs = _Runs(api, make_spec, options, _Tracker(listener or Listener()))
+    clean = False
     try:
-        outcomes = [f.result() for f in futures]
-    except KeyboardInterrupt:
-        # Ctrl-C: the waits end, and the jobs this run submitted that have not ended are cancelled
-        # on the server (as in this process), not waited for
-        stop.set()
-        pool.shutdown(wait=False, cancel_futures=True)
-        interrupted = []
-        for i, (item, f) in enumerate(zip(items, futures)):
-            if f.done() and not f.cancelled() and f.exception() is None:
-                interrupted.append(f.result())
-                continue
-            job = None
-            if i in names:
-                try:
-                    job = api.cancel(names[i])
-                except ClientError:
-                    pass
-            interrupted.append(Outcome(item, "Cancelled", job=job, message="interrupted before it ended"))
-        raise Interrupted(interrupted) from None
-    pool.shutdown()
-    return outcomes
+        outcomes = runs.all(items)
+        clean = True
+        return outcomes
+    finally:
+        # after an interrupt or an error nothing of ours is waited for (an interrupt cancelled
+        # its jobs; after an error they are left to the data dir's next holder)
+        runs.close(wait=clean)
+        api.end(interrupted=not clean)
 
 
 class Session:
     """Notebooks validated one at a time as they come, each as ``run_batch`` validates
     it, on one client for the whole session (the pytest plugin: one item after the
-    other). In this process the engine starts once and runs on its own loop in a
-    thread until ``close``; through a server each call is its own requests."""
+    other); in this process the engine starts once, until ``close``."""
 
-    def __init__(self, api: Any, make_spec: Callable[[Item], dict], options: Options):
+    def __init__(self, api: BatchClient, make_spec: Callable[[Item], Json], options: Options):
         self.api = api
-        self._thread: threading.Thread | None = None
-        tracker = _Tracker(Listener())
-        if hasattr(api, "service"):
-            self._one = _in_process_one(api, make_spec, options, tracker)
-            api.loop.run_until_complete(_start(api))
-            self._thread = threading.Thread(target=api.loop.run_forever, name="nbvalidation-session", daemon=True)
-            self._thread.start()
-        else:
-            self._remote = _remote_one(api, make_spec, options, tracker)
+        self.interrupted = False
+        self._count = 0
+        api.begin()
+        self._runs: _Runs | None = _Runs(api, make_spec, options, _Tracker(Listener()))
 
     def validate(self, item: Item) -> Outcome:
-        if self._thread is None:
-            return self._remote(item)
-        from .service import ApiError
-
+        """Its outcome; Ctrl-C (or SIGTERM: the pytest plugin makes it one) while it runs:
+        its job is cancelled, then KeyboardInterrupt."""
+        assert self._runs is not None, "Session.validate after close"
+        index, self._count = self._count, self._count + 1
         try:
-            return asyncio.run_coroutine_threadsafe(self._one(item), self.api.loop).result()
-        except ApiError as e:
-            raise ClientError(e.message, e.status, e.field) from None
+            return self._runs.all([item], index)[0]
+        except Interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt from None
 
     def close(self) -> None:
         """Hand the data dir over (runs this process started end first) and stop."""
-        if self._thread is None:
+        if self._runs is None:
             return
+        runs, self._runs = self._runs, None
+        runs.close(wait=not self.interrupted)
+        self.api.end(interrupted=self.interrupted)
 
-        async def finish() -> None:
-            try:
-                await _hand_over(self.api)
-            finally:
-                await _stop(self.api)
 
+class _Runs:
+    """The one routine for a notebook (on a worker thread, ``options.jobs`` at a time) and
+    what an interrupt needs: which item's job is which, which ended."""
+
+    def __init__(self, api: BatchClient, make_spec: Callable[[Item], Json], options: Options, tracker: _Tracker):
+        self.api, self.make_spec, self.options, self.tracker = api, make_spec, options, tracker
+        self.stop = threading.Event()  # set by an interrupt: waits end, nothing new is submitted
+        self.names: dict[int, str] = {}  # item index -> its job
+        self.ended: dict[int, Outcome] = {}
+        self.pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="nbvalidation-item")
+
+    def close(self, wait: bool) -> None:
+        if not wait:
+            self.stop.set()
+        self.pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    def all(self, items: list[Item], first: int = 0) -> list[Outcome]:
+        """The outcomes of ``items`` (indexes from ``first``), in order; a KeyboardInterrupt
+        meanwhile becomes :class:`Interrupted` once their jobs are cancelled."""
+        futures = [self.pool.submit(self.one, item, first + i) for i, item in enumerate(items)]
         try:
-            asyncio.run_coroutine_threadsafe(finish(), self.api.loop).result()
-        finally:
-            self.api.loop.call_soon_threadsafe(self.api.loop.stop)
-            self._thread.join()
-            self._thread = None
+            return [f.result() for f in futures]
+        except KeyboardInterrupt:
+            with _insistent():
+                raise Interrupted(self._interrupt(items, futures, first)) from None
 
-
-@contextlib.contextmanager
-def _interrupts(work: "asyncio.Future[Any]") -> Iterator[list[int]]:
-    """SIGINT and SIGTERM, while ``work`` runs on this loop: the first cancels it (the
-    caller then cancels its jobs: :func:`_cancel_batch`), a second one ends the process
-    at once (exit 130). Yields a list that is non-empty once a signal came."""
-    loop = asyncio.get_running_loop()
-    came: list[int] = []
-
-    def on_signal(signum: int) -> None:
-        came.append(signum)
-        if len(came) > 1:
-            os._exit(130)  # the user insists: no more waiting
-        work.cancel()
-
-    installed = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(signum, on_signal, signum)
-            installed.append(signum)
-        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
-            pass
-    try:
-        yield came
-    finally:
-        for signum in installed:
-            loop.remove_signal_handler(signum)
-
-
-async def _cancel_batch(api: Any, items: list[Item], submitted: dict[int, "asyncio.Future[dict]"],
-                        ended: dict[int, Outcome]) -> list[Outcome]:
-    """After an interrupt: every job this batch submitted that has not ended is
-    cancelled (the engine stops its build or its runner and kernel), waited for at
-    most INTERRUPT_GRACE s; the outcomes so far, the others Cancelled."""
-    service = api.service
-    open_jobs: dict[int, str] = {}
-    for i, submit in submitted.items():
-        if i in ended:
-            continue
-        try:  # a submit under way ends in moments (its store write)
-            job = await wait_within(asyncio.shield(submit), INTERRUPT_GRACE)
-        except Exception:  # refused, or the store is away: no job of ours
-            continue
-        open_jobs[i] = job["metadata"]["name"]
-    for name in open_jobs.values():
-        try:
-            await service.cancel(name)
-        except Exception:  # ended meanwhile, or the store is away: the wait below tells
-            pass
-
-    async def final(name: str) -> dict | None:
-        try:
-            return await service.wait_for_terminal(name, INTERRUPT_GRACE)
-        except Exception:
-            return None
-
-    finals = dict(zip(open_jobs, await asyncio.gather(*(final(n) for n in open_jobs.values()))))
-    outcomes = []
-    for i, item in enumerate(items):
-        if i in ended:
-            outcomes.append(ended[i])
-        elif finals.get(i) is not None:
-            job = finals[i]
-            outcomes.append(Outcome(item, _verdict(job), job=job, message="interrupted: " +
-                                    str((job.get("status") or {}).get("message", ""))))
-        else:
-            outcomes.append(Outcome(item, "Cancelled", message="interrupted before it ended"))
-    return outcomes
-
-
-async def _start(api: Any) -> None:
-    await api.service.start()
-
-
-async def _hand_over(api: Any) -> None:
-    await api.service.hand_over()
-
-
-async def _stop(api: Any) -> None:
-    await api.service.stop()
-
-
-def _unchanged(item: Item, hit: dict) -> Outcome:
-    """The verdict cache's answer: the earlier Succeeded job that stands for this one."""
-    return Outcome(item, "Unchanged", 0.0, job=hit, message=f"unchanged since {hit['metadata']['name']}")
-
-
-def _ended(item: Item, job: dict, started: float) -> Outcome:
-    """A job this run submitted, once it ended."""
-    return Outcome(item, _verdict(job), time.monotonic() - started, job=job,
-                   message=(job.get("status") or {}).get("message", ""))
-
-
-def _refused(item: Item, e: ClientError, started: float) -> Outcome:
-    return Outcome(item, "Refused", time.monotonic() - started, message=str(e))
-
-
-def _in_process_one(api: Any, make_spec: Callable[[Item], dict], options: Options, tracker: _Tracker,
-                    submitted: dict[int, "asyncio.Future[dict]"] | None = None) -> Callable[..., Awaitable[Outcome]]:
-    """One notebook through the service in this process (its engine started);
-    ``submitted`` learns each submit (its job) by the item's index."""
-    from .service import ApiError
-
-    service = api.service
-
-    async def details(out: Outcome) -> None:
-        name = out.name
-        out.timeline = await service.timeline(name)
-        try:
-            chunk = await service.build_log(name)
-            out.build_log = _tail(chunk.data.decode("utf-8", "replace"), BUILD_LOG_TAIL)
-        except ApiError:
-            out.build_log = ""
-        if options.keep_executed and out.verdict in KEEPS_NOTEBOOK:
-            try:
-                out.executed = await service.executed_notebook(name)
-            except ApiError:
-                out.executed = None
-
-    async def one(item: Item, index: int = -1) -> Outcome:
+    def one(self, item: Item, index: int) -> Outcome:
+        api, tracker = self.api, self.tracker
         started = time.monotonic()
-        spec = make_spec(item)
+        spec = self.make_spec(item)
         try:
-            hit = await service.unchanged(spec) if options.use_cache else None
-            if hit is None:
-                # a submit goes through once begun (shielded): an interrupt meanwhile then
-                # finds the job it made and cancels it, never leaves it for a later run
-                submitting = asyncio.ensure_future(service.submit(spec))
-                if submitted is not None:
-                    submitted[index] = submitting
-                job = await asyncio.shield(submitting)
-        except ApiError as e:
-            out = _refused(item, ClientError(e.message, e.status, e.field), started)
-            tracker.call(tracker.listener.finished, out)
-            return out
-        if hit is not None:
-            out = _unchanged(item, hit)
-        else:
-            name = job["metadata"]["name"]
-            tracker.call(tracker.listener.started, item, name)
-            out = _ended(item, await service.wait_for_terminal(name, options.timeout,
-                                                               lambda j: tracker.update(item, j)), started)
-        await details(out)
-        tracker.call(tracker.listener.finished, out)
-        return out
-
-    return one
-
-
-def _remote_one(api: Any, make_spec: Callable[[Item], dict], options: Options, tracker: _Tracker,
-                stop: threading.Event | None = None, names: dict[int, str] | None = None) -> Callable[..., Outcome]:
-    """One notebook through a running server's REST API (blocking: one thread each);
-    ``stop`` ends its wait (an interrupt), ``names`` learns its job by the item's index."""
-    client = api.client
-
-    def details(out: Outcome) -> None:
-        name = out.name
-        out.timeline = api.timeline(name)
-        try:
-            out.build_log = _tail(client.request("GET", f"jobs/{name}/buildlog", raw=True), BUILD_LOG_TAIL)
-        except ClientError:
-            out.build_log = ""
-        if options.keep_executed and out.verdict in KEEPS_NOTEBOOK:
-            try:
-                out.executed = client.request("GET", f"jobs/{name}/notebook")
-            except ClientError:
-                out.executed = None
-
-    def one(item: Item, index: int = -1) -> Outcome:
-        started = time.monotonic()
-        spec = make_spec(item)
-        try:
-            if stop is not None and stop.is_set():
+            if self.stop.is_set():
                 raise ClientError("interrupted")
-            hit = api.unchanged(spec) if options.use_cache else None
+            hit = api.unchanged(spec) if self.options.use_cache else None
             if hit is None:
                 job = api.submit(spec)
-                if names is not None:
-                    names[index] = job["metadata"]["name"]
+                self.names[index] = job["metadata"]["name"]
         except ClientError as e:
             if e.status is None or e.status >= 500:
                 raise
@@ -547,12 +368,93 @@ def _remote_one(api: Any, make_spec: Callable[[Item], dict], options: Options, t
         else:
             name = job["metadata"]["name"]
             tracker.call(tracker.listener.started, item, name)
-            out = _ended(item, api.wait(name, lambda j: tracker.update(item, j), options.timeout, stop), started)
-        details(out)
+            out = _ended(item, api.wait(name, lambda j: tracker.update(item, j), self.options.timeout, self.stop),
+                         started)
+        self._details(out)
+        self.ended[index] = out
         tracker.call(tracker.listener.finished, out)
         return out
 
-    return one
+    def _details(self, out: Outcome) -> None:
+        api, name = self.api, out.name
+        out.timeline = api.timeline(name)
+        try:
+            data, _, _ = api.build_log(name, 0)
+            out.build_log = _tail(data.decode("utf-8", "replace"), BUILD_LOG_TAIL)
+        except ClientError:
+            out.build_log = ""
+        if self.options.keep_executed and out.verdict in KEEPS_NOTEBOOK:
+            try:
+                out.executed = api.executed_notebook(name)
+            except ClientError:
+                out.executed = None
+
+    def _interrupt(self, items: list[Item], futures: list["Future[Outcome]"], first: int) -> list[Outcome]:
+        """After Ctrl-C: no item starts any more, a submit under way ends (so its job is
+        known), every job of these items that has not ended is cancelled (the engine stops
+        its build or its runner and kernel) and waited for, each at most INTERRUPT_GRACE s;
+        the outcomes so far, the others Cancelled."""
+        self.stop.set()
+        for f in futures:
+            f.cancel()
+        futures_wait(futures, timeout=INTERRUPT_GRACE)
+        indexes = range(first, first + len(items))
+        open_jobs = {i: self.names[i] for i in indexes if i in self.names and i not in self.ended}
+        for name in open_jobs.values():
+            try:
+                self.api.cancel(name)
+            except ClientError:  # ended meanwhile, or the store is away: the wait below tells
+                pass
+        deadline = time.monotonic() + INTERRUPT_GRACE
+        outcomes = []
+        for i, item in zip(indexes, items):
+            job = None
+            if i in self.ended:
+                outcomes.append(self.ended[i])
+                continue
+            if i in open_jobs:
+                try:
+                    job = self.api.wait(open_jobs[i], lambda j: None, max(0.1, deadline - time.monotonic()))
+                except Exception:  # not ended within the grace, or the store is away
+                    job = None
+            if job is not None:
+                outcomes.append(Outcome(item, _verdict(job), job=job, message="interrupted: " +
+                                        str((job.get("status") or {}).get("message", ""))))
+            else:
+                outcomes.append(Outcome(item, "Cancelled", message="interrupted before it ended"))
+        return outcomes
+
+
+@contextlib.contextmanager
+def _insistent() -> Iterator[None]:
+    """While a first Ctrl-C's cancel runs (in the main thread): a second SIGINT or
+    SIGTERM ends the process at once (exit 130)."""
+    old = {}
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            old[signum] = signal.signal(signum, lambda *_: os._exit(130))
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+
+
+def _unchanged(item: Item, hit: Json) -> Outcome:
+    """The verdict cache's answer: the earlier Succeeded job that stands for this one."""
+    return Outcome(item, "Unchanged", 0.0, job=hit, message=f"unchanged since {hit['metadata']['name']}")
+
+
+def _ended(item: Item, job: Json, started: float) -> Outcome:
+    """A job this run submitted, once it ended."""
+    return Outcome(item, _verdict(job), time.monotonic() - started, job=job,
+                   message=(job.get("status") or {}).get("message", ""))
+
+
+def _refused(item: Item, e: ClientError, started: float) -> Outcome:
+    return Outcome(item, "Refused", time.monotonic() - started, message=str(e))
 
 
 def _tail(text: str, lines: int) -> str:

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -104,16 +107,45 @@ class InProcess:
         # kernels run at its own priority (a server lowers theirs to stay responsive)
         self.service = local_service(root_dir, data_dir, {"niceness": 0, **(backend_config or {})})
         self.root_dir = root_dir
+        self._thread: threading.Thread | None = None  # this process's loop, while a batch runs (begin)
         self.loop.run_until_complete(self.service.open())
 
     def close(self) -> None:
         self.loop.run_until_complete(self.service.close())
         self.loop.close()
 
+    def begin(self) -> None:
+        """A batch starts (``batch.BatchClient``): the engine starts, and this process's loop
+        runs on in a thread of its own, so that every call below may come from any thread
+        (each blocks its caller until its answer)."""
+        self.loop.run_until_complete(self.service.start())
+        self._thread = threading.Thread(target=self.loop.run_forever, name="nbvalidation-batch", daemon=True)
+        self._thread.start()
+
+    def end(self, interrupted: bool = False) -> None:
+        """The batch is over: the data dir handed over (runs this process started end first,
+        unless ``interrupted``: it cancelled its own, nothing of ours runs on) and the engine
+        stopped; the loop is this thread's again."""
+        async def finish() -> None:
+            try:
+                await self.service.hand_over(drain=not interrupted)
+            finally:
+                await self.service.stop()
+
+        try:
+            self._call(finish())
+        finally:
+            if self._thread is not None:
+                self.loop.call_soon_threadsafe(self.loop.stop)
+                self._thread.join()
+                self._thread = None
+
     def _call(self, coro: Any) -> Any:
         from .service import ApiError
 
         try:
+            if self._thread is not None:
+                return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
             return self.loop.run_until_complete(coro)
         except ApiError as e:
             raise ClientError(e.message, e.status, e.field) from None
@@ -123,6 +155,34 @@ class InProcess:
 
     def submit(self, spec: dict) -> dict:
         return self._call(self.service.submit(spec))
+
+    def unchanged(self, spec: dict) -> dict | None:
+        """The verdict cache: an earlier Succeeded job standing for ``spec``, or None."""
+        return self._call(self.service.unchanged(spec))
+
+    def wait(self, name: str, on_update: Callable[[dict], None], timeout: float | None,
+             stop: threading.Event | None = None) -> dict:
+        """The job once it ended (``on_update`` sees each change, on the loop's thread);
+        ``stop``, once set, ends the wait (ClientError). Only while a batch runs (begin)."""
+        from concurrent.futures import wait as wait_for
+
+        from .service import ApiError
+
+        assert self._thread is not None, "InProcess.wait: only between begin() and end()"
+        running = asyncio.run_coroutine_threadsafe(self.service.wait_for_terminal(name, timeout, on_update),
+                                                   self.loop)
+        while not running.done():
+            wait_for([running], timeout=0.25)
+            if not running.done() and stop is not None and stop.is_set():
+                running.cancel()
+                raise ClientError(f"stopped waiting for job {name}")
+        try:
+            return running.result()
+        except ApiError as e:
+            raise ClientError(e.message, e.status, e.field) from None
+
+    def executed_notebook(self, name: str) -> dict:
+        return self._call(self.service.executed_notebook(name))
 
     def list_jobs(self, notebook: str | None, limit: int) -> list[dict]:
         return self._call(self.service.list_jobs(notebook, limit, None))["items"]
@@ -176,21 +236,47 @@ class InProcess:
         except ApiError as e:
             raise ClientError(e.message, e.status, e.field) from None
 
+    async def _wait(self, name: str, follower: Follower, timeout: float | None) -> dict:
+        logging_task = asyncio.ensure_future(self._follow_log(name, follower))
+        try:
+            done = await self.service.wait_for_terminal(name, timeout, follower.update)
+        finally:
+            if not logging_task.done():
+                logging_task.cancel()
+            await asyncio.gather(logging_task, return_exceptions=True)
+        if follower.wants_log(done):  # the rest of the log, once the build ended
+            await self._follow_log(name, follower)
+        return done
+
     def run(self, spec: dict, follower: Follower, timeout: float | None) -> dict:
+        """Submit and wait in this process's engine. Ctrl-C or SIGTERM while it waits: the
+        job is cancelled (its runner and kernel end), waited for at most INTERRUPT_GRACE s,
+        the lease handed back at once, then :class:`SubmitInterrupted`; a second signal ends
+        the process at once."""
+        from .batch import INTERRUPT_GRACE
+
         async def go() -> dict:
             await self.service.start()
             try:
                 job = await self.service.submit(spec)
                 name = job["metadata"]["name"]
-                logging_task = asyncio.ensure_future(self._follow_log(name, follower))
-                try:
-                    done = await self.service.wait_for_terminal(name, timeout, follower.update)
-                finally:
-                    if not logging_task.done():
-                        logging_task.cancel()
-                    await asyncio.gather(logging_task, return_exceptions=True)
-                if follower.wants_log(done):  # the rest of the log, once the build ended
-                    await self._follow_log(name, follower)
+                work = asyncio.ensure_future(self._wait(name, follower, timeout))
+                with loop_interrupts(work) as came:
+                    try:
+                        done = await work
+                    except asyncio.CancelledError:
+                        if not came:
+                            raise
+                        try:
+                            await self.service.cancel(name)
+                        except Exception:  # ended meanwhile, or the store is away: the wait tells
+                            pass
+                        try:
+                            left = await self.service.wait_for_terminal(name, INTERRUPT_GRACE)
+                        except Exception:
+                            left = None
+                        await self.service.hand_over(drain=False)
+                        raise SubmitInterrupted(name, left) from None
                 await self.service.hand_over()
                 return done
             finally:
@@ -199,9 +285,28 @@ class InProcess:
         return self._call(go())
 
 
+class SubmitInterrupted(Exception):
+    """Ctrl-C of an in-process ``submit --wait``: its job (as it was left, or None) was cancelled."""
+
+    def __init__(self, name: str, job: dict | None):
+        super().__init__(name)
+        self.name, self.job = name, job
+
+
 class Remote:
+    """The same operations through a running Jupyter server's REST API (blocking, any thread)."""
+
     def __init__(self, client: ServerClient):
         self.client = client
+
+    def begin(self) -> None:
+        """A batch starts (``batch.BatchClient``): the server's engine is already running."""
+
+    def end(self, interrupted: bool = False) -> None:
+        """The batch is over: nothing of this process to hand over."""
+
+    def executed_notebook(self, name: str) -> dict:
+        return self.client.request("GET", f"jobs/{name}/notebook")
 
     def api_path(self, local_path: str) -> str:
         return self.client.api_path(local_path)
@@ -238,8 +343,8 @@ class Remote:
         return self.client.build_log(name, offset)
 
     def wait(self, name: str, on_update: Callable[[dict], None], timeout: float | None,
-             stop: Any = None) -> dict:
-        """Polls until the job ended; ``stop`` (a threading.Event), once set, ends the wait."""
+             stop: threading.Event | None = None) -> dict:
+        """Polls until the job ended; ``stop``, once set, ends the wait (ClientError)."""
         deadline = time.monotonic() + timeout if timeout else None
         last = None
         while True:
@@ -442,13 +547,27 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if isinstance(api, InProcess):
         if not args.wait and not quiet:
             print("No running Jupyter server serves this folder; validating in this process.", flush=True)
-        job = api.run(spec, follower, args.wait_timeout)
+        try:
+            job = api.run(spec, follower, args.wait_timeout)
+        except SubmitInterrupted as e:
+            phase = ((e.job or {}).get("status") or {}).get("phase")
+            said = (f"cancelled: {render.verdict_line(e.job)}" if e.job is not None and is_terminal(phase)
+                    else "cancelled")
+            print(f"\ninterrupted: job {e.name} {said}", file=sys.stderr, flush=True)
+            return 130
+        finally:
+            api.close()
     else:
         job = api.submit(spec)
         if not args.wait:
             _out(args, job, f"{job['metadata']['name']} submitted")
             return EXIT_OK
-        job = follow(api, job["metadata"]["name"], follower, args.wait_timeout)
+        name = job["metadata"]["name"]
+        with interrupt_signals():
+            try:
+                job = follow(api, name, follower, args.wait_timeout)
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the job is cancelled on the server, not left running
+                return _cancel_interrupted(api, name)
     if quiet:
         print(json.dumps(job, indent=2))
     else:
@@ -456,6 +575,74 @@ def cmd_submit(args: argparse.Namespace) -> int:
         for line in render.failure_lines(job):
             print(line)
     return verdict_exit_code(job)
+
+
+@contextlib.contextmanager
+def interrupt_signals() -> Any:
+    """While inside: SIGINT and SIGTERM raise KeyboardInterrupt in the main thread (the
+    caller cancels what it started), and a second one ends the process at once (exit 130).
+    Outside the main thread, nothing changes."""
+    came: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        came.append(signum)
+        if len(came) > 1:
+            os._exit(130)  # the user insists: no more waiting
+        raise KeyboardInterrupt
+
+    old = {}
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            old[signum] = signal.signal(signum, on_signal)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield came
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def loop_interrupts(work: "asyncio.Future[Any]") -> Any:
+    """SIGINT and SIGTERM, while ``work`` runs on this thread's loop (an in-process
+    ``submit --wait``): the first cancels it (the caller then cancels its job), a second
+    one ends the process at once (exit 130). Yields a list that is non-empty once a
+    signal came."""
+    loop = asyncio.get_running_loop()
+    came: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        came.append(signum)
+        if len(came) > 1:
+            os._exit(130)  # the user insists: no more waiting
+        work.cancel()
+
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, on_signal, signum)
+            installed.append(signum)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
+            pass
+    try:
+        yield came
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+def _cancel_interrupted(api: Remote, name: str) -> int:
+    """After Ctrl-C of ``submit --wait`` through a server: the job is cancelled there (its
+    build or its runner and kernel stop), the state it was left in is printed; exit 130."""
+    try:
+        job = api.cancel(name)
+        phase = (job.get("status") or {}).get("phase") or "Pending"
+        said = f"cancelled (it was {phase})" if not is_terminal(phase) else f"had ended: {render.verdict_line(job)}"
+    except ClientError as e:
+        said = f"could not be cancelled: {e}"
+    print(f"\ninterrupted: job {name} {said}", file=sys.stderr, flush=True)
+    return 130
 
 
 def verdict_exit_code(job: dict) -> int:
@@ -561,12 +748,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"Validating {len(items)} notebook(s), up to {jobs} at a time, {where}.", flush=True)
     progress = console.Progress(len(items), sys.stderr if quiet else sys.stdout)
     interrupted = False
+    # SIGTERM is a Ctrl-C too, and a second one aborts at once
     try:
-        outcomes = batch.run_batch(api, items, make_spec,
-                                   batch.Options(jobs=jobs, timeout=args.wait_timeout,
-                                                 keep_executed=bool(args.output_dir),
-                                                 use_cache=not args.no_cache), progress)
-    except batch.Interrupted as e:  # Ctrl-C in this process: its jobs are cancelled, report what ended
+        with interrupt_signals():
+            outcomes = batch.run_batch(api, items, make_spec,
+                                       batch.Options(jobs=jobs, timeout=args.wait_timeout,
+                                                     keep_executed=bool(args.output_dir),
+                                                     use_cache=not args.no_cache), progress)
+    except batch.Interrupted as e:  # Ctrl-C: the jobs this run submitted are cancelled, report what ended
         outcomes, interrupted = e.outcomes, True
         print("\ninterrupted: the jobs that had not ended were cancelled", file=sys.stderr, flush=True)
     finally:

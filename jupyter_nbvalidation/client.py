@@ -23,7 +23,7 @@ class ClientError(Exception):
         self.field = field
 
 
-def running_servers() -> list[dict]:
+def running_servers() -> list[dict[str, Any]]:
     """Jupyter servers this user has running (runtime files), newest first."""
     # the runtime files are read here, as jupyter_server's list_running_servers does:
     # importing jupyter_server.serverapp costs seconds (jupyter_events -> jsonschema
@@ -61,7 +61,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def find_server(path: str | None = None) -> dict | None:
+def find_server(path: str | None = None) -> dict[str, Any] | None:
     """The running server whose root dir contains ``path`` (or any, when no path)."""
     target = Path(path).resolve() if path else None
     for info in running_servers():
@@ -72,7 +72,7 @@ def find_server(path: str | None = None) -> dict | None:
     return None
 
 
-def _reachable(info: dict) -> bool:
+def _reachable(info: dict[str, Any]) -> bool:
     try:
         ServerClient.from_info(info).request("GET", "health", timeout=3)
         return True
@@ -89,16 +89,16 @@ class ServerClient:
         self.root_dir = root_dir
 
     @classmethod
-    def from_info(cls, info: dict) -> "ServerClient":
+    def from_info(cls, info: dict[str, Any]) -> "ServerClient":
         return cls(info["url"], info.get("token", ""), info.get("root_dir"))
 
-    def request(self, method: str, path: str, body: Any = None, *, params: dict | None = None,
+    def request(self, method: str, path: str, body: Any = None, *, params: dict[str, Any] | None = None,
                 timeout: float = 30, raw: bool = False) -> Any:
         """A call to this extension's API (``nbvalidation/api/v1/<path>``)."""
         return self.request_root(method, PREFIX + "/" + path.lstrip("/"), body, params=params,
                                  timeout=timeout, raw=raw)
 
-    def request_root(self, method: str, path: str, body: Any = None, *, params: dict | None = None,
+    def request_root(self, method: str, path: str, body: Any = None, *, params: dict[str, Any] | None = None,
                      timeout: float = 30, raw: bool = False) -> Any:
         """A call to any server API path relative to the base URL (e.g. ``api/sessions``)."""
         url = self.url + path.lstrip("/")

@@ -39,6 +39,13 @@ class NBValidationSettings(LoggingConfigurable):
     retry_backoff = Float(None, allow_none=True,
                           help="Seconds before the first such retry, doubling for each next one (jittered, capped "
                                "at 60 s). Default: the backend's retry_backoff (2 s).").tag(config=True)
+    max_concurrent_builds = Int(2, help="Jobs in Building at once on this server (its backend's builds: venvs, or build "
+                                        "Jobs on Kubernetes); more wait in Initializing with reason Queued, in submit "
+                                        "order. Sized for a small node (2 cores); 0: no cap.").tag(config=True)
+    max_concurrent_validations = Int(4, help="Jobs in ValidationRunning at once (kernels, or validation Pods on "
+                                             "Kubernetes); more wait in BuildComplete with reason Queued, in submit "
+                                             "order. Counted from the store, so right after a restart and in HA. "
+                                             "Sized for a small node (2 cores); 0: no cap.").tag(config=True)
     workers = Int(16, help="Jobs reconciled at once (one in-flight reconcile per job).").tag(config=True)
     resync_period = Float(300.0, help="Seconds between safety-net resyncs of all active jobs; "
                                       "reaction to changes is event-driven.").tag(config=True)
@@ -48,7 +55,7 @@ class NBValidationSettings(LoggingConfigurable):
     max_input_bytes = Int(50 * 2**20, help="Largest total size of a job's spec.inputFiles, in bytes.").tag(config=True)
 
 
-def make_backend(kind: str, cls: type | None, parent: Any) -> Backend:
+def make_backend(kind: str, cls: type[Backend] | None, parent: Any) -> Backend:
     if cls is not None:
         return cls(parent=parent)
     if kind == "kubernetes":
@@ -71,10 +78,18 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
     """The backend (configured from ``settings``' config: ``c.LocalBackend.*`` ...), its
     engine and the service over them; ``backend`` when the caller made its own."""
     backend = backend or make_backend(settings.backend, settings.backend_class, settings)
+    builds, validations = settings.max_concurrent_builds, settings.max_concurrent_validations
+    # LocalBackend.max_parallel_*: deprecated aliases of the engine's caps (one knob, never two)
+    alias_builds, alias_validations = backend.admission_caps()
+    if alias_builds is not None or alias_validations is not None:
+        log.debug("nbvalidation: LocalBackend.max_parallel_* are deprecated; use NBValidation.max_concurrent_*")
+    builds = builds if alias_builds is None else alias_builds
+    validations = validations if alias_validations is None else alias_validations
     engine = Engine(backend, log=log, build_timeout=settings.build_timeout,
                     validation_timeout=settings.validation_timeout, workers=settings.workers,
                     resync_period=settings.resync_period, max_retries=settings.max_retries,
-                    retry_backoff=settings.retry_backoff)
+                    retry_backoff=settings.retry_backoff, max_concurrent_builds=builds,
+                    max_concurrent_validations=validations)
     return JobService(engine, backend, root_dir, max_notebook_bytes=settings.max_notebook_bytes,
                       max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes)
 
@@ -99,7 +114,7 @@ def jupyter_config() -> Config:
     return config
 
 
-def local_service(root_dir: str, data_dir: str | None = None, backend_config: dict | None = None,
+def local_service(root_dir: str, data_dir: str | None = None, backend_config: dict[str, Any] | None = None,
                   log: Any = None, config: Config | None = None) -> JobService:
     """The service of the CLI without a server: the local backend, whatever
     ``c.NBValidation.backend`` says (a server is what reaches a cluster), with this

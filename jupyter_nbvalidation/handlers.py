@@ -4,14 +4,16 @@ authorization (resource ``nbvalidation``); errors share one JSON shape."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from .composition import NBValidationSettings
 from .model import is_terminal
 from .openapi import openapi_document
 from .service import MAX_BODY_BYTES, ApiError, JobService, dumps, loads_strict, store_api_error
@@ -53,7 +55,8 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
 
     @property
     def service(self) -> JobService:
-        return self.settings["nbvalidation_service"]
+        service: JobService = self.settings["nbvalidation_service"]
+        return service
 
     # Unauthenticated requests get 401 (Jupyter's default for API handlers is
     # 403, which hides the difference between "who are you" and "not allowed").
@@ -121,7 +124,7 @@ class JobsHandler(BaseHandler):
     @authorized
     @api
     async def get(self) -> None:
-        limit = self.int_arg("limit", 50, 1, self.extensionapp.max_page_size)
+        limit = self.int_arg("limit", 50, 1, cast(NBValidationSettings, self.extensionapp).max_page_size)
         self.send(await self.service.list_jobs(self.get_query_argument("notebook", None), limit,
                                           self.get_query_argument("continue", None) or None))
 
@@ -184,12 +187,26 @@ class TimelineHandler(BaseHandler):
         self.send(await self.service.timeline(name))
 
 
+NOTEBOOK_CHUNK = 1 << 20
+
+
 class NotebookHandler(BaseHandler):
     @web.authenticated
     @authorized
     @api
     async def get(self, name: str) -> None:
-        self.send(await self.service.executed_notebook(name))
+        # read and serialised in a thread, sent in pieces: a large notebook never stalls the loop
+        # (its size is bounded by the job's outputLimits, runner/outputs.py)
+        nb = await self.service.executed_notebook(name)
+        body = (await asyncio.to_thread(dumps, nb)).encode("utf-8")
+        del nb
+        self.set_status(200)
+        self.set_header("Content-Type", "application/json")
+        view = memoryview(body)
+        for start in range(0, len(body), NOTEBOOK_CHUNK):
+            self.write(bytes(view[start:start + NOTEBOOK_CHUNK]))
+            await self.flush()
+        self.finish()
 
 
 class BuildLogHandler(BaseHandler):

@@ -24,7 +24,7 @@ import os
 import shlex
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import render
 from .cli import add_spec_options, spec_from_options
@@ -103,11 +103,11 @@ def parse(line: str) -> argparse.Namespace:
                          "(the options of `jupyter nbvalidation submit`)") from None
 
 
-COLOURS = {Phase.SUCCEEDED: "var(--jp-success-color1, green)", Phase.FAILED: "var(--jp-error-color1, red)",
+COLOURS: dict[str, str] = {Phase.SUCCEEDED: "var(--jp-success-color1, green)", Phase.FAILED: "var(--jp-error-color1, red)",
            render.CANCELLED: "var(--jp-warn-color1, #b45f06)"}
 
 
-def _progress(job: dict, timeline: dict | None, started: float) -> tuple[str, str]:
+def _progress(job: dict[str, Any], timeline: dict[str, Any] | None, started: float) -> tuple[str, str]:
     st = job.get("status") or {}
     phase = render.phase_label(job)
     head = (f"{job['metadata']['name']}  {job['spec']['notebook']['path']}\n"
@@ -132,7 +132,7 @@ def _progress(job: dict, timeline: dict | None, started: float) -> tuple[str, st
     return text, html_text
 
 
-def nbvalidate(line: str, display: Any = None, sleep: float = 0.5) -> dict | None:
+def nbvalidate(line: str, display: Any = None, sleep: float = 0.5) -> dict[str, Any] | None:
     args = parse(line)
     if args.server:
         client = ServerClient(args.server, args.token)
@@ -157,7 +157,7 @@ def nbvalidate(line: str, display: Any = None, sleep: float = 0.5) -> dict | Non
         base = Path(path).parent.as_posix()
         spec["goldenNotebook"] = {"path": args.golden if base in ("", ".") else f"{base}/{args.golden}"}
     spec.update(spec_from_options(args))
-    job = client.request("POST", "jobs", spec)
+    job: dict[str, Any] = client.request("POST", "jobs", spec)
     name = job["metadata"]["name"]
     started = time.monotonic()
     show = display or _ipython_display()
@@ -178,14 +178,14 @@ def nbvalidate(line: str, display: Any = None, sleep: float = 0.5) -> dict | Non
         return job
 
 
-def _ipython_display():
+def _ipython_display() -> Callable[..., Any]:
     from IPython.display import display as ipy_display
 
-    def show(job: dict, timeline: dict | None, started: float, handle: Any) -> Any:
+    def show(job: dict[str, Any], timeline: dict[str, Any] | None, started: float, handle: Any) -> Any:
         text, html_text = _progress(job, timeline, started)
         bundle = {"text/plain": text, "text/html": html_text}
         if handle is None:
-            return ipy_display(bundle, raw=True, display_id=True)
+            return ipy_display(bundle, raw=True, display_id=True)  # type: ignore[no-untyped-call]
         handle.update(bundle, raw=True)
         return handle
 
@@ -195,7 +195,7 @@ def _ipython_display():
 def load_ipython_extension(ipython: Any) -> None:
     from IPython.core.magic import register_line_magic
 
-    @register_line_magic("nbvalidate")
+    @register_line_magic("nbvalidate")  # type: ignore[arg-type]
     def _nbvalidate(line: str) -> None:
         try:
             job = nbvalidate(line)

@@ -119,3 +119,30 @@ def notebook_execution_settings(nb: Mapping[str, Any]) -> dict[str, Any]:
         timeout = 0  # nbclient treats a negative timeout as "no limit"
     allow_errors = execution.get("allow_errors")
     return {"timeout": timeout, "allow_errors": allow_errors is True}
+
+
+#: the keys a notebook may set under ``metadata.nbvalidation``
+NOTEBOOK_SETTINGS = {"cache": bool}
+
+
+def notebook_settings_problem(nb: Mapping[str, Any]) -> str | None:
+    """What is wrong with the notebook's ``metadata.nbvalidation`` (a key it does not know,
+    a value of the wrong type), or None."""
+    settings = (nb.get("metadata") or {}).get("nbvalidation")
+    if settings is None:
+        return None
+    if not isinstance(settings, Mapping):
+        return "metadata.nbvalidation: must be an object"
+    for key, value in settings.items():
+        kind = NOTEBOOK_SETTINGS.get(key)
+        if kind is None:
+            return f"metadata.nbvalidation.{key}: not a setting (known: {', '.join(sorted(NOTEBOOK_SETTINGS))})"
+        if not isinstance(value, kind):
+            return f"metadata.nbvalidation.{key}: must be {kind.__name__} (true or false)"
+    return None
+
+
+def notebook_opts_out_of_cache(nb: Mapping[str, Any]) -> bool:
+    """``metadata.nbvalidation.cache`` is false: the notebook always runs (no verdict key)."""
+    settings = (nb.get("metadata") or {}).get("nbvalidation")
+    return isinstance(settings, Mapping) and settings.get("cache") is False

@@ -82,6 +82,14 @@ SPEC_SCHEMA = _obj({
                    "description": "parameters injected as papermill does ({name: JSON value}; names are "
                                   "Python identifiers, at most "
                                   f"{M.MAX_PARAMETERS_BYTES // 1024} KiB of JSON in all)"},
+    "outputLimits": {"type": "object", "additionalProperties": False,
+                     "description": "how much output the stored executed notebook keeps (beyond it a marker "
+                                    "output says how much was cut; the verdict is decided on the full output)",
+                     "properties": {
+                         "perCell": {"type": "integer", "minimum": 1, "maximum": M.MAX_OUTPUT_BYTES,
+                                     "description": "bytes per cell (default 2 MiB)"},
+                         "total": {"type": "integer", "minimum": 1, "maximum": M.MAX_OUTPUT_BYTES,
+                                   "description": "bytes for the whole notebook (default 32 MiB)"}}},
 }, ["notebook"])
 
 # status.progress: written during ValidationRunning (at most once a second, never an event), kept as it
@@ -132,6 +140,27 @@ JOB_SCHEMA = {
         }},
     },
 }
+
+# GET /jobs: each item is a job summary (service.list_item): the job without what grows with the notebook
+_LIST_STATUS = {k: v for k, v in JOB_SCHEMA["properties"]["status"]["properties"].items() if k != "results"}
+_LIST_STATUS["progress"] = {**PROGRESS_SCHEMA,
+                            "required": [r for r in PROGRESS_SCHEMA["required"] if r != "cells"],
+                            "properties": {k: v for k, v in PROGRESS_SCHEMA["properties"].items() if k != "cells"}}
+_LIST_STATUS["comparisonResult"] = {"type": ["object", "null"],
+                                    "description": "the comparison's counts, without diffs"}
+_LIST_STATUS["resultsSummary"] = {
+    "type": "object", "required": ["cells", "byStatus", "outputTruncatedCells", "failedCell"],
+    "description": "in place of status.results: cells by status, the failed cell's result (null when none), "
+                   "how many cells' output was truncated in the stored notebook",
+    "properties": {"cells": {"type": "integer", "minimum": 0},
+                   "byStatus": {"type": "object", "additionalProperties": {"type": "integer"}},
+                   "outputTruncatedCells": {"type": "integer", "minimum": 0},
+                   "failedCell": {"type": ["object", "null"]}}}
+JOB_SUMMARY_SCHEMA = {**JOB_SCHEMA, "description": "a job as GET /jobs lists it: status.results becomes "
+                      "status.resultsSummary, comparisonResult has no diffs, progress no cells; "
+                      "GET /jobs/{name} gives the whole job",
+                      "properties": {**JOB_SCHEMA["properties"],
+                                     "status": {"type": "object", "properties": _LIST_STATUS}}}
 
 EVENT_SCHEMA = {
     "type": "object",
@@ -194,8 +223,13 @@ def openapi_document(base_url: str = "/") -> dict:
         "security": [{"token": []}],
         "components": {
             "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization"}},
-            "schemas": {"Spec": SPEC_SCHEMA, "Job": JOB_SCHEMA, "Event": EVENT_SCHEMA,
-                        "Timeline": TIMELINE_SCHEMA, "Error": ERROR_SCHEMA},
+            "schemas": {"Spec": SPEC_SCHEMA, "Job": JOB_SCHEMA, "JobSummary": JOB_SUMMARY_SCHEMA, "Event": EVENT_SCHEMA,
+                        "Timeline": TIMELINE_SCHEMA, "Error": ERROR_SCHEMA,
+                        "Switch": {"type": "object", "required": ["enabled", "reason"], "properties": {
+                            "enabled": {"type": "boolean"},
+                            "reason": {"type": ["string", "null"], "description": "why it is off (plain-HTTP "
+                                       "registry without registry_insecure, a base image without a digest, "
+                                       "a lookup refused, the registry unreachable)"}}}},
             "responses": {f"E{c}": _json({"$ref": "#/components/schemas/Error"}, d) for c, d in {
                 400: "Bad request", 401: "Not authenticated", 403: "Forbidden", 404: "Not found",
                 413: "Too large"}.items()},
@@ -211,7 +245,7 @@ def openapi_document(base_url: str = "/") -> dict:
                          "description": "metadata.continue of the previous page (opaque)"},
                     ],
                     "responses": {"200": _json({"type": "object", "required": ["items", "metadata"], "properties": {
-                        "items": {"type": "array", "items": job_ref},
+                        "items": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}},
                         "metadata": {"type": "object", "properties": {"continue": {"type": ["string", "null"]}}},
                     }}, "A page of jobs"), **_errors(400)},
                 },
@@ -288,7 +322,28 @@ def openapi_document(base_url: str = "/") -> dict:
             },
             "/health": {
                 "get": {"summary": "Active backend and whether it is usable",
-                        "responses": {"200": _json({"type": "object", "required": ["backend", "usable"]},
+                        "responses": {"200": _json({"type": "object", "required": ["backend", "usable"], "properties": {
+                            "registryReachable": {"type": "boolean", "description": "kubernetes, with a registry: "
+                                                  "it answers GET /v2/ (probed within 3 s, cached 5 s); false "
+                                                  "makes usable false"},
+                            "registryProblem": {"type": ["string", "null"], "description": "why it does not answer"},
+                            "imageReuse": {"$ref": "#/components/schemas/Switch"},
+                            "verdictKey": {"$ref": "#/components/schemas/Switch"},
+                            "sandbox": {"description": "local: whether kernels run in the sandbox "
+                                        "(LocalBackend.sandbox; null until detected at start)", "oneOf": [
+                                {"type": "null"},
+                                {"type": "object", "required": ["enabled", "mode", "uses", "reason"], "properties": {
+                                    "enabled": {"type": "boolean", "description": "kernels run in the sandbox"},
+                                    "mode": {"type": "string", "enum": ["auto", "off"]},
+                                    "uses": {"type": "array", "items": {"type": "string"},
+                                             "description": "what it is made of, e.g. user namespace, pid "
+                                                            "namespace, mount namespace, no capabilities, "
+                                                            "no_new_privs"},
+                                    "reason": {"type": ["string", "null"],
+                                               "description": "why it is off (null when enabled)"},
+                                    "landlockAbi": {"type": ["integer", "null"],
+                                                    "description": "the Linux kernel's Landlock ABI, reported "
+                                                                   "(not used)"}}}]}}},
                                                    "Health"), **_errors()}},
             },
             "/openapi.json": {

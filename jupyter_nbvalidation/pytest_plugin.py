@@ -73,9 +73,20 @@ def pytest_configure(config: pytest.Config) -> None:
     except SpecError as e:
         raise pytest.UsageError(f"spec.{e.field}: {e.reason}") from None
     config.stash[_OPTIONS] = options
+    import signal
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        # SIGTERM is a Ctrl-C: the notebook under way is cancelled (batch.Session), the summary
+        # so far printed, exit 130 (pytest_sessionfinish)
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread
+        pass
 
 
-_OPTIONS = pytest.StashKey[dict]()
+_OPTIONS = pytest.StashKey[dict[str, Any]]()
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -167,7 +178,7 @@ def _session(config: pytest.Config, session: pytest.Session) -> Any:
     api = cli._connect_batch(args, folder, max(1, workers))
     options = config.stash[_OPTIONS]
 
-    def make_spec(it: Any) -> dict:
+    def make_spec(it: Any) -> dict[str, Any]:
         spec: dict[str, Any] = {"notebook": {"path": api.api_path(str(it.path))}}
         if it.golden is not None:
             spec["goldenNotebook"] = {"path": api.api_path(str(it.golden))}
@@ -191,6 +202,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     finally:
         if isinstance(runs.api, cli.InProcess):
             runs.api.close()
+    if runs.interrupted:  # Ctrl-C or SIGTERM: its notebook's job was cancelled; exit 130, as `run` does
+        session.exitstatus = 130
 
 
 def _validate(item: "NotebookItem") -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .model import CellStatus, Phase, Reason, format_duration, parse_time, utcnow
 from .runner.text import cell_label, strip_ansi
 
@@ -9,10 +11,10 @@ CANCELLED = Reason.CANCELLED  # shown as its own verdict
 # before the engine first looks at a job it has no phase yet: shown as "Pending" (README, "REST API")
 PENDING = "Pending"
 INFRASTRUCTURE = Reason.INFRASTRUCTURE_FAILED  # a fault that is not the notebook's: shown as an error
-MARK = {Phase.SUCCEEDED: "✔", Phase.FAILED: "✘", CANCELLED: "⊘", INFRASTRUCTURE: "⚠"}
+MARK: dict[str, str] = {Phase.SUCCEEDED: "✔", Phase.FAILED: "✘", CANCELLED: "⊘", INFRASTRUCTURE: "⚠"}
 
 
-def phase_label(job: dict) -> str:
+def phase_label(job: dict[str, Any]) -> str:
     """The phase as people read it: a cancelled job says Cancelled (it is stored
     as Failed / reason Cancelled), a job not looked at yet says Pending."""
     st = job.get("status") or {}
@@ -22,7 +24,7 @@ def phase_label(job: dict) -> str:
     return phase
 
 
-def progress_text(progress: dict | None, now: float | None = None) -> str:
+def progress_text(progress: dict[str, Any] | None, now: float | None = None) -> str:
     """``"cell 4 running, 3.2 s · 3 of 12 code cells done"`` (``status.progress``;
     cell numbers as JupyterLab shows them)."""
     if not progress:
@@ -52,14 +54,14 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-def job_rows(jobs: list[dict]) -> str:
+def job_rows(jobs: list[dict[str, Any]]) -> str:
     rows = [[j["metadata"]["name"], phase_label(j),
              j["spec"]["notebook"]["path"], (j.get("status") or {}).get("reason") or "",
              age(j["metadata"].get("creationTimestamp"))] for j in jobs]
     return table(rows, ["NAME", "PHASE", "NOTEBOOK", "REASON", "AGE"]) if rows else "No jobs."
 
 
-def timeline_bars(timeline: dict, width: int = 40) -> str:
+def timeline_bars(timeline: dict[str, Any], width: int = 40) -> str:
     """A compact text timeline: one bar per phase on a shared axis."""
     phases = timeline.get("phases", [])
     if not phases:
@@ -78,7 +80,7 @@ def timeline_bars(timeline: dict, width: int = 40) -> str:
     return "\n".join(out)
 
 
-def _traceback_lines(r: dict, keep: int = 12) -> list[str]:
+def _traceback_lines(r: dict[str, Any], keep: int = 12) -> list[str]:
     """The user's line first, then the notebook's own frames, then the end of the traceback."""
     lines = []
     if r.get("errorLine"):
@@ -99,7 +101,7 @@ def _traceback_lines(r: dict, keep: int = 12) -> list[str]:
     return lines
 
 
-def failure_lines(job: dict) -> list[str]:
+def failure_lines(job: dict[str, Any]) -> list[str]:
     st = job.get("status") or {}
     lines = []
     idx = st.get("failedCellIndex")
@@ -125,7 +127,7 @@ def failure_lines(job: dict) -> list[str]:
     return lines
 
 
-def describe(job: dict, timeline: dict, events: list[dict]) -> str:
+def describe(job: dict[str, Any], timeline: dict[str, Any], events: list[dict[str, Any]]) -> str:
     st = job.get("status") or {}
     meta = job["metadata"]
     bs = st.get("buildStatus") or {}
@@ -163,7 +165,7 @@ def describe(job: dict, timeline: dict, events: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def retries_text(status: dict) -> str:
+def retries_text(status: dict[str, Any]) -> str:
     """``"validation 2 (last 2026-12-02T14:01:02Z)"``: the retries after transient faults."""
     parts = [f"{what} {status[key]}" for what, key in (("build", "buildRetries"), ("validation", "validationRetries"))
              if status.get(key)]
@@ -171,12 +173,12 @@ def retries_text(status: dict) -> str:
     return ", ".join(parts) + last
 
 
-def events_table(events: list[dict]) -> str:
+def events_table(events: list[dict[str, Any]]) -> str:
     rows = [[e.get("eventTime", ""), e.get("type", ""), e.get("reason", ""), e.get("note", "")] for e in events]
     return table(rows, ["TIME", "TYPE", "REASON", "MESSAGE"]) if rows else "No events."
 
 
-def verdict_line(job: dict) -> str:
+def verdict_line(job: dict[str, Any]) -> str:
     st = job.get("status") or {}
     phase = phase_label(job)
     message = st.get("message", "")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import requirements as reqmod
-from . import verdict_cache
+from . import markers, verdict_cache
 from .backends.base import Backend
 from .engine import Engine
 from .errors import InputRejected
@@ -94,6 +94,9 @@ def _read_notebook(path: Path, field: str, limit: int) -> bytes:
     # The environment is a Python virtual environment (or image) and the runner starts an
     # ipykernel in it: a notebook written for another kernel would fail on its first cell
     # for a reason that has nothing to do with the notebook, so say so now.
+    problem = markers.notebook_settings_problem(nb)
+    if problem is not None:
+        raise ApiError(400, "InvalidNotebook", f"{field}: {problem}", field)
     meta = nb.get("metadata", {})
     language = (meta.get("kernelspec") or {}).get("language") or (meta.get("language_info") or {}).get("name")
     if isinstance(language, str) and language.strip().lower() not in ("", "python", "python3"):
@@ -180,9 +183,8 @@ class JobService:
         batch, which cancelled its own)."""
         await self.engine.recorder.flush()
         await self.engine.step_down()
-        finish = getattr(self.backend, "drain", None)
-        if drain and finish is not None:
-            await finish()
+        if drain:
+            await self.backend.drain()
 
     def check_spec(self, spec: Any) -> dict:
         """A spec as submit would take it (the backend's fields and values), or ApiError 400."""
@@ -210,7 +212,7 @@ class JobService:
             self.backend.check_spec(spec)
         except SpecError as e:
             reason = e.reason
-            explain = getattr(self.backend, "unsupported_reason", lambda f: None)(e.field)
+            explain = self.backend.unsupported_reason(e.field)
             if explain and reason == "not supported by this backend":
                 reason = f"not supported by the {self.backend.name} backend: {explain}"
             field = e.field if e.field.startswith("spec") else f"spec.{e.field}"
@@ -243,16 +245,16 @@ class JobService:
         local backend (a Kubernetes build cannot read the server's files)."""
         field = ("spec.podConfig.buildConfig.requirements" if reqs.source_path is None
                  else "spec.podConfig.buildConfig.requirementsFile")
-        if reqs.local_paths and not getattr(self.backend, "local_requirement_paths", False):
+        if reqs.local_paths and not self.backend.capabilities.local_requirement_paths:
             raise ApiError(400, "InvalidRequirements",
                            f"{field}: {reqs.origin} names local paths ({', '.join(sorted(set(reqs.local_paths))[:3])}); "
                            f"the {self.backend.name} backend builds where the server's files are not "
                            "(list packages from an index)", field)
-        if reqs.constraints and not getattr(self.backend, "constraint_files", False):
+        if reqs.constraints and not self.backend.capabilities.constraint_files:
             raise ApiError(400, "InvalidRequirements",
                            f"{field}: {reqs.origin} uses a constraints file (-c); the {self.backend.name} backend "
                            "does not take constraints yet", field)
-        if reqs.secrets and not getattr(self.backend, "index_credentials", False):
+        if reqs.secrets and not self.backend.capabilities.index_credentials:
             raise ApiError(400, "InvalidRequirements",
                            f"{field}: {reqs.origin} carries index credentials; the {self.backend.name} backend "
                            "cannot keep them out of what it stores yet", field)
@@ -325,11 +327,13 @@ class JobService:
             raise ApiError(400, "InvalidSpec", f"{bad[0]}: {bad[1]}", bad[0])
         spec = self._validate(spec)
         files, nb_path, reqs = await asyncio.to_thread(self._collect, spec)
-        check_folder = getattr(self.backend, "check_working_folder", None)
-        if check_folder is not None and not spec.get("inputFiles"):
-            # the kernel works in a copy of the notebook's folder: within the backend's bounds
+        if not spec.get("inputFiles"):
+            # the kernel works in the notebook's folder (a copy of it): within the backend's bounds
             try:
-                await asyncio.to_thread(check_folder, str(nb_path.parent), self.real_root)
+                await asyncio.to_thread(self.backend.check_working_folder, str(nb_path.parent), self.real_root)
+                if self.backend.capabilities.folder_in_snapshot:  # the kernel runs where these files are not
+                    files.update(await asyncio.to_thread(self.backend.folder_files, str(nb_path.parent),
+                                                         self.real_root))
             except InputRejected as e:
                 raise ApiError(e.status, e.code, e.message, e.field) from None
         bc = spec.get("podConfig", {}).get("buildConfig", {})
@@ -406,7 +410,7 @@ class JobService:
             raise ApiError(400, "InvalidField", str(e), "continue") from None
         # a job of another root (another server's, an in-process run's elsewhere) is not one of
         # this root's notebooks, whatever its path says; jobs from before roots were recorded stay
-        items = [j for j in items if self._root_of(j) in (None, self.real_root)]
+        items = [list_item(j) for j in items if self._root_of(j) in (None, self.real_root)]
         return {"apiVersion": "v1", "kind": "NotebookValidationJobList", "items": items,
                 "metadata": {"continue": token}}
 
@@ -422,12 +426,8 @@ class JobService:
         job = await self.get(name)
         if not is_terminal((job.get("status") or {}).get("phase")):
             return 202, await self.engine.request_cancel(name)
-        remove = getattr(self.backend, "delete_job", None)
         try:
-            if remove is not None:
-                await remove(job)
-            else:
-                await self.store.delete(name)
+            await self.backend.delete_job(job)
         except NotFound:
             raise ApiError(404, "NotFound", f"no job named {name!r}") from None
         return 200, {"apiVersion": "v1", "kind": "Status", "status": "Success",
@@ -435,10 +435,9 @@ class JobService:
 
     async def gc(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict:
         """Retention and the environment cache cap, now (local backend)."""
-        collect = getattr(self.backend, "collect", None)
-        if collect is None:
+        if not self.backend.capabilities.garbage_collection:
             raise ApiError(400, "Unsupported", f"the {self.backend.name} backend has no garbage collection here")
-        return await collect(job_ttl=job_ttl, env_cache_max_bytes=env_cache_max_bytes)
+        return await self.backend.collect(job_ttl=job_ttl, env_cache_max_bytes=env_cache_max_bytes)
 
     async def events(self, name: str) -> list[dict]:
         job = await self.get(name)
@@ -596,3 +595,38 @@ def dumps(obj: Any) -> str:
         return json.dumps(obj, separators=(",", ":"), allow_nan=False)
     except ValueError:
         return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False)
+
+
+def list_item(job: dict) -> dict:
+    """A job as ``GET /jobs`` lists it: whole but for what grows with the
+    notebook (README, "REST API"): ``status.results`` becomes
+    ``status.resultsSummary`` (cells by status, the failed cell's result, cells
+    whose output was truncated), ``comparisonResult`` keeps its counts without
+    ``diffs``, ``progress`` its counts without ``cells``. ``GET /jobs/{name}``
+    gives the whole job."""
+    st = job.get("status")
+    if not st:
+        return job
+    st = dict(st)
+    results = st.pop("results", None)
+    if results is not None:
+        by_status: dict[str, int] = {}
+        truncated = 0
+        failed = st.get("failedCellIndex")
+        failed_entry = None
+        for entry in results:
+            key = str(entry.get("status"))
+            by_status[key] = by_status.get(key, 0) + 1
+            if entry.get("outputTruncated"):
+                truncated += 1
+            if failed is not None and entry.get("cellIndex") == failed:
+                failed_entry = entry
+        st["resultsSummary"] = {"cells": len(results), "byStatus": by_status, "outputTruncatedCells": truncated,
+                                "failedCell": failed_entry}
+    cmp_ = st.get("comparisonResult")
+    if isinstance(cmp_, dict) and "diffs" in cmp_:
+        st["comparisonResult"] = {k: v for k, v in cmp_.items() if k != "diffs"}
+    prog = st.get("progress")
+    if isinstance(prog, dict) and "cells" in prog:
+        st["progress"] = {k: v for k, v in prog.items() if k != "cells"}
+    return {**job, "status": st}

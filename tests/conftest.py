@@ -29,7 +29,7 @@ pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster"
 # scoped fixtures build venvs, images or clusters a second worker would build again.
 XDIST_GROUPS = {
     "real-node": ("test_k8s_real_cache", "test_k8s_real_node", "test_k8s_real_params", "test_k8s_real_progress",
-                  "test_k8s_real_reuse"),
+                  "test_k8s_real_reuse", "test_k8s_real_admission"),
     "browser": ("test_ui_e2e", "test_ui_options", "test_ui_ux"),
     "corpus": ("test_corpus", "test_peer_notebooks", "test_nbval_parity"),
 }
@@ -47,15 +47,21 @@ def xdist_group_of(module: str) -> str | None:
 # browser and the corpus, and the modules whose every test builds environments or runs
 # several servers; a slow test elsewhere carries @pytest.mark.slow itself.
 SLOW_MODULES = ("test_requirements", "test_shared_data_dir", "test_pytest_plugin", "test_lifecycle",
-                "test_server_restart", "test_ci_run")
+                "test_server_restart", "test_ci_run", "test_cache_property")
 # tests of otherwise quick modules that took over 12 s in a -n 2 run (module::name, a
 # parametrized test by its name without the brackets); kept here, not in the modules
 SLOW_TESTS = {
+    "test_admission": ("test_local_cap_one_second_notebook_queued_both_verdicts_right",
+                       "test_a_failed_build_is_shared_by_the_jobs_waiting_on_it_and_never_cached"),
     "test_local_backend": ("test_venv_pip_strategy_and_requirements_file", "test_environment_cache_is_content_addressed",
                            "test_adr037_build_then_validate", "test_comparison_config_of_the_upstream_crd",
                            "test_an_undeclared_package_the_server_has_is_not_importable",
                            "test_jobs_of_one_environment_submitted_at_once_share_one_build"),
     "test_openapi_fuzz": ("test_openapi_fuzz",),
+    "test_bounded_outputs": ("test_a_pattern_that_hangs_at_run_time_ends_the_run_naming_the_pattern",
+                             "test_without_a_golden_output_is_cut_as_it_arrives_so_the_run_stays_small",
+                             "test_a_20000_cell_job_is_listed_as_a_small_summary"),
+    "test_interrupt": ("test_ctrl_c_of_pytest_nbvalidation_cancels_its_job_kills_its_kernel_and_exits_130",),
     "test_cli": ("test_follow_build_log", "test_progress_and_cancelled_wording", "test_with_a_running_server"),
     "test_verdict_cache": ("test_unchanged_notebooks_run_nothing_and_each_edit_reruns_exactly_its_notebook",
                            "test_the_cache_through_a_running_server",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
+from typing import Any, Callable
 
 import nbformat
 
@@ -115,3 +117,29 @@ async def plan_for(backend, job: dict, *, build_timeout: float = 15 * 60, valida
     snapshot = await backend.read_snapshot(job)
     return await asyncio.to_thread(make_plan, job, snapshot, build_timeout=build_timeout,
                                    validation_timeout=validation_timeout, cell_timeout=backend.default_cell_timeout)
+
+
+def wait(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
+    """The first truthy value of ``predicate()``, polled every ``interval`` s; AssertionError
+    naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def job_of(api: Any, name: str) -> dict:
+    """``GET /jobs/{name}`` through a REST client, or {} while a server that just started
+    answers 503 (its store is not synced yet: Retry-After)."""
+    from jupyter_nbvalidation.client import ClientError
+
+    try:
+        return api.request("GET", f"jobs/{name}")
+    except ClientError as e:
+        if e.status == 503:
+            return {}
+        raise

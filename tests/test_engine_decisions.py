@@ -16,7 +16,7 @@ import pytest_asyncio
 from fake_backend import FakeBackend
 from helpers import phases, reasons
 
-from jupyter_nbvalidation.backends.base import InputError
+from jupyter_nbvalidation.errors import InputRejected as InputError
 from jupyter_nbvalidation.engine import Engine, new_status
 from jupyter_nbvalidation.errors import InputRejected, PermanentFailure, TemporaryFailure
 from jupyter_nbvalidation.events import transition_event_name

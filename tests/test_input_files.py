@@ -29,7 +29,7 @@ def outputs(nb: dict) -> list[str]:
 
 
 async def test_the_validation_sees_the_submit_time_snapshot(jp_fetch, jp_root_dir, tmp_path):
-    flag = tmp_path / "go"
+    flag = jp_root_dir / "go"  # in the root: the kernel's sandbox hides /tmp outside it
     write_notebook(jp_root_dir / "proj" / "nb.ipynb", [
         # wait until the test has edited the files beside the notebook
         f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)",

@@ -289,3 +289,29 @@ def test_engines_and_services_are_assembled_in_one_place() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("Engine", "JobService"):
                 builders.setdefault(str(path.relative_to(PKG)), set()).add(node.func.id)
     assert builders == {"composition.py": {"Engine", "JobService"}}, builders
+
+
+def _probes(tree: ast.AST) -> list[str]:
+    """``getattr``/``hasattr`` calls whose object is a backend or a store (by its name:
+    ``backend``, ``self.backend``, ``store``, ``self.store``, ``api``, ``self.api``)."""
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr") and node.args):
+            target = ast.unparse(node.args[0])
+            if target.split(".")[-1] in ("backend", "store"):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_probe_finder_sees_a_probe() -> None:
+    tree = ast.parse("x = getattr(self.backend, 'drain', None)\ny = hasattr(store, 'outage')\nz = getattr(args, 'lax')")
+    assert [p.split(":")[0] for p in _probes(tree)] == ["1", "2"]
+
+
+def test_nothing_probes_a_backend_or_a_store_for_what_it_can_do() -> None:
+    """What a backend can do is declared once (``Backend.capabilities``) and every optional
+    operation is on the port with its default: no module asks an object whether it has one."""
+    probes = {str(p.relative_to(PKG)): found for p in sorted(PKG.rglob("*.py"))
+              if (found := _probes(ast.parse(p.read_text())))}
+    assert probes == {}, probes

@@ -6,13 +6,7 @@ from typing import Any
 
 from ..model import CellStatus, Phase
 
-try:  # the shared human cell numbering (runner/text.py)
-    from ..runner.text import cell_label  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - until the shared formatter lands
-
-    def cell_label(index: int) -> str:
-        return f"cell {index + 1}"
-
+from ..runner.text import cell_label  # the shared human cell numbering
 
 __all__ = ["Failure", "cell_label", "failure_of"]
 
@@ -46,7 +40,7 @@ class Failure:
         return "\n\n".join(parts)
 
 
-def failure_of(job: dict) -> Failure | None:
+def failure_of(job: dict[str, Any]) -> Failure | None:
     """The failure of a Failed job (None when it succeeded or is not finished)."""
     st = job.get("status") or {}
     if st.get("phase") != Phase.FAILED:

@@ -56,6 +56,9 @@ export function newerJob(existing: IJob | undefined, incoming: IJob): IJob {
   if (!existing) {
     return incoming;
   }
+  if (isListSummary(incoming) && !isListSummary(existing) && sameVersion(existing, incoming)) {
+    return existing; // a list's summary of the very job we hold whole: keep its cell results
+  }
   const before = jobPhase(existing);
   const after = jobPhase(incoming);
   if (isTerminal(before) && !isTerminal(after)) {
@@ -68,6 +71,20 @@ export function newerJob(existing: IJob | undefined, incoming: IJob): IJob {
     return existing;
   }
   return incoming;
+}
+
+/** A job as GET /jobs lists it: status.resultsSummary in place of status.results. */
+export function isListSummary(job: IJob): boolean {
+  return !!job.status?.resultsSummary && job.status.results === undefined;
+}
+
+function sameVersion(a: IJob, b: IJob): boolean {
+  const va = a.metadata.resourceVersion;
+  const vb = b.metadata.resourceVersion;
+  if (va !== undefined || vb !== undefined) {
+    return va === vb;
+  }
+  return jobPhase(a) === jobPhase(b) && a.status?.completionTime === b.status?.completionTime;
 }
 
 /**

@@ -11,6 +11,8 @@ export interface IJobSpec {
   notebook: { path: string };
   goldenNotebook?: { path: string };
   timeout?: string;
+  /** bytes of output the stored executed notebook keeps (server defaults: 2 MiB per cell, 32 MiB in all) */
+  outputLimits?: { perCell?: number; total?: number };
   podConfig?: { buildConfig?: { enabled?: boolean; [k: string]: unknown }; [k: string]: unknown };
   [k: string]: unknown;
 }
@@ -34,6 +36,16 @@ export interface ICellResult {
   /** traceback frames, when the server splits them (kind "cell" = the notebook's own cell) */
   frames?: Array<{ kind: string; text: string }>;
   skipReason?: string;
+  /** the cell's output beyond the job's outputLimits was cut from the stored notebook */
+  outputTruncated?: { bytes: number; limit: string };
+}
+
+/** GET /jobs lists a summary in place of status.results (GET /jobs/{name} is whole). */
+export interface IResultsSummary {
+  cells: number;
+  byStatus: Record<string, number>;
+  outputTruncatedCells: number;
+  failedCell: ICellResult | null;
 }
 
 export interface ICellDiff {
@@ -103,6 +115,7 @@ export interface IJobStatus {
   conditions?: Array<Record<string, unknown>>;
   buildStatus?: IBuildStatus;
   results?: ICellResult[];
+  resultsSummary?: IResultsSummary;
   comparisonResult?: IComparisonResult;
   failedCellIndex?: number | null;
   transitions?: ITransition[];

@@ -60,3 +60,6 @@ export const RETRY_REASONS: readonly string[] = [
   'ValidationRetried',
   'BuildRetried'
 ];
+
+/** status.reason of a job waiting for a build or validation slot (model.EventReason.QUEUED). */
+export const QUEUED_REASON = 'Queued';

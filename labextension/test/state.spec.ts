@@ -224,3 +224,40 @@ describe('merging a live event', () => {
     expect(s.events['a-2']).toBeUndefined();
   });
 });
+
+describe('list summaries (GET /jobs) and whole jobs (GET /jobs/{name})', () => {
+  const whole = {
+    ...b1,
+    metadata: { ...b1.metadata, resourceVersion: '7' },
+    status: {
+      ...b1.status,
+      results: [{ cellIndex: 0, status: 'Failure', errorName: 'ZeroDivisionError' }]
+    }
+  };
+  const summary = {
+    ...whole,
+    status: {
+      ...b1.status,
+      resultsSummary: {
+        cells: 1,
+        byStatus: { Failure: 1 },
+        outputTruncatedCells: 0,
+        failedCell: { cellIndex: 0, status: 'Failure' }
+      }
+    }
+  };
+
+  it('a summary of the same version keeps the cell results already held', () => {
+    let s = mergeJobs(initialState('all'), [whole], null);
+    s = mergeJobs(s, [summary], 'all');
+    expect(s.jobs[0].status?.results?.length).toBe(1);
+  });
+
+  it('a summary of a newer version replaces the job', () => {
+    let s = mergeJobs(initialState('all'), [whole], null);
+    const newer = { ...summary, metadata: { ...summary.metadata, resourceVersion: '8' } };
+    s = mergeJobs(s, [newer], 'all');
+    expect(s.jobs[0].status?.results).toBeUndefined();
+    expect(s.jobs[0].status?.resultsSummary?.cells).toBe(1);
+  });
+});
