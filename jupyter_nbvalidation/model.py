@@ -589,7 +589,7 @@ def validate_spec(spec: Any, supported: set[str] | None = None) -> JobSpec:
     bc = out.get("podConfig", {}).get("buildConfig", {})
     if bc.get("requirementsFile") and bc.get("requirements"):
         raise SpecError("podConfig.buildConfig.requirements", "give requirementsFile or requirements, not both")
-    return cast(JobSpec, out)  # checked against SPEC_SCHEMA, which documents.JobSpec mirrors
+    return cast(JobSpec, out)  # checked against SPEC_SCHEMA; JobSpec is generated from the same table
 
 
 def spec_fields(schema: Any = SPEC_SCHEMA, prefix: str = "") -> set[str]:
