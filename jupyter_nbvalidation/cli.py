@@ -27,6 +27,7 @@ from . import render
 from .client import ClientError, ServerClient, find_server
 from .errors import Conflict, NotFound, StoreBroken, StoreError
 from .model import Phase, Reason, build_enabled, is_terminal
+from .spec_table import cli_options
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
 FOLLOW_POLL = 0.5  # seconds between two looks at a job being followed
@@ -422,39 +423,41 @@ def read_sanitizer_file(path: str) -> list[dict]:
 
 def add_spec_options(s: argparse.ArgumentParser) -> None:
     """The options that become spec fields (:func:`spec_from_options`), shared by ``submit``,
-    ``run`` and ``%nbvalidate``."""
-    s.add_argument("--no-build", action="store_true", help="validate without building an environment")
-    s.add_argument("--requirements-file", help="requirements file, relative to the notebook's folder")
-    s.add_argument("--requirement", action="append", help="a requirement (repeatable) instead of a file")
-    s.add_argument("--input-file", action="append", metavar="GLOB",
-                   help="a file beside the notebook it reads (glob relative to its folder; repeatable): "
-                        "snapshotted at submit into spec.inputFiles")
-    s.add_argument("--strategy", help="build strategy (local: auto, uv, venv)")
-    s.add_argument("--build-timeout", help="build timeout, e.g. 15m")
-    s.add_argument("--timeout", help="validation timeout, e.g. 30m")
-    s.add_argument("--cell-timeout", help="per-cell timeout, e.g. 10m or 60 (seconds)")
-    s.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
-                   help="a parameter injected as papermill does (spec.parameters); VALUE is read as JSON "
-                        "(1, 0.5, true, [1, 2]) or True/False/None, else kept as a string (repeatable)")
-    s.add_argument("-r", "--raw-parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
-                   help="a parameter whose VALUE is always a string (repeatable)")
-    s.add_argument("--comparison", choices=["exact", "normalized"])
-    s.add_argument("--abs-tol", "--tolerance", dest="tolerance", type=float, metavar="X",
-                   help="normalized comparison: absolute tolerance for numbers (default 1e-4)")
-    s.add_argument("--rel-tol", type=float, metavar="X",
-                   help="normalized comparison: relative tolerance for numbers (default 0)")
-    s.add_argument("--timestamp-pattern", action="append", metavar="REGEX",
-                   help="normalized comparison: also mask what REGEX matches (repeatable)")
-    s.add_argument("--sanitize-with", action="append", metavar="FILE",
-                   help="an nbval sanitizer file ([section], regex: / replace: lines) applied before "
-                        "comparing (repeatable); its content goes into the spec")
-    s.add_argument("--lax", action="store_true",
-                   help="compare only cells marked # NBVAL_CHECK_OUTPUT or tagged nbval-check-output")
-    s.add_argument("--ignore-output", action="append", metavar="SELECTOR",
-                   help="leave out outputs of this type (stream, execute_result, display_data, error), "
-                        "stream (stream:stderr) or MIME type (text/html, image/*) (repeatable)")
-    s.add_argument("--keep-timestamps", action="store_true", help="compare dates and times too")
-    s.add_argument("--compare-execution-count", action="store_true", help="compare execution counts too")
+    ``run``, ``%nbvalidate`` and ``--nbvalidation-option``: the table's (spec_table.py, ``cli=``)."""
+    for _path, field, opt in cli_options():
+        kwargs: dict[str, Any] = {"help": opt.help}
+        if opt.dest:
+            kwargs["dest"] = opt.dest
+        if opt.metavar:
+            kwargs["metavar"] = opt.metavar
+        if opt.action in ("set_true", "set_false"):
+            kwargs["action"] = "store_true"
+        elif opt.action in ("append", "sanitizer_file"):
+            kwargs["action"] = "append"
+        elif opt.action in ("parameter", "raw_parameter"):
+            kwargs.update(nargs=2, action="append")
+        elif opt.action == "float":
+            kwargs["type"] = float
+        elif opt.action == "choice":
+            kwargs["choices"] = list(field.limit)
+        s.add_argument(*opt.flags, **kwargs)
+
+
+def _option_value(action: str, given: Any) -> Any:
+    """What an option given on the command line puts into its spec field (spec_table.CLI_ACTIONS)."""
+    if action == "set_true":
+        return True
+    if action == "set_false":
+        return False
+    if action == "duration":
+        return duration_arg(given)
+    if action == "parameter":
+        return {name: parameter_value(value) for name, value in given}
+    if action == "raw_parameter":
+        return dict(given)
+    if action == "sanitizer_file":
+        return [entry for path in given for entry in read_sanitizer_file(path)]
+    return given  # value, float, choice, append
 
 
 def spec_from_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -463,53 +466,21 @@ def spec_from_options(args: argparse.Namespace) -> dict[str, Any]:
     and the pytest plugin, so an option added there applies to all of them. Raises
     ClientError (exit 2) for a sanitizer file that cannot be read."""
     spec: dict[str, Any] = {}
-    bc: dict[str, Any] = {}
-    if args.no_build:
-        bc["enabled"] = False
-    if args.requirements_file:
-        bc["requirementsFile"] = args.requirements_file
-    if args.requirement:
-        bc["requirements"] = args.requirement
-    if args.strategy:
-        bc["strategy"] = args.strategy
-    if args.build_timeout:
-        bc["timeout"] = args.build_timeout
-    if bc:
-        spec["podConfig"] = {"buildConfig": bc}
-    cc: dict[str, Any] = {}
-    if args.comparison:
-        cc["strategy"] = args.comparison
-    if args.tolerance is not None:
-        cc["floatingPointTolerance"] = args.tolerance
-    if getattr(args, "rel_tol", None) is not None:
-        cc["relativeTolerance"] = args.rel_tol
-    if args.timestamp_pattern:
-        cc["customTimestampPatterns"] = args.timestamp_pattern
-    if getattr(args, "sanitize_with", None):
-        cc["sanitizers"] = [entry for path in args.sanitize_with for entry in read_sanitizer_file(path)]
-    if getattr(args, "lax", False):
-        cc["lax"] = True
-    if args.ignore_output:
-        cc["ignoreOutputTypes"] = args.ignore_output
-    if args.keep_timestamps:
-        cc["ignoreTimestamps"] = False
-    if args.compare_execution_count:
-        cc["ignoreExecutionCount"] = False
-    if cc:
-        spec["comparisonConfig"] = cc
-    if args.timeout:
-        spec["timeout"] = duration_arg(args.timeout)
-    if args.cell_timeout:
-        spec["cellTimeout"] = duration_arg(args.cell_timeout)
-    params: dict[str, Any] = {}
-    for name, value in getattr(args, "parameter", None) or []:
-        params[name] = parameter_value(value)
-    for name, value in getattr(args, "raw_parameter", None) or []:
-        params[name] = value
-    if params:
-        spec["parameters"] = params
-    if getattr(args, "input_file", None):
-        spec["inputFiles"] = args.input_file
+    for path, _field, opt in cli_options():
+        given = getattr(args, opt.attr, None)
+        if given is None or given is False or given == [] or given == "":
+            continue
+        value = _option_value(opt.action, given)
+        *parents, leaf = path.split(".")
+        cur = spec
+        for part in parents:
+            cur = cur.setdefault(part, {})
+        if isinstance(cur.get(leaf), dict) and isinstance(value, dict):
+            cur[leaf] = {**cur[leaf], **value}  # -p and -r both give parameters
+        elif isinstance(cur.get(leaf), list) and isinstance(value, list):
+            cur[leaf] = [*cur[leaf], *value]
+        else:
+            cur[leaf] = value
     return spec
 
 

@@ -19,6 +19,41 @@ from typing import Any, Mapping, cast
 
 from .compare import check_backtracking, check_output_selector
 from .documents import Job, JobSpec, JobStatus
+from .spec_table import ENV_NAME_PATTERN as ENV_NAME_PATTERN
+from .spec_table import INT64 as INT64
+from .spec_table import LABEL_KEY_PATTERN as LABEL_KEY_PATTERN
+from .spec_table import LABEL_VALUE_PATTERN as LABEL_VALUE_PATTERN
+from .spec_table import MAX_DURATION_CHARS as MAX_DURATION_CHARS
+from .spec_table import MAX_DURATION_SECONDS as MAX_DURATION_SECONDS
+from .spec_table import MAX_ENV_ITEMS as MAX_ENV_ITEMS
+from .spec_table import MAX_ENV_NAME_CHARS as MAX_ENV_NAME_CHARS
+from .spec_table import MAX_ENV_TOTAL_BYTES as MAX_ENV_TOTAL_BYTES
+from .spec_table import MAX_ENV_VALUE_CHARS as MAX_ENV_VALUE_CHARS
+from .spec_table import MAX_INPUT_PATTERN_CHARS as MAX_INPUT_PATTERN_CHARS
+from .spec_table import MAX_INPUT_PATTERNS as MAX_INPUT_PATTERNS
+from .spec_table import MAX_LABEL_VALUE_CHARS as MAX_LABEL_VALUE_CHARS
+from .spec_table import MAX_MAP_ITEMS as MAX_MAP_ITEMS
+from .spec_table import MAX_OUTPUT_BYTES as MAX_OUTPUT_BYTES
+from .spec_table import MAX_PARAMETER_DEPTH as MAX_PARAMETER_DEPTH
+from .spec_table import MAX_PARAMETER_NAME_CHARS as MAX_PARAMETER_NAME_CHARS
+from .spec_table import MAX_PARAMETERS as MAX_PARAMETERS
+from .spec_table import MAX_PARAMETERS_BYTES as MAX_PARAMETERS_BYTES
+from .spec_table import MAX_PATTERN_CHARS as MAX_PATTERN_CHARS
+from .spec_table import MAX_PATTERNS as MAX_PATTERNS
+from .spec_table import MAX_QUANTITY as MAX_QUANTITY
+from .spec_table import MAX_QUANTITY_CHARS as MAX_QUANTITY_CHARS
+from .spec_table import MAX_REQUIREMENT_CHARS as MAX_REQUIREMENT_CHARS
+from .spec_table import MAX_REQUIREMENTS_ITEMS as MAX_REQUIREMENTS_ITEMS
+from .spec_table import MAX_SANITIZER_SECTION_CHARS as MAX_SANITIZER_SECTION_CHARS
+from .spec_table import MAX_SANITIZERS as MAX_SANITIZERS
+from .spec_table import MAX_STRING_CHARS as MAX_STRING_CHARS
+from .spec_table import MAX_TOLERANCE as MAX_TOLERANCE
+from .spec_table import MAX_TOLERATION_CHARS as MAX_TOLERATION_CHARS
+from .spec_table import PARAMETER_NAME_PATTERN as PARAMETER_NAME_PATTERN
+from .spec_table import QUANTITY_PATTERN as QUANTITY_PATTERN
+from .spec_table import TAINT_EFFECTS as TAINT_EFFECTS
+from .spec_table import TOLERATION_OPERATORS as TOLERATION_OPERATORS
+from .spec_table import validator_schema
 
 # The vocabulary (phases, reasons, states) lives in vocabulary.py, standard library
 # only, so that the runner shares it; re-exported here, beside the job document.
@@ -129,82 +164,19 @@ class SpecError(ValueError):
 
 
 # --- the spec schema --------------------------------------------------------
-# Each entry: field -> (kind, extra). kind is "object" (nested dict), "str",
-# "bool", "duration", "number", "strlist", "globlist" (file patterns relative to
-# the notebook's folder), "regexlist" (regular expressions), "bytes" (a whole
-# number of bytes, 1 to extra),
-# "outputlist" (output selectors, see compare.check_output_selector), "envlist"
-# (``[{name, value}]``), "quantities" (``{resource: quantity}``, Kubernetes
-# quantities), "labels" (``{label key: value}``), "tolerations" (Kubernetes
-# tolerations), or "enum" (extra = allowed values).
+# Declared once in spec_table.py (kinds, limits, descriptions, CLI options); SPEC_SCHEMA is
+# its validator's view: field -> nested dict | (kind, extra). kind is "object" (nested dict),
+# "str", "bool", "duration", "number", "strlist", "globlist" (file patterns relative to the
+# notebook's folder), "regexlist" (regular expressions), "bytes" (a whole number of bytes, 1 to
+# extra), "outputlist" (output selectors, see compare.check_output_selector), "envlist"
+# (``[{name, value}]``), "quantities" (``{resource: quantity}``, Kubernetes quantities),
+# "labels" (``{label key: value}``), "tolerations" (Kubernetes tolerations), "sanitizers",
+# "parameters", or "enum" (extra = allowed values).
 # Which fields a backend supports is declared by the backend (``supports``).
 
-# Documented maximums (README, "Limits"): every duration, count and size a spec can carry.
-MAX_DURATION_SECONDS = 24 * 3600  # timeout, cellTimeout, buildConfig.timeout
-MAX_STRING_CHARS = 4096  # paths, image references, strategy names
-MAX_TOLERANCE = 1e9  # floatingPointTolerance, relativeTolerance
-MAX_ENV_ITEMS = 100
-MAX_ENV_NAME_CHARS = 256
-MAX_ENV_VALUE_CHARS = 32 * 1024
-MAX_ENV_TOTAL_BYTES = 256 * 1024
-MAX_REQUIREMENTS_ITEMS = 500  # the spec list (requirements files: see requirements.py)
-MAX_REQUIREMENT_CHARS = 4096
-MAX_INPUT_PATTERNS = 100
-MAX_INPUT_PATTERN_CHARS = 1024
-MAX_PATTERNS = 50  # customTimestampPatterns, ignoreOutputTypes
-MAX_PATTERN_CHARS = 1000
-MAX_MAP_ITEMS = 50  # resources.requests/limits, nodeSelector, tolerations
-MAX_QUANTITY = 1e18  # a resource quantity (after its suffix)
-MAX_PARAMETERS = 100  # spec.parameters entries
-MAX_PARAMETER_NAME_CHARS = 256
-MAX_PARAMETERS_BYTES = 64 * 1024  # all of spec.parameters as JSON
-MAX_PARAMETER_DEPTH = 32  # nesting of lists and objects in one value
-MAX_SANITIZERS = 50  # comparisonConfig.sanitizers
-MAX_OUTPUT_BYTES = 2**30  # outputLimits.perCell, outputLimits.total (bytes; defaults: runner/outputs.py)
-INT64 = 2**63 - 1
-
-# a parameter name: an ASCII Python identifier (keywords are refused separately)
-PARAMETER_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _PARAMETER_NAME = re.compile(PARAMETER_NAME_PATTERN)
 
-SPEC_SCHEMA: dict[str, Any] = {
-    "notebook": {"path": ("str", None)},
-    "goldenNotebook": {"path": ("str", None)},
-    "inputFiles": ("globlist", (MAX_INPUT_PATTERNS, MAX_INPUT_PATTERN_CHARS)),
-    "podConfig": {
-        "containerImage": ("str", None),
-        "env": ("envlist", None),
-        "resources": {"requests": ("quantities", None), "limits": ("quantities", None)},
-        "nodeSelector": ("labels", None),
-        "tolerations": ("tolerations", None),
-        "buildConfig": {
-            "enabled": ("bool", None),
-            "strategy": ("str", None),
-            "baseImage": ("str", None),
-            "requirementsFile": ("str", None),
-            "requirements": ("strlist", (MAX_REQUIREMENTS_ITEMS, MAX_REQUIREMENT_CHARS)),
-            "timeout": ("duration", MAX_DURATION_SECONDS),
-        },
-    },
-    "comparisonConfig": {
-        "strategy": ("enum", ("exact", "normalized")),
-        "floatingPointTolerance": ("number", MAX_TOLERANCE),
-        "relativeTolerance": ("number", MAX_TOLERANCE),
-        "ignoreTimestamps": ("bool", None),
-        "customTimestampPatterns": ("regexlist", (MAX_PATTERNS, MAX_PATTERN_CHARS)),
-        "ignoreOutputTypes": ("outputlist", (MAX_PATTERNS, MAX_PATTERN_CHARS)),
-        "ignoreExecutionCount": ("bool", None),
-        "lax": ("bool", None),
-        "sanitizers": ("sanitizers", None),
-    },
-    "timeout": ("duration", MAX_DURATION_SECONDS),
-    "cellTimeout": ("duration", MAX_DURATION_SECONDS),
-    "parameters": ("parameters", None),
-    "outputLimits": {
-        "perCell": ("bytes", MAX_OUTPUT_BYTES),
-        "total": ("bytes", MAX_OUTPUT_BYTES),
-    },
-}
+SPEC_SCHEMA: dict[str, Any] = validator_schema()
 
 REQUIRED = ("notebook.path",)
 
@@ -265,8 +237,8 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
             raise SpecError(path, "must be true or false")
         return value
     if kind == "duration":
-        if isinstance(value, str) and len(value) > 64:
-            raise SpecError(path, "must be a duration such as '30m' (at most 64 characters)")
+        if isinstance(value, str) and len(value) > MAX_DURATION_CHARS:
+            raise SpecError(path, f"must be a duration such as '30m' (at most {MAX_DURATION_CHARS} characters)")
         try:
             seconds = parse_duration(value)
         except (ValueError, OverflowError) as e:
@@ -345,7 +317,6 @@ def _check(value: Any, schema: Any, path: str, supported: set[str] | None) -> An
 # home and runtime folders): a job may not replace them.
 RESERVED_ENV = frozenset({"PATH", "VIRTUAL_ENV", "PYTHONHOME", "HOME", "PYTHONUNBUFFERED",
                           "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "NBVALIDATION_RUN_ID"})
-ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
 
 
@@ -422,7 +393,7 @@ def check_sanitizers(value: Any, path: str = "comparisonConfig.sanitizers") -> l
         for key in ("regex", "replace"):
             if key not in item:
                 raise SpecError(f"{where}.{key}", "is required")
-        for key, limit in (("regex", MAX_PATTERN_CHARS), ("replace", MAX_PATTERN_CHARS), ("section", 256)):
+        for key, limit in (("regex", MAX_PATTERN_CHARS), ("replace", MAX_PATTERN_CHARS), ("section", MAX_SANITIZER_SECTION_CHARS)):
             if key not in item:
                 continue
             val = item[key]
@@ -490,7 +461,6 @@ def _check_env(value: Any, path: str) -> list[dict[str, Any]]:
     return out
 
 
-QUANTITY_PATTERN = r"^(\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
 _QUANTITY = re.compile(QUANTITY_PATTERN)
 _SUFFIX = {"": 1, "n": 10**-9, "u": 10**-6, "m": 10**-3, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
            "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -511,8 +481,8 @@ def parse_quantity(q: Any) -> float:
         if num > MAX_QUANTITY:
             raise ValueError(f"must be at most {MAX_QUANTITY:g}")
         return num
-    if len(q) > 64:
-        raise ValueError("is over 64 characters")
+    if len(q) > MAX_QUANTITY_CHARS:
+        raise ValueError(f"is over {MAX_QUANTITY_CHARS} characters")
     m = _QUANTITY.match(q.strip())
     if not m:
         raise ValueError(f"{q!r} is not a quantity (e.g. 500m, 2Gi, 1)")
@@ -543,11 +513,7 @@ def _check_quantities(value: Any, path: str) -> dict[str, Any]:
     return dict(value)
 
 
-LABEL_KEY_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 _LABEL_KEY, _LABEL_VALUE = re.compile(LABEL_KEY_PATTERN), re.compile(LABEL_VALUE_PATTERN)
-TOLERATION_OPERATORS = ("Exists", "Equal")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def _check_labels(value: Any, path: str) -> dict[str, Any]:
@@ -558,7 +524,7 @@ def _check_labels(value: Any, path: str) -> dict[str, Any]:
     for key, val in value.items():
         if not _LABEL_KEY.match(str(key)) or len(str(key).rsplit("/", 1)[-1]) > 63:
             raise SpecError(f"{path}.{key}", "is not a label key")
-        if not isinstance(val, str) or not _LABEL_VALUE.match(val) or len(val) > 63:
+        if not isinstance(val, str) or not _LABEL_VALUE.match(val) or len(val) > MAX_LABEL_VALUE_CHARS:
             raise SpecError(f"{path}.{key}", "must be a label value (at most 63 letters, digits, '-', '_', '.')")
     return dict(value)
 
@@ -581,8 +547,8 @@ def _check_tolerations(value: Any, path: str) -> list[dict[str, Any]]:
                 raise SpecError(f"{where}.{key}", f"must be a{'n integer' if fields[key] is int else ' string'}")
             if isinstance(val, int) and not -INT64 - 1 <= val <= INT64:
                 raise SpecError(f"{where}.{key}", "must be a 64-bit integer")
-            if isinstance(val, str) and len(val) > 316:
-                raise SpecError(f"{where}.{key}", "is over 316 characters")
+            if isinstance(val, str) and len(val) > MAX_TOLERATION_CHARS:
+                raise SpecError(f"{where}.{key}", f"is over {MAX_TOLERATION_CHARS} characters")
         op = item.get("operator", "Equal")
         if op not in TOLERATION_OPERATORS:
             raise SpecError(f"{where}.operator", f"must be one of {', '.join(TOLERATION_OPERATORS)}")
@@ -623,7 +589,7 @@ def validate_spec(spec: Any, supported: set[str] | None = None) -> JobSpec:
     bc = out.get("podConfig", {}).get("buildConfig", {})
     if bc.get("requirementsFile") and bc.get("requirements"):
         raise SpecError("podConfig.buildConfig.requirements", "give requirementsFile or requirements, not both")
-    return cast(JobSpec, out)  # checked against SPEC_SCHEMA, which documents.JobSpec mirrors
+    return cast(JobSpec, out)  # checked against SPEC_SCHEMA; JobSpec is generated from the same table
 
 
 def spec_fields(schema: Any = SPEC_SCHEMA, prefix: str = "") -> set[str]:

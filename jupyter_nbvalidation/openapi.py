@@ -2,95 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from ._version import __version__
-from .compare import OUTPUT_SELECTOR_PATTERN
 from . import model as M
-from .model import ENV_NAME_PATTERN, LABEL_VALUE_PATTERN, QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
+from .spec_table import json_schema
 
-_DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$", "maxLength": 64,
-             "description": f"a Go duration, at most {M.MAX_DURATION_SECONDS // 3600}h"}
-_PATH = {"type": "string", "minLength": 1, "maxLength": M.MAX_STRING_CHARS}
-_STR = {"type": "string", "maxLength": M.MAX_STRING_CHARS}
-_QUANTITIES = {"type": "object", "maxProperties": M.MAX_MAP_ITEMS, "additionalProperties": {
-    "anyOf": [{"type": "integer", "minimum": 0, "maximum": int(M.MAX_QUANTITY)},
-              {"type": "string", "pattern": QUANTITY_PATTERN, "maxLength": 64}]}}
-
-
-def _obj(props: dict, required: list[str] | None = None, additional: bool = False) -> dict:
-    out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": additional}
-    if required:
-        out["required"] = required
-    return out
-
-
-SPEC_SCHEMA = _obj({
-    "notebook": _obj({"path": {**_PATH, "pattern": r"\.ipynb$"}}, ["path"]),
-    "goldenNotebook": _obj({"path": {**_PATH, "pattern": r"\.ipynb$"}}, ["path"]),
-    "inputFiles": {"type": "array", "maxItems": M.MAX_INPUT_PATTERNS,
-                   "description": "files beside the notebook it reads (globs relative to its folder), "
-                                  "snapshotted at submit",
-                   "items": {"type": "string", "minLength": 1, "maxLength": M.MAX_INPUT_PATTERN_CHARS}},
-    "podConfig": _obj({
-        "containerImage": _STR,
-        "env": {"type": "array", "maxItems": M.MAX_ENV_ITEMS, "items": _obj({
-            "name": {"type": "string", "pattern": ENV_NAME_PATTERN, "maxLength": M.MAX_ENV_NAME_CHARS},
-            "value": {"type": "string", "maxLength": M.MAX_ENV_VALUE_CHARS}}, ["name"])},
-        "resources": _obj({"requests": _QUANTITIES, "limits": _QUANTITIES}),
-        "nodeSelector": {"type": "object", "maxProperties": M.MAX_MAP_ITEMS, "additionalProperties": {
-            "type": "string", "maxLength": 63, "pattern": LABEL_VALUE_PATTERN}},
-        "tolerations": {"type": "array", "maxItems": M.MAX_MAP_ITEMS, "items": _obj({
-            "key": {"type": "string", "maxLength": 316},
-            "operator": {"type": "string", "enum": list(TOLERATION_OPERATORS)},
-            "value": {"type": "string", "maxLength": 316},
-            "effect": {"type": "string", "enum": list(TAINT_EFFECTS)},
-            "tolerationSeconds": {"type": "integer", "minimum": -M.INT64 - 1, "maximum": M.INT64}})},
-        "buildConfig": _obj({
-            "enabled": {"type": "boolean"},
-            "strategy": _STR,
-            "baseImage": _STR,
-            "requirementsFile": _STR,
-            "requirements": {"type": "array", "maxItems": M.MAX_REQUIREMENTS_ITEMS,
-                             "items": {"type": "string", "maxLength": M.MAX_REQUIREMENT_CHARS}},
-            "timeout": _DURATION,
-        }),
-    }),
-    "comparisonConfig": _obj({
-        "strategy": {"type": "string", "enum": ["exact", "normalized"]},
-        "floatingPointTolerance": {"type": "number", "minimum": 0, "maximum": M.MAX_TOLERANCE},
-        "relativeTolerance": {"type": "number", "minimum": 0, "maximum": M.MAX_TOLERANCE},
-        "ignoreTimestamps": {"type": "boolean"},
-        "customTimestampPatterns": {"type": "array", "maxItems": M.MAX_PATTERNS, "items": {
-            "type": "string", "minLength": 1, "maxLength": M.MAX_PATTERN_CHARS}},
-        "ignoreOutputTypes": {"type": "array", "maxItems": M.MAX_PATTERNS, "items": {
-            "type": "string", "pattern": OUTPUT_SELECTOR_PATTERN, "maxLength": M.MAX_PATTERN_CHARS}},
-        "ignoreExecutionCount": {"type": "boolean"},
-        "lax": {"type": "boolean", "description": "nbval's lax mode: compare only the cells marked "
-                                                  "NBVAL_CHECK_OUTPUT / tagged nbval-check-output"},
-        "sanitizers": {"type": "array", "maxItems": M.MAX_SANITIZERS,
-                       "description": "nbval sanitizers: a regular expression and its re.sub replacement, "
-                                      "applied in order before comparing (both strategies)",
-                       "items": _obj({"regex": {"type": "string", "minLength": 1, "maxLength": M.MAX_PATTERN_CHARS},
-                                      "replace": {"type": "string", "maxLength": M.MAX_PATTERN_CHARS},
-                                      "section": {"type": "string", "maxLength": 256}},
-                                     ["regex", "replace"])},
-    }),
-    "timeout": _DURATION,
-    "cellTimeout": _DURATION,
-    "parameters": {"type": "object", "maxProperties": M.MAX_PARAMETERS, "additionalProperties": {},
-                   "description": "parameters injected as papermill does ({name: JSON value}; names are "
-                                  "Python identifiers, at most "
-                                  f"{M.MAX_PARAMETERS_BYTES // 1024} KiB of JSON in all)"},
-    "outputLimits": {"type": "object", "additionalProperties": False,
-                     "description": "how much output the stored executed notebook keeps (beyond it a marker "
-                                    "output says how much was cut; the verdict is decided on the full output)",
-                     "properties": {
-                         "perCell": {"type": "integer", "minimum": 1, "maximum": M.MAX_OUTPUT_BYTES,
-                                     "description": "bytes per cell (default 2 MiB)"},
-                         "total": {"type": "integer", "minimum": 1, "maximum": M.MAX_OUTPUT_BYTES,
-                                   "description": "bytes for the whole notebook (default 32 MiB)"}}},
-}, ["notebook"])
+# the spec's schema is built from the one table (spec_table.py), as the CRD's and the validator's are
+SPEC_SCHEMA = json_schema("openapi")
 
 # status.progress: written during ValidationRunning (at most once a second, never an event), kept as it
 # last was at the terminal phase. Cell indexes are 0-based notebook indexes (all cells, markdown included).

@@ -1,13 +1,22 @@
-"""The spec is described three times: the validator (model.SPEC_SCHEMA), the
-REST API's OpenAPI document and the CRD's structural schema. They must name
-the same fields, so a field accepted by one is never rejected (or pruned) by
-another."""
+"""The spec is declared once, in jupyter_nbvalidation/spec_table.py: the validator
+(model.SPEC_SCHEMA), the REST API's OpenAPI document, the CRD's structural schema,
+the TypedDicts, the lab's spec type and the CLI's spec options come from it. The
+files generated from it must be current (run ``python tools/gen_spec.py``), and the
+schemas must name the same fields, so a field accepted by one is never rejected (or
+pruned) by another."""
 
 from __future__ import annotations
 
 import yaml
 
-from jupyter_nbvalidation import compare, openapi
+import argparse
+import importlib.util
+import typing
+from pathlib import Path
+
+import pytest
+
+from jupyter_nbvalidation import compare, documents, openapi, spec_table
 from jupyter_nbvalidation.model import spec_fields
 
 CRD = "jupyter_nbvalidation/k8s/manifests/crd.yaml"
@@ -79,3 +88,86 @@ def test_pod_config_patterns_and_enums_are_the_same_everywhere():
         toleration = pc["tolerations"]["items"]["properties"]
         assert toleration["operator"]["enum"] == list(TOLERATION_OPERATORS)
         assert toleration["effect"]["enum"] == list(TAINT_EFFECTS)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_spec", ROOT / "tools" / "gen_spec.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_files_generated_from_the_spec_table_are_current():
+    """crd.yaml's spec schema, labextension/src/spec.generated.ts and the TypedDicts at the end of
+    spec_table.py are regenerated in memory and compared with the committed files."""
+    stale = _generator().stale()
+    assert not stale, f"stale: {stale}: run python tools/gen_spec.py"
+
+
+def test_the_generator_notices_a_stale_file(tmp_path, monkeypatch):
+    gen = _generator()
+    fresh = gen.outputs()
+    for name in ("TABLE", "CRD", "TS"):  # the generated files as they should be, in a folder of their own
+        path = tmp_path / getattr(gen, name).name
+        path.write_text(fresh[getattr(gen, name)])
+        monkeypatch.setattr(gen, name, path)
+    monkeypatch.setattr(gen, "ROOT", tmp_path)
+    assert gen.stale() == []
+    gen.CRD.write_text(gen.CRD.read_text().replace("Overall timeout", "Whole timeout"))
+    assert gen.stale() == ["crd.yaml"]
+    assert gen.main(["--check"]) == 1
+    assert gen.main([]) == 0 and gen.stale() == []
+
+
+def test_the_validator_and_the_openapi_schema_are_the_table():
+    from jupyter_nbvalidation.model import SPEC_SCHEMA
+
+    assert SPEC_SCHEMA == spec_table.validator_schema()
+    assert openapi.SPEC_SCHEMA == spec_table.json_schema("openapi")
+    assert crd_spec_schema() == spec_table.json_schema("crd")
+    assert spec_table.leaf_paths() == spec_fields()
+
+
+def test_the_typeddicts_have_the_table_s_fields():
+    """documents.JobSpec (generated into spec_table.py) has every field of the table, required as the table says."""
+    def check(td, obj):
+        hints = typing.get_type_hints(td)
+        assert set(hints) == set(obj.fields), td.__name__
+        assert td.__required_keys__ == frozenset(obj.required), td.__name__
+        for key, sub in obj.fields.items():
+            if isinstance(sub, spec_table.Obj):
+                check(hints[key], sub)
+
+    assert documents.JobSpec is spec_table.JobSpec
+    check(documents.JobSpec, spec_table.SPEC)
+
+
+def test_the_cli_spec_options_are_the_table_s():
+    """Every option of cli.add_spec_options comes from the table and sets the field it names."""
+    from jupyter_nbvalidation.cli import add_spec_options, spec_from_options
+
+    parser = argparse.ArgumentParser()
+    add_spec_options(parser)
+    flags = [a.option_strings for a in parser._actions if a.option_strings and a.dest != "help"]
+    table = spec_table.cli_options()
+    assert [list(opt.flags) for _, _, opt in table] == flags
+    samples = {"value": ["x"], "duration": ["90"], "float": ["0.5"], "append": ["stream"], "set_true": [],
+               "set_false": [], "parameter": ["a", "1"], "raw_parameter": ["a", "1"]}
+    for path, field, opt in table:
+        if opt.action == "sanitizer_file":
+            continue  # reads a file: tests/test_cli.py
+        given = list(field.limit[:1]) if opt.action == "choice" else samples[opt.action]
+        spec = spec_from_options(parser.parse_args([opt.flags[0], *given]))
+        cur = spec
+        for part in path.split("."):
+            assert part in cur, (opt.flags, path, spec)
+            cur = cur[part]
+
+
+@pytest.mark.parametrize("path", sorted(spec_table.leaf_paths()))
+def test_every_field_is_described(path):
+    entry = dict(spec_table.walk())[path]
+    assert entry.description and entry.description.strip() == entry.description

@@ -6,6 +6,19 @@
  * submitted; the server stays the judge (its 400 names the spec field, which
  * {@link optionOfSpecField} maps back to the dialog's field).
  */
+import {
+  DURATION_PATTERN,
+  MAX_DURATION_SECONDS,
+  MAX_PARAMETERS,
+  MAX_PARAMETERS_BYTES,
+  MAX_PARAMETER_NAME_CHARS,
+  MAX_PATTERNS,
+  MAX_PATTERN_CHARS,
+  MAX_TOLERANCE,
+  OUTPUT_SELECTOR_PATTERN,
+  PARAMETER_NAME_PATTERN
+} from './spec.generated';
+import type { IComparisonConfig, SpecField } from './spec.generated';
 import type { IJobSpec } from './types';
 
 /** What the Options dialog holds: the text the user typed, as typed. */
@@ -50,8 +63,8 @@ export const OPTION_LABELS: Record<OptionKey, string> = {
   lax: 'Lax mode'
 };
 
-/** The spec field each dialog field becomes. */
-export const OPTION_FIELDS: Record<OptionKey, string> = {
+/** The spec field each dialog field becomes (a field the server's spec table has: checked by tsc). */
+export const OPTION_FIELDS: Record<OptionKey, SpecField> = {
   goldenPath: 'goldenNotebook.path',
   buildEnabled: 'podConfig.buildConfig.enabled',
   timeout: 'timeout',
@@ -63,21 +76,23 @@ export const OPTION_FIELDS: Record<OptionKey, string> = {
   lax: 'comparisonConfig.lax'
 };
 
-// The server's limits (model.py: MAX_DURATION_SECONDS, MAX_TOLERANCE, MAX_PATTERNS, ...).
-export const MAX_DURATION_SECONDS = 24 * 3600;
-export const MAX_TOLERANCE = 1e9;
-export const MAX_SELECTORS = 50;
-export const MAX_SELECTOR_CHARS = 1000;
-export const MAX_PARAMETERS = 100;
-export const MAX_PARAMETER_NAME_CHARS = 256;
-export const MAX_PARAMETERS_BYTES = 64 * 1024;
+// The server's limits (spec_table.py, through spec.generated.ts).
+export {
+  MAX_DURATION_SECONDS,
+  MAX_PARAMETERS,
+  MAX_PARAMETERS_BYTES,
+  MAX_PARAMETER_NAME_CHARS,
+  MAX_TOLERANCE
+};
+export const MAX_SELECTORS = MAX_PATTERNS;
+export const MAX_SELECTOR_CHARS = MAX_PATTERN_CHARS;
 
 /** Normalise a user-typed path to one relative to the server root. */
 export function rootRelative(path: string): string {
   return path.trim().replace(/^\/+/, '').replace(/^\.\//, '');
 }
 
-const DURATION_RE = /^(?:\d+(?:\.\d+)?(?:ms|s|m|h))+$/;
+const DURATION_RE = new RegExp(DURATION_PATTERN);
 const DURATION_PART = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
 const UNIT: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600 };
 const SECONDS_RE = /^\d+(?:\.\d+)?$/;
@@ -135,8 +150,7 @@ function toleranceError(value: string): string | null {
 }
 
 /** compare.OUTPUT_SELECTOR_PATTERN: an output type, a stream or a MIME type. */
-export const OUTPUT_SELECTOR_RE =
-  /^(stream|execute_result|display_data|error|stream:[A-Za-z0-9_-]+|[a-z0-9][a-z0-9.+-]*\/(\*|[A-Za-z0-9][A-Za-z0-9.+_-]*))$/;
+export const OUTPUT_SELECTOR_RE = new RegExp(OUTPUT_SELECTOR_PATTERN);
 
 /** The selectors typed into "Ignored outputs" (commas or spaces between them). */
 export function splitSelectors(value: string): string[] {
@@ -146,7 +160,7 @@ export function splitSelectors(value: string): string[] {
     .filter(s => s !== '');
 }
 
-const PARAMETER_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const PARAMETER_NAME_RE = new RegExp(PARAMETER_NAME_PATTERN);
 const PYTHON_KEYWORDS = new Set(
   (
     'False None True and as assert async await break class continue def del elif else except ' +
@@ -276,7 +290,7 @@ export function parseParameters(text: string): {
 /** Every field of the dialog the server would refuse (empty = fine). */
 export function checkOptions(options: ISpecOptions): IOptionError[] {
   const errors: IOptionError[] = [];
-  const add = (option: OptionKey, message: string, field = OPTION_FIELDS[option]) =>
+  const add = (option: OptionKey, message: string, field: string = OPTION_FIELDS[option]) =>
     errors.push({ option, field, message });
   for (const key of ['timeout', 'cellTimeout'] as const) {
     const v = (options[key] ?? '').trim();
@@ -359,7 +373,7 @@ export function buildSpec(notebookPath: string, options: ISpecOptions = {}): IJo
   if (cellTimeout) {
     spec.cellTimeout = durationValue(cellTimeout);
   }
-  const comparison: Record<string, unknown> = {};
+  const comparison: IComparisonConfig = {};
   const abs = (options.absTolerance ?? '').trim();
   if (abs) {
     comparison.floatingPointTolerance = Number(abs);

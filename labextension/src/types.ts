@@ -7,15 +7,9 @@
 export type { Phase } from './vocabulary';
 import type { Phase } from './vocabulary';
 
-export interface IJobSpec {
-  notebook: { path: string };
-  goldenNotebook?: { path: string };
-  timeout?: string;
-  /** bytes of output the stored executed notebook keeps (server defaults: 2 MiB per cell, 32 MiB in all) */
-  outputLimits?: { perCell?: number; total?: number };
-  podConfig?: { buildConfig?: { enabled?: boolean; [k: string]: unknown }; [k: string]: unknown };
-  [k: string]: unknown;
-}
+/** A job's spec: generated from the server's spec table (jupyter_nbvalidation/spec_table.py). */
+export type { IJobSpec } from './spec.generated';
+import type { IJobSpec } from './spec.generated';
 
 export interface ITransition {
   phase: string;

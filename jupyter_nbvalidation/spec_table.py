@@ -1,0 +1,501 @@
+"""The job spec, declared once: every field with its kind, limits, description
+and command-line options.
+
+Everything else that describes a spec is built from this table or checked
+against it:
+
+- ``model.SPEC_SCHEMA`` and ``model.validate_spec`` (the validator: the 400 naming
+  the field) read :data:`SPEC` through :func:`validator_schema`;
+- ``openapi.SPEC_SCHEMA`` (the REST API's document) is :func:`json_schema`;
+- the CRD's spec schema (``k8s/manifests/crd.yaml``) is ``json_schema("crd")``,
+  written into that file by ``tools/gen_spec.py``;
+- the lab's spec type (``labextension/src/spec.generated.ts``) is written by the
+  same tool, and so are the TypedDicts at the end of this file (``documents``
+  re-exports them);
+- the CLI's spec options (``cli.add_spec_options`` / ``spec_from_options``, also
+  used by the magic and the pytest plugin) are the :class:`Cli` entries below.
+
+``tests/test_spec_schemas.py`` fails when a generated file is stale: run
+``python tools/gen_spec.py``. Standard library only, and nothing of the package
+(a leaf: the validator, the REST API, the generator and the runner's side all
+may import it). Adding a field: docs/architecture.md, "One spec table".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, TypedDict, Union
+
+# --- the limits (README, "Limits"): every duration, count and size a spec can carry ---------------
+
+MAX_DURATION_SECONDS = 24 * 3600  # timeout, cellTimeout, buildConfig.timeout
+MAX_DURATION_CHARS = 64
+MAX_STRING_CHARS = 4096  # paths, image references, strategy names
+MAX_TOLERANCE = 1e9  # floatingPointTolerance, relativeTolerance
+MAX_ENV_ITEMS = 100
+MAX_ENV_NAME_CHARS = 256
+MAX_ENV_VALUE_CHARS = 32 * 1024
+MAX_ENV_TOTAL_BYTES = 256 * 1024
+MAX_REQUIREMENTS_ITEMS = 500  # the spec list (requirements files: see requirements.py)
+MAX_REQUIREMENT_CHARS = 4096
+MAX_INPUT_PATTERNS = 100
+MAX_INPUT_PATTERN_CHARS = 1024
+MAX_PATTERNS = 50  # customTimestampPatterns, ignoreOutputTypes
+MAX_PATTERN_CHARS = 1000
+MAX_MAP_ITEMS = 50  # resources.requests/limits, nodeSelector, tolerations
+MAX_QUANTITY = 1e18  # a resource quantity (after its suffix)
+MAX_QUANTITY_CHARS = 64
+MAX_LABEL_VALUE_CHARS = 63
+MAX_TOLERATION_CHARS = 316
+MAX_PARAMETERS = 100  # spec.parameters entries
+MAX_PARAMETER_NAME_CHARS = 256
+MAX_PARAMETERS_BYTES = 64 * 1024  # all of spec.parameters as JSON
+MAX_PARAMETER_DEPTH = 32  # nesting of lists and objects in one value
+MAX_SANITIZERS = 50  # comparisonConfig.sanitizers
+MAX_SANITIZER_SECTION_CHARS = 256
+MAX_OUTPUT_BYTES = 2**30  # outputLimits.perCell, outputLimits.total (bytes; defaults: runner/outputs.py)
+INT64 = 2**63 - 1
+
+# --- the patterns ------------------------------------------------------------------------------------
+
+#: a Go duration as the schemas give it (the validator also takes a number of seconds)
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+#: a parameter name: an ASCII Python identifier (keywords are refused separately)
+PARAMETER_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+QUANTITY_PATTERN = r"^(\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+LABEL_KEY_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+#: compare.OUTPUT_SELECTOR_PATTERN (the runner's side; tests/test_spec_schemas.py checks they agree)
+OUTPUT_SELECTOR_PATTERN = (r"^(stream|execute_result|display_data|error|stream:[A-Za-z0-9_-]+"
+                           r"|[a-z0-9][a-z0-9.+-]*/(\*|[A-Za-z0-9][A-Za-z0-9.+_-]*))$")
+NOTEBOOK_PATTERN = r"\.ipynb$"
+TOLERATION_OPERATORS = ("Exists", "Equal")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+COMPARISON_STRATEGIES = ("exact", "normalized")
+
+
+# --- the table ---------------------------------------------------------------------------------------
+
+#: Cli.action: what the option does with what it is given (cli.py carries each out)
+CLI_ACTIONS = (
+    "value",           # the text as it is
+    "duration",        # a duration: "10m" as it is, a number of seconds as "60s"
+    "float",           # a number
+    "choice",          # one of the field's enum values
+    "append",          # repeatable: a list of the texts
+    "set_true",        # a switch that sets the field to true
+    "set_false",       # a switch that sets the field to false
+    "parameter",       # -p NAME VALUE: VALUE read as JSON (or True/False/None), else a string; repeatable
+    "raw_parameter",   # -r NAME VALUE: VALUE a string; repeatable
+    "sanitizer_file",  # an nbval sanitizer file read into the list at submit; repeatable
+)
+
+
+@dataclass(frozen=True)
+class Cli:
+    """A command-line option (``submit``, ``run``, ``%nbvalidate``, ``--nbvalidation-option``) that
+    sets a spec field. ``dest`` is the argparse attribute (default: from the first long flag)."""
+
+    flags: tuple[str, ...]
+    action: str
+    help: str
+    metavar: str | tuple[str, ...] | None = None
+    dest: str | None = None
+
+    def __post_init__(self) -> None:
+        assert self.action in CLI_ACTIONS, self.action
+
+    @property
+    def attr(self) -> str:
+        if self.dest:
+            return self.dest
+        long = next(f for f in self.flags if f.startswith("--"))
+        return long[2:].replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Field:
+    """A leaf field. ``kind`` names the validator's check (model._check) and the shape in every
+    schema: str, bool, duration, number (0..limit), bytes (a whole number, 1..limit), strlist /
+    globlist / regexlist / outputlist (``limit`` = (max items, max characters)), envlist,
+    quantities, labels, tolerations, sanitizers, parameters, enum (``limit`` = the values).
+    ``pattern`` and ``min_length`` are for the schemas only (the validator's own check of the
+    field is its kind's). ``crd`` is merged into the CRD's schema of the field only."""
+
+    kind: str
+    description: str
+    limit: Any = None
+    pattern: str | None = None
+    min_length: int | None = None
+    cli: tuple[Cli, ...] = ()
+    crd: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Obj:
+    """An object of fields; ``typename`` names its TypedDict and TypeScript interface."""
+
+    typename: str
+    description: str
+    fields: Mapping[str, Field | Obj]
+    required: tuple[str, ...] = ()
+    crd: Mapping[str, Any] = field(default_factory=dict)
+
+
+_PATH = Field("str", "Path of the notebook (relative to the Jupyter server root); must end in .ipynb.",
+              pattern=NOTEBOOK_PATTERN, min_length=1)
+
+SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
+    "notebook": Obj("NotebookRef", "The notebook to validate.", {"path": _PATH}, ("path",)),
+    "goldenNotebook": Obj("NotebookRef", "A notebook with the expected outputs to compare against.",
+                          {"path": _PATH}, ("path",)),
+    "inputFiles": Field(
+        "globlist", "Files beside the notebook that it reads (globs relative to its folder), snapshotted at "
+                    "submit; the validation runs among that snapshot.",
+        (MAX_INPUT_PATTERNS, MAX_INPUT_PATTERN_CHARS),
+        cli=(Cli(("--input-file",), "append", "a file beside the notebook it reads (glob relative to its folder; "
+                 "repeatable): snapshotted at submit into spec.inputFiles", metavar="GLOB"),)),
+    "podConfig": Obj("PodConfig", "The environment the notebook runs in.", {
+        "containerImage": Field("str", "Image to run the notebook in (when no build is done)."),
+        "env": Field("envlist", "Environment variables of the validation (literal values only)."),
+        "resources": Obj("Resources", "Requests and limits of the validation container (over the server's "
+                                      "defaults).", {
+            "requests": Field("quantities", "Resource requests, e.g. {cpu: 500m, memory: 2Gi}."),
+            "limits": Field("quantities", "Resource limits, e.g. {cpu: 2, memory: 4Gi}."),
+        }),
+        "nodeSelector": Field("labels", "Node labels the validation Pod must be scheduled on."),
+        "tolerations": Field("tolerations", "Taints the validation Pod tolerates (e.g. of GPU nodes)."),
+        "buildConfig": Obj("BuildConfig", "Build an environment (an image on Kubernetes) from the notebook's "
+                                          "requirements.", {
+            "enabled": Field("bool", "Build an environment first (default true); false validates in the "
+                                     "server's own interpreter (local) or podConfig.containerImage (Kubernetes).",
+                             cli=(Cli(("--no-build",), "set_false",
+                                      "validate without building an environment"),)),
+            "strategy": Field("str", "Build backend; auto picks one from what is available.",
+                              cli=(Cli(("--strategy",), "value", "build strategy (local: auto, uv, venv)"),),
+                              crd={"enum": ["auto", "job", "kaniko", "tekton", "openshift"]}),
+            "baseImage": Field("str", "Base image of the build (Kubernetes)."),
+            "requirementsFile": Field("str", "Path of a requirements file next to the notebook.",
+                                      cli=(Cli(("--requirements-file",), "value",
+                                               "requirements file, relative to the notebook's folder"),)),
+            "requirements": Field("strlist", "Inline pip requirement specifiers.",
+                                  (MAX_REQUIREMENTS_ITEMS, MAX_REQUIREMENT_CHARS),
+                                  cli=(Cli(("--requirement",), "append",
+                                           "a requirement (repeatable) instead of a file"),)),
+            "timeout": Field("duration", "Build timeout as a Go duration, e.g. 10m or 1h30m.", MAX_DURATION_SECONDS,
+                             # "value", not "duration": --build-timeout 90 stays "90" (refused, as before the table)
+                             cli=(Cli(("--build-timeout",), "value", "build timeout, e.g. 15m"),)),
+        }, crd={"x-kubernetes-validations": [{
+            "rule": "!(has(self.requirementsFile) && has(self.requirements))",
+            "message": "requirementsFile and requirements are mutually exclusive: set at most one of them",
+            "fieldPath": ".requirements"}]}),
+    }),
+    "comparisonConfig": Obj("ComparisonConfig", "How outputs are compared with the golden notebook.", {
+        "strategy": Field("enum", "normalized (default) or exact.", COMPARISON_STRATEGIES,
+                          cli=(Cli(("--comparison",), "choice", "comparison strategy"),)),
+        "floatingPointTolerance": Field(
+            "number", "Absolute tolerance for numbers in outputs (normalized mode; default 1e-4).", MAX_TOLERANCE,
+            cli=(Cli(("--abs-tol", "--tolerance"), "float",
+                     "normalized comparison: absolute tolerance for numbers (default 1e-4)",
+                     metavar="X", dest="tolerance"),)),
+        "relativeTolerance": Field(
+            "number", "Relative tolerance for numbers in outputs (normalized mode; default 0).", MAX_TOLERANCE,
+            cli=(Cli(("--rel-tol",), "float", "normalized comparison: relative tolerance for numbers (default 0)",
+                     metavar="X"),)),
+        "ignoreTimestamps": Field(
+            "bool", "normalized mode replaces dates and times before comparing (default true).",
+            cli=(Cli(("--keep-timestamps",), "set_false", "compare dates and times too"),)),
+        "customTimestampPatterns": Field(
+            "regexlist", "normalized mode also replaces what these regular expressions match.",
+            (MAX_PATTERNS, MAX_PATTERN_CHARS),
+            cli=(Cli(("--timestamp-pattern",), "append",
+                     "normalized comparison: also mask what REGEX matches (repeatable)", metavar="REGEX"),)),
+        "ignoreOutputTypes": Field(
+            "outputlist", "outputs left out of the comparison, by nbformat type (stream, execute_result, "
+                          "display_data, error), stream (stream:stderr) or MIME type (text/html, image/*).",
+            (MAX_PATTERNS, MAX_PATTERN_CHARS), pattern=OUTPUT_SELECTOR_PATTERN,
+            cli=(Cli(("--ignore-output",), "append",
+                     "leave out outputs of this type (stream, execute_result, display_data, error), stream "
+                     "(stream:stderr) or MIME type (text/html, image/*) (repeatable)", metavar="SELECTOR"),)),
+        "ignoreExecutionCount": Field(
+            "bool", "false compares execution counts too (default true).",
+            cli=(Cli(("--compare-execution-count",), "set_false", "compare execution counts too"),)),
+        "lax": Field(
+            "bool", "nbval's lax mode, compare only the cells marked NBVAL_CHECK_OUTPUT or tagged "
+                    "nbval-check-output (default false).",
+            cli=(Cli(("--lax",), "set_true",
+                     "compare only cells marked # NBVAL_CHECK_OUTPUT or tagged nbval-check-output"),)),
+        "sanitizers": Field(
+            "sanitizers", "nbval sanitizers (regular expression and its re.sub replacement), applied in order to "
+                          "golden and actual text before comparing, in both strategies.",
+            cli=(Cli(("--sanitize-with",), "sanitizer_file",
+                     "an nbval sanitizer file ([section], regex: / replace: lines) applied before comparing "
+                     "(repeatable); its content goes into the spec", metavar="FILE"),)),
+    }),
+    "timeout": Field("duration", "Overall timeout as a Go duration, e.g. 30m.", MAX_DURATION_SECONDS,
+                     cli=(Cli(("--timeout",), "duration", "validation timeout, e.g. 30m"),)),
+    "cellTimeout": Field("duration", "Per-cell timeout as a Go duration, e.g. 90s.", MAX_DURATION_SECONDS,
+                         cli=(Cli(("--cell-timeout",), "duration", "per-cell timeout, e.g. 10m or 60 (seconds)"),)),
+    "parameters": Field(
+        "parameters", "Parameters injected as papermill does, {name: JSON value}, as a new cell tagged "
+                      "injected-parameters after the cell tagged parameters (at the top when none). Names are "
+                      f"Python identifiers; at most {MAX_PARAMETERS_BYTES // 1024} KiB of JSON in all.",
+        cli=(Cli(("-p", "--parameter"), "parameter",
+                 "a parameter injected as papermill does (spec.parameters); VALUE is read as JSON (1, 0.5, true, "
+                 "[1, 2]) or True/False/None, else kept as a string (repeatable)", metavar=("NAME", "VALUE")),
+             Cli(("-r", "--raw-parameter"), "raw_parameter", "a parameter whose VALUE is always a string "
+                 "(repeatable)", metavar=("NAME", "VALUE")))),
+    "outputLimits": Obj("OutputLimits", "How much output the stored executed notebook keeps (a marker output says "
+                                        "how much was cut; the verdict is decided on the full output).", {
+        "perCell": Field("bytes", "Bytes per cell (default 2 MiB).", MAX_OUTPUT_BYTES),
+        "total": Field("bytes", "Bytes for the whole notebook (default 32 MiB).", MAX_OUTPUT_BYTES),
+    }),
+}, ("notebook",))
+
+#: the order the CLI's spec options are listed in (--help); every Cli of the table, by its first flag
+CLI_ORDER = ("--no-build", "--requirements-file", "--requirement", "--input-file", "--strategy", "--build-timeout",
+             "--timeout", "--cell-timeout", "-p", "-r", "--comparison", "--abs-tol", "--rel-tol",
+             "--timestamp-pattern", "--sanitize-with", "--lax", "--ignore-output", "--keep-timestamps",
+             "--compare-execution-count")
+
+
+# --- reading the table -------------------------------------------------------------------------------
+
+
+def walk(obj: Obj = SPEC, prefix: str = "") -> Iterator[tuple[str, Field | Obj]]:
+    """Every field and object below ``obj``, as (dotted path, entry), parents first."""
+    for key, sub in obj.fields.items():
+        path = f"{prefix}.{key}" if prefix else key
+        yield path, sub
+        if isinstance(sub, Obj):
+            yield from walk(sub, path)
+
+
+def leaf_paths() -> set[str]:
+    return {path for path, sub in walk() if isinstance(sub, Field)}
+
+
+def cli_options() -> list[tuple[str, Field, Cli]]:
+    """(spec path, field, option) for every command-line option, in :data:`CLI_ORDER`."""
+    found = {c.flags[0]: (path, sub, c) for path, sub in walk() if isinstance(sub, Field) for c in sub.cli}
+    assert set(found) == set(CLI_ORDER), set(found) ^ set(CLI_ORDER)
+    return [found[flag] for flag in CLI_ORDER]
+
+
+def validator_schema(obj: Obj = SPEC) -> dict[str, Any]:
+    """``model.SPEC_SCHEMA``: {key: nested dict | (kind, limit)}."""
+    return {key: validator_schema(sub) if isinstance(sub, Obj) else (sub.kind, sub.limit)
+            for key, sub in obj.fields.items()}
+
+
+def _strings(max_items: int, item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "maxItems": max_items, "items": {"type": "string", **item}}
+
+
+def _object(props: dict[str, Any], required: list[str], crd: bool) -> dict[str, Any]:
+    # a CRD's structural schema has no additionalProperties beside properties: the API server
+    # prunes unknown fields instead
+    out: dict[str, Any] = {"type": "object", "properties": props}
+    if not crd:
+        out["additionalProperties"] = False
+    if required:
+        out["required"] = required
+    return out
+
+
+def _field_schema(f: Field, crd: bool) -> dict[str, Any]:  # noqa: C901 - one branch per kind
+    kind, limit = f.kind, f.limit
+    out: dict[str, Any]
+    if kind == "str":
+        out = {"type": "string"}
+        if f.min_length:
+            out["minLength"] = f.min_length
+        out["maxLength"] = MAX_STRING_CHARS
+    elif kind == "bool":
+        out = {"type": "boolean"}
+    elif kind == "duration":
+        out = {"type": "string", "pattern": DURATION_PATTERN, "maxLength": MAX_DURATION_CHARS}
+    elif kind == "number":
+        out = {"type": "number", "minimum": 0, "maximum": limit}
+    elif kind == "bytes":
+        out = {"type": "integer", "minimum": 1, "maximum": limit}
+    elif kind in ("strlist", "globlist", "regexlist", "outputlist"):
+        max_items, max_chars = limit
+        item: dict[str, Any] = {"minLength": 1, "maxLength": max_chars}
+        out = _strings(max_items, item)
+    elif kind == "enum":
+        out = {"type": "string", "enum": list(limit)}
+    elif kind == "envlist":
+        out = {"type": "array", "maxItems": MAX_ENV_ITEMS, "items": _object({
+            "name": {"type": "string", "pattern": ENV_NAME_PATTERN, "maxLength": MAX_ENV_NAME_CHARS},
+            "value": {"type": "string", "maxLength": MAX_ENV_VALUE_CHARS}}, ["name"], crd)}
+    elif kind == "quantities":
+        quantity: dict[str, Any] = (
+            {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}],
+             "pattern": QUANTITY_PATTERN} if crd else
+            {"anyOf": [{"type": "integer", "minimum": 0, "maximum": int(MAX_QUANTITY)},
+                       {"type": "string", "pattern": QUANTITY_PATTERN, "maxLength": MAX_QUANTITY_CHARS}]})
+        out = {"type": "object", "maxProperties": MAX_MAP_ITEMS, "additionalProperties": quantity}
+    elif kind == "labels":
+        out = {"type": "object", "maxProperties": MAX_MAP_ITEMS, "additionalProperties": {
+            "type": "string", "maxLength": MAX_LABEL_VALUE_CHARS, "pattern": LABEL_VALUE_PATTERN}}
+    elif kind == "tolerations":
+        text = {"type": "string", "maxLength": MAX_TOLERATION_CHARS}
+        out = {"type": "array", "maxItems": MAX_MAP_ITEMS, "items": _object({
+            "key": text,
+            "operator": {"type": "string", "enum": list(TOLERATION_OPERATORS)},
+            "value": text,
+            "effect": {"type": "string", "enum": list(TAINT_EFFECTS)},
+            "tolerationSeconds": {"type": "integer", "minimum": -INT64 - 1, "maximum": INT64}}, [], crd)}
+    elif kind == "sanitizers":
+        out = {"type": "array", "maxItems": MAX_SANITIZERS, "items": _object({
+            "regex": {"type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS},
+            "replace": {"type": "string", "maxLength": MAX_PATTERN_CHARS},
+            "section": {"type": "string", "maxLength": MAX_SANITIZER_SECTION_CHARS}}, ["regex", "replace"], crd)}
+    elif kind == "parameters":
+        out = {"type": "object", "maxProperties": MAX_PARAMETERS}
+        if crd:
+            out["x-kubernetes-preserve-unknown-fields"] = True
+        else:
+            out["additionalProperties"] = {}
+    else:
+        raise AssertionError(kind)
+    if f.pattern:
+        (out["items"] if out["type"] == "array" else out)["pattern"] = f.pattern
+    out["description"] = f.description
+    if crd:
+        out.update(f.crd)
+    return out
+
+
+def json_schema(dialect: str = "openapi", obj: Obj = SPEC) -> dict[str, Any]:
+    """The spec's JSON schema: ``openapi`` (the REST API's ``Spec``) or ``crd`` (the CRD's
+    structural schema of ``spec``)."""
+    crd = dialect == "crd"
+    assert dialect in ("openapi", "crd"), dialect
+    props = {key: json_schema(dialect, sub) if isinstance(sub, Obj) else _field_schema(sub, crd)
+             for key, sub in obj.fields.items()}
+    out = {**_object(props, list(obj.required), crd), "description": obj.description}
+    if crd:
+        out.update(obj.crd)
+    return out
+
+
+# --- the documents' types ----------------------------------------------------------------------------
+
+#: a duration as a spec gives it: Go style ("30m", "1h30m", "500ms") or seconds
+Duration = Union[str, int, float]
+#: a Kubernetes quantity ("500m", "2Gi", 1)
+Quantity = Union[str, int, float]
+
+
+# the shapes of the kinds whose items are objects (envlist, tolerations, sanitizers)
+class _EnvVarRequired(TypedDict):
+    name: str
+
+
+class EnvVar(_EnvVarRequired, total=False):
+    value: str
+
+
+class Toleration(TypedDict, total=False):
+    key: str
+    operator: str
+    value: str
+    effect: str
+    tolerationSeconds: int
+
+
+class _SanitizerRequired(TypedDict):
+    regex: str
+
+
+class Sanitizer(_SanitizerRequired, total=False):
+    replace: str
+    section: str
+
+
+#: the Python type of a field of each kind (the TypedDicts below)
+PY_TYPES = {"str": "str", "bool": "bool", "duration": "Duration", "number": "float", "bytes": "int",
+            "strlist": "list[str]", "globlist": "list[str]", "regexlist": "list[str]", "outputlist": "list[str]",
+            "enum": "str", "envlist": "list[EnvVar]", "quantities": "dict[str, Quantity]",
+            "labels": "dict[str, str]", "tolerations": "list[Toleration]", "sanitizers": "list[Sanitizer]",
+            "parameters": "dict[str, Any]"}
+
+# The objects' TypedDicts, generated by tools/gen_spec.py from SPEC above: do not edit by hand.
+# BEGIN GENERATED TYPEDDICTS
+class NotebookRef(TypedDict):
+    """The notebook to validate."""
+
+    path: str
+
+
+class Resources(TypedDict, total=False):
+    """Requests and limits of the validation container (over the server's defaults)."""
+
+    requests: dict[str, Quantity]
+    limits: dict[str, Quantity]
+
+
+class BuildConfig(TypedDict, total=False):
+    """Build an environment (an image on Kubernetes) from the notebook's requirements."""
+
+    enabled: bool
+    strategy: str
+    baseImage: str
+    requirementsFile: str
+    requirements: list[str]
+    timeout: Duration
+
+
+class PodConfig(TypedDict, total=False):
+    """The environment the notebook runs in."""
+
+    containerImage: str
+    env: list[EnvVar]
+    resources: Resources
+    nodeSelector: dict[str, str]
+    tolerations: list[Toleration]
+    buildConfig: BuildConfig
+
+
+class ComparisonConfig(TypedDict, total=False):
+    """How outputs are compared with the golden notebook."""
+
+    strategy: str  # exact | normalized
+    floatingPointTolerance: float
+    relativeTolerance: float
+    ignoreTimestamps: bool
+    customTimestampPatterns: list[str]
+    ignoreOutputTypes: list[str]
+    ignoreExecutionCount: bool
+    lax: bool
+    sanitizers: list[Sanitizer]
+
+
+class OutputLimits(TypedDict, total=False):
+    """How much output the stored executed notebook keeps (a marker output says how much was cut; the verdict is
+    decided on the full output)."""
+
+    perCell: int
+    total: int
+
+
+class _JobSpecRequired(TypedDict):
+    notebook: NotebookRef
+
+
+class JobSpec(_JobSpecRequired, total=False):
+    """What to validate and how. Unknown fields are pruned."""
+
+    goldenNotebook: NotebookRef
+    inputFiles: list[str]
+    podConfig: PodConfig
+    comparisonConfig: ComparisonConfig
+    timeout: Duration
+    cellTimeout: Duration
+    parameters: dict[str, Any]
+    outputLimits: OutputLimits
+# END GENERATED TYPEDDICTS
