@@ -185,8 +185,8 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
                                   cli=(Cli(("--requirement",), "append",
                                            "a requirement (repeatable) instead of a file"),)),
             "timeout": Field("duration", "Build timeout as a Go duration, e.g. 10m or 1h30m.", MAX_DURATION_SECONDS,
-                             # "value", not "duration": --build-timeout 90 stays "90" (refused, as before the table)
-                             cli=(Cli(("--build-timeout",), "value", "build timeout, e.g. 15m"),)),
+                             cli=(Cli(("--build-timeout",), "duration",
+                                      "build timeout, e.g. 15m or 600 (seconds)"),)),
         }, crd={"x-kubernetes-validations": [{
             "rule": "!(has(self.requirementsFile) && has(self.requirements))",
             "message": "requirementsFile and requirements are mutually exclusive: set at most one of them",

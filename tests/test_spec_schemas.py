@@ -167,6 +167,25 @@ def test_the_cli_spec_options_are_the_table_s():
             cur = cur[part]
 
 
+def test_a_plain_number_of_seconds_is_a_valid_duration_for_every_duration_option():
+    """--timeout 90, --cell-timeout 90 and --build-timeout 90 all mean 90 s and pass the
+    validator (--build-timeout sent "90" as it was, which the server refused)."""
+    from jupyter_nbvalidation.cli import add_spec_options, spec_from_options
+    from jupyter_nbvalidation.model import validate_spec
+
+    parser = argparse.ArgumentParser()
+    add_spec_options(parser)
+    durations = [(path, opt) for path, field, opt in spec_table.cli_options() if field.kind == "duration"]
+    assert {opt.flags[0] for _, opt in durations} >= {"--timeout", "--cell-timeout", "--build-timeout"}
+    for path, opt in durations:
+        spec = spec_from_options(parser.parse_args([opt.flags[0], "90"]))
+        validated = validate_spec({"notebook": {"path": "nb.ipynb"}, **spec})
+        cur = validated
+        for part in path.split("."):
+            cur = cur[part]
+        assert cur == "90s", (opt.flags, spec)
+
+
 @pytest.mark.parametrize("path", sorted(spec_table.leaf_paths()))
 def test_every_field_is_described(path):
     entry = dict(spec_table.walk())[path]
