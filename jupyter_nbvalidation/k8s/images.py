@@ -11,10 +11,11 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
-from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
+from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Notice, Observation
 from ..errors import TemporaryFailure
 from ..model import isotime
 from ..plan import ValidationPlan
+from ..vocabulary import EventReason
 from . import objects as obj
 from .builders.base import BuildInputs, strip_tag
 from .registry import RegistryClient, RegistryError, parse_reference
@@ -69,6 +70,8 @@ class Images:
         self._base_probe: dict[str, tuple[float, str | None, str]] = {}  # /health's base digest, per PROBE_TTL
         self._transient_bases: set[str] = set()  # base images whose last digest lookup failed transiently
         self._unreachable: dict[str, str] = {}  # job uid -> why its base digest could not be read (transient)
+        self._off: dict[str, str] = {}  # job uid -> why image reuse (and the verdict key) are off for it
+        self._refused: str | None = None  # the last reuse lookup the registry refused (none answered since)
 
     def _plain_http_hosts(self) -> set[str]:
         s = self.settings
@@ -97,6 +100,7 @@ class Images:
         self._inputs.pop(uid, None)
         self._reuse_checked.discard(uid)
         self._unreachable.pop(uid, None)
+        self._off.pop(uid, None)
         self.release(uid)
 
     async def base_digest(self, image: str) -> tuple[str | None, str]:
@@ -141,6 +145,10 @@ class Images:
                 parse_reference(base).api_host == parse_reference(f"{s.registry}/x").api_host:
             # the base image on the registry builds push to: a build now would fail there too
             self._unreachable[uid] = r.problem
+        elif not r.digest and r.destination:
+            self._off[uid] = (f"Image reuse and the verdict key are off for this job: the base image {base} has no "
+                              f"digest ({r.problem or 'its registry did not say'}); it is built FROM the tag (which "
+                              "may move), never reused, and its verdict is not cached.")
         inputs = BuildInputs(dockerfile=r.dockerfile, requirements_txt=r.requirements_txt,
                              destination=r.destination, base_image=r.base_image, content_hash=r.tag,
                              timeout_seconds=int(plan.build_timeout), context=r.context,
@@ -191,11 +199,12 @@ class Images:
             self.log.info("nbvalidation: the digest of %s could not be read: %s", image, e)
             return None
 
-    async def reused(self, inputs: BuildInputs, strategy: str) -> Observation | None:
+    async def reused(self, inputs: BuildInputs, strategy: str, uid: str | None = None) -> Observation | None:
         """The image of the same content, when the registry has it already; a
         transient Fault (engine retry) when the registry cannot be reached (no
         connection, timeout, 5xx, 429): a full build then would fail at its push
-        for the same cause. A refusal (401/403) builds, as without reuse."""
+        for the same cause. A refusal (401/403, TLS refused) builds, as without
+        reuse, and is the job's notice (``notice(uid)``) and /health's."""
         try:
             digest = await self.registry_client.digest(inputs.destination)
         except RegistryError as e:
@@ -203,7 +212,12 @@ class Images:
                 return registry_fault(e, inputs.destination, strategy)
             self.log.warning("nbvalidation: reuse check for %s failed (building without reuse): %s",
                              inputs.destination, e)
+            self._refused = f"the registry refused the image-reuse lookup of {inputs.destination} ({e})"
+            if uid is not None:
+                self._off[uid] = (f"Image reuse is off for this job: {self._refused}; it is built in full, and "
+                                  "the verdict cache cannot confirm the image either, so its verdict is not reused.")
             return None
+        self._refused = None
         if digest is None:
             return None
         repository = inputs.destination.rsplit(":", 1)[0]
@@ -247,12 +261,20 @@ class Images:
         if digest is None:
             off.append(f"the base image {base_image} has no digest: {why}" if why else
                        f"the base image {base_image} has no digest")
+        if self._refused and not plain:  # plain HTTP says why already
+            off.append(self._refused)
         reuse_reason = None if s.image_reuse else "image reuse is turned off (c.KubernetesBackend.image_reuse)"
         reasons = [r for r in off if r]
         return {"registryReachable": problem is None, "registryProblem": problem,
                 "imageReuse": {"enabled": not reasons and reuse_reason is None,
                                "reason": "; ".join(reasons) or reuse_reason},
                 "verdictKey": {"enabled": not reasons, "reason": "; ".join(reasons) or None}}
+
+    def notice(self, uid: str) -> Notice | None:
+        """What is off for the job ``uid`` (a Warning event, once): image reuse and
+        the verdict key, and why; None when nothing is."""
+        why = self._off.get(uid)
+        return None if why is None else Notice(EventReason.IMAGE_REUSE_OFF, why)
 
     def checked(self, uid: str) -> bool:
         """Whether the reuse decision of ``uid`` was taken (its own build may run)."""
@@ -271,7 +293,7 @@ class Images:
                 f"The registry {host} could not be reached for the base image's digest: {problem}", transient=True))
         if not inputs.reusable:
             return None
-        reused = await self.reused(inputs, strategy)
+        reused = await self.reused(inputs, strategy, uid)
         if reused is not None:
             return reused
         owner = self._tag_builder.get(inputs.destination)
