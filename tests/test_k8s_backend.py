@@ -1069,6 +1069,51 @@ async def test_same_content_is_built_once_and_then_reused(renv, admin, aio_admin
     assert obj_other["metadata"]["annotations"][IMAGE_ANNOTATION] != dest
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("build_slots", [1, None], ids=["queued-for-a-build-slot", "waiting-for-the-same-image"])
+async def test_a_failed_build_is_shared_by_the_jobs_waiting_on_it_and_never_cached(renv, admin, aio_admin,
+                                                                                   build_slots):
+    """Three jobs of the same image: one build Job; when it fails, the other two (queued for the
+    one build slot, or waiting for the build of the same image) end BuildFailed with its message,
+    never built; a job submitted after the failure builds again (a failure is never cached)."""
+    ns = renv.ns
+    renv.engine.caps[Phase.BUILDING] = build_slots
+    renv.engine.queue_poll = 0.2
+    spec = {"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"requirements": ["nosuchpkg==1"]}}}
+    names = []
+    for _ in range(3):
+        names.append((await renv.submit(**spec))["metadata"]["name"])
+        await asyncio.sleep(0.01)
+    first, *others = names
+    await wait_object(admin, JOBS.path(ns, obj.build_job_name(first)))
+    wanted = "Waiting for a build slot" if build_slots else "Waiting for the build of the same image"
+
+    async def all_wait():
+        for n in others:
+            st = (await renv.store.get(n)).get("status") or {}
+            if wanted not in (st.get("message") or "") and not (
+                    build_slots is None and await _message_has(renv, n, wanted)):
+                return False
+        return True
+
+    await wait_for(all_wait, what=f"the other jobs to wait ({wanted})")
+    await asyncio.sleep(1.1)  # creationTimestamp is in whole seconds: the failure comes a second later
+    await run_builder(admin, aio_admin, ns, first, ok=False,
+                      output="ERROR: No matching distribution found for nosuchpkg==1")
+    done = [await renv.terminal(n) for n in names]
+    assert [d["status"]["reason"] for d in done] == [Reason.BUILD_FAILED] * 3, [d["status"] for d in done]
+    for d in done:
+        assert "No matching distribution found for nosuchpkg==1" in d["status"]["message"], d["status"]["message"]
+    for d in done[1:]:
+        assert f"the build of this image for job {first}, which failed while this job waited for it; not built " \
+               "again" in d["status"]["message"], d["status"]["message"]
+        assert await _build_job_or_none(admin, ns, d["metadata"]["name"]) is None  # never built
+        assert reasons(await events_of(admin, ns, d["metadata"]["uid"]))[-1] == Reason.BUILD_FAILED
+    # submitted after the failure: built again
+    later = (await renv.submit(**spec))["metadata"]["name"]
+    await wait_object(admin, JOBS.path(ns, obj.build_job_name(later)))
+
+
 async def _message_has(env, name: str, text: str) -> bool:
     job = await env.store.get(name)
     obs = await env.backend.ensure_build(job, await plan_for(env.backend, job))

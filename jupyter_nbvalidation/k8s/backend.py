@@ -455,7 +455,7 @@ class KubernetesBackend(Backend):
             self.images.building(uid)
             obs = await builder.ensure(job)
             if obs.state != RUNNING:
-                self.images.release(uid)
+                self.images.release(uid, obs, job["metadata"]["name"])
         notice = self.images.notice(uid)  # image reuse off for this job, and why: the engine posts it once
         return obs if notice is None else dataclasses.replace(obs, notices=[*obs.notices, notice])
 

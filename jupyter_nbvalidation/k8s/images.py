@@ -7,13 +7,15 @@ one build that pushes it, then reuse it)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Notice, Observation
 from ..errors import TemporaryFailure
-from ..model import isotime
+from ..model import isotime, parse_time
 from ..plan import ValidationPlan
 from ..vocabulary import EventReason
 from . import objects as obj
@@ -23,6 +25,7 @@ from .registry import RegistryClient, RegistryError, parse_reference
 BASE_DIGEST_TTL = 60.0  # seconds a resolved base-image digest is used before asking again
 PROBE_TTL = 5.0  # seconds /health's registry probe is reused
 ENV_REPOSITORY = "env"  # built images: <registry>/env:<content hash>
+FAILED_BUILDS_KEPT = 256  # builds that failed for good, remembered for the jobs that waited on them
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class Images:
         self._unreachable: dict[str, str] = {}  # job uid -> why its base digest could not be read (transient)
         self._off: dict[str, str] = {}  # job uid -> why image reuse (and the verdict key) are off for it
         self._refused: str | None = None  # the last reuse lookup the registry refused (none answered since)
+        # destination -> (time.time() it failed, the job whose build it was, its observation): a build
+        # that failed for good (not a fault), shared by the jobs of that image submitted before it failed
+        self._failed: dict[str, tuple[float, str, Observation]] = {}
 
     def _plain_http_hosts(self) -> set[str]:
         s = self.settings
@@ -291,6 +297,9 @@ class Images:
             host = parse_reference(self._base_image(job)).api_host
             return Observation(FAILED, strategy=strategy, message=problem, fault=Fault(
                 f"The registry {host} could not be reached for the base image's digest: {problem}", transient=True))
+        shared = self._shared_failure(inputs.destination, job)
+        if shared is not None:
+            return shared
         if not inputs.reusable:
             return None
         reused = await self.reused(inputs, strategy, uid)
@@ -308,8 +317,35 @@ class Images:
     def building(self, uid: str) -> None:
         self._reuse_checked.add(uid)
 
-    def release(self, uid: str) -> None:
-        """The build of ``uid`` is over: the jobs waiting for the same image look again."""
+    def _shared_failure(self, destination: str, job: dict) -> Observation | None:
+        """The build of the same image (``destination``) that failed for good after
+        ``job`` was submitted: the job waited for it (for that build, or queued for a
+        build slot), so it gets that failure without building again. A job submitted
+        after the failure builds anew (a failure is never cached: the index may have
+        changed since)."""
+        kept = self._failed.get(destination) if destination else None
+        if kept is None:
+            return None
+        failed_at, builder, obs = kept
+        submitted = parse_time(job["metadata"].get("creationTimestamp"))
+        # creationTimestamp is in whole seconds: shared only when that second ended before the failure
+        if submitted is None or submitted.timestamp() + 1 > failed_at:
+            return None
+        return dataclasses.replace(obs, extra=dict(obs.extra), notices=[], message=(
+            f"{obs.message} (the build of this image for job {builder}, which failed while this job waited for "
+            "it; not built again)"))
+
+    def release(self, uid: str, outcome: Observation | None = None, name: str = "") -> None:
+        """The build of job ``uid`` (``name``) is over (``outcome``: how it ended): the
+        jobs waiting for the same image look again; a build that failed for good is
+        kept for the jobs of the same image submitted before it failed."""
+        inputs = self._inputs.get(uid)
+        if outcome is not None and outcome.state == FAILED and outcome.fault is None and inputs is not None \
+                and inputs.destination:
+            self._failed.pop(inputs.destination, None)
+            self._failed[inputs.destination] = (time.time(), name or uid, outcome)
+            while len(self._failed) > FAILED_BUILDS_KEPT:
+                del self._failed[next(iter(self._failed))]
         for dest, owner in list(self._tag_builder.items()):
             if owner == uid:
                 del self._tag_builder[dest]
