@@ -47,7 +47,7 @@ from .model import (
     utcnow,
     validation_attempt,
 )
-from .plan import Timeouts, ValidationPlan, make_plan, timeouts
+from .plan import Timeouts, ValidationPlan, make_plan, missing_file_hint, timeouts
 from .store.base import Conflict, NotFound
 from .tasks import cancel_all, cancel_and_wait, wait_within
 
@@ -987,7 +987,15 @@ class Engine:
                 st["progress"] = {**ended, "updatedAt": isotime()}
 
         self._progress_at.pop(job["metadata"]["name"], None)
-        message = scrub(result.get("message") or obs.message or ("Validation succeeded." if ok else "Validation failed."))
+        message = result.get("message") or obs.message or ("Validation succeeded." if ok else "Validation failed.")
+        if not ok and result.get("reason") == ResultReason.CELL_EXECUTION_FAILED:
+            # a FileNotFoundError for a relative path: say what travelled with the job
+            plan = self._plans.get(job["metadata"]["uid"])
+            hint = missing_file_hint(job, result, folder_in_snapshot=self.backend.capabilities.folder_in_snapshot,
+                                     input_files=len(plan.input_files) if plan is not None else 0)
+            if hint:
+                message = f"{message.rstrip('.')} ({hint})."
+        message = scrub(message)
         if ok:
             await self._move(job, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED,
                              message, record)

@@ -1224,6 +1224,39 @@ async def test_the_notebooks_folder_travels_without_input_files(env, admin, monk
     assert items == {"notebook.ipynb": "notebook.ipynb", **{f"inputs/{p}": k for k, p in index}}
 
 
+def _missing_file_summary(path: str) -> str:
+    message = f"[Errno 2] No such file or directory: '{path}'"
+    return summary("Failed", message=f"Cell 2 raised FileNotFoundError: {message}", failedCellIndex=1,
+                   results=[{"cellIndex": 0, "status": "Success"},
+                            {"cellIndex": 1, "status": "Failure", "errorName": "FileNotFoundError",
+                             "errorMessage": message}])
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("input_files", [None, ["data.csv"]], ids=["the-folder", "input-files"])
+async def test_a_missing_relative_file_says_what_travelled(env, admin, aio_admin, input_files):
+    """The runner's FileNotFoundError for a relative path (from its termination summary, the Pod's
+    log not readable here): the job's message says what travelled, the folder or the files named."""
+    proj = env.root / "proj"
+    write_notebook(proj / "nb.ipynb", ["print(1)", "open('other.csv')"])
+    (proj / "data.csv").write_text("a\n1\n")
+    extra = {"inputFiles": input_files} if input_files else {}
+    job = await env.submit(notebook={"path": "proj/nb.ipynb"}, **extra, **NOBUILD)
+    name = job["metadata"]["name"]
+    await run_validation(admin, aio_admin, env.ns, name, exit_code=1, message=_missing_file_summary("other.csv"))
+    st = (await env.terminal(name))["status"]
+    assert (st["phase"], st["reason"], st["failedCellIndex"]) == (Phase.FAILED, Reason.VALIDATION_FAILED, 1), st
+    message = st["message"]
+    assert message.startswith("Cell 2 raised FileNotFoundError: [Errno 2] No such file or directory: 'other.csv' "
+                              "('other.csv' is relative to the kernel's working folder, which holds "), message
+    if input_files:
+        assert "only the files spec.inputFiles named (data.csv: 1 file, read at submit); add 'other.csv' to " \
+               "inputFiles" in message, message
+    else:
+        assert "the notebook's folder (proj) and everything below it as it was at submit (2 files); 'other.csv' " \
+               "was not among them, and nothing above that folder travels" in message, message
+
+
 @pytest.mark.asyncio
 async def test_input_files_over_the_configmap_limit_are_refused(env, admin):
     (env.root / "big.bin").write_bytes(b"\0" * (1024 * 1024))
