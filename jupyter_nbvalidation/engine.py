@@ -47,7 +47,7 @@ from .model import (
     utcnow,
     validation_attempt,
 )
-from .plan import Timeouts, ValidationPlan, make_plan, timeouts
+from .plan import Timeouts, ValidationPlan, make_plan, missing_file_hint, timeouts
 from .store.base import Conflict, NotFound
 from .tasks import cancel_all, cancel_and_wait, wait_within
 
@@ -163,6 +163,7 @@ class Engine:
         self._waiting: set[str] = set()  # jobs told Queued: looked at again when a slot frees
         self.queue_poll = 5.0  # seconds: a queued job looks again at least this often
         self._retry_at: dict[str, float] = {}  # job name -> loop time before which its retry does not start
+        self._noticed: dict[str, set[str]] = {}  # job uid -> the notice reasons this engine posted for it
         self.progress_interval = 1.0  # seconds: at most one status.progress write per job in this time
         self._progress_at: dict[str, float] = {}
         self.event_recovery_window = event_recovery_window
@@ -479,6 +480,7 @@ class Engine:
     async def _forget(self, job: Job) -> None:
         """A terminal job: its plan is dropped, the backend releases what it holds."""
         self._plans.pop(job["metadata"]["uid"], None)
+        self._noticed.pop(job["metadata"]["uid"], None)
         self._retry_at.pop(job["metadata"]["name"], None)
         self._release(job["metadata"]["name"])
         try:
@@ -752,6 +754,17 @@ class Engine:
         if wrote[0]:
             self.recorder.emit(written, reason=EventReason.QUEUED, note=message, type_="Normal", action="Queue")
 
+    def _post_notices(self, job: Job, obs: Observation) -> None:
+        """One Warning event per job and notice reason (what is off for it: image reuse,
+        and why), under a fixed name (posted twice, recorded once); no status change."""
+        posted = self._noticed.setdefault(job["metadata"]["uid"], set()) if obs.notices else set()
+        for n in obs.notices:
+            if n.reason in posted:
+                continue
+            posted.add(n.reason)
+            self.recorder.emit(job, reason=n.reason, note=n.note, type_="Warning", action="Notice", notice=True)
+            self.log.warning("nbvalidation: %s: %s", job["metadata"]["name"], scrub(n.note))
+
     def _deadline(self, job: Job, phase: str, limit: float) -> float:
         started = attempt_started_at(job.get("status") or {}, phase) or utcnow()
         return started.timestamp() + limit
@@ -858,6 +871,7 @@ class Engine:
         if waiting is not None:  # a retry's backoff
             return min(waiting, max(0.05, deadline - time.time()))
         obs = await self.backend.ensure_build(job, await self.plan_of(job))
+        self._post_notices(job, obs)
         if obs.state == RUNNING:
             return max(0.05, deadline - time.time())
         if obs.state == FAILED and obs.fault is not None:
@@ -911,6 +925,7 @@ class Engine:
         if waiting is not None:  # a retry's backoff
             return min(waiting, max(0.05, deadline - time.time()))
         obs = await self.backend.ensure_validation(job, reference, await self.plan_of(job))
+        self._post_notices(job, obs)
         if obs.state == RUNNING:
             delay = max(0.05, deadline - time.time())
             wait = await self._write_progress(job, obs.extra.get("progress"))
@@ -972,7 +987,15 @@ class Engine:
                 st["progress"] = {**ended, "updatedAt": isotime()}
 
         self._progress_at.pop(job["metadata"]["name"], None)
-        message = scrub(result.get("message") or obs.message or ("Validation succeeded." if ok else "Validation failed."))
+        message = result.get("message") or obs.message or ("Validation succeeded." if ok else "Validation failed.")
+        if not ok and result.get("reason") == ResultReason.CELL_EXECUTION_FAILED:
+            # a FileNotFoundError for a relative path: say what travelled with the job
+            plan = self._plans.get(job["metadata"]["uid"])
+            hint = missing_file_hint(job, result, folder_in_snapshot=self.backend.capabilities.folder_in_snapshot,
+                                     input_files=len(plan.input_files) if plan is not None else 0)
+            if hint:
+                message = f"{message.rstrip('.')} ({hint})."
+        message = scrub(message)
         if ok:
             await self._move(job, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED,
                              message, record)

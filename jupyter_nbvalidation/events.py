@@ -53,23 +53,39 @@ def transition_event_name(job: Job, index: int) -> str:
     posting it twice (a retry, a recovery after a crash, two leaders during a
     failover) records it once. The uid part tells a job from an earlier one of
     the same name."""
+    return f"{_fixed_prefix(job)}.t{index}"
+
+
+def _fixed_prefix(job: Job) -> str:
     meta = job["metadata"]
     uid = re.sub(r"[^a-z0-9]", "", str(meta.get("uid", "")).lower())[:12] or "0"
-    return f"{meta['name'][:200]}.{uid}.t{index}"
+    return f"{meta['name'][:200]}.{uid}"
+
+
+def notice_event_name(job: Job, reason: str) -> str:
+    """The name of a job's notice of ``reason`` (vocabulary.NOTICE_REASONS): fixed,
+    so that it is recorded once per job, whoever posts it how often."""
+    return f"{_fixed_prefix(job)}.n-" + re.sub(r"[^a-z0-9-]", "", reason.lower())[:40]
 
 
 def make_event(job: Job, *, reason: str, note: str, type_: str = "Normal",
                action: str | None = None, instance: str | None = None,
-               transition: int | None = None, event_time: str | None = None) -> Event:
+               transition: int | None = None, event_time: str | None = None, notice: bool = False) -> Event:
     """``transition``: the index in ``status.transitions`` this event records
-    (its name is then fixed); ``event_time``: when it happened (default now)."""
+    (its name is then fixed); ``notice``: the job's one notice of ``reason``
+    (its name is fixed too); ``event_time``: when it happened (default now)."""
     meta = job["metadata"]
+    if notice:
+        name = notice_event_name(job, reason)
+    elif transition is not None:
+        name = transition_event_name(job, transition)
+    else:
+        name = f"{meta['name'][:200]}.{time.time_ns():x}"
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": {
-            "name": (transition_event_name(job, transition) if transition is not None
-                     else f"{meta['name'][:200]}.{time.time_ns():x}"),
+            "name": name,
             "namespace": meta.get("namespace", "default"),
         },
         "eventTime": event_time or isotime(),
@@ -125,10 +141,11 @@ class EventRecorder:
             await cancel_all(self._tasks)
 
     def emit(self, job: Job, *, reason: str, note: str, type_: str = "Normal",
-             action: str | None = None, transition: int | None = None, event_time: str | None = None) -> Event:
+             action: str | None = None, transition: int | None = None, event_time: str | None = None,
+             notice: bool = False) -> Event:
         """Queue one event; never raises, never waits."""
         event = make_event(job, reason=reason, note=note, type_=type_, action=action, instance=self.instance,
-                           transition=transition, event_time=event_time)
+                           transition=transition, event_time=event_time, notice=notice)
         queue = self._queues[zlib.crc32(job["metadata"]["uid"].encode()) % len(self._queues)]
         try:
             queue.put_nowait((event, job))

@@ -57,6 +57,7 @@ from .spec_table import validator_schema
 
 # The vocabulary (phases, reasons, states) lives in vocabulary.py, standard library
 # only, so that the runner shares it; re-exported here, beside the job document.
+from .vocabulary import NOTICE_REASONS as NOTICE_REASONS
 from .vocabulary import REASON_ACTIONS as REASON_ACTIONS
 from .vocabulary import REASON_PHASE as REASON_PHASE
 from .vocabulary import RETRY_REASONS as RETRY_REASONS

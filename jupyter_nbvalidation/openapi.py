@@ -85,7 +85,13 @@ EVENT_SCHEMA = {
     "required": ["reason", "type", "note", "action", "eventTime", "regarding",
                  "reportingController", "reportingInstance"],
     "properties": {
-        "reason": {"type": "string"}, "type": {"type": "string", "enum": ["Normal", "Warning"]},
+        "reason": {"type": "string", "description": (
+            "a transition's reason (" + ", ".join(str(r) for r in M.Reason) + "; a failed status write "
+            "adds StatusUpdateFailed to it), or an event that is no transition: a retry ("
+            + ", ".join(sorted(M.RETRY_REASONS)) + "; action Retry), " + str(M.EventReason.QUEUED)
+            + " (action Queue), or a Warning saying what is off for the job, posted once ("
+            + ", ".join(sorted(M.NOTICE_REASONS)) + ": image reuse and the verdict key, and why; action Notice)")},
+        "type": {"type": "string", "enum": ["Normal", "Warning"]},
         "note": {"type": "string"}, "action": {"type": "string"}, "eventTime": {"type": "string"},
         "regarding": {"type": "object", "required": ["name", "uid"]},
         "reportingController": {"type": "string"}, "reportingInstance": {"type": "string"},

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import requirements as reqmod
 from .errors import InputRejected
-from .model import build_enabled, parse_duration
+from .model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled, parse_duration
 from .runner_args import plan_args
 
 NOTEBOOK = "notebook.ipynb"
@@ -173,3 +174,48 @@ def snapshot_from_files(names: Mapping[str, Any] | frozenset[str], read: Any) ->
     return Snapshot(names=keys, requirements_txt=read(REQUIREMENTS_TXT) if REQUIREMENTS_TXT in keys else None,
                     constraints_txt=read(CONSTRAINTS_TXT) if CONSTRAINTS_TXT in keys else None,
                     input_files=inputs)
+
+
+_MISSING_PATH = re.compile(r"No such file or directory: (['\"])(.+)\1\s*$")
+
+
+def missing_file_hint(job: Mapping[str, Any], result: Mapping[str, Any], *, folder_in_snapshot: bool,
+                      input_files: int = 0) -> str | None:
+    """What travelled with a job, when its failing cell raised ``FileNotFoundError``
+    for a relative path (a file beside the notebook that did not come along), as a
+    clause for the job's message; None otherwise. ``folder_in_snapshot``: the
+    backend carries the notebook's folder in the job's snapshot (Kubernetes: that
+    folder and below only), else it copies it when the run starts, the levels above
+    read through (local); ``input_files``: how many files the snapshot holds."""
+    failed = result.get("failedCellIndex")
+    name = message = None
+    for entry in result.get("results") or []:
+        if entry.get("cellIndex") == failed:
+            name, message = entry.get("errorName"), entry.get("errorMessage")
+    if name is None and isinstance(result.get("error"), Mapping):  # a termination summary
+        name, message = result["error"].get("name"), result["error"].get("message")
+    if failed is None or name != "FileNotFoundError" or not isinstance(message, str):
+        return None
+    m = _MISSING_PATH.search(message.strip().splitlines()[-1] if message.strip() else "")
+    if m is None or m.group(2).startswith(("/", "~")):
+        return None
+    path = m.group(2)
+    spec = job.get("spec") or {}
+    patterns = [str(p) for p in spec.get("inputFiles") or []]
+    if patterns:
+        named = ", ".join(patterns[:5]) + (f" and {len(patterns) - 5} more" if len(patterns) > 5 else "")
+        return (f"'{path}' is relative to the kernel's working folder, which holds the notebook and only the files "
+                f"spec.inputFiles named ({named}: {input_files} file{'' if input_files == 1 else 's'}, read at "
+                f"submit); add '{path}' to inputFiles if the notebook reads it")
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    folder, root = annotations.get(WORKDIR_ANNOTATION), annotations.get(ROOT_ANNOTATION)
+    shown = "the notebook's folder"
+    if folder and root and (folder == root or folder.startswith(root.rstrip("/") + "/")):
+        shown += f" ({folder[len(root):].strip('/') or 'the server root'})"
+    if folder_in_snapshot:
+        return (f"'{path}' is relative to the kernel's working folder, which holds {shown} and everything below it "
+                f"as it was at submit ({input_files} file{'' if input_files == 1 else 's'}); '{path}' was not "
+                "among them, and nothing above that folder travels: keep the file beside the notebook or "
+                "name it in spec.inputFiles")
+    return (f"'{path}' is relative to the kernel's working folder, a copy of {shown} made when the run started "
+            f"(the levels above it read through); '{path}' was not there")

@@ -77,6 +77,10 @@ class EventReason(StrEnum):
     # admission (c.NBValidation.max_concurrent_builds / _validations): the job waits for a slot,
     # in Initializing (a build slot) or BuildComplete (a validation slot); also status.reason meanwhile
     QUEUED = "Queued"
+    # a Warning once per job (Kubernetes): image reuse and the verdict cache are off for it, and why
+    # (a plain-HTTP registry without c.KubernetesBackend.registry_insecure, a base image without a
+    # digest, a registry lookup refused); no phase flip
+    IMAGE_REUSE_OFF = "ImageReuseOff"
 
 
 class ResultReason(StrEnum):
@@ -162,6 +166,9 @@ REASON_ACTIONS: dict[str, str] = {
 
 #: the events that are not transitions (their action is "Retry"): one per retry of an attempt
 RETRY_REASONS: frozenset[str] = frozenset({EventReason.VALIDATION_RETRIED, EventReason.BUILD_RETRIED})
+
+#: the events that say what is off for a job (action "Notice"): once per job, no transition, no status change
+NOTICE_REASONS: frozenset[str] = frozenset({EventReason.IMAGE_REUSE_OFF})
 
 # the phase each transition reason leads to (how a timeline is read from events)
 REASON_PHASE: dict[str, Phase] = {

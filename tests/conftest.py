@@ -29,7 +29,7 @@ pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster"
 # scoped fixtures build venvs, images or clusters a second worker would build again.
 XDIST_GROUPS = {
     "real-node": ("test_k8s_real_cache", "test_k8s_real_node", "test_k8s_real_params", "test_k8s_real_progress",
-                  "test_k8s_real_reuse", "test_k8s_real_admission"),
+                  "test_k8s_real_reuse", "test_k8s_real_admission", "test_k8s_real_reuse_off", "test_k8s_real_folder"),
     "browser": ("test_ui_e2e", "test_ui_options", "test_ui_ux"),
     "corpus": ("test_corpus", "test_peer_notebooks", "test_nbval_parity"),
 }

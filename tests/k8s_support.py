@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover
 REGISTRY = "registry.test:5000/nbv"
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 RUNNER_IMAGE = "registry.test:5000/nbv/runner:1"
+BASE_IMAGE = "python:3.12-slim@sha256:" + "5" * 64  # pinned: no lookup of its digest
 NOBUILD = {"podConfig": {"containerImage": RUNNER_IMAGE, "buildConfig": {"enabled": False}}}
 LOG = logging.getLogger("nbvalidation.test.k8s")
 WAIT = 20.0
@@ -47,7 +48,10 @@ class K8sEnv(SimpleNamespace):
 def make_env(h, ns: str, root: Path, *, kubeconfig: str | None = None, instance: str | None = None,
              **traits) -> K8sEnv:
     root.mkdir(parents=True, exist_ok=True)
-    traits = {"registry": REGISTRY, **traits}
+    if "registry" not in traits:
+        # the stand-in registry.test does not resolve: the server asks it nothing (the base image
+        # pinned by digest, no reuse lookups); tests of the registry give their own (a real HTTP one)
+        traits = {"registry": REGISTRY, "base_image": BASE_IMAGE, "image_reuse": False, **traits}
     backend = KubernetesBackend(namespace=ns, kubeconfig=kubeconfig or h.admin_kubeconfig, **traits)
     engine = Engine(backend, log=LOG, resync_period=3600)
     if instance:

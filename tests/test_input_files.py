@@ -63,6 +63,20 @@ async def test_a_notebook_reading_a_file_beside_it_needs_it_named(jp_fetch, jp_r
         "notebook": {"path": "d/nb.ipynb"}, "inputFiles": ["nb.ipynb"], **NOBUILD})
     done = await wait_terminal(jp_fetch, other["metadata"]["name"])
     assert done["status"]["phase"] == Phase.FAILED and "FileNotFoundError" in json.dumps(done["status"])
+    # the message says what travelled: only the files inputFiles named
+    message = done["status"]["message"]
+    assert message.startswith("Cell 1 raised FileNotFoundError"), message
+    assert "only the files spec.inputFiles named (nb.ipynb: 1 file" in message, message
+    assert "add 'data.csv' to inputFiles" in message, message
+    # without inputFiles the folder is there (a copy of it), and a file that is not says so
+    write_notebook(jp_root_dir / "d" / "nb2.ipynb", ["print(open('data.csv').read())",
+                                                    "open('../d/nothing-here.csv')"])
+    folder = await call(jp_fetch, "jobs", method="POST", body={"notebook": {"path": "d/nb2.ipynb"}, **NOBUILD})
+    done = await wait_terminal(jp_fetch, folder["metadata"]["name"])
+    message = done["status"]["message"]
+    assert done["status"]["phase"] == Phase.FAILED and done["status"]["failedCellIndex"] == 1, done["status"]
+    assert "a copy of the notebook's folder (d) made when the run started" in message, message
+    assert "'../d/nothing-here.csv' was not there" in message, message
 
 
 @pytest.mark.parametrize("patterns,limits,field,words", [

@@ -36,7 +36,7 @@ from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.k8s.backend import IMAGE_ANNOTATION
 from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, CONFIGMAPS, Kube, KubeApiError, connect
 from jupyter_nbvalidation.k8s.store import NVJ
-from jupyter_nbvalidation.model import Phase, Reason
+from jupyter_nbvalidation.model import NOTICE_REASONS, Phase, Reason
 from jupyter_nbvalidation.plan import Snapshot, make_plan
 from jupyter_nbvalidation.service import ApiError
 
@@ -200,10 +200,17 @@ async def test_build_then_validate_full_sequence(env, admin, aio_admin, runner_o
 
     # exactly one events.k8s.io/v1 Event per transition, about the job
     events = await events_of(admin, ns, uid)
-    assert reasons(events) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED,
-                               Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+    assert [r for r in reasons(events) if r not in NOTICE_REASONS] == [
+        Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED, Reason.VALIDATION_STARTED,
+        Reason.VALIDATION_SUCCEEDED]
+    # and, besides them, one Warning: python:3.12's registry is unreachable from here, so the base
+    # image has no digest, and image reuse and the verdict key are off for this job
+    (notice,) = [e for e in events if e["reason"] in NOTICE_REASONS]
+    assert notice["reason"] == "ImageReuseOff" and notice["action"] == "Notice", notice
+    assert notice["note"].startswith("Image reuse and the verdict key are off for this job: the base image "
+                                     "python:3.12 has no digest"), notice["note"]
     for e in events:
-        assert e["type"] == "Normal" and e["eventTime"]  # listed from /apis/events.k8s.io/v1
+        assert e["type"] == ("Warning" if e is notice else "Normal") and e["eventTime"]  # from events.k8s.io/v1
         assert e["regarding"] == {"apiVersion": "nbvalidation.dev/v1alpha1", "kind": "NotebookValidationJob",
                                   "name": name, "namespace": ns, "uid": uid}
         assert e["reportingController"] == "nbvalidation.dev/notebook-validation-controller"
@@ -211,7 +218,8 @@ async def test_build_then_validate_full_sequence(env, admin, aio_admin, runner_o
     listed = await env.store.list_events(done)
     assert reasons(listed) == reasons(events)
     assert {(e["apiVersion"], e["kind"]) for e in listed} == {("events.k8s.io/v1", "Event")}
-    assert events[2]["note"].startswith(f"Environment ready: {reference}")
+    (built,) = [e for e in events if e["reason"] == Reason.BUILD_SUCCEEDED]
+    assert built["note"].startswith(f"Environment ready: {reference}")
 
 
 # --------------------------------------------------------------------------
@@ -1061,6 +1069,51 @@ async def test_same_content_is_built_once_and_then_reused(renv, admin, aio_admin
     assert obj_other["metadata"]["annotations"][IMAGE_ANNOTATION] != dest
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("build_slots", [1, None], ids=["queued-for-a-build-slot", "waiting-for-the-same-image"])
+async def test_a_failed_build_is_shared_by_the_jobs_waiting_on_it_and_never_cached(renv, admin, aio_admin,
+                                                                                   build_slots):
+    """Three jobs of the same image: one build Job; when it fails, the other two (queued for the
+    one build slot, or waiting for the build of the same image) end BuildFailed with its message,
+    never built; a job submitted after the failure builds again (a failure is never cached)."""
+    ns = renv.ns
+    renv.engine.caps[Phase.BUILDING] = build_slots
+    renv.engine.queue_poll = 0.2
+    spec = {"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"requirements": ["nosuchpkg==1"]}}}
+    names = []
+    for _ in range(3):
+        names.append((await renv.submit(**spec))["metadata"]["name"])
+        await asyncio.sleep(0.01)
+    first, *others = names
+    await wait_object(admin, JOBS.path(ns, obj.build_job_name(first)))
+    wanted = "Waiting for a build slot" if build_slots else "Waiting for the build of the same image"
+
+    async def all_wait():
+        for n in others:
+            st = (await renv.store.get(n)).get("status") or {}
+            if wanted not in (st.get("message") or "") and not (
+                    build_slots is None and await _message_has(renv, n, wanted)):
+                return False
+        return True
+
+    await wait_for(all_wait, what=f"the other jobs to wait ({wanted})")
+    await asyncio.sleep(1.1)  # creationTimestamp is in whole seconds: the failure comes a second later
+    await run_builder(admin, aio_admin, ns, first, ok=False,
+                      output="ERROR: No matching distribution found for nosuchpkg==1")
+    done = [await renv.terminal(n) for n in names]
+    assert [d["status"]["reason"] for d in done] == [Reason.BUILD_FAILED] * 3, [d["status"] for d in done]
+    for d in done:
+        assert "No matching distribution found for nosuchpkg==1" in d["status"]["message"], d["status"]["message"]
+    for d in done[1:]:
+        assert f"the build of this image for job {first}, which failed while this job waited for it; not built " \
+               "again" in d["status"]["message"], d["status"]["message"]
+        assert await _build_job_or_none(admin, ns, d["metadata"]["name"]) is None  # never built
+        assert reasons(await events_of(admin, ns, d["metadata"]["uid"]))[-1] == Reason.BUILD_FAILED
+    # submitted after the failure: built again
+    later = (await renv.submit(**spec))["metadata"]["name"]
+    await wait_object(admin, JOBS.path(ns, obj.build_job_name(later)))
+
+
 async def _message_has(env, name: str, text: str) -> bool:
     job = await env.store.get(name)
     obs = await env.backend.ensure_build(job, await plan_for(env.backend, job))
@@ -1169,6 +1222,39 @@ async def test_the_notebooks_folder_travels_without_input_files(env, admin, monk
     pod = await wait_object(admin, PODS.path(env.ns, obj.validation_pod_name(name)))
     items = {i["path"]: i["key"] for i in pod["spec"]["volumes"][0]["configMap"]["items"]}
     assert items == {"notebook.ipynb": "notebook.ipynb", **{f"inputs/{p}": k for k, p in index}}
+
+
+def _missing_file_summary(path: str) -> str:
+    message = f"[Errno 2] No such file or directory: '{path}'"
+    return summary("Failed", message=f"Cell 2 raised FileNotFoundError: {message}", failedCellIndex=1,
+                   results=[{"cellIndex": 0, "status": "Success"},
+                            {"cellIndex": 1, "status": "Failure", "errorName": "FileNotFoundError",
+                             "errorMessage": message}])
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("input_files", [None, ["data.csv"]], ids=["the-folder", "input-files"])
+async def test_a_missing_relative_file_says_what_travelled(env, admin, aio_admin, input_files):
+    """The runner's FileNotFoundError for a relative path (from its termination summary, the Pod's
+    log not readable here): the job's message says what travelled, the folder or the files named."""
+    proj = env.root / "proj"
+    write_notebook(proj / "nb.ipynb", ["print(1)", "open('other.csv')"])
+    (proj / "data.csv").write_text("a\n1\n")
+    extra = {"inputFiles": input_files} if input_files else {}
+    job = await env.submit(notebook={"path": "proj/nb.ipynb"}, **extra, **NOBUILD)
+    name = job["metadata"]["name"]
+    await run_validation(admin, aio_admin, env.ns, name, exit_code=1, message=_missing_file_summary("other.csv"))
+    st = (await env.terminal(name))["status"]
+    assert (st["phase"], st["reason"], st["failedCellIndex"]) == (Phase.FAILED, Reason.VALIDATION_FAILED, 1), st
+    message = st["message"]
+    assert message.startswith("Cell 2 raised FileNotFoundError: [Errno 2] No such file or directory: 'other.csv' "
+                              "('other.csv' is relative to the kernel's working folder, which holds "), message
+    if input_files:
+        assert "only the files spec.inputFiles named (data.csv: 1 file, read at submit); add 'other.csv' to " \
+               "inputFiles" in message, message
+    else:
+        assert "the notebook's folder (proj) and everything below it as it was at submit (2 files); 'other.csv' " \
+               "was not among them, and nothing above that folder travels" in message, message
 
 
 @pytest.mark.asyncio

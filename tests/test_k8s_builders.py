@@ -167,7 +167,7 @@ async def test_openshift_auto_full_sequence(openshift_crds, env_factory, admin, 
     name = job["metadata"]["name"]
     bc_name = obj.build_job_name(name)
     bc = await wait_object(admin, BUILDCONFIGS.path(env.ns, bc_name))
-    assert bc["spec"]["strategy"]["type"] == "Docker" and "FROM python:3.12-slim" in bc["spec"]["source"]["dockerfile"]
+    assert bc["spec"]["strategy"]["type"] == "Docker" and "FROM python@sha256:" in bc["spec"]["source"]["dockerfile"]
     assert bc["spec"]["source"]["configMaps"] == [{"configMap": {"name": obj.build_context_name(name)}}]
     dest = bc["spec"]["output"]["to"]["name"]
     assert bc["spec"]["output"]["to"]["kind"] == "DockerImage" and dest.startswith(f"{REGISTRY}/env:")

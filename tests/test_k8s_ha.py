@@ -23,7 +23,7 @@ import pytest
 import pytest_asyncio
 from conftest import ServerProcess
 from helpers import write_notebook
-from k8s_support import (NOBUILD, REGISTRY, WAIT, events_of, make_env, reasons, run_builder, run_validation,
+from k8s_support import (BASE_IMAGE, NOBUILD, REGISTRY, WAIT, events_of, make_env, reasons, run_builder, run_validation,
                          wait_object)
 
 from jupyter_nbvalidation.k8s import objects as obj
@@ -45,6 +45,8 @@ class K8sServer(ServerProcess):
             "--NBValidation.backend=kubernetes", f"--KubernetesBackend.kubeconfig={h.admin_kubeconfig}",
             f"--KubernetesBackend.namespace={ns}", f"--KubernetesBackend.registry={REGISTRY}",
             "--KubernetesBackend.default_build_strategy=job",
+            # the stand-in registry.test does not resolve: ask it nothing (as k8s_support.make_env)
+            f"--KubernetesBackend.base_image={BASE_IMAGE}", "--KubernetesBackend.image_reuse=False",
             *(f"--KubernetesBackend.{k}={v}" for k, v in LEASE.items())])
 
     def api(self, method: str, path: str, body=None):

@@ -12,7 +12,7 @@ import socket
 import pytest
 from aiohttp import web
 from helpers import write_notebook
-from k8s_support import events_of, get_or_none, make_env, reasons
+from k8s_support import events_of, get_or_none, make_env, reasons, run_builder, run_validation, wait_for
 
 from jupyter_nbvalidation.backends.base import FAILED
 from jupyter_nbvalidation.k8s import objects as obj
@@ -20,7 +20,8 @@ from jupyter_nbvalidation.k8s.builders.base import BuildInputs
 from jupyter_nbvalidation.k8s.client import JOBS
 from jupyter_nbvalidation.k8s.images import Images, ImageSettings
 from jupyter_nbvalidation.k8s.registry import RegistryClient, RegistryError
-from jupyter_nbvalidation.model import Phase
+from jupyter_nbvalidation.model import NOTICE_REASONS, Phase, Reason
+from jupyter_nbvalidation.verdict_cache import ANNOTATION as VERDICT_KEY
 
 DIGEST = "sha256:" + "a" * 64
 LOG = logging.getLogger("test")
@@ -234,6 +235,117 @@ async def test_registry_back_after_a_retry_the_build_goes_ahead(kube_apiserver, 
         evs = [e for e in await events_of(admin, env.ns, uid) if e["reason"] == "BuildRetried"]
         assert evs and evs[0]["note"].startswith(f"The registry {reg.host} could not be reached"), evs
         assert "503" in evs[0]["note"], evs
+    finally:
+        await env.engine.stop()
+        await reg.stop()
+
+
+# -- what is off, said once per job and by /health (issue 19 point 5) -----------------------------
+
+TRANSITIONS = [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED, Reason.VALIDATION_STARTED,
+               Reason.VALIDATION_SUCCEEDED]
+
+
+async def _notices(admin, ns: str, uid: str) -> tuple[list[dict], list[str]]:
+    evs = await events_of(admin, ns, uid)
+    return [e for e in evs if e["reason"] in NOTICE_REASONS], [e["reason"] for e in evs
+                                                               if e["reason"] not in NOTICE_REASONS]
+
+
+@pytest.mark.asyncio
+async def test_a_plain_http_registry_without_registry_insecure_is_one_warning_per_job_and_in_health(
+        kube_apiserver, k8s_namespace, tmp_path, admin, aio_admin):
+    """kaniko is told the registry is plain HTTP (builder_args), the server is not: its lookups
+    over https fail, so the base image has no digest, nothing is reused and no verdict key is
+    written. One Warning ImageReuseOff per job says so (also across a server restart), /health
+    says so, and the job still gets its own verdict."""
+    reg = await Registry(200).start()
+    traits = dict(registry=f"{reg.host}/nbv", base_image=f"{reg.host}/nbv/base:1",
+                  builder_args=[f"--insecure-registry={reg.host}"])
+    env = make_env(kube_apiserver, k8s_namespace, tmp_path / "root", **traits)
+    write_notebook(env.root / "nb.ipynb", ["x = 1"])
+    await env.engine.start()
+    second = None
+    try:
+        job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+        name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+        assert VERDICT_KEY not in job["metadata"].get("annotations", {}), job["metadata"]
+        await wait_for(lambda: get_or_none(admin, JOBS.path(env.ns, obj.build_job_name(name))), what="the build")
+
+        async def noticed():
+            return (await _notices(admin, env.ns, uid))[0]
+
+        await wait_for(noticed, what="the ImageReuseOff event")
+        # another server takes over mid-build: the notice is not posted again (its name is fixed)
+        await env.engine.stop()
+        second = make_env(kube_apiserver, k8s_namespace, tmp_path / "root", **traits)
+        await second.engine.start()
+        await second.engine.wait_idle(10)
+        await run_builder(admin, aio_admin, env.ns, name)
+        await run_validation(admin, aio_admin, env.ns, name)
+        done = await second.terminal(name)
+        assert (done["status"]["phase"], done["status"]["reason"]) == (Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED)
+        notices, others = await _notices(admin, env.ns, uid)
+        assert others == TRANSITIONS, others
+        assert len(notices) == 1, notices
+        (n,) = notices
+        assert n["type"] == "Warning" and n["reason"] == "ImageReuseOff" and n["action"] == "Notice", n
+        assert n["note"].startswith("Image reuse and the verdict key are off for this job: the base image "
+                                    f"{reg.host}/nbv/base:1 has no digest"), n["note"]
+        assert "c.KubernetesBackend.registry_insecure" in n["note"], n["note"]
+        # the build ran FROM the tag (no digest), and nothing was reused
+        bj = await admin.request("GET", JOBS.path(env.ns, obj.build_job_name(name)))
+        args = bj["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert f"--insecure-registry={reg.host}" in args and "--insecure" not in args, args
+        health = await second.backend.health()
+        assert health["registryReachable"], health
+        assert not health["imageReuse"]["enabled"] and "registry_insecure" in health["imageReuse"]["reason"], health
+        assert not health["verdictKey"]["enabled"] and "plain HTTP" in health["verdictKey"]["reason"], health
+    finally:
+        await env.engine.stop()
+        if second is not None:
+            await second.engine.stop()
+        await reg.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_refused_reuse_lookup_is_a_warning_and_in_health_and_the_build_runs(
+        kube_apiserver, k8s_namespace, tmp_path, admin, aio_admin):
+    """The registry answers, but refuses an anonymous lookup (403): the build runs in full (not
+    retried: a refusal is not the registry away), one Warning names the refusal, /health too."""
+    reg = await Registry(403).start()
+    env = make_env(kube_apiserver, k8s_namespace, tmp_path / "root", registry=f"{reg.host}/nbv",
+                   registry_insecure=True, base_image=f"{reg.host}/nbv/base@{DIGEST}")
+    write_notebook(env.root / "nb.ipynb", ["x = 1"])
+    await env.engine.start()
+    try:
+        job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+        name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+        await run_builder(admin, aio_admin, env.ns, name)
+        await run_validation(admin, aio_admin, env.ns, name)
+        done = await env.terminal(name)
+        assert (done["status"]["phase"], done["status"]["reason"]) == (Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED)
+        assert not done["status"].get("buildRetries"), done["status"]
+        notices, others = await _notices(admin, env.ns, uid)
+        assert others == TRANSITIONS, others
+        assert len(notices) == 1 and notices[0]["type"] == "Warning", notices
+        note = notices[0]["note"]
+        assert note.startswith(f"Image reuse is off for this job: the registry refused the image-reuse lookup of "
+                               f"{reg.host}/nbv/env:"), note
+        assert "answered 403" in note, note
+        health = await env.backend.health()
+        assert health["registryReachable"], health
+        assert not health["imageReuse"]["enabled"] and "refused the image-reuse lookup" in \
+            health["imageReuse"]["reason"], health
+        # the registry lets the lookups in again: /health says reuse is back on
+        reg.status = 404
+        other = await env.submit(notebook={"path": "nb.ipynb"},
+                                 podConfig={"buildConfig": {"requirements": ["six==1.16.0"]}})
+        await wait_for(lambda: get_or_none(admin, JOBS.path(env.ns, obj.build_job_name(other["metadata"]["name"]))),
+                       what="the second build")
+        health = await env.backend.health()
+        assert health["imageReuse"] == {"enabled": True, "reason": None}, health
+        assert not (await _notices(admin, env.ns, other["metadata"]["uid"]))[0]
     finally:
         await env.engine.stop()
         await reg.stop()

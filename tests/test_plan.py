@@ -105,3 +105,35 @@ def test_both_backends_carry_out_the_same_plan(tmp_path: Path):
     assert "six==1.16.0" in first.requirements_txt and "six==1.17.0" in second.requirements_txt
     assert first.content_hash == again.content_hash != second.content_hash
     assert first.timeout_seconds == int(plan.build_timeout) == 300
+
+
+def _failed(name: str, message: str, index: int = 2) -> dict:
+    return {"reason": "CellExecutionFailed", "failedCellIndex": index,
+            "results": [{"cellIndex": index, "status": "Failure", "errorName": name, "errorMessage": message}]}
+
+
+def test_a_missing_relative_file_says_what_travelled():
+    from jupyter_nbvalidation.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION
+    from jupyter_nbvalidation.plan import missing_file_hint
+
+    job = {"metadata": {"annotations": {WORKDIR_ANNOTATION: "/srv/root/proj/a", ROOT_ANNOTATION: "/srv/root"}},
+           "spec": {"notebook": {"path": "proj/a/nb.ipynb"}}}
+    missing = _failed("FileNotFoundError", "[Errno 2] No such file or directory: 'data.csv'")
+    k8s = missing_file_hint(job, missing, folder_in_snapshot=True, input_files=3)
+    assert k8s is not None and "holds the notebook's folder (proj/a) and everything below it" in k8s, k8s
+    assert "(3 files)" in k8s and "'data.csv' was not among them" in k8s and "spec.inputFiles" in k8s, k8s
+    local = missing_file_hint(job, missing, folder_in_snapshot=False)
+    assert local is not None and "a copy of the notebook's folder (proj/a) made when the run started" in local, local
+    named = {**job, "spec": {**job["spec"], "inputFiles": ["*.txt", "sub/**"]}}
+    hint = missing_file_hint(named, missing, folder_in_snapshot=True, input_files=1)
+    assert hint is not None and "only the files spec.inputFiles named (*.txt, sub/**: 1 file," in hint, hint
+    assert "add 'data.csv' to inputFiles" in hint, hint
+    # the runner's termination summary (a Pod whose log could not be read) says it too
+    summary = {"failedCellIndex": 0, "error": {"name": "FileNotFoundError",
+                                               "message": "[Errno 2] No such file or directory: \"x/y.csv\""}}
+    assert "'x/y.csv'" in (missing_file_hint(job, summary, folder_in_snapshot=True) or "")
+    # no hint: an absolute path, another error, no failed cell
+    assert missing_file_hint(job, _failed("FileNotFoundError", "[Errno 2] No such file or directory: '/d.csv'"),
+                             folder_in_snapshot=True) is None
+    assert missing_file_hint(job, _failed("KeyError", "'data.csv'"), folder_in_snapshot=True) is None
+    assert missing_file_hint(job, {**missing, "failedCellIndex": None}, folder_in_snapshot=True) is None

@@ -82,3 +82,18 @@ def test_a_member_is_its_string_wherever_text_is_made(member) -> None:
 def test_the_phase_tables_hold_every_member() -> None:
     assert list(Phase.ORDER) == list(Phase) and Phase.TERMINAL == {"Succeeded", "Failed"}
     assert set(REASON_PHASE) == set(Reason) == set(REASON_ACTIONS)
+
+
+def test_every_event_reason_is_in_the_openapi_event_schema_and_the_readme() -> None:
+    """An event reason that is no transition (a retry, Queued, a notice) is documented where
+    clients look: the OpenAPI document's Event schema and the README."""
+    from jupyter_nbvalidation.model import NOTICE_REASONS, EventReason
+    from jupyter_nbvalidation.openapi import openapi_document
+
+    described = openapi_document("/nbvalidation/api/v1")["components"]["schemas"]["Event"]["properties"]["reason"][
+        "description"]
+    readme = (ROOT / "README.md").read_text()
+    for reason in EventReason:
+        assert reason.value in described, reason
+        assert f"`{reason.value}`" in readme, reason
+    assert NOTICE_REASONS <= {r.value for r in EventReason}

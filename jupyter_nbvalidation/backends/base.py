@@ -48,6 +48,16 @@ class Fault:
     transient: bool  # True: retried with backoff up to max_retries; False: the job ends at once
 
 
+@dataclass(frozen=True)
+class Notice:
+    """Something off for a job that is no failure (image reuse off, and why): the
+    engine posts it once per job as a Warning event with this ``reason``
+    (vocabulary.NOTICE_REASONS) and ``note``; no status change, no transition."""
+
+    reason: str
+    note: str
+
+
 @dataclass
 class Observation:
     """The state of a build or a validation run, as the backend sees it."""
@@ -62,6 +72,7 @@ class Observation:
     result: RunnerResult | None = None  # validation: the runner's result document
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. reused, progress, progressPoll
     fault: Fault | None = None  # FAILED only: not the notebook's failure (see Fault)
+    notices: list[Notice] = field(default_factory=list)  # posted once per job (see Notice)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ Finished children are kept (evidence) until the job is deleted.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Callable
 
@@ -447,15 +448,16 @@ class KubernetesBackend(Backend):
         await self.images.inputs(job, plan)  # once per job: what every builder builds from
         strategy = self.build_strategy(job)
         builder = self.builders[strategy]
+        obs = None
         if not self.images.checked(uid) and not await builder.started(job):
-            waiting = await self.images.before_build(job, strategy)
-            if waiting is not None:
-                return waiting
-        self.images.building(uid)
-        obs = await builder.ensure(job)
-        if obs.state != RUNNING:
-            self.images.release(uid)
-        return obs
+            obs = await self.images.before_build(job, strategy)
+        if obs is None:
+            self.images.building(uid)
+            obs = await builder.ensure(job)
+            if obs.state != RUNNING:
+                self.images.release(uid, obs, job["metadata"]["name"])
+        notice = self.images.notice(uid)  # image reuse off for this job, and why: the engine posts it once
+        return obs if notice is None else dataclasses.replace(obs, notices=[*obs.notices, notice])
 
     async def cancel_build(self, job: dict) -> None:
         await self.builders[self.build_strategy(job)].cancel(job)

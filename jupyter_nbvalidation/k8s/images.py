@@ -7,14 +7,17 @@ one build that pushes it, then reuse it)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
+from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Notice, Observation
 from ..errors import TemporaryFailure
-from ..model import isotime
+from ..model import isotime, parse_time
 from ..plan import ValidationPlan
+from ..vocabulary import EventReason
 from . import objects as obj
 from .builders.base import BuildInputs, strip_tag
 from .registry import RegistryClient, RegistryError, parse_reference
@@ -22,6 +25,7 @@ from .registry import RegistryClient, RegistryError, parse_reference
 BASE_DIGEST_TTL = 60.0  # seconds a resolved base-image digest is used before asking again
 PROBE_TTL = 5.0  # seconds /health's registry probe is reused
 ENV_REPOSITORY = "env"  # built images: <registry>/env:<content hash>
+FAILED_BUILDS_KEPT = 256  # builds that failed for good, remembered for the jobs that waited on them
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,11 @@ class Images:
         self._base_probe: dict[str, tuple[float, str | None, str]] = {}  # /health's base digest, per PROBE_TTL
         self._transient_bases: set[str] = set()  # base images whose last digest lookup failed transiently
         self._unreachable: dict[str, str] = {}  # job uid -> why its base digest could not be read (transient)
+        self._off: dict[str, str] = {}  # job uid -> why image reuse (and the verdict key) are off for it
+        self._refused: str | None = None  # the last reuse lookup the registry refused (none answered since)
+        # destination -> (time.time() it failed, the job whose build it was, its observation): a build
+        # that failed for good (not a fault), shared by the jobs of that image submitted before it failed
+        self._failed: dict[str, tuple[float, str, Observation]] = {}
 
     def _plain_http_hosts(self) -> set[str]:
         s = self.settings
@@ -97,6 +106,7 @@ class Images:
         self._inputs.pop(uid, None)
         self._reuse_checked.discard(uid)
         self._unreachable.pop(uid, None)
+        self._off.pop(uid, None)
         self.release(uid)
 
     async def base_digest(self, image: str) -> tuple[str | None, str]:
@@ -141,6 +151,10 @@ class Images:
                 parse_reference(base).api_host == parse_reference(f"{s.registry}/x").api_host:
             # the base image on the registry builds push to: a build now would fail there too
             self._unreachable[uid] = r.problem
+        elif not r.digest and r.destination:
+            self._off[uid] = (f"Image reuse and the verdict key are off for this job: the base image {base} has no "
+                              f"digest ({r.problem or 'its registry did not say'}); it is built FROM the tag (which "
+                              "may move), never reused, and its verdict is not cached.")
         inputs = BuildInputs(dockerfile=r.dockerfile, requirements_txt=r.requirements_txt,
                              destination=r.destination, base_image=r.base_image, content_hash=r.tag,
                              timeout_seconds=int(plan.build_timeout), context=r.context,
@@ -191,11 +205,12 @@ class Images:
             self.log.info("nbvalidation: the digest of %s could not be read: %s", image, e)
             return None
 
-    async def reused(self, inputs: BuildInputs, strategy: str) -> Observation | None:
+    async def reused(self, inputs: BuildInputs, strategy: str, uid: str | None = None) -> Observation | None:
         """The image of the same content, when the registry has it already; a
         transient Fault (engine retry) when the registry cannot be reached (no
         connection, timeout, 5xx, 429): a full build then would fail at its push
-        for the same cause. A refusal (401/403) builds, as without reuse."""
+        for the same cause. A refusal (401/403, TLS refused) builds, as without
+        reuse, and is the job's notice (``notice(uid)``) and /health's."""
         try:
             digest = await self.registry_client.digest(inputs.destination)
         except RegistryError as e:
@@ -203,7 +218,12 @@ class Images:
                 return registry_fault(e, inputs.destination, strategy)
             self.log.warning("nbvalidation: reuse check for %s failed (building without reuse): %s",
                              inputs.destination, e)
+            self._refused = f"the registry refused the image-reuse lookup of {inputs.destination} ({e})"
+            if uid is not None:
+                self._off[uid] = (f"Image reuse is off for this job: {self._refused}; it is built in full, and "
+                                  "the verdict cache cannot confirm the image either, so its verdict is not reused.")
             return None
+        self._refused = None
         if digest is None:
             return None
         repository = inputs.destination.rsplit(":", 1)[0]
@@ -247,12 +267,20 @@ class Images:
         if digest is None:
             off.append(f"the base image {base_image} has no digest: {why}" if why else
                        f"the base image {base_image} has no digest")
+        if self._refused and not plain:  # plain HTTP says why already
+            off.append(self._refused)
         reuse_reason = None if s.image_reuse else "image reuse is turned off (c.KubernetesBackend.image_reuse)"
         reasons = [r for r in off if r]
         return {"registryReachable": problem is None, "registryProblem": problem,
                 "imageReuse": {"enabled": not reasons and reuse_reason is None,
                                "reason": "; ".join(reasons) or reuse_reason},
                 "verdictKey": {"enabled": not reasons, "reason": "; ".join(reasons) or None}}
+
+    def notice(self, uid: str) -> Notice | None:
+        """What is off for the job ``uid`` (a Warning event, once): image reuse and
+        the verdict key, and why; None when nothing is."""
+        why = self._off.get(uid)
+        return None if why is None else Notice(EventReason.IMAGE_REUSE_OFF, why)
 
     def checked(self, uid: str) -> bool:
         """Whether the reuse decision of ``uid`` was taken (its own build may run)."""
@@ -269,9 +297,12 @@ class Images:
             host = parse_reference(self._base_image(job)).api_host
             return Observation(FAILED, strategy=strategy, message=problem, fault=Fault(
                 f"The registry {host} could not be reached for the base image's digest: {problem}", transient=True))
+        shared = self._shared_failure(inputs.destination, job)
+        if shared is not None:
+            return shared
         if not inputs.reusable:
             return None
-        reused = await self.reused(inputs, strategy)
+        reused = await self.reused(inputs, strategy, uid)
         if reused is not None:
             return reused
         owner = self._tag_builder.get(inputs.destination)
@@ -286,8 +317,35 @@ class Images:
     def building(self, uid: str) -> None:
         self._reuse_checked.add(uid)
 
-    def release(self, uid: str) -> None:
-        """The build of ``uid`` is over: the jobs waiting for the same image look again."""
+    def _shared_failure(self, destination: str, job: dict) -> Observation | None:
+        """The build of the same image (``destination``) that failed for good after
+        ``job`` was submitted: the job waited for it (for that build, or queued for a
+        build slot), so it gets that failure without building again. A job submitted
+        after the failure builds anew (a failure is never cached: the index may have
+        changed since)."""
+        kept = self._failed.get(destination) if destination else None
+        if kept is None:
+            return None
+        failed_at, builder, obs = kept
+        submitted = parse_time(job["metadata"].get("creationTimestamp"))
+        # creationTimestamp is in whole seconds: shared only when that second ended before the failure
+        if submitted is None or submitted.timestamp() + 1 > failed_at:
+            return None
+        return dataclasses.replace(obs, extra=dict(obs.extra), notices=[], message=(
+            f"{obs.message} (the build of this image for job {builder}, which failed while this job waited for "
+            "it; not built again)"))
+
+    def release(self, uid: str, outcome: Observation | None = None, name: str = "") -> None:
+        """The build of job ``uid`` (``name``) is over (``outcome``: how it ended): the
+        jobs waiting for the same image look again; a build that failed for good is
+        kept for the jobs of the same image submitted before it failed."""
+        inputs = self._inputs.get(uid)
+        if outcome is not None and outcome.state == FAILED and outcome.fault is None and inputs is not None \
+                and inputs.destination:
+            self._failed.pop(inputs.destination, None)
+            self._failed[inputs.destination] = (time.time(), name or uid, outcome)
+            while len(self._failed) > FAILED_BUILDS_KEPT:
+                del self._failed[next(iter(self._failed))]
         for dest, owner in list(self._tag_builder.items()):
             if owner == uid:
                 del self._tag_builder[dest]

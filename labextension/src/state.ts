@@ -6,7 +6,7 @@
 import { isTerminal, phaseRank } from './phases';
 import { parseTime } from './format';
 import type { IJob, IJobEvent, ILiveJobEvent } from './types';
-import { RETRY_REASONS } from './vocabulary';
+import { NOTICE_REASONS, RETRY_REASONS } from './vocabulary';
 
 export type Scope = 'notebook' | 'all';
 
@@ -222,7 +222,8 @@ export interface ILiveMerge {
  * triggers return: the known job's phase, reason and message move forward and
  * the transition is appended to status.transitions so the timeline shows it.
  * A retry event (ValidationRetried, BuildRetried) is no transition: it changes
- * nothing here (the GETs it triggers bring the retry counters and message).
+ * nothing here (the GETs it triggers bring the retry counters and message);
+ * nor does a notice (ImageReuseOff), which changes no status.
  */
 export function applyLiveEvent(state: IPanelState, ev: ILiveJobEvent): ILiveMerge {
   const idx = state.jobs.findIndex(j => j.metadata.name === ev.name);
@@ -231,7 +232,10 @@ export function applyLiveEvent(state: IPanelState, ev: ILiveJobEvent): ILiveMerg
   if (idx < 0) {
     return { state, known: false, relevant: matchesScope };
   }
-  if (ev.reason !== undefined && RETRY_REASONS.includes(ev.reason)) {
+  if (
+    ev.reason !== undefined &&
+    (RETRY_REASONS.includes(ev.reason) || NOTICE_REASONS.includes(ev.reason))
+  ) {
     return { state, known: true, relevant: true };
   }
   const job = state.jobs[idx];

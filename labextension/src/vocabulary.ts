@@ -61,5 +61,10 @@ export const RETRY_REASONS: readonly string[] = [
   'BuildRetried'
 ];
 
+/** Warning events that say what is off for a job (model.NOTICE_REASONS): no transition, no status change. */
+export const NOTICE_REASONS: readonly string[] = [
+  'ImageReuseOff'
+];
+
 /** status.reason of a job waiting for a build or validation slot (model.EventReason.QUEUED). */
 export const QUEUED_REASON = 'Queued';

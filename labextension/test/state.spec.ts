@@ -175,6 +175,24 @@ describe('merging a live event', () => {
     expect(j.status?.transitions).toHaveLength(2);
   });
 
+  it('takes a notice (ImageReuseOff) for no transition and no status change', () => {
+    const s = mergeJobs(initialState('all'), [a1, a2], 'all');
+    const before = s.jobs.find(x => x.metadata.name === 'a-2')!;
+    const r = applyLiveEvent(s, {
+      name: 'a-2',
+      phase: 'ValidationRunning',
+      reason: 'ImageReuseOff',
+      message: 'Image reuse and the verdict cache are off for this job: ...',
+      type: 'Warning',
+      time: at(22)
+    });
+    expect(r).toMatchObject({ known: true, relevant: true });
+    const j = r.state.jobs.find(x => x.metadata.name === 'a-2')!;
+    expect(j.status?.reason).toBe(before.status?.reason);
+    expect(j.status?.message).toBe(before.status?.message);
+    expect(j.status?.transitions).toHaveLength(2);
+  });
+
   it('ignores a stale event for an earlier phase and never leaves a terminal phase', () => {
     let s = mergeJobs(initialState('all'), [a1, a2], 'all');
     let r = applyLiveEvent(s, { name: 'a-2', phase: 'Initializing', time: at(20) });
