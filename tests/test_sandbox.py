@@ -77,6 +77,35 @@ CAN = {  # name: the cell asserting the kernel can read it (both modes)
         "assert os.path.islink('outside.txt'), os.listdir('.')\n"
         "assert open('outside.txt').read() == 'outside the root\\n'\n"
         "assert open('data-link/x.csv').read() == 'a,b\\n1,2\\n'"),
+    # what ordinary notebooks do that touches a hidden path or the machine: scratch files in
+    # /tmp, /var/tmp, /dev/shm and TMPDIR, HOME, processes with semaphores and shared memory
+    # (/dev/shm), time zones and the locale, their own folder written and read again
+    "ordinary-machine": (
+        "import locale, multiprocessing, tempfile, zoneinfo, datetime, pathlib\n"
+        "from multiprocessing import shared_memory\n"
+        "for d in ('/tmp', '/var/tmp', '/dev/shm', tempfile.gettempdir(), os.path.expanduser('~')):\n"
+        "    p = os.path.join(d, 'nbv-scratch.bin')\n"
+        "    open(p, 'wb').write(b'x' * 100000)\n"
+        "    assert os.path.getsize(p) == 100000, p\n"
+        "    os.remove(p)\n"
+        "with tempfile.TemporaryDirectory() as t:\n"
+        "    pathlib.Path(t, 'a.txt').write_text('a')\n"
+        "os.makedirs(os.path.expanduser('~/.cache/some-lib'), exist_ok=True)\n"
+        "for method in ('fork', 'spawn'):\n"
+        "    ctx = multiprocessing.get_context(method)\n"
+        "    lock = ctx.Lock()\n"
+        "    with ctx.Pool(2) as pool:\n"
+        "        assert pool.map(abs, [-1, -2, 3]) == [1, 2, 3]\n"
+        "shm = shared_memory.SharedMemory(create=True, size=4096)\n"
+        "shm.buf[0] = 7\n"
+        "other = shared_memory.SharedMemory(name=shm.name)\n"
+        "assert other.buf[0] == 7\n"
+        "other.close(); shm.close(); shm.unlink()\n"
+        "ny = datetime.datetime(2026, 7, 1, 12, tzinfo=zoneinfo.ZoneInfo('America/New_York'))\n"
+        "assert ny.utcoffset() == datetime.timedelta(hours=-4), ny.utcoffset()\n"
+        "locale.setlocale(locale.LC_ALL, 'C.UTF-8')\n"
+        "open('written-here.txt', 'w').write('mine')\n"
+        "assert open('written-here.txt').read() == 'mine' and 'written-here.txt' in os.listdir('.')"),
 }
 
 
