@@ -54,6 +54,10 @@ def _notebook(root: Path, rel: str, sources: list[str]) -> str:
     return rel
 
 
+# the file fills the notebook's working directory: its attempt's copy of its folder, in the
+# data dir's jobs/ (the small disk); the kernel reaches it also in the sandbox (runner/sandbox.py),
+# where the rest of the data dir (and /tmp) is hidden: an absolute path into jobs/ would be
+# written to the sandbox's own /tmp, not to the small disk
 FILL = """import os
 path = {path!r}
 try:
@@ -71,7 +75,7 @@ async def test_disk_full_in_a_cell_that_leaves_it_full_is_infrastructure(tmp_pat
     env = Env(tmp_path)
     await env.engine.start()
     try:
-        nb = _notebook(env.root, "full.ipynb", ["print('before')", FILL.format(path=str(small_disk / "filler"),
+        nb = _notebook(env.root, "full.ipynb", ["print('before')", FILL.format(path="filler",
                                                                                 after="pass")])
         job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
         st = job["status"]
@@ -95,7 +99,7 @@ async def test_disk_full_error_of_the_failing_cell_is_infrastructure(tmp_path, s
     env = Env(tmp_path)
     await env.engine.start()
     try:
-        nb = _notebook(env.root, "freed.ipynb", [FILL.format(path=str(small_disk / "filler"),
+        nb = _notebook(env.root, "freed.ipynb", [FILL.format(path="filler",
                                                               after="os.remove(path)")])
         job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
         st = job["status"]
@@ -211,14 +215,15 @@ async def test_a_runner_killed_by_sigkill_is_infrastructure(tmp_path):
 async def test_an_infrastructure_failed_newest_job_is_never_unchanged(tmp_path, small_disk):
     """The verdict cache: the newest finished job with the key decides, and a job that
     ended InfrastructureFailed is no success: `run` validates again. The notebook fills
-    the disk only while a file outside its folder (not in the key) says so."""
-    fill_now = tmp_path / "fill-now"
+    the disk only while a file outside its folder (not in the key) says so: in the root, which
+    the kernel sees also in the sandbox (runner/sandbox.py hides /tmp outside it)."""
     env = Env(tmp_path)
+    fill_now = env.root / "fill-now"
     await env.engine.start()
     try:
         source = f"import os\nif os.path.exists({str(fill_now)!r}):\n" + "\n".join(
-            "    " + ln for ln in FILL.format(path=str(small_disk / "filler"), after="os.remove(path)").splitlines())
-        nb = _notebook(env.root, "cached.ipynb", [source])
+            "    " + ln for ln in FILL.format(path="filler", after="os.remove(path)").splitlines())
+        nb = _notebook(env.root, "nbs/cached.ipynb", [source])
         spec = {"notebook": {"path": nb}, "podConfig": NO_BUILD}
         first = await env.run(**spec)
         assert first["status"]["phase"] == Phase.SUCCEEDED, first["status"]["message"]
@@ -255,7 +260,7 @@ def test_disk_full_through_run_and_pytest_is_an_error_exit_3_and_junit_error(tmp
     mount_tmpfs(jobs)
     request.addfinalizer(lambda: subprocess.run(["umount", "-l", str(jobs)], check=False))
     nbs = tmp_path / "nbs"
-    write_notebook(nbs / "full.ipynb", [FILL.format(path=str(jobs / "filler"), after="os.remove(path)")])
+    write_notebook(nbs / "full.ipynb", [FILL.format(path="filler", after="os.remove(path)")])
     jupyter = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
     def run(*args: str) -> subprocess.CompletedProcess:

