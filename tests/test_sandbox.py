@@ -159,6 +159,15 @@ def layout(tmp_path, monkeypatch):
     return home_secret
 
 
+def detected_health(client, timeout: float = 120) -> dict:
+    """The server's /health once it has detected the sandbox (its field is null until then)."""
+    deadline = time.monotonic() + timeout
+    while not (health := client.request("GET", "health")).get("sandbox"):
+        assert time.monotonic() < deadline, health
+        time.sleep(0.3)
+    return health
+
+
 @pytest.mark.parametrize("mode", ["auto", "off"])
 def test_what_the_kernel_can_and_cannot_read(tmp_path, layout, mode):
     # auto is the default: given as no option at all, so the test holds the default to it
@@ -166,10 +175,7 @@ def test_what_the_kernel_can_and_cannot_read(tmp_path, layout, mode):
     try:
         server.start()
         client = server.client()
-        deadline = time.monotonic() + 120
-        while not (health := client.request("GET", "health")).get("sandbox"):  # null until detected
-            assert time.monotonic() < deadline, health
-            time.sleep(0.3)
+        health = detected_health(client)
         sandbox = health["sandbox"]
         doc = client.request("GET", "openapi.json")  # the field as its schema says
         schema = doc["paths"]["/health"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
@@ -305,10 +311,7 @@ def test_a_notebook_cannot_rewrite_another_jobs_verdict(tmp_path, monkeypatch, s
     try:
         server.start()
         client = server.client()
-        deadline = time.monotonic() + 120
-        while not (health := client.request("GET", "health")).get("sandbox"):  # null until detected
-            assert time.monotonic() < deadline, health
-            time.sleep(0.3)
+        health = detected_health(client)
         if settings == "default":
             assert health["sandbox"]["mode"] == "auto" and health["sandbox"]["enabled"] is True, health
         else:
