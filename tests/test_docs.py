@@ -34,6 +34,30 @@ def test_every_trait_is_documented():
     assert not missing, f"README lacks: {missing}"
 
 
+def _spec_table_rows() -> set[str]:
+    """The field names the README's "spec field" table documents: each row's first column
+    names one or more fields (`a` / `b`, `a`, `b`); a name without a dot after `a.b` is its sibling."""
+    table = README[README.index("| spec field | meaning |"):]
+    table = table[:table.index("\n\n")]
+    names: set[str] = set()
+    for row in table.splitlines()[2:]:
+        last = ""
+        for name in re.findall(r"`([A-Za-z.]+)`", row.split("|")[1]):
+            if "." not in name and "." in last:
+                name = last.rsplit(".", 1)[0] + "." + name
+            names.add(name)
+            last = name
+    return names
+
+
+def test_every_spec_field_is_in_the_readmes_table_and_nothing_else_is():
+    from jupyter_nbvalidation.spec_table import leaf_paths
+
+    documented, fields = _spec_table_rows(), leaf_paths()
+    assert not fields - documented, f"the README's spec field table lacks {sorted(fields - documented)}"
+    assert not documented - fields, f"the README's spec field table names what is no field: {sorted(documented - fields)}"
+
+
 def test_readme_opens_with_the_two_commands_and_ci_runs_the_second():
     first_block = re.search(r"```bash\n(.*?)```", README, re.S).group(1)
     commands = [ln for ln in first_block.splitlines() if ln.strip() and not ln.startswith("#")]
