@@ -18,6 +18,7 @@ subprocess with ``backend = "kubernetes"`` configured from ``.cluster/env``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -25,7 +26,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, AsyncIterator
 
 import pytest
 
@@ -100,6 +102,38 @@ class Cluster:
                "KubernetesBackend": kb}
         cfg.update(traits)
         return cfg
+
+    def backend(self, namespace: str, registry: str, **traits: Any):
+        """A KubernetesBackend on this cluster (in this process), pushing under ``registry``."""
+        from jupyter_nbvalidation.k8s.backend import KubernetesBackend
+
+        return KubernetesBackend(namespace=namespace, kubeconfig=self.kubeconfig, registry=registry,
+                                 base_image=self.env["NBV_BASE_IMAGE"], builder_image=self.env["NBV_BUILDER_IMAGE"],
+                                 builder_args=json.loads(self.env["NBV_BUILDER_ARGS"]),
+                                 run_as_user=int(self.env.get("NBV_RUN_AS_USER", "1000")), **traits)
+
+    @contextlib.asynccontextmanager
+    async def engine(self, root: Path, registry: str, namespace: str | None = None, log: Any = None,
+                     engine: dict[str, Any] | None = None, **traits: Any) -> AsyncIterator[SimpleNamespace]:
+        """An engine + KubernetesBackend + JobService in this process on ``root`` (made), in
+        ``namespace`` (a fresh one by default), with an admin client ``kube`` beside it;
+        stopped on exit. ``engine``: the Engine's keyword arguments, ``traits`` the backend's."""
+        from jupyter_nbvalidation.engine import Engine
+        from jupyter_nbvalidation.k8s.client import connect
+        from jupyter_nbvalidation.service import JobService
+
+        ns = namespace or self.namespace()
+        backend = self.backend(ns, registry, **traits)
+        eng = Engine(backend, log=log, **{"resync_period": 3600, **(engine or {})})
+        root.mkdir(parents=True, exist_ok=True)
+        kube = await connect(self.kubeconfig)
+        await eng.start()
+        try:
+            yield SimpleNamespace(ns=ns, backend=backend, engine=eng, service=JobService(eng, backend, str(root)),
+                                  root=root, kube=kube)
+        finally:
+            await eng.stop()
+            await kube.close()
 
     def server(self, tmp_path: Path, namespace: str, name: str = "server", **traits: Any):
         """A real `jupyter server` process (not started) with the kubernetes backend on this cluster."""

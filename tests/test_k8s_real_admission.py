@@ -10,7 +10,6 @@ Run: ``.venv/bin/python -m pytest tests/test_k8s_real_admission.py`` (cluster up
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -20,11 +19,7 @@ import pytest
 import pytest_asyncio
 from helpers import write_notebook
 
-from jupyter_nbvalidation.engine import Engine
-from jupyter_nbvalidation.k8s.backend import KubernetesBackend
-from jupyter_nbvalidation.k8s.client import connect
 from jupyter_nbvalidation.model import REASON_PHASE, Phase, Reason
-from jupyter_nbvalidation.service import JobService
 
 pytestmark = pytest.mark.cluster
 
@@ -38,25 +33,10 @@ JOBS = int(os.environ.get("NBV_ADMISSION_JOBS", "30"))
 
 @pytest_asyncio.fixture
 async def real(real_cluster, tmp_path):
-    ns = real_cluster.namespace()
-    backend = KubernetesBackend(namespace=ns, kubeconfig=real_cluster.kubeconfig,
-                                registry=f"{real_cluster.env['NBV_REGISTRY']}/a{RUN_ID}",
-                                base_image=real_cluster.env["NBV_BASE_IMAGE"],
-                                builder_image=real_cluster.env["NBV_BUILDER_IMAGE"],
-                                builder_args=json.loads(real_cluster.env["NBV_BUILDER_ARGS"]),
-                                run_as_user=int(real_cluster.env.get("NBV_RUN_AS_USER", "1000")))
-    engine = Engine(backend, log=LOG, resync_period=3600, max_concurrent_builds=BUILDS,
-                    max_concurrent_validations=VALIDATIONS)
-    root = tmp_path / "root"
-    root.mkdir()
-    service = JobService(engine, backend, str(root))
-    kube = await connect(real_cluster.kubeconfig)
-    await engine.start()
-    env = type("Real", (), {})()
-    env.ns, env.backend, env.engine, env.service, env.root, env.kube = ns, backend, engine, service, root, kube
-    yield env
-    await engine.stop()
-    await kube.close()
+    async with real_cluster.engine(tmp_path / "root", f"{real_cluster.env['NBV_REGISTRY']}/a{RUN_ID}", log=LOG,
+                                   engine={"max_concurrent_builds": BUILDS,
+                                           "max_concurrent_validations": VALIDATIONS}) as env:
+        yield env
 
 
 async def _running_pods(env) -> int:

@@ -21,6 +21,7 @@ Run: ``bash tools/cluster/up.sh && .venv/bin/python -m pytest tests/test_k8s_rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import subprocess
@@ -33,12 +34,9 @@ import pytest
 import pytest_asyncio
 from helpers import write_notebook
 
-from jupyter_nbvalidation.engine import Engine
 from jupyter_nbvalidation.k8s import objects as obj
-from jupyter_nbvalidation.k8s.backend import KubernetesBackend
-from jupyter_nbvalidation.k8s.client import JOBS, KubeApiError, connect
+from jupyter_nbvalidation.k8s.client import JOBS, KubeApiError
 from jupyter_nbvalidation.model import Phase, Reason
-from jupyter_nbvalidation.service import JobService
 
 pytestmark = pytest.mark.cluster
 
@@ -94,25 +92,13 @@ class Registry:
 async def real(real_cluster, tmp_path) -> AsyncIterator[object]:
     registry = Registry(real_cluster.env["NBV_REGISTRY_HOST"])
     ns = real_cluster.namespace()
-    kube = await connect(real_cluster.kubeconfig)
-    envs: list[Engine] = []
+    stack = contextlib.AsyncExitStack()
 
     async def start(max_retries: int, retry_backoff: float):
-        backend = KubernetesBackend(namespace=ns, kubeconfig=real_cluster.kubeconfig,
-                                    registry=f"{real_cluster.env['NBV_REGISTRY']}/g{RUN_ID}",
-                                    base_image=real_cluster.env["NBV_BASE_IMAGE"],
-                                    builder_image=real_cluster.env["NBV_BUILDER_IMAGE"],
-                                    builder_args=json.loads(real_cluster.env["NBV_BUILDER_ARGS"]),
-                                    registry_insecure=True, registry_timeout=5.0,
-                                    run_as_user=int(real_cluster.env.get("NBV_RUN_AS_USER", "1000")))
-        engine = Engine(backend, log=LOG, resync_period=3600, max_retries=max_retries, retry_backoff=retry_backoff)
-        root = tmp_path / "root"
-        root.mkdir(exist_ok=True)
-        await engine.start()
-        envs.append(engine)
-        env = type("Real", (), {})()
-        env.ns, env.backend, env.engine, env.root, env.kube = ns, backend, engine, root, kube
-        env.service = JobService(engine, backend, str(root))
+        env = await stack.enter_async_context(real_cluster.engine(
+            tmp_path / "root", f"{real_cluster.env['NBV_REGISTRY']}/g{RUN_ID}", namespace=ns, log=LOG,
+            engine={"max_retries": max_retries, "retry_backoff": retry_backoff},
+            registry_insecure=True, registry_timeout=5.0))
         env.registry = registry
         return env
 
@@ -120,9 +106,7 @@ async def real(real_cluster, tmp_path) -> AsyncIterator[object]:
         yield start
     finally:
         await registry.unblock()  # whatever happened: the next tests need the registry
-        for engine in envs:
-            await engine.stop()
-        await kube.close()
+        await stack.aclose()
 
 
 async def events_of(env, job: dict) -> list[dict]:

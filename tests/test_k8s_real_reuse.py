@@ -22,13 +22,10 @@ import pytest
 import pytest_asyncio
 from helpers import write_notebook
 
-from jupyter_nbvalidation.engine import Engine
 from jupyter_nbvalidation.k8s import objects as obj
-from jupyter_nbvalidation.k8s.backend import KubernetesBackend
-from jupyter_nbvalidation.k8s.client import JOBS, KubeApiError, connect
+from jupyter_nbvalidation.k8s.client import JOBS, KubeApiError
 from jupyter_nbvalidation.model import Phase, Reason, build_attempt
 from jupyter_nbvalidation.vocabulary import RETRY_REASONS
-from jupyter_nbvalidation.service import JobService
 
 pytestmark = pytest.mark.cluster
 
@@ -45,23 +42,8 @@ def run_registry(real_cluster) -> str:
 
 @pytest_asyncio.fixture
 async def real(real_cluster, run_registry, tmp_path):
-    ns = real_cluster.namespace()
-    backend = KubernetesBackend(namespace=ns, kubeconfig=real_cluster.kubeconfig, registry=run_registry,
-                                base_image=real_cluster.env["NBV_BASE_IMAGE"],
-                                builder_image=real_cluster.env["NBV_BUILDER_IMAGE"],
-                                builder_args=json.loads(real_cluster.env["NBV_BUILDER_ARGS"]),
-                                run_as_user=int(real_cluster.env.get("NBV_RUN_AS_USER", "1000")))
-    engine = Engine(backend, log=LOG, resync_period=3600)
-    root = tmp_path / "root"
-    root.mkdir()
-    service = JobService(engine, backend, str(root))
-    kube = await connect(real_cluster.kubeconfig)
-    await engine.start()
-    env = type("Real", (), {})()
-    env.ns, env.backend, env.engine, env.service, env.root, env.kube = ns, backend, engine, service, root, kube
-    yield env
-    await engine.stop()
-    await kube.close()
+    async with real_cluster.engine(tmp_path / "root", run_registry, log=LOG) as env:
+        yield env
 
 
 async def verdict(env, name: str, timeout: float) -> dict:
