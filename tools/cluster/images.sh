@@ -3,7 +3,9 @@
 #   pause   registry.k8s.io/pause:3.10          a static Go program (pause/main.go)
 #   kaniko  nbv.local/kaniko-executor:v1.24.0   the executor of tools/testbin/build-node.sh
 #   venvs   nbv.local/base:venvs                Debian minbase + python3 + two venvs:
-#           /opt/nbv-kernel (empty: the kernel's interpreter) and /opt/nbv-runner (nbclient,
+#           /opt/nbv-kernel (the kernel's interpreter, with ipykernel and its dependencies only, as
+#           in a Jupyter base image: a build's `pip install` finds the kernel there and adds the
+#           notebook's requirements) and /opt/nbv-runner (nbclient,
 #           nbformat); the host's CA bundle and pip settings, so pip in a Pod reaches the
 #           package index as the host does. runner-image.sh layers the checkout's package on it.
 # Each image is an OCI layout tag in $CACHE/oci plus a docker-archive in $CACHE/tars for
@@ -94,6 +96,9 @@ build_venvs() {
   chroot "$r" env -i PATH=/usr/bin:/bin HOME=/root /opt/nbv-runner/bin/python -m pip install -q --no-cache-dir nbclient nbformat \
     || die "pip install nbclient nbformat into the image's runner venv failed"
   chroot "$r" /opt/nbv-runner/bin/python -c 'import nbclient, nbformat'
+  chroot "$r" env -i PATH=/usr/bin:/bin HOME=/root /opt/nbv-kernel/bin/python -m pip install -q --no-cache-dir ipykernel \
+    || die "pip install ipykernel into the image's kernel venv failed"
+  chroot "$r" /opt/nbv-kernel/bin/python -c 'import ipykernel_launcher'
   : > "$r/etc/resolv.conf"
   rm -rf "$r"/var/cache/apt/archives/*.deb "$r"/var/lib/apt/lists/* "$r"/var/log/* "$r"/root/.cache
   find "$r/dev" -mindepth 1 -delete 2>/dev/null || true
