@@ -76,9 +76,30 @@ SLOW_TESTS = {
 }
 
 
+# What a test needs of Kubernetes, marked from what it uses (not by hand): `cluster`, the real
+# node (tools/cluster/up.sh); `k8s`, the kube-apiserver + etcd harness (tools/testbin/build.sh).
+# tools/setup-and-test.sh runs `-m "not k8s and not cluster"` while the Go builds run, with
+# NBV_TESTBIN on an empty folder, so a test that needs the binaries and is not marked fails there.
+HARNESS_FIXTURES = {"kube_apiserver", "k8s_namespace", "admin", "aio_admin"}
+
+
+def kubernetes_marker_of(item, module: str) -> str | None:
+    names = set(getattr(item, "fixturenames", ()))
+    if module.startswith("test_k8s_real_") or "real_cluster" in names:
+        return "cluster"
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if (module.startswith("test_k8s_") or names & HARNESS_FIXTURES
+            or any(v == "kubernetes" for v in params.values())):
+        return "k8s"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        marker = kubernetes_marker_of(item, module)
+        if marker:
+            item.add_marker(getattr(pytest.mark, marker))
         group = xdist_group_of(module)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))

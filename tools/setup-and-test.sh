@@ -1,24 +1,86 @@
 #!/usr/bin/env bash
 # Install everything the tests need, from nothing, then run the whole suite.
 #   bash tools/setup-and-test.sh            (what .ci/run runs)
+#   bash tools/setup-and-test.sh ARGS...    set up as below, then one `pytest ARGS...` (cluster up)
 # Needs: python3 (>= 3.10), node 20 + npm, go (>= 1.26) for the Kubernetes
 # test binaries, root, and apt-get for Chromium and the real cluster's Debian parts.
-# The real single-node cluster (tools/cluster/up.sh) comes up before pytest and is torn down
-# (tools/cluster/down.sh, which fails when anything is left on the host) when this script exits.
+#
+# Two lanes, so that the cold Go builds (most of a cold run's fixed cost) overlap the tests that
+# do not need them:
+#   lane K (background): the Go builds of the Kubernetes binaries -> the fresh-host test of the
+#           cluster harness -> tools/cluster/up.sh -> pytest -m cluster (the real-node tests, one
+#           after another: they share the one node and its registry)
+#   lane L (foreground): Chromium, the venv -> pytest -m "not k8s and not cluster" (-n 2; with
+#           NBV_TESTBIN on an empty folder, so a test that needs the binaries and is not marked
+#           fails) -> pytest -m k8s (the kube-apiserver + etcd harness; once the Go builds are done)
+#           -> lint (ruff, mypy, eslint, prettier) and jest
+# The markers come from what a test uses (tests/conftest.py kubernetes_marker_of). Every part runs;
+# the run fails when any part fails. The cluster is torn down (tools/cluster/down.sh, which fails
+# when anything is left on the host) when this script exits. The 30 slowest tests of each pytest
+# run are printed at its end, and each lane's log in full at the end of the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-step() { printf '\n=== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+step() { printf '\n=== %s (%s, +%ds)\n' "$1" "$(date +%H:%M:%S)" "$SECONDS"; }
+T="$(mktemp -d)"
+K_PID=""
+kill_tree() { # pid: it and everything below it
+  local c
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$c"; done
+  kill "$1" 2>/dev/null || true
+}
+cleanup() {
+  local rc=$?
+  if [ -n "$K_PID" ]; then kill_tree "$K_PID"; wait "$K_PID" 2>/dev/null || true; fi
+  if ip link show nbv0 >/dev/null 2>&1 || [ -e "${NBV_CLUSTER_STATE:-/var/tmp/nbv-node}" ]; then
+    step "tear the real cluster down (tools/cluster/down.sh)"
+    bash tools/cluster/down.sh || { echo "setup-and-test: tools/cluster/down.sh left something behind" >&2; rc=1; }
+  fi
+  rm -rf "$T"
+  exit "$rc"
+}
+trap cleanup EXIT
 
-# The Go builds of the Kubernetes test binaries (cold: most of 9 min, compiling) run in the
-# background from the start, beside the downloads, the venv and the lint below; their output is
-# printed when they are waited for, and a failed build fails the run there.
-step "Kubernetes test binaries: Go builds started in the background (cached in ~/.cache/nbv-testbin)"
-GO_LOG="$(mktemp)"
-( bash tools/testbin/build.sh && bash tools/testbin/build-node.sh ) >"$GO_LOG" 2>&1 &
-GO_PID=$!
-stop_go() { kill "$GO_PID" 2>/dev/null || true; }
-trap stop_go EXIT
+# a cluster left up on this host (a developer's tools/cluster/up.sh, or a run that was killed)
+# is torn down first: the harness test below needs a host without it, and up.sh a clean start
+if ip link show nbv0 >/dev/null 2>&1 || [ -e "${NBV_CLUSTER_STATE:-/var/tmp/nbv-node}" ]; then
+  step "a real cluster is already up on this host: tear it down first (tools/cluster/down.sh)"
+  bash tools/cluster/down.sh
+fi
+
+PYTEST=(python -m pytest -ra -p no:cacheprovider --durations=30)
+
+# ---- lane K: Go builds -> the cluster -> the real-node tests (background, its own log) ----------
+lane_k() {
+  set -euo pipefail
+  step "lane K: Go builds of the Kubernetes test binaries started (cached in ~/.cache/nbv-testbin)"
+  ( bash tools/testbin/build.sh && bash tools/testbin/build-node.sh ) >"$T/go.log" 2>&1 &
+  local go_pid=$! go_rc=0 prep_rc=0
+  # one dpkg at a time: lane L installs Chromium first
+  until [ -f "$T/apt.done" ]; do sleep 1; done
+  step "lane K: the cluster's Debian packages and its Go-free images (tools/cluster/up.sh --prepare)"
+  bash tools/cluster/up.sh --prepare || prep_rc=$?
+  step "lane K: wait for the Go builds (kube-apiserver, etcd, kubectl, kubelet, controller manager, scheduler, kaniko)"
+  wait "$go_pid" || go_rc=$?
+  cat "$T/go.log"
+  if [ "$go_rc" -ne 0 ]; then
+    echo fail > "$T/go.done"; echo "setup-and-test: the Go builds failed (exit $go_rc), see above" >&2; return "$go_rc"
+  fi
+  echo ok > "$T/go.done"
+  [ "$prep_rc" -eq 0 ] || { echo "setup-and-test: up.sh --prepare failed (exit $prep_rc)" >&2; return "$prep_rc"; }
+  step "lane K: the cluster harness on a host without its parts (tools/cluster/test-fresh-host.sh)"
+  bash tools/cluster/test-fresh-host.sh
+  step "lane K: the real single-node cluster (tools/cluster/up.sh)"
+  bash tools/cluster/up.sh
+  [ "$#" -eq 0 ] || return 0   # a developer's selection: lane L runs it
+  until [ -f "$T/venv.done" ]; do sleep 2; done   # lane L makes the venv
+  export PATH="$ROOT/.venv/bin:$PATH"
+  step "lane K: pytest -m cluster (the real-node tests, one after another: one node, one registry)"
+  "${PYTEST[@]}" -n 0 -m cluster
+  step "lane K: done"
+}
+lane_k "$@" >"$T/lane-k.log" 2>&1 &
+K_PID=$!
 
 step "system packages: Chromium for the browser tests"
 if [ ! -x /usr/bin/chromium ]; then
@@ -26,6 +88,7 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 fi
 /usr/bin/chromium --version 2>/dev/null | sed -n 1p || true
+touch "$T/apt.done"
 
 step "Python environment (.venv) with the project and its test extras"
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -36,41 +99,46 @@ step "Python environment (.venv) with the project and its test extras"
 export PATH="$ROOT/.venv/bin:$PATH"
 jupyter labextension list 2>&1 | grep -i nbvalidation
 jupyter server extension list 2>&1 | grep -i -A2 "jupyter_nbvalidation"
+touch "$T/venv.done"
 
-step "lint: ruff, mypy, eslint, prettier (configured in pyproject.toml and labextension/)"
-ruff check .
-mypy
-(cd labextension && jlpm install && jlpm lint && jlpm prettier:check)
-
-step "frontend unit tests (jest)"
-(cd labextension && jlpm install && jlpm test)
-
-step "Kubernetes test binaries: wait for the Go builds (kube-apiserver, etcd, kubectl, kubelet, controller manager, scheduler, kaniko)"
-go_rc=0; wait "$GO_PID" || go_rc=$?
-trap - EXIT
-cat "$GO_LOG"; rm -f "$GO_LOG"
-if [ "$go_rc" -ne 0 ]; then echo "setup-and-test: the Go builds failed (exit $go_rc), see above" >&2; exit "$go_rc"; fi
-
-cluster_down() {
-  local rc=$?
-  step "tear the real cluster down (tools/cluster/down.sh)"
-  bash tools/cluster/down.sh || { echo "setup-and-test: tools/cluster/down.sh left something behind" >&2; rc=1; }
-  exit "$rc"
-}
-trap cluster_down EXIT
-# a cluster left up on this host (a developer's tools/cluster/up.sh, or a run that was killed)
-# is torn down first: the harness test below needs a host without it, and up.sh a clean start
-if ip link show nbv0 >/dev/null 2>&1 || [ -e "${NBV_CLUSTER_STATE:-/var/tmp/nbv-node}" ]; then
-  step "a real cluster is already up on this host: tear it down first (tools/cluster/down.sh)"
-  bash tools/cluster/down.sh
+if [ "$#" -gt 0 ]; then  # a developer's selection: everything set up, the cluster up, one pytest run
+  step "wait for lane K (Go builds, the cluster)"
+  K_RC=0; wait "$K_PID" || K_RC=$?; K_PID=""
+  cat "$T/lane-k.log"
+  [ "$K_RC" -eq 0 ] || exit "$K_RC"
+  step "pytest $*"
+  "${PYTEST[@]}" -n "${NBV_PYTEST_WORKERS:-2}" --dist loadgroup "$@"
+  exit 0
 fi
-step "the cluster harness on a host without its parts (tools/cluster/test-fresh-host.sh)"
-bash tools/cluster/test-fresh-host.sh
-step "the real single-node cluster (tools/cluster/up.sh)"
-bash tools/cluster/up.sh
 
-step "pytest: the whole suite (with the real-node tests, tests/test_k8s_real_node.py)"
-# two workers (the machine's cores); the tests that share the real node, the browser or the
-# corpus run in one group each (tests/conftest.py XDIST_GROUPS), one after another on one worker.
-# NBV_PYTEST_WORKERS=0 runs serially; the 30 slowest tests are printed at the end.
-python -m pytest -ra -p no:cacheprovider --durations=30 -n "${NBV_PYTEST_WORKERS:-2}" --dist loadgroup "$@"
+# ---- lane L (foreground) -----------------------------------------------------------------------
+L_RC=0
+step "lane L: pytest -m \"not k8s and not cluster\" (no Kubernetes binary needed; the Go builds go on)"
+mkdir -p "$T/no-testbin"
+NBV_TESTBIN="$T/no-testbin" "${PYTEST[@]}" -n "${NBV_PYTEST_WORKERS:-2}" --dist loadgroup \
+  -m "not k8s and not cluster" || L_RC=1
+
+step "lane L: wait for the Go builds (lane K builds them)"
+until [ -f "$T/go.done" ] || ! kill -0 "$K_PID" 2>/dev/null; do sleep 2; done
+if [ "$(cat "$T/go.done" 2>/dev/null)" = ok ]; then
+  step "lane L: pytest -m k8s (the kube-apiserver + etcd harness)"
+  "${PYTEST[@]}" -n 1 --dist loadgroup -m k8s || L_RC=1
+else
+  echo "setup-and-test: no Kubernetes binaries (the Go builds failed: lane K's log below)" >&2; L_RC=1
+fi
+
+step "lane L: lint: ruff, mypy, eslint, prettier (configured in pyproject.toml and labextension/)"
+ruff check . || L_RC=1
+mypy || L_RC=1
+(cd labextension && jlpm install && jlpm lint && jlpm prettier:check) || L_RC=1
+
+step "lane L: frontend unit tests (jest)"
+(cd labextension && jlpm install && jlpm test) || L_RC=1
+
+step "lane L: done; wait for lane K (the real node)"
+K_RC=0; wait "$K_PID" || K_RC=$?
+K_PID=""
+step "lane K's log (Go builds, cluster, real-node tests), exit $K_RC"
+cat "$T/lane-k.log"
+step "result: lane L exit $L_RC, lane K exit $K_RC"
+[ "$L_RC" -eq 0 ] && [ "$K_RC" -eq 0 ]

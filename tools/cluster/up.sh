@@ -9,10 +9,21 @@
 # cluster owns lives under $STATE (/var/tmp/nbv-node, a loop-mounted ext4 image); tools/cluster/down.sh undoes it all.
 # A part that cannot be made is an error (exit != 0), never skipped. Needs root.
 # Prints one "part seconds" line per part on stderr (timings for docs/benchmarks.md).
+#   tools/cluster/up.sh --prepare   only the parts that need neither Go nor the host's state: the
+#                                   Debian packages and the images built without Go (venvs: debootstrap,
+#                                   pip), cached for the next up.sh; nothing is mounted, started or
+#                                   changed on the host's network (tools/setup-and-test.sh runs it in the
+#                                   background while the Go builds run)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$CLUSTER_SRC/pki.sh"
 source "$CLUSTER_SRC/hostcheck.sh"
 main() {  # the whole script is parsed before it runs (safe to edit while it runs)
+local prepare=no
+case "${1:-}" in
+  --prepare) prepare=yes ;;
+  "") ;;
+  *) die "up.sh: unknown argument: $1 (only --prepare)" ;;
+esac
 [[ $(id -u) == 0 ]] || die "up.sh needs root (containerd, mounts, a bridge, iptables)"
 T_ALL=$SECONDS
 declare -a TIMES=()
@@ -22,7 +33,13 @@ mkdir -p "$CACHE"
 # ---- packages first, then the tools they give: nothing of the host is read or changed before both
 # (the baseline below lists iptables chains, which needs iptables: a fresh host has none)
 APT_LOG="$CACHE/apt.log"
-[[ -f "$STATE/baseline/.done" ]] || { [[ -e /run/containerd ]] && RUN_CONTAINERD_BEFORE=yes || RUN_CONTAINERD_BEFORE=no; }
+# (a --prepare run before this one saw the host before its own apt-get: that observation holds)
+BEFORE_FILE="$CACHE/.run-containerd-before"
+if [[ ! -f "$STATE/baseline/.done" ]]; then
+  if [[ -f "$BEFORE_FILE" ]]; then RUN_CONTAINERD_BEFORE="$(cat "$BEFORE_FILE")"
+  elif [[ -e /run/containerd ]]; then RUN_CONTAINERD_BEFORE=yes; else RUN_CONTAINERD_BEFORE=no; fi
+  [[ $prepare == no ]] || echo "$RUN_CONTAINERD_BEFORE" > "$BEFORE_FILE"
+fi
 DEBS=(containerd runc containernetworking-plugins iptables umoci skopeo debootstrap docker-registry openssl curl e2fsprogs util-linux)
 apt_parts() {
   local missing=() p
@@ -37,6 +54,11 @@ apt_parts() {
 }
 part apt apt_parts
 part tools require_tools   # every missing command named in one sentence (hostcheck.sh)
+if [[ $prepare == yes ]]; then
+  part image-venvs bash "$CLUSTER_SRC/images.sh" venvs
+  printf 'TIMES %s\n' "${TIMES[@]}" >&2
+  return 0
+fi
 
 mkdir -p "$STATE"
 if ! mountpoint -q "$STATE"; then
@@ -48,6 +70,7 @@ fi
 mkdir -p "$RUN" "$LOGS"
 exec 7>"$RUN/up.lock"; flock 7   # (the daemons below do not inherit fd 7: start_bg closes it)
 baseline   # what the host looked like before: down.sh restores exactly that
+rm -f "$BEFORE_FILE"
 
 # ---- packages, binaries, images ---------------------------------------------------------
 part build-etcd-apiserver-kubectl bash "$REPO/tools/testbin/build.sh" >/dev/null
