@@ -6,6 +6,8 @@ Layout under ``data_dir`` (default ``<jupyter data dir>/nbvalidation``)::
     jobs/<uid>/input/               the snapshot taken at submit
     jobs/<uid>/run-<n>/             one validation attempt: result.json, executed.ipynb, runner.log,
                                     pid, owner.json (who started it: engine and runner)
+    jobs/<uid>/run-<n>/tree/        its kernel's working copy (workcopy.py), removed after the run
+    jobs/<uid>/run-<n>/scratch/     its sandboxed kernel's /tmp and /var/tmp, removed with the copy
     envs/<key>/                     a finished environment (content-addressed; .last-use: its LRU time)
     envs/.tmp-<key>-<rand>/         an environment being built (never used)
     envs/.tmp-<key>-<rand>.owner.json  who builds it (engine and current build step)
