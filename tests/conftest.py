@@ -176,11 +176,13 @@ def notebook(tmp_path):
 class ServerProcess:
     """A real `jupyter server` subprocess with the extension, on loopback."""
 
-    def __init__(self, tmp_path: Path, name: str = "server", extra_args: list[str] | None = None):
+    def __init__(self, tmp_path: Path, name: str = "server", extra_args: list[str] | None = None,
+                 prefix: list[str] | None = None):
         import secrets
         import socket
 
         self.extra_args = list(extra_args or [])
+        self.prefix = list(prefix or [])  # a command that runs the server's (it execs its arguments)
 
         self.root = tmp_path / "root"
         self.root.mkdir(exist_ok=True)
@@ -206,7 +208,7 @@ class ServerProcess:
         import time
         import urllib.request
 
-        argv = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
+        argv = [*self.prefix, sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
                 f"--port={self.port}", "--ip=127.0.0.1", f"--ServerApp.token={self.token}",
                 f"--ServerApp.root_dir={self.root}", f"--LocalBackend.data_dir={self.data_dir}",
                 "--ServerApp.port_retries=0", *self.extra_args]
