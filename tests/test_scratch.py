@@ -311,3 +311,31 @@ def test_same_verdicts_with_the_sandbox_on_off_and_unavailable(tmp_path, monkeyp
         assert rights[setting]["uid"] == os.getuid(), rights
         assert rights[setting]["store"] == "SQLite format 3\x00", rights
         assert rights[setting]["home"] == "the user's own file\n", rights
+
+
+def test_the_plan_binds_the_scratch_folders_and_keeps_the_other_rules(tmp_path):
+    """Fast, no kernel: the data dir under /tmp (as in these tests), its scratch folder bound
+    over /tmp before anything else; shown paths under /tmp bound again; /dev/shm a tmpfs; the
+    folders made fresh (a leftover of an earlier try gone) with the real ones' mode bits."""
+    from jupyter_nbvalidation.backends import workcopy
+    from jupyter_nbvalidation.runner import sandbox
+
+    data = tmp_path / "data"
+    run = data / "jobs" / "u" / "run-1"
+    (run / "tree").mkdir(parents=True)
+    root = tmp_path / "root"
+    root.mkdir()
+    first = workcopy.make_scratch(run)
+    Path(first["/tmp"], "left-over").write_text("x")
+    scratch = workcopy.make_scratch(run)
+    assert scratch == first and os.listdir(scratch["/tmp"]) == [] and os.listdir(scratch["/var/tmp"]) == []
+    for path, folder in scratch.items():
+        assert stat.S_IMODE(os.stat(folder).st_mode) == stat.S_IMODE(os.stat(path).st_mode), path
+    plan = sandbox.plan_mounts([*sandbox.HIDDEN_BY_DEFAULT, str(data)], [str(root), str(run / "tree")], scratch)
+    real = os.path.realpath
+    assert plan[0] == ("bind", "/tmp", real(scratch["/tmp"])), plan
+    assert ("bind", real("/var/tmp"), real(scratch["/var/tmp"])) in plan and ("hide", "/dev/shm") in plan, plan
+    assert ("show", real(root)) in plan and ("show", real(run / "tree")) in plan, plan
+    assert not [p for p in plan if p[0] == "hide" and p[1].startswith("/tmp/")], plan  # covered by the bind
+    workcopy.remove(run)
+    assert not (run / "scratch").exists() and not (run / "tree").exists()
