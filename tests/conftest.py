@@ -73,6 +73,8 @@ SLOW_TESTS = {
     "test_input_files": ("test_a_notebook_reading_a_file_beside_it_needs_it_named",),
     "test_parameters": ("test_cli_p_on_the_local_backend", "test_golden_comparison_leaves_the_injected_cell_out",
                         "test_rest_refuses_bad_parameters_and_runs_good_ones"),
+    # writes 4 GiB (2 GiB in the sandboxed /tmp, 2 GiB in the working folder), about 90 s
+    "test_scratch": ("test_a_big_scratch_file_in_tmp_goes_to_disk_not_memory",),
 }
 
 
