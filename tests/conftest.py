@@ -73,6 +73,8 @@ SLOW_TESTS = {
     "test_input_files": ("test_a_notebook_reading_a_file_beside_it_needs_it_named",),
     "test_parameters": ("test_cli_p_on_the_local_backend", "test_golden_comparison_leaves_the_injected_cell_out",
                         "test_rest_refuses_bad_parameters_and_runs_good_ones"),
+    # writes 4 GiB (2 GiB in the sandboxed /tmp, 2 GiB in the working folder), about 90 s
+    "test_scratch": ("test_a_big_scratch_file_in_tmp_goes_to_disk_not_memory",),
 }
 
 
@@ -197,11 +199,13 @@ def notebook(tmp_path):
 class ServerProcess:
     """A real `jupyter server` subprocess with the extension, on loopback."""
 
-    def __init__(self, tmp_path: Path, name: str = "server", extra_args: list[str] | None = None):
+    def __init__(self, tmp_path: Path, name: str = "server", extra_args: list[str] | None = None,
+                 prefix: list[str] | None = None):
         import secrets
         import socket
 
         self.extra_args = list(extra_args or [])
+        self.prefix = list(prefix or [])  # a command that runs the server's (it execs its arguments)
 
         self.root = tmp_path / "root"
         self.root.mkdir(exist_ok=True)
@@ -227,7 +231,7 @@ class ServerProcess:
         import time
         import urllib.request
 
-        argv = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
+        argv = [*self.prefix, sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
                 f"--port={self.port}", "--ip=127.0.0.1", f"--ServerApp.token={self.token}",
                 f"--ServerApp.root_dir={self.root}", f"--LocalBackend.data_dir={self.data_dir}",
                 "--ServerApp.port_retries=0", *self.extra_args]

@@ -6,6 +6,8 @@ Layout under ``data_dir`` (default ``<jupyter data dir>/nbvalidation``)::
     jobs/<uid>/input/               the snapshot taken at submit
     jobs/<uid>/run-<n>/             one validation attempt: result.json, executed.ipynb, runner.log,
                                     pid, owner.json (who started it: engine and runner)
+    jobs/<uid>/run-<n>/tree/        its kernel's working copy (workcopy.py), removed after the run
+    jobs/<uid>/run-<n>/scratch/     its sandboxed kernel's /tmp and /var/tmp, removed with the copy
     envs/<key>/                     a finished environment (content-addressed; .last-use: its LRU time)
     envs/.tmp-<key>-<rand>/         an environment being built (never used)
     envs/.tmp-<key>-<rand>.owner.json  who builds it (engine and current build step)
@@ -316,8 +318,10 @@ class LocalBackend(Backend):
     def add_private_paths(self, paths: list[str]) -> None:
         self._private_paths += [p for p in paths if p]
 
-    def _sandbox_config(self, job: dict, run_dir: Path) -> dict[str, list[str]]:
-        """What the kernel of this attempt must not see and must see (runner --sandbox)."""
+    def _sandbox_config(self, job: dict, run_dir: Path) -> dict[str, Any]:
+        """What the kernel of this attempt must not see and must see (runner --sandbox),
+        and its /tmp and /var/tmp: the attempt's scratch folders on disk (made by
+        ``workcopy.make_scratch``, inside the hidden data dir, removed with the copy)."""
         hide = [self.data_dir, jupyter_runtime_dir(), *self._private_paths, os.path.expanduser("~")]
         if os.environ.get("XDG_RUNTIME_DIR"):
             hide.append(os.environ["XDG_RUNTIME_DIR"])
@@ -327,7 +331,7 @@ class LocalBackend(Backend):
         root = root or (job["metadata"].get("annotations") or {}).get(ROOT_ANNOTATION)
         tree = str(run_dir / workcopy.TREE)
         show = [p for p in (root, folder) if p] + [tree]
-        return {"hide": hide, "show": show, "links": [tree]}
+        return {"hide": hide, "show": show, "links": [tree], "scratch": workcopy.scratch_paths(run_dir)}
 
     async def _check_python(self) -> None:
         proc = await asyncio.create_subprocess_exec(
@@ -1064,7 +1068,8 @@ class LocalBackend(Backend):
                 if kernel_env:
                     (run.run_dir / "kernel-env.json").write_text(json.dumps(kernel_env), encoding="utf-8")
                 (run.run_dir / "run-id").write_text(run.run_id)
-                if sandboxed:
+                if sandboxed:  # its /tmp and /var/tmp: fresh folders of this attempt, on disk
+                    workcopy.make_scratch(run.run_dir)
                     (run.run_dir / "sandbox.json").write_text(json.dumps(self._sandbox_config(job, run.run_dir)),
                                                               encoding="utf-8")
                 return runner_environment(str(run.run_dir / "runner"), run.run_id)
@@ -1212,7 +1217,8 @@ class LocalBackend(Backend):
         notebook, logs, stay); one another engine's live runner works in is left to it
         (the GC's sweep removes it once the job has ended)."""
         for run_dir in self.job_dir(job).glob("run-*"):
-            if (run_dir / workcopy.TREE).exists() and self._run_state(run_dir) != "foreign":
+            if ((run_dir / workcopy.TREE).exists() or (run_dir / workcopy.SCRATCH).exists()) \
+                    and self._run_state(run_dir) != "foreign":
                 workcopy.remove(run_dir)
 
     # -- lifecycle: deletion, retention, the environment cache --------------------

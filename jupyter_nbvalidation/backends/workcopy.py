@@ -16,7 +16,9 @@ starts again after a crash, a retry) gets its own copy inside its run folder:
 Files are cloned where the filesystem can (``FICLONE``, then ``copy_file_range``,
 which reflinks on btrfs/XFS and copies in the kernel elsewhere), else copied; mode and
 times are kept (``shutil.copystat``). Everything here blocks: call it in a thread. The
-copy goes with the attempt (``remove``) when the job ends, is cancelled or is run again.
+copy goes with the attempt (``remove``) when the job ends, is cancelled or is run again;
+so do the attempt's scratch folders (``make_scratch``), the sandboxed kernel's /tmp and
+/var/tmp on disk.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ import stat
 import sys
 from pathlib import Path
 
+from ..runner.sandbox import SCRATCH_PATHS
 from ..verdict_cache import EXCLUDED_DIRS, FolderTooLarge, walk_folder
 
 TREE = "tree"
+SCRATCH = "scratch"  # the sandboxed kernel's /tmp and /var/tmp (make_scratch)
 # copy_file_range cannot here (another filesystem, an old kernel): copy in user space
 _NOT_SUPPORTED = {getattr(errno, n) for n in ("EXDEV", "ENOSYS", "EOPNOTSUPP", "ENOTSUP", "EINVAL", "EBADF", "EPERM")
                   if hasattr(errno, n)}
@@ -204,8 +208,13 @@ def _writable(func, path, _exc) -> None:  # type: ignore[no-untyped-def]
 
 
 def remove(run_dir: str | Path) -> None:
-    """The attempt's working folder, gone (links are removed, never followed)."""
-    base = os.path.join(os.fspath(run_dir), TREE)
+    """The attempt's working folder and its scratch folders, gone (links are removed,
+    never followed)."""
+    for name in (TREE, SCRATCH):
+        _rmtree(os.path.join(os.fspath(run_dir), name))
+
+
+def _rmtree(base: str) -> None:
     if os.path.lexists(base):
         if sys.version_info >= (3, 12):
             shutil.rmtree(base, onexc=_writable)
@@ -213,6 +222,31 @@ def remove(run_dir: str | Path) -> None:
             shutil.rmtree(base, onerror=_writable)
         if os.path.lexists(base):
             shutil.rmtree(base, ignore_errors=True)
+
+
+def scratch_paths(run_dir: str | Path) -> dict[str, str]:
+    """Where the sandboxed kernel's /tmp and /var/tmp are on disk: one folder each in
+    ``<run>/scratch`` (two, as on a machine: a file written in one is not in the other)."""
+    base = os.path.join(os.fspath(run_dir), SCRATCH)
+    return {path: os.path.join(base, path.strip("/").replace("/", "-")) for path in SCRATCH_PATHS}
+
+
+def make_scratch(run_dir: str | Path) -> dict[str, str]:
+    """The attempt's scratch folders (``scratch_paths``), made fresh and empty (a
+    leftover of an earlier try of the attempt removed first), each with the mode
+    bits of the real path it stands for (/tmp: 1777, sticky and writable by all)."""
+    base = os.path.join(os.fspath(run_dir), SCRATCH)
+    _rmtree(base)
+    os.mkdir(base, 0o700)
+    paths = scratch_paths(run_dir)
+    for real, folder in paths.items():
+        try:
+            mode = stat.S_IMODE(os.stat(real).st_mode)
+        except OSError:
+            mode = 0o1777
+        os.mkdir(folder)
+        os.chmod(folder, mode)  # not lowered by the umask
+    return paths
 
 
 def keep_changes(copy: str | Path, source: str | Path, dest: str | Path) -> list[str]:

@@ -33,6 +33,7 @@ from .environment import RUN_ID_VAR
 from .execute import DEFAULT_CELL_TIMEOUT
 from ..vocabulary import ResultReason
 from .protocol import RESULT_PREFIX, exit_code, executed_line, progress_line, result_line, write_termination_log
+from .sandbox import SCRATCH_PATHS
 from .verdict import _atomic_write_text, error_result, run_notebook
 
 
@@ -136,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="variables for the kernel only: a JSON object {NAME: VALUE} or [{name, value}]")
     p.add_argument("--sandbox", default=None, metavar="FILE",
                    help='run the kernel in a sandbox (Linux namespaces): a JSON object {"hide": [paths the kernel '
-                        'must not see], "show": [paths it must see], "links": [folders whose links it follows]}')
+                        'must not see], "show": [paths it must see], "links": [folders whose links it follows], '
+                        '"scratch": {"/tmp": folder, "/var/tmp": folder} bound there (else a tmpfs)}')
     p.add_argument("--termination-log", default=None, help="also write a summary of at most 4096 bytes here")
     p.add_argument("--progress", action="store_true", help="print one NBVALIDATION-PROGRESS line per executed cell")
     p.add_argument("--print-executed", action="store_true",
@@ -186,21 +188,28 @@ def _read_env_file(path: str) -> dict[str, str]:
     return out
 
 
-def _read_sandbox_file(path: str) -> dict[str, list[str]]:
-    """``{"hide": [...], "show": [...], "links": [...]}``, each a list of absolute paths."""
+def _read_sandbox_file(path: str) -> dict[str, Any]:
+    """``{"hide": [...], "show": [...], "links": [...], "scratch": {...}}``: lists of
+    absolute paths, and the folders to bind over /tmp and /var/tmp (``{path: folder}``)."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise _ArgumentError(f"--sandbox {path}: {e}") from None
-    if not isinstance(doc, dict) or set(doc) - {"hide", "show", "links"}:
-        raise _ArgumentError(f'--sandbox {path}: must hold a JSON object with only "hide", "show", "links"')
-    out = {}
+    if not isinstance(doc, dict) or set(doc) - {"hide", "show", "links", "scratch"}:
+        raise _ArgumentError(f'--sandbox {path}: must hold a JSON object with only "hide", "show", "links", '
+                             '"scratch"')
+    out: dict[str, Any] = {}
     for key in ("hide", "show", "links"):
         value = doc.get(key, [])
         if not isinstance(value, list) or not all(isinstance(p, str) and os.path.isabs(p) for p in value):
             raise _ArgumentError(f"--sandbox {path}: {key} must be a list of absolute paths")
         out[key] = value
+    scratch = doc.get("scratch", {})
+    if not isinstance(scratch, dict) or not all(
+            k in SCRATCH_PATHS and isinstance(v, str) and os.path.isabs(v) for k, v in scratch.items()):
+        raise _ArgumentError(f"--sandbox {path}: scratch must map {' or '.join(SCRATCH_PATHS)} to absolute paths")
+    out["scratch"] = scratch
     return out
 
 

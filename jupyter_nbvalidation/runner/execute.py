@@ -401,7 +401,8 @@ class _Execution:
         mounts = _sandbox.kernel_mounts(
             hide=[str(p) for p in config.get("hide") or []],
             show=[*(str(p) for p in config.get("show") or []), self.cwd],
-            python=self.python, links=[str(p) for p in config.get("links") or [self.cwd]], temp_dir=tmp)
+            python=self.python, links=[str(p) for p in config.get("links") or [self.cwd]], temp_dir=tmp,
+            scratch={str(k): str(v) for k, v in (config.get("scratch") or {}).items()})
         path = os.path.join(tmp, "sandbox.json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"mounts": mounts}, f)

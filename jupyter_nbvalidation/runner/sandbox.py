@@ -11,13 +11,18 @@ only, nothing of the package is imported). The launcher:
    ``/proc/<pid>/environ`` nor ``cmdline``), puts an empty tmpfs over each *hidden*
    path (the data dir: the store, other jobs' folders and environments; the
    server's Jupyter runtime dir: ``jpserver-*.json`` holds its token, other
-   kernels' connection files; the user's HOME; ``/tmp``, ``/var/tmp``,
-   ``/dev/shm``), then bind-mounts again, at their own paths and with their own
-   rights, the *shown* paths that a hidden one covers (the project root, the
-   attempt's working copy, the targets of the links it keeps, the kernel's
-   environment and its base interpreter, the runner's temporary folder with the
-   kernel's connection file). The deepest rule wins: the data dir inside the root
-   stays hidden, the job's environment inside the data dir stays visible;
+   kernels' connection files; the user's HOME; ``/dev/shm``), binds a *scratch*
+   folder on disk over ``/tmp`` and ``/var/tmp`` (fresh, empty folders of the
+   attempt, made by the caller inside its run folder, so that a notebook's
+   scratch files there take disk as they would without the sandbox, not memory;
+   with no scratch folder given, an empty tmpfs hides them too), then bind-mounts
+   again, at their own paths and with their own rights, the *shown* paths that a
+   hidden one covers (the project root, the attempt's working copy, the targets
+   of the links it keeps, the kernel's environment and its base interpreter, the
+   runner's temporary folder with the kernel's connection file). The deepest
+   rule wins: the data dir inside the root stays hidden, the job's environment
+   inside the data dir stays visible; a scratch folder (inside the hidden data
+   dir) is seen only where it is bound, its handle taken before anything is hidden;
 3. drops every capability (bounding set, securebits ``NOROOT``, ``no_new_privs``):
    the kernel cannot undo a mount nor mount another ``/proc``;
 4. forks the kernel (PID 2, signals at their defaults, the ones Python ignores
@@ -45,7 +50,7 @@ import stat
 import subprocess
 import sys
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -71,6 +76,9 @@ LANDLOCK_CREATE_RULESET_VERSION = 1
 GROUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # the tmpfs put over hidden paths: sticky and writable by all where the real one is (/tmp)
 HIDDEN_BY_DEFAULT = ("/tmp", "/var/tmp", "/dev/shm")
+# what a scratch folder on disk may replace (instead of a tmpfs): a notebook's scratch files
+# there use the disk, as on a machine without the sandbox (/dev/shm is memory everywhere)
+SCRATCH_PATHS = ("/tmp", "/var/tmp")
 PROBE_TIMEOUT = 20.0
 
 _libc: Any = None
@@ -222,12 +230,22 @@ def _script_interpreter(path: str) -> list[str]:
     return paths[:4] + [os.path.dirname(os.path.dirname(p)) for p in paths[4:]]
 
 
-def plan_mounts(hide: Iterable[str], show: Iterable[str]) -> list[tuple[str, str]]:
+def plan_mounts(hide: Iterable[str], show: Iterable[str],
+                scratch: Mapping[str, str] | None = None) -> list[tuple[str, ...]]:
     """The mounts to make, in order: ("hide", path) an empty tmpfs, ("show", path)
-    the real path bound again. Paths are made real (missing ones dropped); the
-    deepest rule covering a path decides whether it is seen; a show not covered by
-    any hide is already seen (nothing to do); a hide covered by another is too."""
+    the real path bound again, ("bind", path, folder) the folder bound at path
+    (``scratch``: {path: folder}; the path is hidden by it, whatever covers it,
+    and the folder is seen there only). Paths are made real (missing ones
+    dropped); the deepest rule covering a path decides whether it is seen; a show
+    not covered by any hide is already seen (nothing to do); a hide covered by
+    another is too."""
     rules: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for path, folder in (scratch or {}).items():
+        real, source = _real(path), _real(folder)
+        if real and real != "/" and os.path.isdir(real) and source and os.path.isdir(source):
+            if rules.setdefault(real, "hide") == "hide" and real not in sources:
+                sources[real] = source
     for path in hide:
         real = _real(path)
         if real and real != "/" and os.path.isdir(real):
@@ -236,12 +254,14 @@ def plan_mounts(hide: Iterable[str], show: Iterable[str]) -> list[tuple[str, str
         real = _real(path)
         if real:
             rules[real] = "show"  # on the same path, show wins
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, ...]] = []
     for path in sorted(rules, key=lambda p: (p.count("/"), p)):
         kind = rules[path]
         above = [p for p in rules if p != path and _inside(path, p)]
         covering = rules[max(above, key=len)] if above else None
-        if kind == "hide" and covering != "hide":
+        if kind == "hide" and path in sources:
+            out.append(("bind", path, sources[path]))
+        elif kind == "hide" and covering != "hide":
             out.append((kind, path))
         elif kind == "show" and covering == "hide":
             out.append((kind, path))
@@ -286,17 +306,22 @@ def _make_mountpoint(path: str, like_dir: bool) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
 
 
-def _set_up_mounts(plan: Sequence[tuple[str, str]]) -> None:
+def _set_up_mounts(plan: Sequence[Sequence[str]]) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     fds = {}
-    for kind, path in plan:  # handles on what is shown, taken before anything hides it
+    for kind, path, *source in plan:  # handles on what is shown, taken before anything hides it
         if kind == "show":
             fds[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    for kind, path in plan:
+        elif kind == "bind":  # a scratch folder, inside the (hidden) data dir
+            fds[path] = os.open(source[0], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    for kind, path, *_ in plan:
         if kind == "hide":
             mode = stat.S_IMODE(os.stat(path).st_mode)
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode:o}")
+        elif kind == "bind":
+            _make_mountpoint(path, True)
+            _mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND)
         else:
             fd = fds[path]
             _make_mountpoint(path, stat.S_ISDIR(os.fstat(fd).st_mode))
@@ -333,7 +358,7 @@ def _restore_signals() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
-def _first_process(plan: Sequence[tuple[str, str]], argv: Sequence[str], status_fd: int) -> int:
+def _first_process(plan: Sequence[Sequence[str]], argv: Sequence[str], status_fd: int) -> int:
     """PID 1 of the namespace: the mounts, no capabilities, the kernel, the reaping."""
     cwd = os.getcwd()
     _c().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the launcher gone: the namespace goes
@@ -402,7 +427,7 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
     except (OSError, ValueError) as e:
         sys.stderr.write(f"nbvalidation sandbox: {config_file}: {e}\n")
         return 125
-    plan = [(str(k), str(p)) for k, p in config.get("mounts") or []]
+    plan = [tuple(str(x) for x in entry) for entry in config.get("mounts") or []]
     try:
         _enter_namespaces()
     except OSError as e:
@@ -456,15 +481,16 @@ def wrap(argv: Sequence[str], config_file: str, *, python: str | None = None) ->
 
 
 def kernel_mounts(*, hide: Iterable[str], show: Iterable[str], python: str, links: Iterable[str],
-                  temp_dir: str) -> list[tuple[str, str]]:
+                  temp_dir: str, scratch: Mapping[str, str] | None = None) -> list[tuple[str, ...]]:
     """The mounts for a kernel running ``python`` with its files in ``temp_dir``: the
-    ``hide`` paths (and /tmp, /var/tmp, /dev/shm) hidden, the ``show`` paths, the
-    interpreter's environment, ``temp_dir`` and the targets of the links found under
-    ``links`` (the working copy) shown."""
+    ``hide`` paths (and /tmp, /var/tmp, /dev/shm) hidden, the ``scratch`` folders
+    ({path: folder}, paths among SCRATCH_PATHS) bound over their paths instead of a
+    tmpfs, the ``show`` paths, the interpreter's environment, ``temp_dir`` and the
+    targets of the links found under ``links`` (the working copy) shown."""
     shown = [*show, temp_dir, *environment_paths(python)]
     for top in links:
         shown += link_targets(top)
-    return plan_mounts([*HIDDEN_BY_DEFAULT, *hide], shown)
+    return plan_mounts([*HIDDEN_BY_DEFAULT, *hide], shown, scratch)
 
 
 def detect(python: str | None = None) -> dict[str, Any]:
@@ -483,14 +509,23 @@ def detect(python: str | None = None) -> dict[str, Any]:
             f.write("x")
         shown = os.path.join(tmp, "hidden", "shown")
         os.makedirs(shown)
+        # a scratch folder inside the hidden one, seen at /tmp only (as a run's, see kernel_mounts)
+        scratch = os.path.join(tmp, "hidden", "scratch")
+        os.makedirs(scratch)
+        mark = os.path.basename(tmp) + ".mark"
+        open(os.path.join(scratch, mark), "w").close()
         probe = ("import os,sys\n"
                  "ok = os.getpid() == 2 and not os.path.exists(sys.argv[1]) and os.path.isdir(sys.argv[2])\n"
                  "ok = ok and sorted(p for p in os.listdir('/proc') if p.isdigit()) == ['1', '2']\n"
+                 "ok = ok and os.path.exists('/tmp/' + sys.argv[3]) and not os.path.exists(sys.argv[4])\n"
                  "print('sandboxed' if ok else 'not sandboxed')\n")
+        python = python or sys.executable
         config = os.path.join(tmp, "sandbox.json")
         with open(config, "w", encoding="utf-8") as f:
-            json.dump({"mounts": plan_mounts([os.path.join(tmp, "hidden")], [shown])}, f)
-        argv = wrap([python or sys.executable, "-I", "-S", "-c", probe, secret, shown], config)
+            mounts = plan_mounts([os.path.join(tmp, "hidden")], [shown, tmp, *environment_paths(python)],
+                                 {"/tmp": scratch})
+            json.dump({"mounts": mounts}, f)
+        argv = wrap([python, "-I", "-S", "-c", probe, secret, shown, mark, scratch], config)
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT, cwd=tmp,
                                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
