@@ -84,7 +84,7 @@ CAN = {  # name: the cell asserting the kernel can read it (both modes)
         "import locale, multiprocessing, tempfile, zoneinfo, datetime, pathlib\n"
         "from multiprocessing import shared_memory\n"
         "for d in ('/tmp', '/var/tmp', '/dev/shm', tempfile.gettempdir(), os.path.expanduser('~')):\n"
-        "    p = os.path.join(d, 'nbv-scratch.bin')\n"
+        "    p = os.path.join(d, f'nbv-scratch-{os.getpid()}.bin')\n"
         "    open(p, 'wb').write(b'x' * 100000)\n"
         "    assert os.path.getsize(p) == 100000, p\n"
         "    os.remove(p)\n"
