@@ -160,6 +160,21 @@ def check_html(path: Path) -> None:
     assert "ValidationRunning" in text  # the timeline
 
 
+def test_a_relative_data_dir_is_the_folder_where_run_started(tmp_path, monkeypatch):
+    """`--data-dir data` (relative): the jobs run and pass, their store and runs are in
+    ./data of the folder `run` started in (before, the kernel's sandbox was handed the
+    relative path and every notebook ended Error: "hide must be a list of absolute paths")."""
+    from jupyter_nbvalidation.backends.local import LocalBackend
+
+    write_notebook(tmp_path / "proj" / "ok.ipynb", ["print(1 + 1)"])
+    run = cli("run", "proj", "--local", "--data-dir", "data", "--no-build", "--no-cache", cwd=tmp_path)
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    assert job_count(tmp_path / "data") == 1
+    monkeypatch.chdir(tmp_path)
+    assert LocalBackend(data_dir="data").data_dir == str(tmp_path / "data")
+    assert LocalBackend(data_dir="~/x").data_dir == os.path.join(os.path.expanduser("~"), "x")
+
+
 @pytest.mark.parametrize("args, message", [
     (["nbs", "--exclude", "*"], "no notebooks found in nbs (after --exclude)"),
     (["nothing-here"], "nothing-here: no such file or folder"),

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
-from traitlets import Bool, Enum, Float, Int, List, Unicode, default
+from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
 
 from .. import requirements as reqmod
 from .. import verdict_cache
@@ -220,6 +220,14 @@ class LocalBackend(Backend):
     @default("data_dir")
     def _data_dir_default(self) -> str:
         return os.path.join(jupyter_data_dir(), "nbvalidation")
+
+    @validate("data_dir")
+    def _data_dir_absolute(self, proposal: Any) -> str:
+        """A relative data dir (``--data-dir data``) is the folder of that name where the
+        server or CLI started: made absolute once, as every path derived from it (the
+        store, the runs' folders, what the kernel's sandbox hides) must be."""
+        value = str(proposal["value"])
+        return os.path.abspath(os.path.expanduser(value)) if value else value
 
     @default("python")
     def _python_default(self) -> str:
