@@ -9,6 +9,7 @@ from jupyter_server.extension.application import ExtensionApp
 
 from ._version import __version__
 from .composition import NBValidationSettings, assemble
+from .documents import Event, Job
 from .engine import Engine
 from .service import JobService
 
@@ -35,12 +36,15 @@ class NBValidation(ExtensionApp, NBValidationSettings):
         self.settings.update({"nbvalidation_service": self.service, "nbvalidation_app": self})
         if self.serverapp is not None and getattr(self.serverapp, "event_logger", None) is not None:
             try:
+                assert self.serverapp.event_logger is not None  # checked just above
                 self.serverapp.event_logger.register_event_schema(EVENT_SCHEMA)
                 self.engine.recorder.listeners.append(self._publish)
             except Exception as e:  # the lab falls back to polling
                 self.log.warning("nbvalidation: live updates unavailable: %s", e)
 
-    def _publish(self, event: dict, job: dict) -> None:
+    def _publish(self, event: Event, job: Job) -> None:
+        # a listener only once the server's event logger took the schema (initialize_settings)
+        assert self.serverapp is not None and self.serverapp.event_logger is not None
         self.serverapp.event_logger.emit(schema_id=EVENT_SCHEMA_ID, data={
             "name": job["metadata"]["name"],
             "notebook": job["spec"]["notebook"]["path"],

@@ -21,16 +21,22 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine, Mapping, TypeVar, cast
 
 from . import render
 from .client import ClientError, ServerClient, find_server
+from .documents import Job
 from .errors import Conflict, NotFound, StoreBroken, StoreError
 from .model import Phase, Reason, build_enabled, is_terminal
 from .spec_table import cli_options
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
 FOLLOW_POLL = 0.5  # seconds between two looks at a job being followed
+
+# a job, a spec, a notebook: JSON objects (batch.Json). The service's Jobs are such plain
+# dicts at run time (documents.py): InProcess hands them on as the REST API's answers are
+Json = dict[str, Any]
+T = TypeVar("T")
 
 
 class Follower:
@@ -43,9 +49,9 @@ class Follower:
         self.log_done = quiet or not follow_log
         self.offset = 0
         self.phase = phase
-        self.progress: tuple | None = None
+        self.progress: tuple[Any, Any] | None = None
 
-    def update(self, job: dict) -> None:
+    def update(self, job: dict[str, Any]) -> None:
         if self.quiet:
             return
         st = job.get("status") or {}
@@ -61,7 +67,7 @@ class Follower:
                 self.progress = key
                 print(f"{time.strftime('%H:%M:%S')}  {name}  {'':<18} {render.progress_text(p)}", flush=True)
 
-    def wants_log(self, job: dict) -> bool:
+    def wants_log(self, job: Mapping[str, Any]) -> bool:
         return not self.log_done and build_enabled(job["spec"])
 
     def log(self, data: bytes, complete: bool, next_offset: int) -> None:
@@ -75,7 +81,7 @@ class Follower:
         self.log_done = True
 
 
-def follow(api: "Remote | InProcess", name: str, follower: Follower, timeout: float | None) -> dict:
+def follow(api: "Remote | InProcess", name: str, follower: Follower, timeout: float | None) -> dict[str, Any]:
     """Poll a job (through the REST API or this process's service) until it is
     terminal, printing what ``follower`` prints; the job as it ended."""
     deadline = time.monotonic() + timeout if timeout else None
@@ -100,7 +106,7 @@ def follow(api: "Remote | InProcess", name: str, follower: Follower, timeout: fl
 class InProcess:
     """The same operations as the REST API, on the local data dir, in this process."""
 
-    def __init__(self, root_dir: str, data_dir: str | None = None, backend_config: dict | None = None):
+    def __init__(self, root_dir: str, data_dir: str | None = None, backend_config: dict[str, Any] | None = None):
         from .composition import local_service
 
         self.loop = asyncio.new_event_loop()
@@ -141,7 +147,7 @@ class InProcess:
                 self._thread.join()
                 self._thread = None
 
-    def _call(self, coro: Any) -> Any:
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         from .service import ApiError
 
         try:
@@ -154,15 +160,15 @@ class InProcess:
     def api_path(self, local_path: str) -> str:
         return Path(local_path).resolve().relative_to(Path(self.root_dir).resolve()).as_posix()
 
-    def submit(self, spec: dict) -> dict:
-        return self._call(self.service.submit(spec))
+    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return cast(Json, self._call(self.service.submit(spec)))
 
-    def unchanged(self, spec: dict) -> dict | None:
+    def unchanged(self, spec: dict[str, Any]) -> dict[str, Any] | None:
         """The verdict cache: an earlier Succeeded job standing for ``spec``, or None."""
-        return self._call(self.service.unchanged(spec))
+        return cast("Json | None", self._call(self.service.unchanged(spec)))
 
-    def wait(self, name: str, on_update: Callable[[dict], None], timeout: float | None,
-             stop: threading.Event | None = None) -> dict:
+    def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
+             stop: threading.Event | None = None) -> dict[str, Any]:
         """The job once it ended (``on_update`` sees each change, on the loop's thread);
         ``stop``, once set, ends the wait (ClientError). Only while a batch runs (begin)."""
         from concurrent.futures import wait as wait_for
@@ -170,40 +176,41 @@ class InProcess:
         from .service import ApiError
 
         assert self._thread is not None, "InProcess.wait: only between begin() and end()"
-        running = asyncio.run_coroutine_threadsafe(self.service.wait_for_terminal(name, timeout, on_update),
-                                                   self.loop)
+        running = asyncio.run_coroutine_threadsafe(
+            self.service.wait_for_terminal(name, timeout, cast("Callable[[Job], None]", on_update)), self.loop)
         while not running.done():
             wait_for([running], timeout=0.25)
             if not running.done() and stop is not None and stop.is_set():
                 running.cancel()
                 raise ClientError(f"stopped waiting for job {name}")
         try:
-            return running.result()
+            return cast(Json, running.result())
         except ApiError as e:
             raise ClientError(e.message, e.status, e.field) from None
 
-    def executed_notebook(self, name: str) -> dict:
+    def executed_notebook(self, name: str) -> dict[str, Any]:
         return self._call(self.service.executed_notebook(name))
 
-    def list_jobs(self, notebook: str | None, limit: int) -> list[dict]:
-        return self._call(self.service.list_jobs(notebook, limit, None))["items"]
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._call(self.service.list_jobs(notebook, limit, None))["items"]
+        return items
 
-    def get(self, name: str) -> dict:
-        return self._call(self.service.get(name))
+    def get(self, name: str) -> dict[str, Any]:
+        return cast(Json, self._call(self.service.get(name)))
 
-    def events(self, name: str) -> list[dict]:
-        return self._call(self.service.events(name))
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return cast("list[Json]", self._call(self.service.events(name)))
 
-    def timeline(self, name: str) -> dict:
+    def timeline(self, name: str) -> dict[str, Any]:
         return self._call(self.service.timeline(name))
 
-    def cancel(self, name: str) -> dict:
-        return self._call(self.service.cancel(name))
+    def cancel(self, name: str) -> dict[str, Any]:
+        return cast(Json, self._call(self.service.cancel(name)))
 
-    def delete(self, name: str) -> tuple[int, dict]:
-        return self._call(self.service.delete(name))
+    def delete(self, name: str) -> tuple[int, dict[str, Any]]:
+        return cast("tuple[int, Json]", self._call(self.service.delete(name)))
 
-    def gc(self, job_ttl: float | None, env_cache_max_bytes: int | None) -> dict:
+    def gc(self, job_ttl: float | None, env_cache_max_bytes: int | None) -> dict[str, Any]:
         return self._call(self.service.gc(job_ttl=job_ttl, env_cache_max_bytes=env_cache_max_bytes))
 
     def build_log(self, name: str, offset: int) -> tuple[bytes, bool, int]:
@@ -228,19 +235,19 @@ class InProcess:
                 return
             await asyncio.sleep(FOLLOW_POLL)
 
-    def check_spec(self, spec: dict) -> dict:
+    def check_spec(self, spec: dict[str, Any]) -> dict[str, Any]:
         """The spec as this process's service would take it, or ClientError (exit 2)."""
         from .service import ApiError
 
         try:
-            return self.service.check_spec(spec)
+            return cast(Json, self.service.check_spec(spec))
         except ApiError as e:
             raise ClientError(e.message, e.status, e.field) from None
 
-    async def _wait(self, name: str, follower: Follower, timeout: float | None) -> dict:
+    async def _wait(self, name: str, follower: Follower, timeout: float | None) -> Job:
         logging_task = asyncio.ensure_future(self._follow_log(name, follower))
         try:
-            done = await self.service.wait_for_terminal(name, timeout, follower.update)
+            done = await self.service.wait_for_terminal(name, timeout, cast("Callable[[Job], None]", follower.update))
         finally:
             if not logging_task.done():
                 logging_task.cancel()
@@ -249,14 +256,14 @@ class InProcess:
             await self._follow_log(name, follower)
         return done
 
-    def run(self, spec: dict, follower: Follower, timeout: float | None) -> dict:
+    def run(self, spec: dict[str, Any], follower: Follower, timeout: float | None) -> dict[str, Any]:
         """Submit and wait in this process's engine. Ctrl-C or SIGTERM while it waits: the
         job is cancelled (its runner and kernel end), waited for at most INTERRUPT_GRACE s,
         the lease handed back at once, then :class:`SubmitInterrupted`; a second signal ends
         the process at once."""
         from .batch import INTERRUPT_GRACE
 
-        async def go() -> dict:
+        async def go() -> dict[str, Any]:
             await self.service.start()
             try:
                 job = await self.service.submit(spec)
@@ -277,9 +284,9 @@ class InProcess:
                         except Exception:
                             left = None
                         await self.service.hand_over(drain=False)
-                        raise SubmitInterrupted(name, left) from None
+                        raise SubmitInterrupted(name, cast("Json | None", left)) from None
                 await self.service.hand_over()
-                return done
+                return cast(Json, done)
             finally:
                 await self.service.stop()
 
@@ -289,13 +296,14 @@ class InProcess:
 class SubmitInterrupted(Exception):
     """Ctrl-C of an in-process ``submit --wait``: its job (as it was left, or None) was cancelled."""
 
-    def __init__(self, name: str, job: dict | None):
+    def __init__(self, name: str, job: dict[str, Any] | None):
         super().__init__(name)
         self.name, self.job = name, job
 
 
 class Remote:
-    """The same operations through a running Jupyter server's REST API (blocking, any thread)."""
+    """The same operations through a running Jupyter server's REST API (blocking, any thread).
+    Its answers are JSON of the shapes openapi.py documents."""
 
     def __init__(self, client: ServerClient):
         self.client = client
@@ -306,36 +314,36 @@ class Remote:
     def end(self, interrupted: bool = False) -> None:
         """The batch is over: nothing of this process to hand over."""
 
-    def executed_notebook(self, name: str) -> dict:
-        return self.client.request("GET", f"jobs/{name}/notebook")
+    def executed_notebook(self, name: str) -> dict[str, Any]:
+        return cast(Json, self.client.request("GET", f"jobs/{name}/notebook"))
 
     def api_path(self, local_path: str) -> str:
         return self.client.api_path(local_path)
 
-    def submit(self, spec: dict) -> dict:
-        return self.client.request("POST", "jobs", spec)
+    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return cast(Json, self.client.request("POST", "jobs", spec))
 
-    def unchanged(self, spec: dict) -> dict | None:
+    def unchanged(self, spec: dict[str, Any]) -> dict[str, Any] | None:
         """The verdict cache on the server: an earlier Succeeded job standing for ``spec``, or None."""
-        return self.client.request("POST", "unchanged", spec).get("job")
+        return cast("Json | None", self.client.request("POST", "unchanged", spec).get("job"))
 
-    def list_jobs(self, notebook: str | None, limit: int) -> list[dict]:
-        return self.client.request("GET", "jobs", params={"notebook": notebook, "limit": limit})["items"]
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]:
+        return cast("list[Json]", self.client.request("GET", "jobs", params={"notebook": notebook, "limit": limit})["items"])
 
-    def get(self, name: str) -> dict:
-        return self.client.request("GET", f"jobs/{name}")
+    def get(self, name: str) -> dict[str, Any]:
+        return cast(Json, self.client.request("GET", f"jobs/{name}"))
 
-    def events(self, name: str) -> list[dict]:
-        return self.client.request("GET", f"jobs/{name}/events")["items"]
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return cast("list[Json]", self.client.request("GET", f"jobs/{name}/events")["items"])
 
-    def timeline(self, name: str) -> dict:
-        return self.client.request("GET", f"jobs/{name}/timeline")
+    def timeline(self, name: str) -> dict[str, Any]:
+        return cast(Json, self.client.request("GET", f"jobs/{name}/timeline"))
 
-    def cancel(self, name: str) -> dict:
+    def cancel(self, name: str) -> dict[str, Any]:
         # cancelOnly: a job that has just finished is left as it ended, not deleted
-        return self.client.request("DELETE", f"jobs/{name}", params={"cancelOnly": "true"})
+        return cast(Json, self.client.request("DELETE", f"jobs/{name}", params={"cancelOnly": "true"}))
 
-    def delete(self, name: str) -> tuple[int, dict]:
+    def delete(self, name: str) -> tuple[int, dict[str, Any]]:
         job = self.get(name)
         answer = self.client.request("DELETE", f"jobs/{name}")
         return (200 if is_terminal((job.get("status") or {}).get("phase")) else 202), answer
@@ -343,8 +351,8 @@ class Remote:
     def build_log(self, name: str, offset: int) -> tuple[bytes, bool, int]:
         return self.client.build_log(name, offset)
 
-    def wait(self, name: str, on_update: Callable[[dict], None], timeout: float | None,
-             stop: threading.Event | None = None) -> dict:
+    def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
+             stop: threading.Event | None = None) -> dict[str, Any]:
         """Polls until the job ended; ``stop``, once set, ends the wait (ClientError)."""
         deadline = time.monotonic() + timeout if timeout else None
         last = None
@@ -377,7 +385,7 @@ def _say_outside(path: str) -> None:
 
 
 def connect(args: argparse.Namespace, path_hint: str | None = None,
-            backend_config: dict | None = None) -> Remote | InProcess:
+            backend_config: dict[str, Any] | None = None) -> Remote | InProcess:
     if args.server:
         return Remote(ServerClient(args.server, args.token or os.environ.get("JUPYTER_TOKEN", ""), args.root_dir))
     if not args.local:
@@ -406,7 +414,7 @@ def parameter_value(text: str) -> Any:
         return text
 
 
-def read_sanitizer_file(path: str) -> list[dict]:
+def read_sanitizer_file(path: str) -> list[dict[str, Any]]:
     """An nbval sanitizer file as ``comparisonConfig.sanitizers`` entries; a
     ClientError (exit 2) naming the file and the line when it cannot be read."""
     from .compare import SanitizerFileError, parse_sanitizer_file
@@ -493,7 +501,7 @@ def duration_arg(value: str) -> str:
     return f"{number:g}s" if number == number and number not in (float("inf"), float("-inf")) else value
 
 
-def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict:
+def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict[str, Any]:
     spec: dict[str, Any] = {"notebook": {"path": api.api_path(args.notebook)}}
     if args.golden:
         spec["goldenNotebook"] = {"path": api.api_path(args.golden)}
@@ -616,7 +624,7 @@ def _cancel_interrupted(api: Remote, name: str) -> int:
     return 130
 
 
-def verdict_exit_code(job: dict) -> int:
+def verdict_exit_code(job: dict[str, Any]) -> int:
     """0 succeeded, 3 an infrastructure fault (not the notebook's), else 1."""
     st = job.get("status") or {}
     if st.get("phase") == Phase.SUCCEEDED:
@@ -625,7 +633,7 @@ def verdict_exit_code(job: dict) -> int:
 
 
 def _connect_batch(args: argparse.Namespace, folder: str, jobs: int,
-                   backend_config: dict | None = None) -> Remote | InProcess:
+                   backend_config: dict[str, Any] | None = None) -> Remote | InProcess:
     """Like ``connect`` for a folder holding every notebook of a batch; in this process,
     the engine runs up to ``jobs`` validations at once (and the backend gets ``backend_config``)."""
     if args.server:
@@ -706,7 +714,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             api.close()
             raise
 
-    def make_spec(item: batch.Item) -> dict:
+    def make_spec(item: batch.Item) -> dict[str, Any]:
         spec: dict[str, Any] = {"notebook": {"path": api.api_path(str(item.path))}}
         if item.golden is not None:
             spec["goldenNotebook"] = {"path": api.api_path(str(item.golden))}
@@ -917,7 +925,8 @@ def main(argv: list[str] | None = None) -> int:
         _skip_slow_optional_imports()  # seconds of jsonschema import time nbformat's schema never uses
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        rc: int = args.func(args)  # a cmd_* function (set_defaults in parser())
+        return rc
     except ClientError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR

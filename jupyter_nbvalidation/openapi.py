@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 
 from ._version import __version__
 from . import model as M
@@ -12,7 +13,7 @@ SPEC_SCHEMA = json_schema("openapi")
 
 # status.progress: written during ValidationRunning (at most once a second, never an event), kept as it
 # last was at the terminal phase. Cell indexes are 0-based notebook indexes (all cells, markdown included).
-PROGRESS_SCHEMA = {
+PROGRESS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["cellsTotal", "cellsDone", "currentCellIndex", "currentCellStartedAt", "cells", "updatedAt"],
     "properties": {
@@ -29,7 +30,7 @@ PROGRESS_SCHEMA = {
     },
 }
 
-JOB_SCHEMA = {
+JOB_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec", "status"],
     "properties": {
@@ -124,11 +125,11 @@ ERROR_SCHEMA = {
 }
 
 
-def _json(schema: dict, description: str) -> dict:
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _errors(*codes: int) -> dict:
+def _errors(*codes: int) -> dict[str, Any]:
     return {str(c): {"$ref": f"#/components/responses/E{c}"} for c in (*codes, 401, 403)}
 
 
@@ -136,7 +137,7 @@ NAME_PARAM = {"name": "name", "in": "path", "required": True, "description": "me
               "schema": {"type": "string", "minLength": 1}}
 
 
-def openapi_document(base_url: str = "/") -> dict:
+def openapi_document(base_url: str = "/") -> dict[str, Any]:
     prefix = base_url.rstrip("/") + "/nbvalidation/api/v1"
     job_ref = {"$ref": "#/components/schemas/Job"}
     return {

@@ -44,6 +44,7 @@ import re
 import shlex
 import stat
 from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 MAX_FILE_BYTES = 1 * 2**20  # one requirements or constraints file
 MAX_LINES = 2000  # requirement + constraint lines after inlining -r files
@@ -163,7 +164,7 @@ class Requirements:
             out["constraints.txt"] = _text(self.display_constraints).encode()
         return out
 
-    def cache_key_material(self) -> dict:
+    def cache_key_material(self) -> dict[str, Any]:
         """What identifies the environment: the displayed lines (never a
         secret) and the content hash of every local path they use."""
         return {"requirements": sorted(set(self.display_lines)), "constraints": list(self.display_constraints),
@@ -301,7 +302,7 @@ class _Collector:
         self.seen_files: set[str] = set()
 
     # where: e.g. "requirements.txt beside the notebook (sub/requirements.txt) line 3"
-    def fail(self, where: str, reason: str, status: int = 400) -> None:
+    def fail(self, where: str, reason: str, status: int = 400) -> NoReturn:
         raise RequirementsError(self.field, f"{where}: {reason}", status)
 
     def rel(self, real: str) -> str:
@@ -463,20 +464,25 @@ class _Collector:
                 self.fail(where, f"{long} is not accepted in a constraints file (constraints are requirement "
                                  "specifiers)")
             if long in ("--index-url", "--extra-index-url"):
+                assert value is not None  # these options take a value (ALLOWED_OPTIONS): read above
                 m = _URL.match(value or "")
                 if not m or m.group(1).lower() not in ("http", "https"):
                     self.fail(where, f"{long} needs an http or https URL")
                 build, display = self.redact_url(value, where)
                 self.add(f"{long} {build}", f"{long} {display}", False, where)
             elif long == "--find-links":
+                assert value is not None  # takes a value (ALLOWED_OPTIONS): read above
                 build, display = self.url_or_path(value, base, where, long)
                 self.add(f"{long} {build}", f"{long} {display}", False, where)
             elif long == "--requirement":
+                assert value is not None  # takes a value (ALLOWED_OPTIONS): read above
                 self.file(self.local_file(value, base, where, long), f"{where}: -r {value}", depth=depth + 1)
             elif long == "--constraint":
+                assert value is not None  # takes a value (ALLOWED_OPTIONS): read above
                 self.file(self.local_file(value, base, where, long), f"{where}: -c {value}", constraints=True,
                           depth=depth + 1)
             elif long == "--editable":
+                assert value is not None  # takes a value (ALLOWED_OPTIONS): read above
                 if _URL.match(value) and not value.lower().startswith("file:"):
                     self.fail(where, "-e takes a local path inside the server root (for a remote package, "
                                      "give its URL without -e)")
@@ -588,7 +594,7 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def collect(spec: dict, root: str, notebook_real: str) -> Requirements:
+def collect(spec: dict[str, Any], root: str, notebook_real: str) -> Requirements:
     """The job's requirements from the source its spec names, checked
     (raises :class:`RequirementsError`). ``notebook_real``: the notebook's
     resolved path (inside ``root``)."""
@@ -632,7 +638,7 @@ def collect(spec: dict, root: str, notebook_real: str) -> Requirements:
 
 # --- the build side -----------------------------------------------------------------
 
-def source_annotation(reqs: Requirements, spec: dict, root: str) -> str | None:
+def source_annotation(reqs: Requirements, spec: dict[str, Any], root: str) -> str | None:
     """What a later process needs to read the credentials again from the
     source (a file; never for the spec list): the root and the job's spec
     paths. None when there is nothing to recover."""
@@ -660,7 +666,7 @@ def from_snapshot(requirements_txt: str | None, constraints_txt: str | None, ori
     counter = [0]
 
     def rebuild(line: str) -> str:
-        def sub(m: re.Match) -> str:
+        def sub(m: re.Match[str]) -> str:
             n = counter[0]
             counter[0] += 1
             info = m.group(2)
@@ -680,7 +686,7 @@ def from_snapshot(requirements_txt: str | None, constraints_txt: str | None, ori
     return out
 
 
-def for_build(job: dict, reqs: Requirements) -> Requirements:
+def for_build(job: dict[str, Any], reqs: Requirements) -> Requirements:
     """``reqs`` (from the snapshot) with its credential values, for the
     build: from this process's memory, else read again from the source file
     when its display text is still exactly the snapshot's. Raises
@@ -714,7 +720,7 @@ def for_build(job: dict, reqs: Requirements) -> Requirements:
                      "time) or submit the job again.")
 
 
-def of_job(job: dict, snapshot: str | None, constraints: str | None) -> Requirements:
+def of_job(job: dict[str, Any], snapshot: str | None, constraints: str | None) -> Requirements:
     """A job's requirements from its stored snapshot (checked and flattened
     at submit, credentials shown as ***; see requirements.py). A job stored
     before the snapshot held the spec list falls back to the list."""

@@ -12,15 +12,16 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from . import requirements as reqmod
 from . import markers, verdict_cache
 from .backends.base import Backend
+from .documents import Event, Job, JobSpec
 from .engine import Engine
 from .errors import InputRejected
 from .model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, is_terminal, new_job, validate_spec
-from .store.base import NotFound, StoreBroken, StoreError
+from .store.base import JobStore, NotFound, StoreBroken, StoreError
 from .tasks import cancel_and_wait
 from .requirements import Requirements
 from .timeline import compute_timeline
@@ -38,7 +39,7 @@ class ApiError(Exception):
         self.message = message
         self.field = field
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message, "field": self.field}}
 
 
@@ -82,7 +83,7 @@ def _read_notebook(path: Path, field: str, limit: int) -> bytes:
     import nbformat  # here, not at import time: importing it imports jsonschema
 
     try:
-        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)  # type: ignore[no-untyped-call]  # nbformat is untyped
         nbformat.validate(nb)
     except UnicodeDecodeError:
         raise ApiError(400, "InvalidNotebook", f"{field}: the notebook is not UTF-8 text", field) from None
@@ -121,7 +122,7 @@ class JobService:
         self._start_retry: asyncio.Task[None] | None = None
 
     @property
-    def store(self):
+    def store(self) -> JobStore:
         return self.backend.store
 
     # -- running the service in this process (the CLI; the server runs it through app.py) ----------
@@ -172,7 +173,7 @@ class JobService:
         await self.engine.stop()
 
     async def wait_for_terminal(self, name: str, timeout: float | None = None,
-                                on_update: Callable[[dict], None] | None = None) -> dict:
+                                on_update: Callable[[Job], None] | None = None) -> Job:
         """The job once it is Succeeded or Failed (``on_update`` sees each change)."""
         return await self.engine.wait_for_terminal(name, timeout, on_update)
 
@@ -186,11 +187,11 @@ class JobService:
         if drain:
             await self.backend.drain()
 
-    def check_spec(self, spec: Any) -> dict:
+    def check_spec(self, spec: Any) -> JobSpec:
         """A spec as submit would take it (the backend's fields and values), or ApiError 400."""
         return self._validate(spec)
 
-    async def health(self) -> dict:
+    async def health(self) -> dict[str, Any]:
         """GET /health: the backend's state and the engine's figures."""
         engine = self.engine
         health = await self.backend.health()
@@ -206,10 +207,10 @@ class JobService:
                                           "last10s": round(engine.loop_lag_within(10) * 1000, 1)}}
         return health
 
-    def _validate(self, spec: Any) -> dict:
+    def _validate(self, spec: Any) -> JobSpec:
         try:
-            spec = validate_spec(spec, self.backend.supported_fields())
-            self.backend.check_spec(spec)
+            checked = validate_spec(spec, self.backend.supported_fields())
+            self.backend.check_spec(checked)
         except SpecError as e:
             reason = e.reason
             explain = self.backend.unsupported_reason(e.field)
@@ -217,9 +218,9 @@ class JobService:
                 reason = f"not supported by the {self.backend.name} backend: {explain}"
             field = e.field if e.field.startswith("spec") else f"spec.{e.field}"
             raise ApiError(400, "InvalidSpec", f"{field}: {reason}", field) from None
-        return spec
+        return checked
 
-    def _collect(self, spec: dict) -> tuple[dict[str, bytes], Path, Requirements]:
+    def _collect(self, spec: dict[str, Any]) -> tuple[dict[str, bytes], Path, Requirements]:
         """Read the inputs now: this snapshot is what gets validated."""
         nb_path = resolve_in_root(self.root_dir, spec["notebook"]["path"], "spec.notebook.path")
         files = {"notebook.ipynb": _read_notebook(nb_path, "spec.notebook.path", self.max_notebook_bytes)}
@@ -259,7 +260,7 @@ class JobService:
                            f"{field}: {reqs.origin} carries index credentials; the {self.backend.name} backend "
                            "cannot keep them out of what it stores yet", field)
 
-    def _input_files(self, spec: dict, nb_path: Path) -> dict[str, bytes]:
+    def _input_files(self, spec: dict[str, Any], nb_path: Path) -> dict[str, bytes]:
         """spec.inputFiles: the files beside the notebook the job names
         (globs relative to its folder), resolved inside the root, bounded,
         read now into ``inputs/<path relative to the notebook's folder>``."""
@@ -317,7 +318,7 @@ class JobService:
             total += len(got[0])
         return out
 
-    async def _prepare(self, spec: Any) -> tuple[dict, dict[str, bytes], Path, Requirements, str | None, str | None]:
+    async def _prepare(self, spec: Any) -> tuple[dict[str, Any], dict[str, bytes], Path, Requirements, str | None, str | None]:
         """What submit and the verdict cache both start from: the checked spec (its
         credentials redacted), the inputs read now, the requirements, the kernel's
         environment as the backend identifies it and the verdict key (None: not
@@ -343,7 +344,7 @@ class JobService:
         key = None if env is None else await asyncio.to_thread(self._verdict_key, spec, files, nb_path, env)
         return spec, files, nb_path, reqs, env, key
 
-    async def submit(self, spec: Any) -> dict:
+    async def submit(self, spec: Any) -> Job:
         spec, files, nb_path, reqs, _env, key = await self._prepare(spec)
         # no inputFiles: the kernel works in a copy of the notebook's own folder (the
         # local backend's, per attempt); with them, in a copy of the job's snapshot of them
@@ -368,15 +369,15 @@ class JobService:
         return job
 
     @staticmethod
-    def _root_of(job: dict) -> str | None:
+    def _root_of(job: Job) -> str | None:
         return ((job.get("metadata") or {}).get("annotations") or {}).get(ROOT_ANNOTATION)
 
-    def _verdict_key(self, spec: dict, files: dict[str, bytes], nb_path: Path, env: str) -> str | None:
+    def _verdict_key(self, spec: dict[str, Any], files: dict[str, bytes], nb_path: Path, env: str) -> str | None:
         workdir = None if spec.get("inputFiles") else nb_path.parent
         return verdict_cache.verdict_key(spec, files, env, workdir=workdir, notebook_path=nb_path,
                                          backend=self.backend, root=Path(self.real_root))
 
-    async def unchanged(self, spec: Any, max_pages: int = 20) -> dict | None:
+    async def unchanged(self, spec: Any, max_pages: int = 20) -> Job | None:
         """The verdict cache: an earlier Succeeded job whose verdict key equals the key
         ``spec``'s inputs have now (see verdict_cache), or None. Checks the spec and reads
         the inputs as submit does (bad input raises as there); creates nothing."""
@@ -397,30 +398,30 @@ class JobService:
                 break
         return None
 
-    async def get(self, name: str) -> dict:
+    async def get(self, name: str) -> Job:
         try:
             return await self.store.get(name)
         except NotFound:
             raise ApiError(404, "NotFound", f"no job named {name!r}") from None
 
-    async def list_jobs(self, notebook: str | None, limit: int, continue_token: str | None) -> dict:
+    async def list_jobs(self, notebook: str | None, limit: int, continue_token: str | None) -> dict[str, Any]:
         try:
             items, token = await self.store.list_jobs(notebook=notebook, limit=limit, continue_token=continue_token)
         except ValueError as e:
             raise ApiError(400, "InvalidField", str(e), "continue") from None
         # a job of another root (another server's, an in-process run's elsewhere) is not one of
         # this root's notebooks, whatever its path says; jobs from before roots were recorded stay
-        items = [list_item(j) for j in items if self._root_of(j) in (None, self.real_root)]
-        return {"apiVersion": "v1", "kind": "NotebookValidationJobList", "items": items,
+        listed = [list_item(j) for j in items if self._root_of(j) in (None, self.real_root)]
+        return {"apiVersion": "v1", "kind": "NotebookValidationJobList", "items": listed,
                 "metadata": {"continue": token}}
 
-    async def cancel(self, name: str) -> dict:
+    async def cancel(self, name: str) -> Job:
         job = await self.get(name)
         if is_terminal((job.get("status") or {}).get("phase")):
             return job
         return await self.engine.request_cancel(name)
 
-    async def delete(self, name: str) -> tuple[int, dict]:
+    async def delete(self, name: str) -> tuple[int, Job | dict[str, Any]]:  # (202, the job) or (200, a Status)
         """DELETE: a finished job is removed with its events and files (200 and a
         Status); a job still running is cancelled instead (202 and the job)."""
         job = await self.get(name)
@@ -433,21 +434,21 @@ class JobService:
         return 200, {"apiVersion": "v1", "kind": "Status", "status": "Success",
                      "details": {"name": name, "uid": job["metadata"]["uid"], "kind": "NotebookValidationJob"}}
 
-    async def gc(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict:
+    async def gc(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict[str, Any]:
         """Retention and the environment cache cap, now (local backend)."""
         if not self.backend.capabilities.garbage_collection:
             raise ApiError(400, "Unsupported", f"the {self.backend.name} backend has no garbage collection here")
         return await self.backend.collect(job_ttl=job_ttl, env_cache_max_bytes=env_cache_max_bytes)
 
-    async def events(self, name: str) -> list[dict]:
+    async def events(self, name: str) -> list[Event]:
         job = await self.get(name)
         return await self.store.list_events(job)
 
-    async def timeline(self, name: str) -> dict:
+    async def timeline(self, name: str) -> dict[str, Any]:
         job = await self.get(name)
         return compute_timeline(job, await self.store.list_events(job))
 
-    async def executed_notebook(self, name: str) -> dict:
+    async def executed_notebook(self, name: str) -> dict[str, Any]:
         job = await self.get(name)
         nb = await self.backend.executed_notebook(job)
         if nb is None:
@@ -597,7 +598,7 @@ def dumps(obj: Any) -> str:
         return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False)
 
 
-def list_item(job: dict) -> dict:
+def list_item(job: Mapping[str, Any]) -> Mapping[str, Any]:
     """A job as ``GET /jobs`` lists it: whole but for what grows with the
     notebook (README, "REST API"): ``status.results`` becomes
     ``status.resultsSummary`` (cells by status, the failed cell's result, cells

@@ -21,7 +21,7 @@ implements the same, and both run the vectors in ``tests/vectors/timeline``
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from .model import REASON_PHASE, Phase, isotime, parse_time, transition_event_type, utcnow
 
@@ -45,7 +45,7 @@ def _first_per_phase(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _from_events(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Rule 1: the transition entries the events record."""
     out = []
     for ev in events:
@@ -69,7 +69,7 @@ def _from_transitions(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return _first_per_phase(out)
 
 
-def compute_timeline(job: dict[str, Any], events: list[dict[str, Any]], now: str | None = None) -> dict[str, Any]:
+def compute_timeline(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], now: str | None = None) -> dict[str, Any]:
     status = job.get("status") or {}
     entries = _from_events(events)
     source = "events"

@@ -54,7 +54,7 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from .markers import notebook_opts_out_of_cache
 from .model import Phase
@@ -326,12 +326,12 @@ def verdict_key(spec: dict[str, Any], files: dict[str, bytes], environment: str 
     return _sha(json.dumps(parts, sort_keys=True, default=str).encode())
 
 
-def has_key(job: dict[str, Any], key: str) -> bool:
+def has_key(job: Mapping[str, Any], key: str) -> bool:
     """A job submitted with this verdict key."""
     return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION) == key
 
 
-def matches(job: dict[str, Any], key: str) -> bool:
+def matches(job: Mapping[str, Any], key: str) -> bool:
     """A job that can stand for a notebook with this key: Succeeded, same key. Only the
     newest job with the key may stand (JobService.unchanged)."""
     return (job.get("status") or {}).get("phase") == Phase.SUCCEEDED and has_key(job, key)

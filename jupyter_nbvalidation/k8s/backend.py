@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, cast
 
 from importlib.metadata import PackageNotFoundError, version as _dist_version
 
@@ -42,6 +42,7 @@ from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default,
 from .. import verdict_cache
 from ..backends import workcopy
 from ..backends.base import RUNNING, Backend, Capabilities, Observation, lease_traits
+from ..documents import Job, JobSpec
 from ..errors import InputRejected
 from ..model import GROUP, PLURAL, VERSION, WORKDIR_ANNOTATION, SpecError, build_enabled, spec_fields
 from ..plan import Snapshot, ValidationPlan
@@ -52,7 +53,7 @@ from .builders import BUILDERS, STRATEGIES, Builder, BuildInputs, BuildSettings,
 from .builders.base import strip_tag
 from .builders.discovery import discover
 from .children import IMAGE_ANNOTATION, Children
-from .client import KubeApiError, default_namespace
+from .client import Kube, KubeApiError, default_namespace
 from .executor import PodSettings, ValidationExecutor
 from .images import Images, ImageSettings
 from .leader import LeaseElector, new_identity
@@ -79,6 +80,7 @@ class KubernetesBackend(Backend):
     name = "kubernetes"
     # the kernel runs in a Pod, where the server's files are not: the notebook's folder travels
     capabilities = Capabilities(folder_in_snapshot=True)
+    store: KubernetesJobStore  # made in __init__
 
     namespace = Unicode(help="The one namespace jobs and their children live in (default: the pod's "
                              "namespace when running in a cluster, else 'default').").tag(config=True)
@@ -226,7 +228,7 @@ class KubernetesBackend(Backend):
     elects_leader = True
 
     @property
-    def kube(self):
+    def kube(self) -> Kube:
         return self.store.kube
 
     # -- lifecycle -------------------------------------------------------------
@@ -270,7 +272,7 @@ class KubernetesBackend(Backend):
     def supported_fields(self) -> set[str]:
         return spec_fields()
 
-    def check_spec(self, spec: dict) -> None:
+    def check_spec(self, spec: JobSpec) -> None:
         pc = spec.get("podConfig") or {}
         bc = pc.get("buildConfig") or {}
         strategy = bc.get("strategy")
@@ -296,7 +298,7 @@ class KubernetesBackend(Backend):
                             "is required when the build is disabled (no c.KubernetesBackend.runner_image "
                             "is configured)")
 
-    def _strategy_of(self, spec: dict) -> str:
+    def _strategy_of(self, spec: Mapping[str, Any]) -> str:  # a JobSpec, or {} (the default)
         s = ((spec.get("podConfig") or {}).get("buildConfig") or {}).get("strategy") or "auto"
         if s == "kaniko":
             return "job"
@@ -306,13 +308,13 @@ class KubernetesBackend(Backend):
             s = self.auto_strategy
         return s
 
-    def build_strategy(self, job: dict) -> str:
+    def build_strategy(self, job: Job) -> str:
         """The strategy a job builds with: the one recorded when its build
         started (a later discovery never switches a running build)."""
         recorded = ((job.get("status") or {}).get("buildStatus") or {}).get("strategy")
         return recorded if recorded in BUILDERS else self._strategy_of(job["spec"])
 
-    def build_strategy_reason(self, job: dict) -> str:
+    def build_strategy_reason(self, job: Mapping[str, Any]) -> str:  # a Job, or {"spec": {}} (the default)
         s = ((job["spec"].get("podConfig") or {}).get("buildConfig") or {}).get("strategy") or "auto"
         if s != "auto":
             return f"requested by the job (podConfig.buildConfig.strategy={s})"
@@ -377,19 +379,19 @@ class KubernetesBackend(Backend):
                                 f"{e.strerror or e}", "spec.notebook.path") from None
         return {f"{obj.INPUTS_PREFIX}{rel}": data for rel, data in found.items()}
 
-    async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
+    async def submit(self, job: Job, files: dict[str, bytes]) -> Job:
         folder = None if job["spec"].get("inputFiles") else (job["metadata"].get("annotations") or {}).get(
             WORKDIR_ANNOTATION)
         return await self.snapshots.submit(job, files, self.max_notebook_bytes_configmap, folder=folder)
 
-    async def read_snapshot(self, job: dict) -> Snapshot:
+    async def read_snapshot(self, job: Job) -> Snapshot:
         """The snapshot ConfigMap as the plan needs it (its input files: the
         ConfigMap keys the validation pod's init container copies, with their paths)."""
         data = await self.snapshots.read(job)
         return Snapshot(names=frozenset(data), requirements_txt=data.get("requirements.txt"),
                         constraints_txt=data.get("constraints.txt"), input_files=tuple(obj.inputs_index(data)))
 
-    async def prepare(self, job: dict, plan: ValidationPlan) -> str:
+    async def prepare(self, job: Job, plan: ValidationPlan) -> str:
         # the plan's requirements were checked at submit (requirements.py; this backend refuses
         # local paths and credentials there, so the display lines are the build lines)
         if plan.requirements.constraints:
@@ -400,7 +402,7 @@ class KubernetesBackend(Backend):
         return f"{plan.detected}; image build on {self._base_image(job)}."
 
     # -- build ---------------------------------------------------------------------------
-    def _base_image(self, job: dict) -> str:
+    def _base_image(self, job: Mapping[str, Any]) -> str:  # a Job, or {"spec": spec}: only its spec is read
         pc = job["spec"].get("podConfig") or {}
         return (pc.get("buildConfig") or {}).get("baseImage") or pc.get("containerImage") or self.base_image
 
@@ -413,7 +415,7 @@ class KubernetesBackend(Backend):
         return args + [a for a in self.builder_args if a not in args]
 
     # -- the verdict cache ------------------------------------------------------------------
-    async def verdict_environment(self, spec: dict, requirements: Requirements) -> str | None:
+    async def verdict_environment(self, spec: JobSpec, requirements: Requirements) -> str | None:
         """Built: the content tag of the image a build would push now (base image by
         digest, requirements, runner). Build disabled: the image the Pod would run, by
         the digest its registry serves now. None when a digest cannot be read (the
@@ -428,7 +430,7 @@ class KubernetesBackend(Backend):
         digest = await self.images.image_digest(image)
         return None if digest is None else f"unbuilt:{strip_tag(image)}@{digest}"
 
-    async def same_verdict_environment(self, job: dict, environment: str) -> bool:
+    async def same_verdict_environment(self, job: Job, environment: str) -> bool:
         """Built: the registry still serves, at the content tag, the very image the
         job's Pod ran (an image lost and built again may resolve its requirements to
         other versions). Build disabled: the image's digest is in the key."""
@@ -440,10 +442,10 @@ class KubernetesBackend(Backend):
             return False
         return await self.images.image_digest(environment.removeprefix("built:"), fresh=True) == ran
 
-    async def build_inputs(self, job: dict, plan: ValidationPlan | None = None) -> BuildInputs:
+    async def build_inputs(self, job: Job, plan: ValidationPlan | None = None) -> BuildInputs:
         return await self.images.inputs(job, plan)
 
-    async def ensure_build(self, job: dict, plan: ValidationPlan) -> Observation:
+    async def ensure_build(self, job: Job, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
         await self.images.inputs(job, plan)  # once per job: what every builder builds from
         strategy = self.build_strategy(job)
@@ -459,29 +461,29 @@ class KubernetesBackend(Backend):
         notice = self.images.notice(uid)  # image reuse off for this job, and why: the engine posts it once
         return obs if notice is None else dataclasses.replace(obs, notices=[*obs.notices, notice])
 
-    async def cancel_build(self, job: dict) -> None:
+    async def cancel_build(self, job: Job) -> None:
         await self.builders[self.build_strategy(job)].cancel(job)
         self.images.release(job["metadata"]["uid"])
 
-    async def build_log(self, job: dict) -> str | None:
+    async def build_log(self, job: Job) -> str | None:
         return await self.builders[self.build_strategy(job)].build_log(job)
 
     # -- validation ------------------------------------------------------------------------
-    async def ensure_validation(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
+    async def ensure_validation(self, job: Job, reference: str | None, plan: ValidationPlan) -> Observation:
         return await self.executor.ensure(job, reference, plan)
 
-    async def cancel_validation(self, job: dict) -> None:
+    async def cancel_validation(self, job: Job) -> None:
         await self.executor.cancel(job)
 
-    async def cleanup(self, job: dict) -> None:
+    async def cleanup(self, job: Job) -> None:
         # nothing destructive: owner references let the garbage collector remove
         # the children with the job; until then they are the evidence
-        uid = job["metadata"].get("uid")
+        uid = cast(str, job["metadata"].get("uid"))  # a stored job: the API server gave it its uid
         self.executor.forget(uid)
         self.snapshots.forget(uid)
         self.images.forget(uid)
 
-    async def executed_notebook(self, job: dict) -> dict | None:
+    async def executed_notebook(self, job: Job) -> dict[str, Any] | None:
         return await self.executor.executed_notebook(job)
 
     # -- health ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from ..documents import Job
 from ..errors import PermanentFailure, TemporaryFailure
 from ..model import GROUP
 from ..store.base import StoreError
@@ -87,7 +88,7 @@ class Children:
     def kube(self) -> Kube:
         return self.store.kube
 
-    def ns(self, job: dict) -> str:
+    def ns(self, job: Job) -> str:
         return job["metadata"].get("namespace") or self.namespace
 
     # -- informers -------------------------------------------------------------------
@@ -105,7 +106,7 @@ class Children:
         await self.store.add_informer(key, resource, api_version, kind)
 
     # -- read / create / adopt / delete -------------------------------------------------
-    async def read(self, resource: Resource, informer: "Informer | None", ns: str, name: str) -> dict | None:
+    async def read(self, resource: Resource, informer: "Informer | None", ns: str, name: str) -> dict[str, Any] | None:
         """The child, from the informer cache when it is usable, else from the API."""
         if informer is not None and informer.usable:
             return informer.get(name)
@@ -119,10 +120,11 @@ class Children:
             informer.put(found)
         return found
 
-    async def create(self, resource: Resource, body: dict, job: dict, informer: "Informer | None" = None) -> dict:
+    async def create(self, resource: Resource, body: dict[str, Any], job: Job, informer: "Informer | None" = None) -> dict[str, Any]:
         """Create a child; "already exists" adopts it when it is ours, else :class:`NotOurs`."""
         ns = body["metadata"]["namespace"]
         name = body["metadata"]["name"]
+        created: dict[str, Any] | None
         try:
             created = await self.kube.request("POST", resource.path(ns), body=body)
         except KubeApiError as e:
@@ -137,8 +139,8 @@ class Children:
             informer.put(created)
         return created
 
-    async def ensure(self, resource: Resource, informer: "Informer | None", job: dict, name: str,
-                     body: Callable[[], Awaitable[dict]]) -> dict:
+    async def ensure(self, resource: Resource, informer: "Informer | None", job: Job, name: str,
+                     body: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """The child ``name`` of ``job``: read; created from ``await body()``
         when absent; :class:`NotOurs` when it exists and is not ``job``'s."""
         ns = self.ns(job)
@@ -149,7 +151,7 @@ class Children:
             raise not_ours(resource, ns, name)
         return found
 
-    async def mine(self, resource: Resource, informer: "Informer | None", job: dict, name: str) -> dict | None:
+    async def mine(self, resource: Resource, informer: "Informer | None", job: Job, name: str) -> dict[str, Any] | None:
         """The child ``name`` when it exists and is ``job``'s, else None (a read for artefacts)."""
         found = await self.read(resource, informer, self.ns(job), name)
         return found if found is not None and obj.owned_by(found, job) else None
@@ -165,8 +167,8 @@ class Children:
         if informer is not None:
             informer.forget(name)
 
-    async def patch(self, resource: Resource, ns: str, name: str, body: dict,
-                    informer: "Informer | None" = None, doing: str = "") -> dict | None:
+    async def patch(self, resource: Resource, ns: str, name: str, body: dict[str, Any],
+                    informer: "Informer | None" = None, doing: str = "") -> dict[str, Any] | None:
         """A merge patch of a child (None when it is gone); the cache gets the answer."""
         try:
             updated = await self.kube.request("PATCH", resource.path(ns, name), body=body, content_type=MERGE_PATCH)
@@ -178,16 +180,16 @@ class Children:
             informer.put(updated)
         return updated
 
-    async def create_context(self, job: dict, context: dict[str, bytes]) -> dict:
+    async def create_context(self, job: Job, context: dict[str, bytes]) -> dict[str, Any]:
         """The build-context ConfigMap (``objects.build_context``'s files) of ``job``."""
         return await self.create(CONFIGMAPS, obj.build_context_configmap(job, context), job)
 
     # -- pods ------------------------------------------------------------------------
-    async def pods_of(self, owner: dict) -> list[dict]:
+    async def pods_of(self, owner: dict[str, Any]) -> list[dict[str, Any]]:
         """The pods ``owner`` (a batch/v1 Job) owns: from the pod cache, else listed."""
         uid = owner["metadata"].get("uid")
 
-        def owned(p: dict) -> bool:
+        def owned(p: dict[str, Any]) -> bool:
             return any(r.get("uid") == uid for r in (p["metadata"].get("ownerReferences") or []))
 
         pods = self.store.pods
@@ -203,7 +205,7 @@ class Children:
             return []
         return [p for p in page.get("items") or [] if owned(p)]
 
-    async def container_log(self, pod: dict, container: str, **query: Any) -> str | None:
+    async def container_log(self, pod: dict[str, Any], container: str, **query: Any) -> str | None:
         """A container's log (None when it cannot be read)."""
         try:
             return await self.kube.text(PODS.path(pod["metadata"]["namespace"], pod["metadata"]["name"], "log"),

@@ -18,10 +18,11 @@ import datetime as _dt
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import aiohttp
 from kubernetes.aio.client import ApiClient, Configuration
+from kubernetes.aio.client.rest import RESTResponse
 from kubernetes.aio.config import ConfigException, load_kube_config, refresh_token
 from kubernetes.aio.config.incluster_config import (
     SERVICE_CERT_FILENAME,
@@ -45,7 +46,7 @@ class KubeApiError(Exception):
     could not be reached), ``reason`` the Status reason (``NotFound``,
     ``AlreadyExists``, ``Conflict``, ``Forbidden``, ``Expired``, ...)."""
 
-    def __init__(self, status: int, reason: str, message: str, details: dict | None = None):
+    def __init__(self, status: int, reason: str, message: str, details: dict[str, Any] | None = None):
         super().__init__(f"{status} {reason}: {message}" if status else message)
         self.status = status
         self.reason = reason
@@ -72,8 +73,9 @@ def _load_kubeconfig(path: str | None, context: str | None) -> tuple[Configurati
     a private event loop drives the library's async loader there."""
     cfg = type.__call__(Configuration)
     path = os.path.expanduser(path) if path else None
-    loader = asyncio.run(load_kube_config(config_file=path, context=context or None, client_configuration=cfg,
-                                          persist_config=False))
+    # kubernetes.aio.config is not annotated: its loaders are untyped
+    loader = asyncio.run(load_kube_config(config_file=path, context=context or None,  # type: ignore[no-untyped-call]
+                                          client_configuration=cfg, persist_config=False))
     return cfg, loader
 
 
@@ -85,12 +87,13 @@ def _refreshes(loader: Any) -> bool:
 
 def _load_in_cluster() -> tuple[Configuration, float]:
     cfg = type.__call__(Configuration)
-    InClusterConfigLoader(token_filename=SERVICE_TOKEN_FILENAME, cert_filename=SERVICE_CERT_FILENAME,
-                          try_refresh_token=False).load_and_set(cfg)
+    # kubernetes.aio.config is not annotated: its loaders are untyped
+    InClusterConfigLoader(token_filename=SERVICE_TOKEN_FILENAME,  # type: ignore[no-untyped-call]
+                          cert_filename=SERVICE_CERT_FILENAME, try_refresh_token=False).load_and_set(cfg)
     return cfg, os.path.getmtime(SERVICE_TOKEN_FILENAME)
 
 
-def _token_refresher(period: float = 60.0):
+def _token_refresher(period: float = 60.0) -> Callable[[Configuration], Awaitable[None]]:
     """An async refresh hook for projected service-account tokens (they rotate):
     re-read the token file at most once a ``period``, in a worker thread."""
     state = {"at": _dt.datetime.now().timestamp()}
@@ -126,7 +129,8 @@ async def connect(kubeconfig: str | None = None, context: str | None = None, *,
     try:
         if not kubeconfig and not os.environ.get("KUBECONFIG") and in_cluster():
             cfg, _ = await asyncio.to_thread(_load_in_cluster)
-            cfg.refresh_api_key_hook = _token_refresher()
+            # kubernetes.aio's Configuration declares the hook as None only (it takes a callable)
+            cfg.refresh_api_key_hook = _token_refresher()  # type: ignore[assignment]
         else:
             cfg, loader = await asyncio.to_thread(_load_kubeconfig,
                                                   kubeconfig or os.environ.get("KUBECONFIG") or None, context)
@@ -139,8 +143,9 @@ async def connect(kubeconfig: str | None = None, context: str | None = None, *,
         cfg.trace_configs = list(trace_configs)
     kube = Kube(ApiClient(configuration=cfg))
     if loader is not None and _refreshes(loader):  # the library's renewal loop (every 60 s)
-        kube._refresher = asyncio.get_running_loop().create_task(refresh_token(loader, cfg),
-                                                                 name="nbvalidation-kube-credentials")
+        kube._refresher = asyncio.get_running_loop().create_task(
+            refresh_token(loader, cfg),  # type: ignore[no-untyped-call]  # kubernetes.aio.config is untyped
+            name="nbvalidation-kube-credentials")
     return kube
 
 
@@ -173,18 +178,19 @@ class Kube:
     def __init__(self, api: ApiClient):
         self.api = api
         self.requests = 0
-        self._refresher: asyncio.Task | None = None
+        self._refresher: asyncio.Task[None] | None = None
 
     @property
     def host(self) -> str:
-        return self.api.configuration.host
+        cfg: Configuration = self.api.configuration  # ApiClient is untyped; Kube's is made with a Configuration
+        return cfg.host
 
     async def close(self) -> None:
         if self._refresher is not None:
             self._refresher.cancel()
             await asyncio.gather(self._refresher, return_exceptions=True)
             self._refresher = None
-        await self.api.close()
+        await self.api.close()  # type: ignore[no-untyped-call]  # kubernetes.aio's ApiClient.close is untyped
 
     async def __aenter__(self) -> "Kube":
         return self
@@ -192,8 +198,8 @@ class Kube:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def _send(self, method: str, path: str, query: dict | None, body: Any, content_type: str,
-                    timeout: float | aiohttp.ClientTimeout, accept: str = JSON):
+    async def _send(self, method: str, path: str, query: dict[str, Any] | None, body: Any, content_type: str,
+                    timeout: float | aiohttp.ClientTimeout, accept: str = JSON) -> RESTResponse:
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": accept, "Content-Type": content_type}
         try:
@@ -222,12 +228,12 @@ class Kube:
                                       409: "Conflict", 410: "Expired", 422: "Invalid"}.get(status, "Error")
         return KubeApiError(status, reason, scrub(message), st.get("details"))
 
-    async def request(self, method: str, path: str, *, query: dict | None = None, body: Any = None,
-                      content_type: str = JSON, timeout: float = DEFAULT_TIMEOUT) -> dict:
+    async def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
+                      content_type: str = JSON, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
         """One request; the decoded JSON answer. Raises KubeApiError."""
         resp = await self._send(method, path, query, body, content_type, timeout)
         try:
-            raw = await resp.read()
+            raw = await resp.read()  # type: ignore[no-untyped-call]  # kubernetes.aio's RESTResponse is untyped
         except (aiohttp.ClientError, asyncio.TimeoutError) as e:
             raise KubeApiError(0, "Unreachable", f"{method} {path}: reading the answer failed: {e}") from None
         if not 200 <= resp.status < 300:
@@ -237,7 +243,7 @@ class Kube:
         except ValueError:
             raise KubeApiError(resp.status, "BadResponse", f"{method} {path}: the answer is not JSON") from None
 
-    async def text(self, path: str, *, query: dict | None = None, timeout: float = DEFAULT_TIMEOUT,
+    async def text(self, path: str, *, query: dict[str, Any] | None = None, timeout: float = DEFAULT_TIMEOUT,
                    limit: int = 16 * 2**20) -> str:
         """A plain-text GET (pod logs), at most ``limit`` bytes."""
         resp = await self._send("GET", path, query, None, JSON, timeout, accept="*/*")
@@ -252,7 +258,7 @@ class Kube:
                     total += len(chunk)
                 raw = b"".join(chunks)
             else:
-                raw = await resp.read()
+                raw = await resp.read()  # type: ignore[no-untyped-call]  # kubernetes.aio's RESTResponse is untyped
         except (aiohttp.ClientError, asyncio.TimeoutError) as e:
             raise KubeApiError(0, "Unreachable", f"GET {path}: reading the answer failed: {e}") from None
         finally:
@@ -261,7 +267,7 @@ class Kube:
             raise self._error(resp.status, raw, "GET", path)
         return raw[:limit].decode("utf-8", errors="replace")
 
-    async def watch(self, path: str, query: dict, timeout_seconds: int) -> AsyncIterator[dict]:
+    async def watch(self, path: str, query: dict[str, Any], timeout_seconds: int) -> AsyncIterator[dict[str, Any]]:
         """The events of one watch request, decoded (``{"type", "object"}``),
         after a first ``{"type": WATCH_OPEN}`` once the server accepted it.
         Ends when the server closes the stream (after ``timeout_seconds``)."""
@@ -270,7 +276,8 @@ class Kube:
         resp = await self._send("GET", path, q, None, JSON, t)
         try:
             if not 200 <= resp.status < 300:
-                raise self._error(resp.status, await resp.read(), "GET", path)
+                raw = await resp.read()  # type: ignore[no-untyped-call]  # kubernetes.aio's RESTResponse is untyped
+                raise self._error(resp.status, raw, "GET", path)
             yield {"type": WATCH_OPEN}
             content = resp.response.content
             while True:

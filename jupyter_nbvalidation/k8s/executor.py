@@ -31,8 +31,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
+from ..documents import Job, RunnerResult
 from ..errors import InputRejected
 from ..model import Phase, ResultReason, build_enabled, isotime, validation_attempt
 from ..plan import ValidationPlan
@@ -51,7 +53,7 @@ def print_executed_supported() -> bool:
     try:
         from ..runner import build_parser
 
-        return "--print-executed" in build_parser()._option_string_actions  # type: ignore[attr-defined]
+        return "--print-executed" in build_parser()._option_string_actions
     except Exception:
         return False
 
@@ -61,7 +63,7 @@ class PodSettings:
     runner_image: str = ""
     service_account: str = ""
     run_as_user: int = 1000
-    resources: dict = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
     image_pull_secrets: tuple[str, ...] = ()
     progress_interval: float = 1.0  # seconds between reads of a running Pod's log; 0: no progress
     image_pull_deadline: float = 300.0  # seconds a Pod may wait on a failing image pull before a Fault
@@ -100,7 +102,7 @@ class ValidationExecutor:
         self._deleted.clear()
         self._pull_since.clear()
 
-    def pod(self, job: dict, image: str, plan: ValidationPlan, attempt: int = 0) -> dict:
+    def pod(self, job: Job, image: str, plan: ValidationPlan, attempt: int = 0) -> dict[str, Any]:
         s = self.settings
         command = obj.runner_command(plan, print_executed=self.print_executed, progress=s.progress_interval > 0)
         return obj.validation_pod(job, image=image, command=command,
@@ -109,14 +111,14 @@ class ValidationExecutor:
                                   resources=dict(s.resources), image_pull_secrets=list(s.image_pull_secrets),
                                   inputs=list(plan.input_files), attempt=attempt)
 
-    def image(self, job: dict, reference: str | None) -> str:
+    def image(self, job: Job, reference: str | None) -> str:
         if build_enabled(job["spec"]):
             if not reference:  # the engine never calls without one; never fall back
                 raise InputRejected("No built image is recorded for this job.")
             return reference
         return (job["spec"].get("podConfig") or {}).get("containerImage") or self.settings.runner_image
 
-    async def ensure(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
+    async def ensure(self, job: Job, reference: str | None, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
         attempt = validation_attempt(job)
         done = self._finished.get(uid)
@@ -178,7 +180,7 @@ class ValidationExecutor:
         return observation
 
     # -- faults: what is not the notebook's -----------------------------------------------
-    async def _pod_fault(self, uid: str, attempt: int, pod: dict, image: str) -> Observation | None:
+    async def _pod_fault(self, uid: str, attempt: int, pod: dict[str, Any], image: str) -> Observation | None:
         """The Fault of a Pod whose run the cluster ended or cannot start, else None
         (decided before the runner's result is read: see the module's docstring)."""
         meta = pod["metadata"]
@@ -215,7 +217,7 @@ class ValidationExecutor:
         return None
 
     def _fault(self, uid: str, attempt: int, image: str, *, transient: bool, cause: str,
-               pod: dict | None) -> Observation:
+               pod: dict[str, Any] | None) -> Observation:
         """A failed attempt that is not the notebook's: no runner result is read
         (what a stopped runner reports is not a verdict); the progress as the attempt
         ended, with no cell running any more."""
@@ -233,14 +235,14 @@ class ValidationExecutor:
         return observation
 
     # -- progress --------------------------------------------------------------------------
-    async def _read_log(self, pod: dict, query: dict[str, str]) -> str | None:
+    async def _read_log(self, pod: dict[str, Any], query: dict[str, str]) -> str | None:
         try:
             return await self.children.container_log(pod, obj.RUNNER_CONTAINER, **query)
         except Exception as e:  # progress is a view: a read that fails changes nothing
             self.log.debug("nbvalidation: progress of pod %s not read: %s", pod["metadata"]["name"], e)
             return None
 
-    async def progress(self, uid: str, pod: dict, attempt: int = 0) -> dict:
+    async def progress(self, uid: str, pod: dict[str, Any], attempt: int = 0) -> dict[str, Any]:
         """``Observation.extra`` of a running Pod: the progress read from its log so
         far (read again when ``progress_interval`` has passed) and when to ask again."""
         interval = self.settings.progress_interval
@@ -252,7 +254,7 @@ class ValidationExecutor:
         state = kept[1]
         if state.due(interval):
             await state.read(pod, obj.RUNNER_CONTAINER, lambda q: self._read_log(pod, q))
-        extra: dict = {}
+        extra: dict[str, Any] = {}
         snap = state.snapshot()
         if snap is not None:
             extra["progress"] = snap
@@ -260,7 +262,7 @@ class ValidationExecutor:
             extra["progressPoll"] = max(0.05, interval - (time.monotonic() - state.read_at))
         return extra
 
-    async def final_progress(self, uid: str, pod: dict, log: str | None) -> dict | None:
+    async def final_progress(self, uid: str, pod: dict[str, Any], log: str | None) -> dict[str, Any] | None:
         """The progress as the run ended (kept at the terminal phase): from the
         whole log when it holds the run from its start, else after one last read."""
         if self.settings.progress_interval <= 0:
@@ -271,20 +273,20 @@ class ValidationExecutor:
             await state.read(pod, obj.RUNNER_CONTAINER, lambda q: self._read_log(pod, q))
         return state.final(log)
 
-    async def result(self, pod: dict, outcome: res.PodOutcome) -> dict:
+    async def result(self, pod: dict[str, Any], outcome: res.PodOutcome) -> RunnerResult:
         """The runner's verdict: the full result from the log when readable,
         else the termination-message summary; infrastructure failures name
         their reason. Never a success without a readable result."""
         return (await self._result(pod, outcome))[0]
 
-    async def _result(self, pod: dict, outcome: res.PodOutcome) -> tuple[dict, str | None]:
+    async def _result(self, pod: dict[str, Any], outcome: res.PodOutcome) -> tuple[RunnerResult, str | None]:
         """(the verdict, the whole log when it was read for it)."""
         log = None
         if res.reads_log(outcome):
             log = await self.children.container_log(pod, obj.RUNNER_CONTAINER)
         return res.verdict(outcome, log), log
 
-    async def cancel(self, job: dict) -> None:
+    async def cancel(self, job: Job) -> None:
         """Delete the Pod of the job's current attempt (and of any earlier one still
         there); idempotent. The engine calls it on cancel and timeout, and to discard
         a failed attempt before it retries in a fresh Pod."""
@@ -295,7 +297,7 @@ class ValidationExecutor:
             deleted.add(name)
             await self.children.delete(PODS, ns, name, self.children.pods())
 
-    async def executed_notebook(self, job: dict) -> dict | None:
+    async def executed_notebook(self, job: Job) -> dict[str, Any] | None:
         pod = await self.children.mine(PODS, self.children.pods(), job,
                                        obj.validation_pod_name(job["metadata"]["name"], validation_attempt(job)))
         if pod is None:

@@ -11,9 +11,10 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Notice, Observation
+from ..documents import Job
 from ..errors import TemporaryFailure
 from ..model import isotime, parse_time
 from ..plan import ValidationPlan
@@ -46,7 +47,7 @@ class _Recipe:
     base_image: str  # FROM, by digest when it resolved
     dockerfile: str
     requirements_txt: str
-    context: dict
+    context: dict[str, Any]
     tag: str
     destination: str  # <registry>/env:<tag>, "" without a registry
 
@@ -57,7 +58,7 @@ class Images:
     The requirement lines and the build timeout come from the job's plan
     (plan.py); ``base_image(job)`` gives its base image."""
 
-    def __init__(self, settings: ImageSettings, *, base_image: Callable[[dict], str],
+    def __init__(self, settings: ImageSettings, *, base_image: Callable[[Job], str],
                  notify: Callable[[str], None], log: logging.Logger):
         self.settings = settings
         self._base_image = base_image
@@ -133,7 +134,7 @@ class Images:
         self._base_digests[image] = (now, digest, problem)
         return digest, problem
 
-    async def inputs(self, job: dict, plan: ValidationPlan | None = None) -> BuildInputs:
+    async def inputs(self, job: Job, plan: ValidationPlan | None = None) -> BuildInputs:
         """What the build of ``job`` builds from its ``plan``: the Dockerfile
         (FROM the base image by digest when it resolves), the context files,
         the destination tag (a hash of all of it) and whether that tag may be
@@ -233,7 +234,7 @@ class Images:
                            message=f"Reused {inputs.destination} from the registry (same base image digest, "
                                    "requirements and runner); no build ran.")
 
-    async def registry_state(self, base_image: str) -> dict:
+    async def registry_state(self, base_image: str) -> dict[str, Any]:
         """What /health says of the registry: whether it answers (probed with
         ``GET /v2/`` within ``min(registry_timeout, 3 s)``, cached ``PROBE_TTL``
         seconds), and whether image reuse and the verdict key are on, with why not."""
@@ -286,7 +287,7 @@ class Images:
         """Whether the reuse decision of ``uid`` was taken (its own build may run)."""
         return uid in self._reuse_checked
 
-    async def before_build(self, job: dict, strategy: str) -> Observation | None:
+    async def before_build(self, job: Job, strategy: str) -> Observation | None:
         """Before a job's own build starts: the reused image, a wait for the
         build of the same image another job runs, or None (build)."""
         uid, name = job["metadata"]["uid"], job["metadata"]["name"]
@@ -317,7 +318,7 @@ class Images:
     def building(self, uid: str) -> None:
         self._reuse_checked.add(uid)
 
-    def _shared_failure(self, destination: str, job: dict) -> Observation | None:
+    def _shared_failure(self, destination: str, job: Job) -> Observation | None:
         """The build of the same image (``destination``) that failed for good after
         ``job`` was submitted: the job waited for it (for that build, or queued for a
         build slot), so it gets that failure without building again. A job submitted

@@ -28,17 +28,18 @@ from typing import Any, Callable
 
 from .client import WATCH_OPEN, Kube, KubeApiError
 
-OnChange = Callable[[dict, bool], None]  # (object, deleted)
+OnChange = Callable[[dict[str, Any], bool], None]  # (object, deleted)
 
 
-def rv_int(obj: dict | None) -> int | None:
+def rv_int(obj: dict[str, Any] | None) -> int | None:
     try:
-        return int(((obj or {}).get("metadata") or {}).get("resourceVersion"))
+        rv: Any = ((obj or {}).get("metadata") or {}).get("resourceVersion")  # a str, or None: TypeError below
+        return int(rv)
     except (TypeError, ValueError):
         return None
 
 
-def not_older(new: dict, old: dict | None) -> bool:
+def not_older(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
     a, b = rv_int(new), rv_int(old)
     return old is None or a is None or b is None or a >= b
 
@@ -63,7 +64,7 @@ class Informer:
         self.page_size = page_size
         self.max_backoff = max_backoff
         self.name = name
-        self.cache: dict[str, dict] = {}
+        self.cache: dict[str, dict[str, Any]] = {}
         self.synced = asyncio.Event()  # the first LIST is in
         self.healthy = False  # the watch is connected (not in a back-off)
         self.resource_version: str | None = None
@@ -93,17 +94,17 @@ class Informer:
         return self.synced.is_set() and self.healthy
 
     # -- the cache -----------------------------------------------------------
-    def _norm(self, obj: dict) -> dict:
+    def _norm(self, obj: dict[str, Any]) -> dict[str, Any]:
         if self.api_version:
             obj.setdefault("apiVersion", self.api_version)
         if self.kind:
             obj.setdefault("kind", self.kind)
         return obj
 
-    def get(self, name: str) -> dict | None:
+    def get(self, name: str) -> dict[str, Any] | None:
         return self.cache.get(name)
 
-    def put(self, obj: dict) -> bool:
+    def put(self, obj: dict[str, Any]) -> bool:
         """Store an object this process read or wrote, unless the cache
         already holds a newer version. Returns whether it was stored."""
         name = obj["metadata"]["name"]
@@ -115,15 +116,15 @@ class Informer:
     def forget(self, name: str) -> None:
         self.cache.pop(name, None)
 
-    def _changed(self, obj: dict, deleted: bool = False) -> None:
+    def _changed(self, obj: dict[str, Any], deleted: bool = False) -> None:
         try:
             self.on_change(obj, deleted)
         except Exception:  # a subscriber must never break the informer
             self.log.exception("nbvalidation: %s change handler failed", self.name)
 
     # -- list + watch --------------------------------------------------------
-    async def _list(self) -> str:
-        items: list[dict] = []
+    async def _list(self) -> str | None:
+        items: list[dict[str, Any]] = []
         cont: str | None = None
         while True:
             page = await self.kube.request("GET", self.path, query={
@@ -148,7 +149,7 @@ class Informer:
                 self._changed(self.cache.pop(name), deleted=True)
         return list_rv
 
-    async def _watch(self, rv: str) -> None:
+    async def _watch(self, rv: str | None) -> None:
         """Watch from ``rv``; ``self.resource_version`` follows every event
         (bookmarks too), so a broken watch resumes where it stopped."""
         self.resource_version = rv

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no annotations (types-PyYAML is not installed)
 
 from . import MANIFESTS_DIR
 
@@ -26,11 +26,11 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 EXIT_OK, EXIT_FAILED, EXIT_MISSING = 0, 1, 2
 
 
-def _load(name: str) -> list[dict]:
+def _load(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((MANIFESTS_DIR / name).read_text()) if d]
 
 
-def manifests(namespace: str) -> list[dict]:
+def manifests(namespace: str) -> list[dict[str, Any]]:
     """The objects to install, in apply order, with ``namespace`` filled in."""
     docs = _load("crd.yaml") + _load("role.yaml") + _load("rolebinding-example.yaml")
     out = []
@@ -48,10 +48,11 @@ def manifests(namespace: str) -> list[dict]:
 def render(namespace: str) -> str:
     header = (f"# jupyter-nbvalidation: CRD (cluster-scoped), server Role and an example ServiceAccount +\n"
               f"# RoleBinding in namespace {namespace}. Apply with: kubectl apply -f -\n")
-    return header + yaml.safe_dump_all(manifests(namespace), sort_keys=False)
+    body: str = yaml.safe_dump_all(manifests(namespace), sort_keys=False)  # no stream: the YAML text
+    return header + body
 
 
-def _collection(doc: dict) -> str:
+def _collection(doc: dict[str, Any]) -> str:
     kind, ns = doc["kind"], doc["metadata"].get("namespace")
     if kind == "CustomResourceDefinition":
         return CRDS
@@ -64,7 +65,7 @@ def _collection(doc: dict) -> str:
     raise ValueError(f"unexpected kind {kind} in the manifests")
 
 
-async def _create_or_replace(kube: "Kube", doc: dict) -> str:
+async def _create_or_replace(kube: "Kube", doc: dict[str, Any]) -> str:
     from .client import KubeApiError
 
     path = _collection(doc)

@@ -15,8 +15,9 @@ import json
 import re
 import tarfile
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Mapping
 
+from ..documents import Job
 from ..model import API_VERSION, GROUP, KIND
 from ..plan import ValidationPlan
 from .store import JOB_LABEL
@@ -78,23 +79,23 @@ def label_value(job_name: str) -> str:
     return _short(job_name, NAME_LIMIT)
 
 
-def labels(job: dict, component: str) -> dict[str, str]:
+def labels(job: Job, component: str) -> dict[str, str]:
     return {JOB_LABEL: label_value(job["metadata"]["name"]), COMPONENT_LABEL: component, **MANAGED_BY}
 
 
-def owner_reference(job: dict) -> dict:
+def owner_reference(job: Job) -> dict[str, Any]:
     # no blockOwnerDeletion: that needs update on notebookvalidationjobs/finalizers,
     # which the server Role does not grant (and does not need)
     return {"apiVersion": API_VERSION, "kind": KIND, "name": job["metadata"]["name"],
             "uid": job["metadata"]["uid"], "controller": True}
 
 
-def owned_by(obj: dict, job: dict) -> bool:
+def owned_by(obj: dict[str, Any], job: Job) -> bool:
     uid = job["metadata"]["uid"]
     return any(r.get("uid") == uid for r in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
 
-def _meta(job: dict, name: str, component: str) -> dict:
+def _meta(job: Job, name: str, component: str) -> dict[str, Any]:
     return {"name": name, "namespace": job["metadata"]["namespace"], "labels": labels(job, component),
             "ownerReferences": [owner_reference(job)]}
 
@@ -146,7 +147,7 @@ def split_snapshot(files: dict[str, bytes]) -> tuple[dict[str, str], dict[str, b
     return data, binary, index
 
 
-def input_configmap(job: dict, files: dict[str, bytes]) -> dict:
+def input_configmap(job: Job, files: dict[str, bytes]) -> dict[str, Any]:
     import base64
 
     data, binary, _ = split_snapshot(files)
@@ -260,7 +261,7 @@ def build_context(docker_file: str, requirements_txt: str, runner_reqs_txt: str)
             "runner-requirements.txt": runner_reqs_txt.encode(), RUNNER_TAR: deterministic_tar(runner_files())}
 
 
-def build_context_configmap(job: dict, context: dict[str, bytes]) -> dict:
+def build_context_configmap(job: Job, context: dict[str, bytes]) -> dict[str, Any]:
     """The context as flat keys (for builders that copy a ConfigMap) plus the
     same files as one ``context.tar.gz`` (kaniko's ``tar://`` context: a
     ConfigMap volume's keys are symlinks into ``..data/``, which kaniko's COPY
@@ -280,9 +281,9 @@ def build_context_configmap(job: dict, context: dict[str, bytes]) -> dict:
             "binaryData": {k: base64.b64encode(v).decode() for k, v in binary.items()}}
 
 
-def build_job(job: dict, *, builder_image: str, destination: str, deadline_seconds: int,
+def build_job(job: Job, *, builder_image: str, destination: str, deadline_seconds: int,
               service_account: str = "", registry_secret: str = "", extra_args: list[str] | None = None,
-              attempt: int = 0) -> dict:
+              attempt: int = 0) -> dict[str, Any]:
     """A batch/v1 Job running a kaniko-compatible executor once (no retries).
     The image digest comes back through the container's termination message
     (``--digest-file=/dev/termination-log``)."""
@@ -347,7 +348,7 @@ def runner_command(plan: ValidationPlan, *, print_executed: bool, progress: bool
     return cmd
 
 
-def merged_resources(defaults: dict | None, spec: dict) -> dict:
+def merged_resources(defaults: dict[str, Any] | None, spec: Mapping[str, Any]) -> dict[str, Any]:
     """The server's default requests/limits with the job's ``podConfig.resources`` over them."""
     out = {k: dict(v) for k, v in (defaults or {}).items()}
     for kind, values in ((spec.get("podConfig") or {}).get("resources") or {}).items():
@@ -355,10 +356,10 @@ def merged_resources(defaults: dict | None, spec: dict) -> dict:
     return out
 
 
-def validation_pod(job: dict, *, image: str, command: list[str], deadline_seconds: int, run_as_user: int,
-                   service_account: str = "", resources: dict | None = None,
+def validation_pod(job: Job, *, image: str, command: list[str], deadline_seconds: int, run_as_user: int,
+                   service_account: str = "", resources: dict[str, Any] | None = None,
                    image_pull_secrets: list[str] | None = None, inputs: list[tuple[str, str]] | None = None,
-                   attempt: int = 0) -> dict:
+                   attempt: int = 0) -> dict[str, Any]:
     """``resources``: the server's defaults; the job's own ``podConfig.resources``,
     ``nodeSelector`` and ``tolerations`` are applied here (its ``env`` is the
     kernel's, in the command: :func:`runner_command`).

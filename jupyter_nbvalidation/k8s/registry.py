@@ -178,4 +178,5 @@ class RegistryClient:
             if r.status != 200:
                 return None
             body = await r.json(content_type=None)
-        return body.get("token") or body.get("access_token")
+        token: str | None = body.get("token") or body.get("access_token")  # the token endpoint's JSON strings
+        return token

@@ -13,10 +13,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 # the runner's report is read where it is written (one protocol module)
-from ..runner.protocol import decode_executed, parse_log, parse_summary  # noqa: F401
+from ..documents import RunnerResult
+from ..runner.protocol import decode_executed as decode_executed, parse_log as parse_log, parse_summary
 from ..vocabulary import CellStatus, Phase, ResultReason
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -65,19 +66,20 @@ def registry_fault(output: str, destination: str = "") -> str | None:
     return None
 
 
-def container_status(pod: dict, name: str) -> dict | None:
+def container_status(pod: dict[str, Any], name: str) -> dict[str, Any] | None:
+    cs: dict[str, Any]  # a ContainerStatus object
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         if cs.get("name") == name:
             return cs
     return None
 
 
-def terminated(pod: dict, name: str) -> dict | None:
+def terminated(pod: dict[str, Any], name: str) -> dict[str, Any] | None:
     cs = container_status(pod, name) or {}
     return (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
 
 
-def fatal_waiting(pod: dict, name: str) -> tuple[str, str] | None:
+def fatal_waiting(pod: dict[str, Any], name: str) -> tuple[str, str] | None:
     cs = container_status(pod, name) or {}
     waiting = (cs.get("state") or {}).get("waiting") or {}
     if waiting.get("reason") in FATAL_WAITING:
@@ -104,7 +106,7 @@ def image_missing(reason: str, message: str) -> bool:
     return bool(IMAGE_MISSING_RE.search(message)) and not NETWORK_RE.search(message)
 
 
-def pull_wait(pod: dict) -> PullWait | None:
+def pull_wait(pod: dict[str, Any]) -> PullWait | None:
     """The first container (init containers first) that waits on its image pull."""
     st = pod.get("status") or {}
     for cs in [*(st.get("initContainerStatuses") or []), *(st.get("containerStatuses") or [])]:
@@ -126,7 +128,7 @@ def _epoch(text: str | None) -> float | None:
         return None
 
 
-def disruption(pod: dict, container: str) -> str | None:
+def disruption(pod: dict[str, Any], container: str) -> str | None:
     """Why the Pod's run was ended by the cluster, not by the notebook, or None:
     a ``DisruptionTarget`` condition (eviction, preemption, the taint manager, the
     pod GC, a node shutdown: Kubernetes >= 1.26), a ``status.reason`` such as
@@ -168,7 +170,7 @@ def _iso(t: float | None) -> str | None:
     return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def digest_of(pod: dict, container: str) -> str | None:
+def digest_of(pod: dict[str, Any], container: str) -> str | None:
     term = terminated(pod, container) or {}
     if term.get("exitCode") != 0:
         return None
@@ -176,7 +178,7 @@ def digest_of(pod: dict, container: str) -> str | None:
     return text if DIGEST_RE.match(text) else None
 
 
-def result_from_summary(summary: dict) -> dict:
+def result_from_summary(summary: dict[str, Any]) -> RunnerResult:
     """A result document from the summary alone (no pod log): the per-cell
     list holds what the summary knows, the failing cell."""
     result: dict[str, Any] = {
@@ -203,7 +205,8 @@ def result_from_summary(summary: dict) -> dict:
         result["comparisonResult"] = {**cmp_, "diffs": []}
     if summary.get("cells"):
         result["cells"] = summary["cells"]
-    return result
+    # a result document; parse_summary checked the verdict (durationSeconds is None when the summary lacks it)
+    return cast(RunnerResult, result)
 
 
 @dataclass
@@ -216,11 +219,11 @@ class PodOutcome:
     message: str = ""
     started_at: str | None = None
     finished_at: str | None = None
-    summary: dict | None = None
-    extra: dict = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def pod_outcome(pod: dict, container: str) -> PodOutcome:
+def pod_outcome(pod: dict[str, Any], container: str) -> PodOutcome:
     st = pod.get("status") or {}
     phase = st.get("phase") or "Pending"
     term = terminated(pod, container)
@@ -247,7 +250,7 @@ def reads_log(outcome: PodOutcome) -> bool:
     return outcome.exit_code in (0, 1, 2) and not (outcome.reason == ResultReason.OOM_KILLED and outcome.exit_code != 0)
 
 
-def verdict(outcome: PodOutcome, log: str | None) -> dict:
+def verdict(outcome: PodOutcome, log: str | None) -> RunnerResult:
     """The runner's verdict of a finished Pod: the full result from its log when
     readable, else the termination-message summary; infrastructure failures
     name their reason. Never a success without a readable result."""
@@ -261,7 +264,7 @@ def verdict(outcome: PodOutcome, log: str | None) -> dict:
     if code in (0, 1, 2):
         full = parse_log(log)[0] if log is not None else None
         if full is not None and (full.get("verdict") == Phase.SUCCEEDED) == (code == 0):
-            return full
+            return cast(RunnerResult, full)  # the runner's result line (runner/protocol.py writes it)
         if outcome.summary is not None and (outcome.summary.get("verdict") == Phase.SUCCEEDED) == (code == 0):
             return result_from_summary(outcome.summary)
         if code == 0:
@@ -279,6 +282,6 @@ def verdict(outcome: PodOutcome, log: str | None) -> dict:
                           + (f": {outcome.message}" if outcome.message else ""))
 
 
-def failure_result(reason: str, message: str) -> dict:
+def failure_result(reason: str, message: str) -> RunnerResult:
     return {"verdict": Phase.FAILED, "reason": reason, "message": message, "failedCellIndex": None,
             "results": [], "comparisonResult": None}

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..documents import Job
 from ..errors import InputRejected, TemporaryFailure
 from ..model import isotime, parse_time, utcnow
 from ..store.base import StoreError
@@ -60,7 +61,7 @@ class Snapshots:
                                 "(c.KubernetesBackend.max_notebook_bytes_configmap; Kubernetes caps ConfigMaps at "
                                 "1 MiB)", field, status=413, code="TooLarge")
 
-    async def submit(self, job: dict, files: dict[str, bytes], limit: int, folder: str | None = None) -> dict:
+    async def submit(self, job: Job, files: dict[str, bytes], limit: int, folder: str | None = None) -> Job:
         """Create the job and its snapshot, or neither."""
         self.check(files, limit, folder)
         job = copy.deepcopy(job)
@@ -87,7 +88,7 @@ class Snapshots:
             done.set()
             self._submitting.pop(name, None)
 
-    async def read(self, job: dict) -> dict:
+    async def read(self, job: Job) -> dict[str, Any]:
         """The snapshot's ``data`` (Backend.read_snapshot makes the plan's Snapshot of it)."""
         name = job["metadata"]["name"]
         pending = self._submitting.get(name)

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ...backends.base import FAILED, Observation
+from ...documents import Job
 from ...model import isotime
 from ..children import Children, NotOurs
-from ..client import Resource
+from ..client import Kube, Resource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..informer import Informer
 
 
 @dataclass
@@ -24,7 +28,7 @@ class BuildInputs:
     base_image: str
     content_hash: str
     timeout_seconds: int
-    context: dict = field(default_factory=dict)  # file name -> bytes (objects.build_context)
+    context: dict[str, Any] = field(default_factory=dict)  # file name -> bytes (objects.build_context)
     reusable: bool = False  # the destination tag names this exact content: an existing one is reused
     note: str = ""  # why not reusable, when worth saying
 
@@ -59,7 +63,7 @@ class BuildSite:
 
     children: Children
     settings: BuildSettings
-    inputs: Callable[[dict], Awaitable[BuildInputs]]
+    inputs: Callable[[Job], Awaitable[BuildInputs]]
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("nbvalidation"))
 
 
@@ -78,29 +82,29 @@ class Builder:
         return self.site.settings
 
     @property
-    def kube(self):
+    def kube(self) -> Kube:
         return self.children.kube
 
-    def informer(self):
+    def informer(self) -> "Informer | None":
         return self.children.informer(self.strategy) if self.watched else None
 
     def refused(self, e: NotOurs) -> Observation:
         """A same-named build object that is not the job's: the build fails, nothing is adopted."""
         return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=self.strategy)
 
-    async def started(self, job: dict) -> bool:
+    async def started(self, job: Job) -> bool:
         """Whether the job's build object exists already (then the reuse check
         is not due again after a restart). Only the Job builder tells; the
         others always look in the registry first."""
         return False
 
-    async def ensure(self, job: dict) -> Observation:
+    async def ensure(self, job: Job) -> Observation:
         raise NotImplementedError
 
-    async def cancel(self, job: dict) -> None:
+    async def cancel(self, job: Job) -> None:
         raise NotImplementedError
 
-    async def build_log(self, job: dict) -> str | None:
+    async def build_log(self, job: Job) -> str | None:
         """The build's log so far (while it runs) or whole (after), None when
         there is none to read. Not ``log``: that is the builder's logger."""
         return None
@@ -119,7 +123,8 @@ def pinned(image: str, digest: str) -> str:
     return f"{strip_tag(image)}@{digest.strip()}"
 
 
-def condition(obj: dict, ctype: str) -> dict[str, Any] | None:
+def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    c: dict[str, Any]  # a status condition object
     for c in (obj.get("status") or {}).get("conditions") or []:
         if c.get("type") == ctype:
             return c

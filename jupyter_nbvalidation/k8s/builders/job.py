@@ -17,7 +17,10 @@ kaniko-compatible executor over the build-context ConfigMap.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
+from ...documents import Job
 from ...events import scrub
 from ...model import build_attempt
 from ...runner.text import strip_ansi
@@ -30,7 +33,7 @@ from .base import Builder
 class JobBuilder(Builder):
     strategy = "job"
 
-    async def build_objects(self, job: dict) -> tuple[dict, dict]:
+    async def build_objects(self, job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
         """The build-context ConfigMap and the build Job of ``job``."""
         s = self.settings
         inputs = await self.site.inputs(job)
@@ -42,13 +45,13 @@ class JobBuilder(Builder):
         bj["metadata"].setdefault("annotations", {})[IMAGE_ANNOTATION] = inputs.destination
         return ctx, bj
 
-    async def started(self, job: dict) -> bool:
+    async def started(self, job: Job) -> bool:
         """Whether the build Job of ``job`` exists (then no reuse check is due)."""
         return await self.children.read(JOBS, self.children.build_jobs(), self.children.ns(job),
                                         obj.build_job_name(job["metadata"]["name"], build_attempt(job))) is not None
 
-    async def ensure(self, job: dict) -> Observation:
-        async def body() -> dict:
+    async def ensure(self, job: Job) -> Observation:
+        async def body() -> dict[str, Any]:
             ctx, bj = await self.build_objects(job)
             await self.children.create(CONFIGMAPS, ctx, job)
             return bj
@@ -60,7 +63,7 @@ class JobBuilder(Builder):
             return self.refused(e)
         return await self.observe(bj)
 
-    async def observe(self, bj: dict) -> Observation:
+    async def observe(self, bj: dict[str, Any]) -> Observation:
         st = bj.get("status") or {}
         true = {c.get("type"): c for c in st.get("conditions") or [] if c.get("status") == "True"}
         destination = (bj["metadata"].get("annotations") or {}).get(IMAGE_ANNOTATION, "")
@@ -91,14 +94,14 @@ class JobBuilder(Builder):
         return Observation(RUNNING, strategy="job", started_at=started,
                            message=f"Building {destination} (job {bj['metadata']['name']}).")
 
-    async def _digest(self, bj: dict) -> str | None:
+    async def _digest(self, bj: dict[str, Any]) -> str | None:
         for pod in await self.children.pods_of(bj):
             digest = res.digest_of(pod, obj.BUILD_CONTAINER)
             if digest:
                 return digest
         return None
 
-    async def _failure_output(self, bj: dict) -> str:
+    async def _failure_output(self, bj: dict[str, Any]) -> str:
         """The failed builder's output as the kubelet kept it (its termination
         message: the log's tail), lines kept, colours stripped."""
         for pod in await self.children.pods_of(bj):
@@ -107,7 +110,7 @@ class JobBuilder(Builder):
                 return strip_ansi(term.get("message") or "")
         return ""
 
-    async def _failure_detail(self, bj: dict) -> str:
+    async def _failure_detail(self, bj: dict[str, Any]) -> str:
         for pod in await self.children.pods_of(bj):
             term = res.terminated(pod, obj.BUILD_CONTAINER) or {}
             if term.get("exitCode") not in (None, 0):
@@ -119,14 +122,14 @@ class JobBuilder(Builder):
                 return strip_ansi(f"{waiting[0]}: {waiting[1]}")[:600]
         return ""
 
-    async def cancel(self, job: dict) -> None:
+    async def cancel(self, job: Job) -> None:
         """Delete the build Job of the current attempt (and of any earlier one); idempotent."""
         for attempt in range(build_attempt(job), -1, -1):
             await self.children.delete(JOBS, self.children.ns(job),
                                        obj.build_job_name(job["metadata"]["name"], attempt),
                                        self.children.build_jobs())
 
-    async def build_log(self, job: dict) -> str | None:
+    async def build_log(self, job: Job) -> str | None:
         """The builder container's log: what kaniko wrote so far while the build
         Pod runs, all of it afterwards (None before the Pod started)."""
         bj = await self.children.mine(JOBS, self.children.build_jobs(), job,

@@ -21,7 +21,10 @@ caller. The Builds are watched through an informer (label
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
+from ...documents import Job
 from ...events import scrub
 from ...model import isotime
 from .. import objects as obj
@@ -42,7 +45,7 @@ class OpenShiftBuilder(Builder):
     strategy = "openshift"
     watched = Watched(BUILDS, "build.openshift.io/v1", "Build")
 
-    def build_config(self, job: dict, inputs: BuildInputs) -> dict:
+    def build_config(self, job: Job, inputs: BuildInputs) -> dict[str, Any]:
         b = self.settings
         name = job["metadata"]["name"]
         meta = obj._meta(job, obj.build_job_name(name), "build")
@@ -50,7 +53,7 @@ class OpenShiftBuilder(Builder):
             to = {"kind": "DockerImage", "name": inputs.destination}
         else:
             to = {"kind": "ImageStreamTag", "name": f"{obj.child_name(name, 'image')}:{inputs.content_hash}"}
-        output: dict = {"to": to}
+        output: dict[str, Any] = {"to": to}
         if b.registry_secret and inputs.destination:
             output["pushSecret"] = {"name": b.registry_secret}
         spec = {
@@ -67,13 +70,13 @@ class OpenShiftBuilder(Builder):
             spec["serviceAccount"] = b.service_account
         return {"apiVersion": "build.openshift.io/v1", "kind": "BuildConfig", "metadata": meta, "spec": spec}
 
-    async def instantiate(self, ns: str, bc: dict) -> dict:
+    async def instantiate(self, ns: str, bc: dict[str, Any]) -> dict[str, Any]:
         """The new Build (the API server creates it from the BuildConfig)."""
         name = bc["metadata"]["name"]
         return await self.kube.request("POST", BUILDCONFIGS.path(ns, name, "instantiate"), body={
             "kind": "BuildRequest", "apiVersion": "build.openshift.io/v1", "metadata": {"name": name}})
 
-    async def _builds_of(self, ns: str, bc_name: str, live: bool) -> list[dict]:
+    async def _builds_of(self, ns: str, bc_name: str, live: bool) -> list[dict[str, Any]]:
         inf = self.informer()
         if not live and inf is not None and inf.usable:
             found = [x for x in inf.cache.values() if (x["metadata"].get("labels") or {}).get(BC_LABEL) == bc_name
@@ -87,7 +90,7 @@ class OpenShiftBuilder(Builder):
                 if inf is not None:
                     inf.put(x)
 
-        def number(x: dict) -> int:
+        def number(x: dict[str, Any]) -> int:
             try:
                 return int((x["metadata"].get("annotations") or {}).get(BUILD_NUMBER) or 0)
             except ValueError:
@@ -95,11 +98,11 @@ class OpenShiftBuilder(Builder):
 
         return sorted(found, key=number)
 
-    async def ensure(self, job: dict) -> Observation:
+    async def ensure(self, job: Job) -> Observation:
         ns, name = self.children.ns(job), job["metadata"]["name"]
         bc_name = obj.build_job_name(name)
 
-        async def body() -> dict:
+        async def body() -> dict[str, Any]:
             inputs = await self.site.inputs(job)
             await self.children.create_context(job, inputs.context)
             return self.build_config(job, inputs)
@@ -123,7 +126,7 @@ class OpenShiftBuilder(Builder):
             raise api_failure(e, f"openshift build of {name}") from None
         return await self.observe(ns, builds[-1])
 
-    async def observe(self, ns: str, build: dict) -> Observation:
+    async def observe(self, ns: str, build: dict[str, Any]) -> Observation:
         st = build.get("status") or {}
         phase = st.get("phase") or "New"
         started = st.get("startTimestamp")
@@ -158,7 +161,7 @@ class OpenShiftBuilder(Builder):
             return ""
         return str(((tag.get("image") or {}).get("metadata") or {}).get("name") or "")
 
-    async def cancel(self, job: dict) -> None:
+    async def cancel(self, job: Job) -> None:
         ns = self.children.ns(job)
         bc_name = obj.build_job_name(job["metadata"]["name"])
         try:

@@ -14,7 +14,10 @@ name in the job's namespace -- never the deprecated ClusterTask.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
+from ...documents import Job
 from ...events import scrub
 from ...model import isotime
 from .. import objects as obj
@@ -36,7 +39,7 @@ class TektonBuilder(Builder):
         self.watched = Watched(self.resource, "tekton.dev/v1", self.kind)
 
     # -- the object --------------------------------------------------------------
-    def task_ref(self, ns: str) -> dict:
+    def task_ref(self, ns: str) -> dict[str, Any]:
         b = self.settings
         if b.tekton_task_resolver:
             params = [{"name": "kind", "value": "task"}, {"name": "name", "value": b.tekton_task}]
@@ -45,7 +48,7 @@ class TektonBuilder(Builder):
             return {"resolver": b.tekton_task_resolver, "params": params}
         return {"kind": "Task", "name": b.tekton_task}
 
-    def run_object(self, job: dict, inputs: BuildInputs) -> dict:
+    def run_object(self, job: Job, inputs: BuildInputs) -> dict[str, Any]:
         b = self.settings
         ns = job["metadata"]["namespace"]
         name = job["metadata"]["name"]
@@ -79,8 +82,8 @@ class TektonBuilder(Builder):
         return {"apiVersion": "tekton.dev/v1", "kind": self.kind, "metadata": meta, "spec": spec}
 
     # -- the interface -----------------------------------------------------------------
-    async def ensure(self, job: dict) -> Observation:
-        async def body() -> dict:
+    async def ensure(self, job: Job) -> Observation:
+        async def body() -> dict[str, Any]:
             inputs = await self.site.inputs(job)
             await self.children.create_context(job, inputs.context)
             return self.run_object(job, inputs)
@@ -92,7 +95,7 @@ class TektonBuilder(Builder):
             return self.refused(e)
         return self.observe(run)
 
-    def observe(self, run: dict) -> Observation:
+    def observe(self, run: dict[str, Any]) -> Observation:
         st = run.get("status") or {}
         started = st.get("startTime")
         cond = condition(run, "Succeeded")
@@ -118,7 +121,7 @@ class TektonBuilder(Builder):
         return Observation(SUCCEEDED, strategy=self.strategy, reference=pinned(url, digest), started_at=started,
                            finished_at=finished, message=f"Pushed {url} ({what}).")
 
-    async def cancel(self, job: dict) -> None:
+    async def cancel(self, job: Job) -> None:
         value = "Cancelled" if self.kind == "PipelineRun" else "TaskRunCancelled"
         await self.children.patch(self.resource, self.children.ns(job), obj.build_job_name(job["metadata"]["name"]),
                                   {"spec": {"status": value}}, self.informer(), f"cancelling {self.resource.plural}")
