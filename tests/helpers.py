@@ -143,3 +143,41 @@ def job_of(api: Any, name: str) -> dict:
         if e.status == 503:
             return {}
         raise
+
+
+# --- jobs through a server's REST client (tests/test_sandbox.py, tests/test_scratch.py) ---
+
+NOBUILD = {"buildConfig": {"enabled": False}}
+
+
+def submit(client, path: str, **spec) -> str:
+    job = client.request("POST", "jobs", {"notebook": {"path": path}, **spec})
+    return job["metadata"]["name"]
+
+
+def wait_all(client, names: list[str], timeout: float = 600) -> dict[str, dict]:
+    deadline = time.monotonic() + timeout
+    done: dict[str, dict] = {}
+    while len(done) < len(names):
+        for name in names:
+            if name not in done:
+                job = client.request("GET", f"jobs/{name}")
+                if (job.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    done[name] = job
+        assert time.monotonic() < deadline, f"not finished: {sorted(set(names) - set(done))}"
+        time.sleep(0.5)
+    return done
+
+
+def explain(job: dict) -> str:
+    st = job.get("status") or {}
+    return f"{st.get('phase')} {st.get('reason')}: {st.get('message')} {json.dumps(st.get('results'))[-1500:]}"
+
+
+def detected_health(client, timeout: float = 120) -> dict:
+    """The server's /health once it has detected the sandbox (its field is null until then)."""
+    deadline = time.monotonic() + timeout
+    while not (health := client.request("GET", "health")).get("sandbox"):
+        assert time.monotonic() < deadline, health
+        time.sleep(0.3)
+    return health

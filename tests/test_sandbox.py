@@ -18,15 +18,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import time
 from pathlib import Path
 
 import jsonschema
 import pytest
 from conftest import ServerProcess
-from helpers import write_notebook
+from helpers import NOBUILD, detected_health, explain, submit, wait_all, write_notebook
 
-NOBUILD = {"buildConfig": {"enabled": False}}
 
 # the probes' first cell: where things are (filled in by the test)
 HEAD = "import glob, os, sys\nS = {facts!r}"
@@ -117,30 +115,6 @@ def facts(server: ServerProcess, home_secret: Path, other: dict) -> dict:
             "home_secret": str(home_secret), "root": str(server.root)}
 
 
-def submit(client, path: str, **spec) -> str:
-    job = client.request("POST", "jobs", {"notebook": {"path": path}, **spec})
-    return job["metadata"]["name"]
-
-
-def wait_all(client, names: list[str], timeout: float = 600) -> dict[str, dict]:
-    deadline = time.monotonic() + timeout
-    done: dict[str, dict] = {}
-    while len(done) < len(names):
-        for name in names:
-            if name not in done:
-                job = client.request("GET", f"jobs/{name}")
-                if (job.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                    done[name] = job
-        assert time.monotonic() < deadline, f"not finished: {sorted(set(names) - set(done))}"
-        time.sleep(0.5)
-    return done
-
-
-def explain(job: dict) -> str:
-    st = job.get("status") or {}
-    return f"{st.get('phase')} {st.get('reason')}: {st.get('message')} {json.dumps(st.get('results'))[-1500:]}"
-
-
 @pytest.fixture
 def layout(tmp_path, monkeypatch):
     """HOME is tmp_path: the root, the data dir and the runtime dir are inside it."""
@@ -157,15 +131,6 @@ def layout(tmp_path, monkeypatch):
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "w.txt").write_text("outside the root\n")
     return home_secret
-
-
-def detected_health(client, timeout: float = 120) -> dict:
-    """The server's /health once it has detected the sandbox (its field is null until then)."""
-    deadline = time.monotonic() + timeout
-    while not (health := client.request("GET", "health")).get("sandbox"):
-        assert time.monotonic() < deadline, health
-        time.sleep(0.3)
-    return health
 
 
 @pytest.mark.parametrize("mode", ["auto", "off"])

@@ -34,8 +34,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ServerProcess
-from helpers import write_notebook
-from test_sandbox import NOBUILD, detected_health, explain, submit, wait_all
+from helpers import NOBUILD, detected_health, explain, submit, wait_all, write_notebook
 
 GiB = 2**30
 NEEDED_FREE = 10 * GiB
