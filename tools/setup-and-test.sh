@@ -8,12 +8,12 @@
 # Two lanes, so that the cold Go builds (most of a cold run's fixed cost) overlap the tests that
 # do not need them:
 #   lane K (background): the Go builds of the Kubernetes binaries -> the fresh-host test of the
-#           cluster harness -> tools/cluster/up.sh -> pytest -m cluster (the real-node tests, one
-#           after another: they share the one node and its registry)
+#           cluster harness -> tools/cluster/up.sh -> pytest -m "k8s or cluster" -n 2 (the real-node
+#           tests one after another on one worker: they share the one node and its registry; the
+#           kube-apiserver + etcd harness tests on the other)
 #   lane L (foreground): Chromium, the venv -> pytest -m "not k8s and not cluster" (-n 2; with
 #           NBV_TESTBIN on an empty folder, so a test that needs the binaries and is not marked
-#           fails) -> pytest -m k8s (the kube-apiserver + etcd harness; once the Go builds are done)
-#           -> lint (ruff, mypy, eslint, prettier) and jest
+#           fails) -> lint (ruff, mypy, eslint, prettier) and jest
 # The markers come from what a test uses (tests/conftest.py kubernetes_marker_of). Every part runs;
 # the run fails when any part fails. The cluster is torn down (tools/cluster/down.sh, which fails
 # when anything is left on the host) when this script exits. The 30 slowest tests of each pytest
@@ -63,10 +63,7 @@ lane_k() {
   step "lane K: wait for the Go builds (kube-apiserver, etcd, kubectl, kubelet, controller manager, scheduler, kaniko)"
   wait "$go_pid" || go_rc=$?
   cat "$T/go.log"
-  if [ "$go_rc" -ne 0 ]; then
-    echo fail > "$T/go.done"; echo "setup-and-test: the Go builds failed (exit $go_rc), see above" >&2; return "$go_rc"
-  fi
-  echo ok > "$T/go.done"
+  if [ "$go_rc" -ne 0 ]; then echo "setup-and-test: the Go builds failed (exit $go_rc), see above" >&2; return "$go_rc"; fi
   [ "$prep_rc" -eq 0 ] || { echo "setup-and-test: up.sh --prepare failed (exit $prep_rc)" >&2; return "$prep_rc"; }
   step "lane K: the cluster harness on a host without its parts (tools/cluster/test-fresh-host.sh)"
   bash tools/cluster/test-fresh-host.sh
@@ -75,8 +72,8 @@ lane_k() {
   [ "$#" -eq 0 ] || return 0   # a developer's selection: lane L runs it
   until [ -f "$T/venv.done" ]; do sleep 2; done   # lane L makes the venv
   export PATH="$ROOT/.venv/bin:$PATH"
-  step "lane K: pytest -m cluster (the real-node tests, one after another: one node, one registry)"
-  "${PYTEST[@]}" -n 0 -m cluster
+  step "lane K: pytest -m \"k8s or cluster\" (the real node's tests on one worker, the harness's on the other)"
+  "${PYTEST[@]}" -n 2 --dist loadgroup -m "k8s or cluster"
   step "lane K: done"
 }
 lane_k "$@" >"$T/lane-k.log" 2>&1 &
@@ -118,15 +115,6 @@ mkdir -p "$T/no-testbin"
 NBV_TESTBIN="$T/no-testbin" "${PYTEST[@]}" -n "${NBV_PYTEST_WORKERS:-2}" --dist loadgroup \
   -m "not k8s and not cluster" || L_RC=1
 
-step "lane L: wait for the Go builds (lane K builds them)"
-until [ -f "$T/go.done" ] || ! kill -0 "$K_PID" 2>/dev/null; do sleep 2; done
-if [ "$(cat "$T/go.done" 2>/dev/null)" = ok ]; then
-  step "lane L: pytest -m k8s (the kube-apiserver + etcd harness)"
-  "${PYTEST[@]}" -n 1 --dist loadgroup -m k8s || L_RC=1
-else
-  echo "setup-and-test: no Kubernetes binaries (the Go builds failed: lane K's log below)" >&2; L_RC=1
-fi
-
 step "lane L: lint: ruff, mypy, eslint, prettier (configured in pyproject.toml and labextension/)"
 ruff check . || L_RC=1
 mypy || L_RC=1
@@ -138,7 +126,7 @@ step "lane L: frontend unit tests (jest)"
 step "lane L: done; wait for lane K (the real node)"
 K_RC=0; wait "$K_PID" || K_RC=$?
 K_PID=""
-step "lane K's log (Go builds, cluster, real-node tests), exit $K_RC"
+step "lane K's log (Go builds, cluster, the Kubernetes tests), exit $K_RC"
 cat "$T/lane-k.log"
 step "result: lane L exit $L_RC, lane K exit $K_RC"
 [ "$L_RC" -eq 0 ] && [ "$K_RC" -eq 0 ]
