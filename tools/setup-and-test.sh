@@ -24,6 +24,7 @@ ROOT=$PWD
 step() { printf '\n=== %s (%s, +%ds)\n' "$1" "$(date +%H:%M:%S)" "$SECONDS"; }
 T="$(mktemp -d)"
 K_PID=""
+cluster_is_up() { ip link show nbv0 >/dev/null 2>&1 || [ -e "${NBV_CLUSTER_STATE:-/var/tmp/nbv-node}" ]; }  # its bridge, or its state dir
 kill_tree() { # pid: it and everything below it
   local c
   for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$c"; done
@@ -32,7 +33,7 @@ kill_tree() { # pid: it and everything below it
 cleanup() {
   local rc=$?
   if [ -n "$K_PID" ]; then kill_tree "$K_PID"; wait "$K_PID" 2>/dev/null || true; fi
-  if ip link show nbv0 >/dev/null 2>&1 || [ -e "${NBV_CLUSTER_STATE:-/var/tmp/nbv-node}" ]; then
+  if cluster_is_up; then
     step "tear the real cluster down (tools/cluster/down.sh)"
     bash tools/cluster/down.sh || { echo "setup-and-test: tools/cluster/down.sh left something behind" >&2; rc=1; }
   fi
@@ -43,7 +44,7 @@ trap cleanup EXIT
 
 # a cluster left up on this host (a developer's tools/cluster/up.sh, or a run that was killed)
 # is torn down first: the harness test below needs a host without it, and up.sh a clean start
-if ip link show nbv0 >/dev/null 2>&1 || [ -e "${NBV_CLUSTER_STATE:-/var/tmp/nbv-node}" ]; then
+if cluster_is_up; then
   step "a real cluster is already up on this host: tear it down first (tools/cluster/down.sh)"
   bash tools/cluster/down.sh
 fi
