@@ -20,12 +20,16 @@ import pytest
 from helpers import leftover_processes, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+# Every notebook here sleeps 120 s in a cell: a CLI that waited for the notebook under way
+# would take ~100 s or more to exit. PROMPT_S tells "did not wait" from "waited" with room
+# for a loaded 2-core machine (5 s was a stopwatch, and failed once at 5.6 s under load).
+PROMPT_S = 30
 
 
 def test_ctrl_c_of_run_cancels_its_jobs_kills_its_kernels_and_exits_130(tmp_path, tmp_path_factory):
     proj, data = tmp_path / "proj", tmp_path / "data"
     for i in range(30):
-        write_notebook(proj / f"nb{i:02d}.ipynb", ["import time", "time.sleep(60)"])
+        write_notebook(proj / f"nb{i:02d}.ipynb", ["import time", "time.sleep(120)"])
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "PYTHONUNBUFFERED": "1"}
     cli = subprocess.Popen([JUPYTER, "nbvalidation", "run", ".", "--no-build", "--local", "--data-dir", str(data),
                             "-j", "4"], cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -37,16 +41,8 @@ def test_ctrl_c_of_run_cancels_its_jobs_kills_its_kernels_and_exits_130(tmp_path
         assert time.monotonic() < deadline, "no kernel started within 120 s"
         time.sleep(0.2)
     time.sleep(1)
-    os.killpg(cli.pid, signal.SIGINT)
-    sent = time.monotonic()
-    try:
-        out, err = cli.communicate(timeout=30)
-    finally:
-        if cli.poll() is None:
-            os.killpg(cli.pid, signal.SIGKILL)
-    took = time.monotonic() - sent
-    assert cli.returncode == 130, (cli.returncode, out, err)
-    assert took < 5, f"exit {took:.1f} s after Ctrl-C"
+    out, err, took = _interrupt(cli)
+    assert cli.returncode == 130 and took < PROMPT_S, (cli.returncode, took, out, err)
     assert "Traceback" not in err and "Event loop is closed" not in err, err
     assert "interrupted" in err and "cancelled" in out.lower(), (out, err)  # the summary so far
     time.sleep(0.5)  # a killed group's last exits
@@ -68,7 +64,7 @@ def test_ctrl_c_of_run_through_a_server_cancels_its_jobs_there_and_exits_130(ser
     """Before, the CLI waited (even through a second Ctrl-C) for every running job."""
     server = server_proc().start()
     for i in range(6):
-        write_notebook(server.root / f"nb{i}.ipynb", ["import time", "time.sleep(60)"])
+        write_notebook(server.root / f"nb{i}.ipynb", ["import time", "time.sleep(120)"])
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(server.runtime), "PYTHONUNBUFFERED": "1"}
     cli = subprocess.Popen([JUPYTER, "nbvalidation", "run", ".", "--no-build", "-j", "3"], cwd=server.root,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -80,14 +76,8 @@ def test_ctrl_c_of_run_through_a_server_cancels_its_jobs_there_and_exits_130(ser
         assert cli.poll() is None, cli.communicate()
         assert time.monotonic() < deadline, "no job running within 120 s"
         time.sleep(0.3)
-    os.killpg(cli.pid, signal.SIGINT)
-    sent = time.monotonic()
-    try:
-        out, err = cli.communicate(timeout=30)
-    finally:
-        if cli.poll() is None:
-            os.killpg(cli.pid, signal.SIGKILL)
-    assert cli.returncode == 130 and time.monotonic() - sent < 5, (cli.returncode, out, err)
+    out, err, took = _interrupt(cli)
+    assert cli.returncode == 130 and took < PROMPT_S, (cli.returncode, took, out, err)
     assert "Traceback" not in err, err
     deadline = time.monotonic() + 60
     while True:  # the server ends what the run submitted: cancelled, not left running
@@ -106,7 +96,7 @@ def _interrupt(cli: subprocess.Popen, signum: int = signal.SIGINT) -> tuple[str,
     os.killpg(cli.pid, signum)
     sent = time.monotonic()
     try:
-        out, err = cli.communicate(timeout=30)
+        out, err = cli.communicate(timeout=90)
     finally:
         if cli.poll() is None:
             os.killpg(cli.pid, signal.SIGKILL)
@@ -144,7 +134,7 @@ def test_ctrl_c_of_submit_wait_through_a_server_cancels_its_job_and_exits_130(se
         time.sleep(0.3)
     time.sleep(1)
     out, err, took = _interrupt(cli, signum)
-    assert cli.returncode == 130 and took < 5, (cli.returncode, took, out, err)
+    assert cli.returncode == 130 and took < PROMPT_S, (cli.returncode, took, out, err)
     assert "Traceback" not in err, err
     assert "interrupted: job" in err and "cancelled" in err, err  # what it left, said
     jobs = _all_ended(client)
@@ -156,7 +146,7 @@ def test_ctrl_c_of_pytest_nbvalidation_cancels_its_job_kills_its_kernel_and_exit
     for the notebook under way and exited 2, its job left to the next run."""
     proj, data = tmp_path / "proj", tmp_path / "data"
     for i in range(30):
-        write_notebook(proj / f"nb{i:02d}.ipynb", ["import time", "time.sleep(8)"])  # the signal lands in the first
+        write_notebook(proj / f"nb{i:02d}.ipynb", ["import time", "time.sleep(120)"])  # the signal lands in the first
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "PYTHONUNBUFFERED": "1"}
     cli = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
                             "--nbvalidation", "--nbvalidation-no-build", "--nbvalidation-local",
@@ -171,7 +161,7 @@ def test_ctrl_c_of_pytest_nbvalidation_cancels_its_job_kills_its_kernel_and_exit
         time.sleep(0.2)
     time.sleep(3)
     out, err, took = _interrupt(cli)
-    assert cli.returncode == 130 and took < 5, (cli.returncode, took, out, err)
+    assert cli.returncode == 130 and took < PROMPT_S, (cli.returncode, took, out, err)
     assert "Traceback" not in out + err, out + err
     assert "KeyboardInterrupt" in out and re.search(r"(passed|no tests ran) in [0-9.]+s", out), out  # the summary so far
     time.sleep(0.5)
@@ -206,7 +196,7 @@ def test_ctrl_c_of_submit_wait_in_process_cancels_its_job_kills_its_kernel_and_e
         time.sleep(0.2)
     time.sleep(1)
     out, err, took = _interrupt(cli)
-    assert cli.returncode == 130 and took < 5, (cli.returncode, took, out, err)
+    assert cli.returncode == 130 and took < PROMPT_S, (cli.returncode, took, out, err)
     assert "Traceback" not in err and "Event loop is closed" not in err, err
     assert "interrupted: job" in err and "cancelled" in err, err
     time.sleep(0.5)
