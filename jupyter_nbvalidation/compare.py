@@ -186,7 +186,9 @@ def flatten_outputs(outputs: Sequence[Mapping[str, Any]], *, compare_images: boo
 
 # --- normalisation ---------------------------------------------------------------
 
-_MEMORY_ADDRESS = re.compile(r"(<[^<>\n]*?\bat\s+)0x[0-9a-fA-F]+")
+# "<... at 0x...>", where the "..." may hold one level of nested "<...>":
+# "<generator object <genexpr> at 0x...>", "<function f.<locals>.g at 0x...>".
+_MEMORY_ADDRESS = re.compile(r"(<(?:[^<>\n]|<[^<>\n]*>)*?\bat\s+)0x[0-9a-fA-F]+")
 _ISO_DATETIME = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?(?![\w:])"
 )
