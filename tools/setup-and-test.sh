@@ -2,7 +2,7 @@
 # Install everything the tests need, from nothing, then run the whole suite.
 #   bash tools/setup-and-test.sh            (what .ci/run runs)
 #   bash tools/setup-and-test.sh ARGS...    set up as below, then one `pytest ARGS...` (cluster up)
-# Needs: python3 (>= 3.10), node 20 + npm, go (>= 1.26) for the Kubernetes
+# Needs: python3 (>= 3.11), node 20 + npm, go (>= 1.26) for the Kubernetes
 # test binaries, root, and apt-get for Chromium and the real cluster's Debian parts.
 #
 # Two lanes, so that the cold Go builds (most of a cold run's fixed cost) overlap the tests that
