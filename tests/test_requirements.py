@@ -344,3 +344,24 @@ async def test_editing_a_local_package_inside_the_root_rebuilds(jp_fetch, jp_ser
     (jp_root_dir / "lp" / "src" / "mylocalpkg" / "mylocalpkg" / "__init__.py").write_text("VALUE = 2\n")
     second, env2 = await run()
     assert second == "value 2" and env2 != env1  # edited: a new environment
+
+
+def test_a_local_project_refreshes_only_itself_in_uvs_cache(tmp_path):
+    """Issue 21: a requirement naming a local path made every build pass uv --refresh (every cached
+    package fetched again); now only the local package is refreshed, when its name can be read."""
+    from jupyter_nbvalidation.backends.local import uv_refresh_args
+
+    _local_package(tmp_path / "proj", 1)
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "setup.cfg").write_text("[metadata]\nname = My_Cfg.Pkg\n")
+    wheel = tmp_path / "Some_Pkg-1.0-py3-none-any.whl"
+    sdist = tmp_path / "other.pkg-2.0.tar.gz"
+    assert uv_refresh_args([]) == []
+    assert uv_refresh_args([str(tmp_path / "proj"), str(cfg), str(wheel), str(sdist), str(tmp_path / "proj")]) == [
+        "--refresh-package", "some-pkg", "--refresh-package", "my-cfg-pkg",
+        "--refresh-package", "other-pkg", "--refresh-package", "mylocalpkg"]  # in path order
+    setup_py_only = tmp_path / "legacy"
+    setup_py_only.mkdir()
+    (setup_py_only / "setup.py").write_text("from setuptools import setup\nsetup(name='legacy')\n")
+    assert uv_refresh_args([str(tmp_path / "proj"), str(setup_py_only)]) == ["--refresh"]  # its name is code

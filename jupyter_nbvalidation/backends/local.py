@@ -28,16 +28,19 @@ is provably dead.
 from __future__ import annotations
 
 import asyncio
+import configparser
 import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import sys
 import time
+import tomllib
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -802,9 +805,7 @@ class LocalBackend(Backend):
         req_file, c_file = await asyncio.to_thread(setup)
         secrets = requirements.build_env()
         c_args = ["-c", str(c_file)] if c_file else []
-        # uv reuses its own build of a local folder while pyproject.toml is
-        # unchanged; the cache key says the content changed, so build it again
-        refresh = ["--refresh"] if requirements.local_paths else []
+        refresh = uv_refresh_args(requirements.local_paths)
         pid_file = tmp.parent / f"{tmp.name}.pid"
         build.pid_file = pid_file
         py = str(tmp / "bin" / "python")
@@ -1483,6 +1484,50 @@ async def _terminate(proc: asyncio.subprocess.Process | ForkedRunner, run_id: st
             hygiene.kill_group(proc.pid, signal.SIGKILL)
     if run_id:
         await asyncio.shield(asyncio.to_thread(hygiene.kill_all, run_id))
+
+
+def uv_refresh_args(local_paths: list[str]) -> list[str]:
+    """uv reuses its own build of a local project while its pyproject.toml is
+    unchanged, but the environment's key says the content changed: refresh
+    exactly those packages (``--refresh-package NAME``, the name read from the
+    folder's pyproject.toml or setup.cfg, or from a wheel's or sdist's file
+    name), so the rest of uv's cache stays. Plain ``--refresh`` (every package
+    fetched again) only when a path's name cannot be read (a setup.py-only
+    folder, a --find-links folder)."""
+    args: list[str] = []
+    for path in sorted(set(local_paths)):
+        name = _local_package_name(path)
+        if name is None:
+            return ["--refresh"]
+        args += ["--refresh-package", name]
+    return args
+
+
+def _local_package_name(path: str) -> str | None:
+    base = os.path.basename(path.rstrip("/"))
+    name: str | None = None
+    if os.path.isdir(path):
+        try:
+            with open(os.path.join(path, "pyproject.toml"), "rb") as f:
+                name = (tomllib.load(f).get("project") or {}).get("name")
+        except (OSError, tomllib.TOMLDecodeError, AttributeError):
+            name = None
+        if not isinstance(name, str) or not name:
+            cfg = configparser.ConfigParser(interpolation=None)
+            try:
+                cfg.read(os.path.join(path, "setup.cfg"), encoding="utf-8")
+                name = cfg.get("metadata", "name", fallback=None)
+            except (configparser.Error, UnicodeDecodeError):
+                name = None
+    elif base.endswith(".whl"):
+        name = base.split("-")[0]
+    else:
+        for ext in (".tar.gz", ".zip", ".tar.bz2", ".tgz"):
+            if base.endswith(ext) and "-" in base:
+                name = base[: -len(ext)].rsplit("-", 1)[0]
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
+        return None
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _read_json(path: Path) -> dict | None:
