@@ -144,7 +144,7 @@ def report(label: str, ours: list[tuple[float, float]], theirs: list[tuple[float
     for what, k in (("wall", 0), ("CPU", 1)):
         a, b = [x[k] for x in ours], [x[k] for x in theirs]
         mo, mt = statistics.median(a), statistics.median(b)
-        ratios = [x / y for x, y in zip(a, b)]
+        ratios = [x / y for x, y in zip(a, b, strict=True)]
         print(f"{label} [{what}]: {ours_name} median {mo:.2f} s (min {min(a):.2f}, max {max(a):.2f}); "
               f"{theirs_name} median {mt:.2f} s (min {min(b):.2f}, max {max(b):.2f}); "
               f"ratio of medians {mo / mt:.2f}, pairwise {', '.join(f'{r:.2f}' for r in ratios)}", flush=True)
@@ -193,7 +193,7 @@ def bench_reqs(base: Path, n: int, rounds: int) -> None:
             ours = timed_cpu(ours_folder_argv(folder, data, build=True), cwd=folder, env=env)
             venv = base / f"reqs-venv-{mode}-{r}"
 
-            def ci_script() -> tuple[float, float]:
+            def ci_script(venv: Path = venv, folder: Path = folder, env: dict = env) -> tuple[float, float]:
                 steps = [timed_cpu([UV, "venv", "-q", "--python", sys.executable, str(venv)], cwd=folder, env=env),
                          timed_cpu([UV, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
                                     "-r", "requirements.txt", "ipykernel", "nbmake", "pytest-xdist"],

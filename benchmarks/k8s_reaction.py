@@ -251,9 +251,9 @@ async def bench(h, args: argparse.Namespace, work: Path) -> None:
         names = [j["metadata"]["name"] for j in jobs]
         sinces = [await build_almost_done(admin, api, ns, n) for n in names]
         await engine.wait_idle(10)
-        t0s = await asyncio.gather(*(build_complete(admin, ns, n, t) for n, t in zip(names, sinces)))
+        t0s = await asyncio.gather(*(build_complete(admin, ns, n, t) for n, t in zip(names, sinces, strict=True)))
         burst = []
-        for n, t0 in zip(names, t0s):
+        for n, t0 in zip(names, t0s, strict=True):
             seen = await observer.wait(obj.validation_pod_name(n))
             burst.append((created[obj.validation_pod_name(n)] - t0, seen - t0))
         for n in names:

@@ -113,7 +113,7 @@ def breakdown(job: dict) -> str:
     tr = job["status"].get("transitions") or []
     times = [(t["phase"], parse_time(t["time"])) for t in tr]
     parts = []
-    for (p0, t0), (p1, t1) in zip(times, times[1:]):
+    for (p0, t0), (p1, t1) in zip(times, times[1:], strict=False):
         parts.append(f"{p0}->{p1} {(t1 - t0).total_seconds():.1f}s")
     return ", ".join(parts)
 

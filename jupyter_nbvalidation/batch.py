@@ -407,7 +407,7 @@ class _Runs:
                 pass
         deadline = time.monotonic() + INTERRUPT_GRACE
         outcomes = []
-        for i, item in zip(indexes, items):
+        for i, item in zip(indexes, items, strict=True):
             job = None
             if i in self.ended:
                 outcomes.append(self.ended[i])

@@ -329,7 +329,7 @@ def check_sanitizer(regex: str, replace: str) -> None:
         if compile_template is not None:
             compile_template(pattern, replace)
         elif hasattr(re, "_compile_repl"):  # Python 3.10, 3.11: (repl, pattern)
-            getattr(re, "_compile_repl")(replace, pattern)
+            re._compile_repl(replace, pattern)
     except (re.error, IndexError) as e:
         raise ValueError(f"replace {replace!r} is not a valid replacement for {regex!r}: {e}") from None
 
@@ -512,7 +512,7 @@ def texts_equal(
     exp_tokens, act_tokens = tokenize(expected), tokenize(actual)
     if len(exp_tokens) != len(act_tokens):
         return False
-    for (is_num, exp), (_, act) in zip(exp_tokens, act_tokens):
+    for (is_num, exp), (_, act) in zip(exp_tokens, act_tokens, strict=True):
         if is_num:
             if not numbers_close(act, exp, abs_tol, rel_tol):
                 return False
@@ -577,7 +577,7 @@ def flat_equal(
         act_values = actual[key]
         if len(exp_values) != len(act_values):
             return False
-        for exp, act in zip(exp_values, act_values):
+        for exp, act in zip(exp_values, act_values, strict=True):
             if key.startswith(IMAGE_PREFIX):  # only when images are compared: verbatim
                 if exp != act:
                     return False

@@ -125,7 +125,7 @@ async def test_build_and_validation_caps_fifo_and_queued_reason(run):
         running = _in(backend, Phase.VALIDATION_RUNNING)
         for n in running:
             backend.finish_validation(n)
-        await _until(backend, lambda: not (running & _in(backend, Phase.VALIDATION_RUNNING)), "it ends")
+        await _until(backend, lambda running=running: not (running & _in(backend, Phase.VALIDATION_RUNNING)), "it ends")
     await _until(backend, lambda: all(_st(backend, n).get("phase") == Phase.SUCCEEDED for n in names), "all pass")
     assert peak.peak[Phase.BUILDING] == 2 and peak.peak[Phase.VALIDATION_RUNNING] == 1
     # validation order follows submit order among the jobs that were built

@@ -367,7 +367,7 @@ async def test_two_engines_race_without_duplicates(kube_apiserver, k8s_namespace
         await b.engine.stop()
 
     instances = set()
-    for job, (name, builds) in zip(done, names):
+    for job, (name, builds) in zip(done, names, strict=True):
         assert job["status"]["phase"] == Phase.SUCCEEDED, job["status"]
         expected = ([Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED, Reason.VALIDATION_STARTED,
                      Reason.VALIDATION_SUCCEEDED] if builds else

@@ -105,7 +105,7 @@ async def one_leader(a: K8sServer, b: K8sServer):
 
     async def leaders():
         hs = [await asyncio.to_thread(s.health) for s in (a, b)]
-        lead = [s for s, h in zip((a, b), hs) if h["engine"]["leading"]]
+        lead = [s for s, h in zip((a, b), hs, strict=True) if h["engine"]["leading"]]
         # and the follower has read the Lease at least once (it campaigns every retry_period)
         seen = all(h["leader"]["holder"] for h in hs)
         return (lead, hs) if len(lead) == 1 and seen else None
@@ -136,7 +136,7 @@ async def test_two_servers_one_leader_and_failover(k8s_servers, k8s_namespace, a
     await run_validation(admin, aio_admin, ns, built)
     await run_validation(admin, aio_admin, ns, plain)
     for name in (built, plain):
-        await until(lambda: _terminal(admin, ns, name), what=name)
+        await until(lambda name=name: _terminal(admin, ns, name), what=name)
     await asyncio.sleep(1.0)  # any late duplicate would show up now
     for name, builds in ((built, True), (plain, False)):
         job = await call(follower, "GET", f"jobs/{name}")
@@ -260,11 +260,11 @@ async def test_apiserver_down_30s_in_the_middle_of_20_jobs(ha_env, admin, aio_ad
         if builds:
             if await job_phase(admin, ns, name) == Phase.BUILDING:
                 await run_builder(admin, aio_admin, ns, name)
-    for name, builds, fails in jobs:
+    for name, _builds, fails in jobs:
         await wait_object(admin, PODS.path(ns, obj.validation_pod_name(name)), timeout=40)
         await run_validation(admin, aio_admin, ns, name, exit_code=1 if fails else 0,
                              message=None if not fails else _failed_summary())
-    for name, builds, fails in jobs:
+    for name, _builds, fails in jobs:
         done = await env.terminal(name, timeout=60)
         assert done["status"]["phase"] == (Phase.FAILED if fails else Phase.SUCCEEDED), done["status"]
     await asyncio.sleep(0.5)

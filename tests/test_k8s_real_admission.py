@@ -91,7 +91,7 @@ async def test_thirty_jobs_at_once_with_caps(real):
     requests = real.backend.kube.requests - requests_before
     got = [d["status"]["reason"] for d in done]
     assert got == [e for _, e in jobs], [(d["metadata"]["name"], d["status"]["reason"], d["status"]["message"])
-                                         for d, (_, e) in zip(done, jobs) if d["status"]["reason"] != e]
+                                         for d, (_, e) in zip(done, jobs, strict=True) if d["status"]["reason"] != e]
     for d in done:
         evs = sorted(await real.backend.store.list_events(d), key=lambda e: e.get("eventTime") or "")
         assert [e["reason"] for e in evs if e["reason"] in REASON_PHASE] == \

@@ -54,14 +54,14 @@ def test_a_plain_http_registry_without_registry_insecure_is_said_by_health_and_o
             assert VERDICT_KEY not in (job["metadata"].get("annotations") or {}), job["metadata"]
             names.append(job["metadata"]["name"])
         for name in names:
-            done = wait(lambda: (lambda j: j if (j.get("status") or {}).get("phase") in Phase.TERMINAL else None)(
+            done = wait(lambda name=name: (lambda j: j if (j.get("status") or {}).get("phase") in Phase.TERMINAL else None)(
                 job_of(api, name)), BUILD_WAIT, f"job {name} to end")
             st = done["status"]
             assert (st["phase"], st["reason"]) == (Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED), \
                 json.dumps(st, indent=1)
             # FROM the tag: the base image's digest could not be read
             assert st["buildStatus"]["imageReference"].startswith(f"{real_cluster.env['NBV_REGISTRY']}/o"), st
-            evs = wait(lambda: (lambda e: e if any(x["reason"] == Reason.VALIDATION_SUCCEEDED for x in e) else None)(
+            evs = wait(lambda name=name: (lambda got: got if any(x["reason"] == Reason.VALIDATION_SUCCEEDED for x in got) else None)(
                 api.request("GET", f"jobs/{name}/events")["items"]), 30, f"the events of {name}")
             notices = [e for e in evs if e["reason"] in NOTICE_REASONS]
             assert len(notices) == 1, [(e["reason"], e.get("note") or e.get("message")) for e in evs]

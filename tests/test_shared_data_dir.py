@@ -132,11 +132,11 @@ def test_two_servers_and_two_clis_validate_every_job_exactly_once(server_proc, t
         names[job["metadata"]["name"]] = nb
     assert len(names) == 40
     for name, nb in names.items():
-        done = _wait(lambda: _terminal(apis[0], name), 1800, f"{nb} to finish")
+        done = _wait(lambda name=name: _terminal(apis[0], name), 1800, f"{nb} to finish")
         assert done["status"]["phase"] == expected[nb], (nb, done["status"])
         if expected[nb] == Phase.FAILED:
             assert "planted failure" in json.dumps(done["status"]), done["status"]
-        events = _wait(lambda: (lambda e: e if len(e) >= len(done["status"]["transitions"]) else None)(
+        events = _wait(lambda done=done, name=name: (lambda e: e if len(e) >= len(done["status"]["transitions"]) else None)(
             apis[1].request("GET", f"jobs/{name}/events")["items"]), 30, f"{nb}'s events")
         _check_job(data_dir, done, events)
     built = [j for j in apis[0].request("GET", "jobs", params={"limit": 100})["items"]
