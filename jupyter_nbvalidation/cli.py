@@ -204,6 +204,9 @@ class InProcess:
     def timeline(self, name: str) -> dict[str, Any]:
         return self._call(self.service.timeline(name))
 
+    def environment(self, name: str) -> dict[str, Any]:
+        return self._call(self.service.environment_record(name))
+
     def cancel(self, name: str) -> dict[str, Any]:
         return cast(Json, self._call(self.service.cancel(name)))
 
@@ -338,6 +341,9 @@ class Remote:
 
     def timeline(self, name: str) -> dict[str, Any]:
         return cast(Json, self.client.request("GET", f"jobs/{name}/timeline"))
+
+    def environment(self, name: str) -> dict[str, Any]:
+        return cast(Json, self.client.request("GET", f"jobs/{name}/environment"))
 
     def cancel(self, name: str) -> dict[str, Any]:
         # cancelOnly: a job that has just finished is left as it ended, not deleted
@@ -770,7 +776,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_describe(args: argparse.Namespace) -> int:
     api = connect(args)
     job, timeline, events = api.get(args.name), api.timeline(args.name), api.events(args.name)
-    _out(args, {"job": job, "timeline": timeline, "events": events}, render.describe(job, timeline, events))
+    try:
+        environment: dict[str, Any] | None = api.environment(args.name)
+    except ClientError as e:
+        if e.status != 404:
+            raise
+        environment = None
+    _out(args, {"job": job, "timeline": timeline, "events": events, "environment": environment},
+         render.describe(job, timeline, events) + render.environment_block(job, environment))
     if getattr(args, "follow", False) and args.output != "json":
         # then the build log as it grows, the phases and the progress, until the verdict
         follower = Follower(follow_log=True, phase=render.phase_label(job))

@@ -221,6 +221,14 @@ class BuildLogHandler(BaseHandler):
         self.finish(chunk.data, set_content_type="text/plain; charset=utf-8")
 
 
+class EnvironmentHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        self.send(await self.service.environment_record(name))
+
+
 class HealthHandler(BaseHandler):
     serves_without_store = True
     @web.authenticated
@@ -248,6 +256,7 @@ def routes() -> list[tuple[str, type]]:
         (rf"{p}/jobs/{NAME}/timeline/?", TimelineHandler),
         (rf"{p}/jobs/{NAME}/notebook/?", NotebookHandler),
         (rf"{p}/jobs/{NAME}/buildlog/?", BuildLogHandler),
+        (rf"{p}/jobs/{NAME}/environment/?", EnvironmentHandler),
         (rf"{p}/unchanged/?", UnchangedHandler),
         (rf"{p}/health/?", HealthHandler),
         (rf"{p}/openapi.json", OpenAPIHandler),

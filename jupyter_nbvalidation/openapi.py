@@ -116,6 +116,49 @@ TIMELINE_SCHEMA = {
     },
 }
 
+_SOURCE_SCHEMA = {
+    "type": "object", "required": ["kind"],
+    "description": "where the distribution came from (PEP 610 direct_url.json); credentials in URLs are ***",
+    "properties": {"kind": {"type": "string", "enum": ["index", "url", "vcs", "local"]},
+                   "url": {"type": "string"}, "path": {"type": "string"}, "editable": {"type": "boolean"},
+                   "contentHash": {"type": "string", "description": "local: the content hash the environment's "
+                                                                    "key uses"},
+                   "vcs": {"type": "string"}, "commit": {"type": "string"},
+                   "hashes": {"type": "object", "additionalProperties": {"type": "string"}}},
+}
+
+ENVIRONMENT_RECORD_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "takenAt", "environment", "tool"],
+    "description": "The environment the job's kernel ran in, read with its own interpreter when the validation "
+                   "started (environment_record.py); error instead of python/distributions when it could not be "
+                   "read",
+    "properties": {
+        "apiVersion": {"type": "string"}, "kind": {"type": "string", "enum": ["EnvironmentRecord"]},
+        "takenAt": {"type": "string"},
+        "python": {"type": "object", "properties": {
+            "version": {"type": "string"}, "implementation": {"type": "string"},
+            "implementationVersion": {"type": "string"}, "platform": {"type": "string"},
+            "machine": {"type": "string"}}},
+        "distributions": {"type": "array", "maxItems": 5000, "items": {
+            "type": "object", "required": ["name", "version", "source"],
+            "properties": {"name": {"type": "string"}, "version": {"type": "string"}, "source": _SOURCE_SCHEMA}}},
+        "environment": {"type": "object", "required": ["kind"], "properties": {
+            "kind": {"type": "string", "enum": ["built", "interpreter"],
+                     "description": "built: an environment built from the declared requirements; interpreter: "
+                                    "the build was disabled"},
+            "key": {"type": ["string", "null"]}, "strategy": {"type": ["string", "null"]},
+            "baseInterpreter": {"type": ["string", "null"]}, "python": {"type": "string"},
+            "requirements": {"type": ["array", "null"], "items": {"type": "string"}},
+            "constraints": {"type": "array", "items": {"type": "string"}}}},
+        "tool": {"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "string"},
+                                                  "sources": {"type": "string"}}},
+        "truncated": {"type": "object", "properties": {"distributions": {"type": "integer"},
+                                                       "kept": {"type": "integer"}}},
+        "error": {"type": "string"},
+    },
+}
+
 ERROR_SCHEMA = {
     "type": "object",
     "required": ["error"],
@@ -150,6 +193,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
             "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization"}},
             "schemas": {"Spec": SPEC_SCHEMA, "Job": JOB_SCHEMA, "JobSummary": JOB_SUMMARY_SCHEMA, "Event": EVENT_SCHEMA,
                         "Timeline": TIMELINE_SCHEMA, "Error": ERROR_SCHEMA,
+                        "EnvironmentRecord": ENVIRONMENT_RECORD_SCHEMA,
                         "Switch": {"type": "object", "required": ["enabled", "reason"], "properties": {
                             "enabled": {"type": "boolean"},
                             "reason": {"type": ["string", "null"], "description": "why it is off (plain-HTTP "
@@ -244,6 +288,13 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                                       "schema": {"type": "integer", "minimum": 0}}},
                                               "content": {"text/plain": {"schema": {"type": "string"}}}},
                                       **_errors(400, 404)}},
+            },
+            "/jobs/{name}/environment": {
+                "parameters": [NAME_PARAM],
+                "get": {"summary": "The environment the job's kernel ran in: Python, platform, every installed "
+                                   "distribution with its exact version and source",
+                        "responses": {"200": _json({"$ref": "#/components/schemas/EnvironmentRecord"},
+                                                   "Environment record"), **_errors(404)}},
             },
             "/health": {
                 "get": {"summary": "Active backend and whether it is usable",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .environment_record import summary_lines
 from .model import CellStatus, Phase, Reason, format_duration, parse_time, utcnow
 from .runner.text import cell_label, strip_ansi
 
@@ -163,6 +164,23 @@ def describe(job: dict[str, Any], timeline: dict[str, Any], events: list[dict[st
     else:
         lines.append("  <none>")
     return "\n".join(lines)
+
+
+def environment_block(job: dict[str, Any], record: dict[str, Any] | None) -> str:
+    """``describe``'s "Environment:" part (GET /jobs/{name}/environment): the interpreter,
+    how many distributions, and each declared one with its exact version."""
+    if record is None:
+        return ""
+    lines = ["Environment:"]
+    if record.get("error"):
+        lines.append(f"  not recorded: {record['error']}")
+    else:
+        env = record.get("environment") or {}
+        declared = env.get("requirements") or []
+        lines += ["  " + ln for ln in summary_lines(record, declared)]
+        if env.get("kind") == "interpreter":
+            lines.append(f"  (build disabled: the interpreter {env.get('python', '')})")
+    return "\n" + "\n".join(lines)
 
 
 def retries_text(status: dict[str, Any]) -> str:

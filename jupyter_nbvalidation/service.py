@@ -455,6 +455,19 @@ class JobService:
             raise ApiError(404, "NotFound", f"job {name!r} has no executed notebook yet")
         return nb
 
+    async def environment_record(self, name: str) -> dict[str, Any]:
+        """The job's environment record (environment_record.py), or 404 saying why there is none."""
+        job = await self.get(name)
+        if not self.backend.capabilities.environment_records:
+            raise ApiError(404, "NotFound", f"the {self.backend.name} backend does not record environments yet")
+        record = await self.backend.environment_record(job)
+        if record is None:
+            phase = (job.get("status") or {}).get("phase", "")
+            why = ("its validation has not started" if phase not in (Phase.SUCCEEDED, Phase.FAILED)
+                   else "it ended before its validation started (or was validated before environments were recorded)")
+            raise ApiError(404, "NotFound", f"job {name!r} has no environment record: {why}")
+        return record
+
     async def build_log(self, name: str, offset: int = 0) -> BuildLogChunk:
         """The build log from byte ``offset``: while the build runs (phase
         Initializing or Building) the log so far, up to its last complete

@@ -92,6 +92,9 @@ class Capabilities:
     #: ``inputs/<path>``, read at submit (``Backend.folder_files``): the kernel runs where the
     #: server's files are not; False: the backend copies the folder when an attempt starts
     folder_in_snapshot: bool = False
+    #: each job's environment record (environment_record.py: Python, every distribution with its
+    #: exact version and source), taken when its validation starts (``Backend.environment_record``)
+    environment_records: bool = False
 
 
 def lease_traits(duration: float, deadline: float, period: float, lease: str) -> "tuple[Float[float, float], Float[float, float], Float[float, float]]":
@@ -262,6 +265,11 @@ class Backend(LoggingConfigurable):
         raise NotImplementedError
 
     async def build_log(self, job: Job) -> str | None:
+        raise NotImplementedError
+
+    async def environment_record(self, job: Job) -> dict[str, Any] | None:
+        """The job's environment record (``capabilities.environment_records``); None
+        until its validation has started."""
         raise NotImplementedError
 
     async def health(self) -> dict[str, Any]:

@@ -32,6 +32,7 @@ import configparser
 import contextlib
 import dataclasses
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -49,6 +50,7 @@ from typing import Any, Callable
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
 
+from .. import environment_record as envrec
 from .. import requirements as reqmod
 from .. import verdict_cache
 from ..errors import InputRejected
@@ -73,6 +75,7 @@ from .local_faults import fault_of_build, fault_of_exit, fault_of_oserror, fault
 RUNNER_COMMAND = [sys.executable, "-m", "jupyter_nbvalidation.runner"]
 ENV_MARKER = ".nbvalidation-env.json"
 LAST_USE = ".last-use"
+RECORD_FILE = "environment.json"  # environment_record.py: in a built environment, and per job
 ADOPT_POLL = 0.5  # seconds between looks at a run or build another engine started
 PROGRESS_POLL = 0.5  # seconds between reads of a running runner's log (its progress records)
 PROGRESS_NOTIFY = 1.0  # at most one engine wake-up a second for progress (the engine throttles writes too)
@@ -115,7 +118,7 @@ def owner_alive(owner: dict | None) -> bool:
 
 
 def _write_json_atomic(path: Path, doc: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(json.dumps(doc))
     os.replace(tmp, path)
 
@@ -162,7 +165,7 @@ class _Run:
 class LocalBackend(Backend):
     name = "local"
     capabilities = Capabilities(local_requirement_paths=True, constraint_files=True, index_credentials=True,
-                                garbage_collection=True)
+                                garbage_collection=True, environment_records=True)
 
     data_dir = Unicode(help="Where jobs, environments, logs and the SQLite store live "
                             "(default: <jupyter data dir>/nbvalidation).").tag(config=True)
@@ -914,10 +917,52 @@ class LocalBackend(Backend):
         else:
             python = self.unbuilt_python
         await asyncio.to_thread(self._touch_env, reference)
+        await self._record_environment(job, python, reference)
         run = _Run(task=None, run_dir=run_dir, name=job["metadata"]["name"], attempt=attempt)  # type: ignore[arg-type]
         run.task = asyncio.get_running_loop().create_task(self._validate(job, run, python, reference, plan))
         self._runs[uid] = run
         return Observation(RUNNING, message="Validation queued.", reference=reference)
+
+    async def _record_environment(self, job: dict, python: str, reference: str | None) -> None:
+        """The job's environment record (environment_record.py), beside its runs. A
+        built environment never changes: its distributions are read once, when it is
+        first used, and kept in it; with the build disabled they are read now from the
+        interpreter the kernel runs (it can change between jobs). The tool's identity
+        is this job's. Never fails the job: a record that cannot be taken says why."""
+        target = self.job_dir(job) / RECORD_FILE
+        if await asyncio.to_thread(target.is_file):
+            return  # a retry runs in the same environment
+        kept = Path(reference) / RECORD_FILE if reference else None
+        record = await asyncio.to_thread(_read_json, kept) if kept is not None else None
+        if record is None:
+            marker = await asyncio.to_thread(_read_json, Path(reference) / ENV_MARKER) if reference else None
+            environment: dict[str, Any] = {"kind": "interpreter", "python": python}
+            if marker is not None:
+                environment = {"kind": "built", "key": marker.get("key"), "strategy": marker.get("strategy"),
+                               "baseInterpreter": marker.get("python"), "requirements": marker.get("requirements"),
+                               "constraints": marker.get("constraints") or []}
+            try:
+                probe = await envrec.probe(python)
+            except envrec.RecordError as e:
+                record = {"apiVersion": envrec.API_VERSION, "kind": envrec.KIND, "takenAt": isotime(),
+                          "environment": environment, "error": str(e)}
+            else:
+                record = envrec.shape(probe, environment=environment, tool={}, taken_at=isotime(),
+                                      local_hashes=(marker or {}).get("local") or {})
+                if kept is not None:
+                    with contextlib.suppress(OSError):
+                        await asyncio.to_thread(_write_json_atomic, kept, record)
+        record["tool"] = await asyncio.to_thread(tool_identity)
+
+        def write() -> None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_json_atomic(target, record)
+
+        with contextlib.suppress(OSError):  # a full disk fails the run itself, where it is told as such
+            await asyncio.to_thread(write)
+
+    async def environment_record(self, job: dict) -> dict | None:
+        return await asyncio.to_thread(_read_json, self.job_dir(job) / RECORD_FILE)
 
     @staticmethod
     def _touch_env(reference: str | None) -> None:
@@ -1484,6 +1529,17 @@ async def _terminate(proc: asyncio.subprocess.Process | ForkedRunner, run_id: st
             hygiene.kill_group(proc.pid, signal.SIGKILL)
     if run_id:
         await asyncio.shield(asyncio.to_thread(hygiene.kill_all, run_id))
+
+
+def tool_identity() -> dict[str, str]:
+    """This tool, as an environment record names it: its version and a digest of
+    its sources (the verdict cache's runner identity)."""
+    try:
+        version = importlib.metadata.version("jupyter-nbvalidation")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"name": "jupyter-nbvalidation", "version": version,
+            "sources": verdict_cache.runner_identity()[:16]}
 
 
 def uv_refresh_args(local_paths: list[str]) -> list[str]:
