@@ -84,6 +84,12 @@ async def test_build_disabled_records_the_interpreter_the_kernel_ran(jp_fetch, j
     names = {envrec.normalize(d["name"]) for d in record["distributions"]}
     assert {"ipykernel", "nbformat"} <= names
     assert "(build disabled: the interpreter" in environment_block(done, record)
+    # read again only when the interpreter's distributions changed (they did not)
+    again = await call(jp_fetch, "jobs", method="POST",
+                       body={"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"enabled": False}}})
+    await rest_wait_terminal(jp_fetch, again["metadata"]["name"], 200)
+    second = await call(jp_fetch, "jobs", again["metadata"]["name"], "environment")
+    assert (second["takenAt"], second["distributions"]) == (record["takenAt"], record["distributions"])
 
 
 async def test_a_failed_build_has_no_record_and_says_why(jp_fetch, jp_serverapp, jp_root_dir):

@@ -265,6 +265,8 @@ class LocalBackend(Backend):
         self._builds: dict[str, _Build] = {}  # by env key
         self._job_build: dict[str, _Build] = {}  # by job uid
         self._runs: dict[str, _Run] = {}  # by job uid
+        # the build-disabled interpreter's record, by the digest of its installed distributions
+        self._unbuilt_records: dict[str, tuple[str, dict[str, Any]]] = {}
         # the engine admits at most its caps (which these aliases set when given): these
         # semaphores only bound a caller that drives the backend without an engine
         self._build_slots = asyncio.Semaphore(self.max_parallel_builds or 10**6)
@@ -934,6 +936,12 @@ class LocalBackend(Backend):
             return  # a retry runs in the same environment
         kept = Path(reference) / RECORD_FILE if reference else None
         record = await asyncio.to_thread(_read_json, kept) if kept is not None else None
+        unbuilt = None
+        if reference is None:  # read again only when its distributions changed (a few directory listings)
+            unbuilt = await asyncio.to_thread(verdict_cache.installed_distributions, python)
+            memo = self._unbuilt_records.get(python)
+            if unbuilt is not None and memo is not None and memo[0] == unbuilt:
+                record = dict(memo[1])
         if record is None:
             marker = await asyncio.to_thread(_read_json, Path(reference) / ENV_MARKER) if reference else None
             environment: dict[str, Any] = {"kind": "interpreter", "python": python}
@@ -952,6 +960,8 @@ class LocalBackend(Backend):
                 if kept is not None:
                     with contextlib.suppress(OSError):
                         await asyncio.to_thread(_write_json_atomic, kept, record)
+                elif unbuilt is not None:
+                    self._unbuilt_records[python] = (unbuilt, dict(record))
         record["tool"] = await asyncio.to_thread(tool_identity)
 
         def write() -> None:
