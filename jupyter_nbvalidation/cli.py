@@ -207,6 +207,9 @@ class InProcess:
     def environment(self, name: str) -> dict[str, Any]:
         return self._call(self.service.environment_record(name))
 
+    def changes(self, name: str) -> dict[str, Any]:
+        return self._call(self.service.since_last_success(name))
+
     def cancel(self, name: str) -> dict[str, Any]:
         return cast(Json, self._call(self.service.cancel(name)))
 
@@ -344,6 +347,9 @@ class Remote:
 
     def environment(self, name: str) -> dict[str, Any]:
         return cast(Json, self.client.request("GET", f"jobs/{name}/environment"))
+
+    def changes(self, name: str) -> dict[str, Any]:
+        return cast(Json, self.client.request("GET", f"jobs/{name}/changes"))
 
     def cancel(self, name: str) -> dict[str, Any]:
         # cancelOnly: a job that has just finished is left as it ended, not deleted
@@ -773,17 +779,25 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_describe(args: argparse.Namespace) -> int:
-    api = connect(args)
-    job, timeline, events = api.get(args.name), api.timeline(args.name), api.events(args.name)
+def _if_found(get: Callable[[str], dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """``get(name)``, or None when it answers 404 (nothing recorded, or not on this backend)."""
     try:
-        environment: dict[str, Any] | None = api.environment(args.name)
+        return get(name)
     except ClientError as e:
         if e.status != 404:
             raise
-        environment = None
-    _out(args, {"job": job, "timeline": timeline, "events": events, "environment": environment},
-         render.describe(job, timeline, events) + render.environment_block(job, environment))
+        return None
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    api = connect(args)
+    job, timeline, events = api.get(args.name), api.timeline(args.name), api.events(args.name)
+    environment, since = _if_found(api.environment, args.name), None
+    if is_terminal((job.get("status") or {}).get("phase")):
+        since = _if_found(api.changes, args.name)
+    _out(args, {"job": job, "timeline": timeline, "events": events, "environment": environment, "changes": since},
+         render.describe(job, timeline, events) + render.environment_block(job, environment)
+         + render.changes_block(since))
     if getattr(args, "follow", False) and args.output != "json":
         # then the build log as it grows, the phases and the progress, until the verdict
         follower = Follower(follow_log=True, phase=render.phase_label(job))

@@ -229,6 +229,14 @@ class EnvironmentHandler(BaseHandler):
         self.send(await self.service.environment_record(name))
 
 
+class ChangesHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        self.send(await self.service.since_last_success(name))
+
+
 class HealthHandler(BaseHandler):
     serves_without_store = True
     @web.authenticated
@@ -257,6 +265,7 @@ def routes() -> list[tuple[str, type]]:
         (rf"{p}/jobs/{NAME}/notebook/?", NotebookHandler),
         (rf"{p}/jobs/{NAME}/buildlog/?", BuildLogHandler),
         (rf"{p}/jobs/{NAME}/environment/?", EnvironmentHandler),
+        (rf"{p}/jobs/{NAME}/changes/?", ChangesHandler),
         (rf"{p}/unchanged/?", UnchangedHandler),
         (rf"{p}/health/?", HealthHandler),
         (rf"{p}/openapi.json", OpenAPIHandler),

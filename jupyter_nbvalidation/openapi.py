@@ -159,6 +159,42 @@ ENVIRONMENT_RECORD_SCHEMA = {
     },
 }
 
+_LISTED = {"type": "array", "items": {"type": "integer"}, "maxItems": 50}
+_PKG_MOVE = {"type": "array", "maxItems": 50, "items": {"type": "object", "properties": {
+    "name": {"type": "string"}, "version": {"type": "string"}, "from": {"type": "string"}, "to": {"type": "string"},
+    "source": {"type": "string"}}}}
+
+CHANGES_SCHEMA = {
+    "type": "object",
+    "required": ["since", "sentence"],
+    "description": "What changed since the newest earlier Succeeded job of the same notebook (changes.py); "
+                   "since is null when there is none",
+    "properties": {
+        "since": {"type": ["object", "null"], "properties": {"name": {"type": "string"},
+                                                              "completionTime": {"type": ["string", "null"]}}},
+        "sentence": {"type": "string", "description": "e.g. \"pandas 2.2.3 → 3.0.0; no cell changed\""},
+        "cells": {"type": ["object", "null"], "description": "JupyterLab's cell numbers: removed as they were, "
+                                                             "edited and added as they are now",
+                  "properties": {"added": _LISTED, "removed": _LISTED, "edited": _LISTED,
+                                 "changed": {"type": "boolean"}}},
+        "golden": {"type": "boolean"},
+        "requirements": {"type": "object", "properties": {"changed": {"type": "boolean"},
+                                                          "lines": {"type": "array", "items": {"type": "string"}}}},
+        "inputFiles": {"type": "object", "properties": {
+            "added": {"type": "array", "items": {"type": "string"}},
+            "removed": {"type": "array", "items": {"type": "string"}},
+            "edited": {"type": "array", "items": {"type": "string"}}, "changed": {"type": "boolean"}}},
+        "spec": {"type": "array", "items": {"type": "string"}, "description": "spec fields that differ"},
+        "packages": {"type": ["object", "null"], "description": "null when either job has no environment record",
+                     "properties": {"added": _PKG_MOVE, "removed": _PKG_MOVE, "upgraded": _PKG_MOVE,
+                                    "downgraded": _PKG_MOVE, "changed": _PKG_MOVE,
+                                    "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+                                    "changedAny": {"type": "boolean"}}},
+        "python": {"type": ["object", "null"], "properties": {"from": {"type": "string"}, "to": {"type": "string"}}},
+        "environmentChanged": {"type": ["boolean", "null"]},
+    },
+}
+
 ERROR_SCHEMA = {
     "type": "object",
     "required": ["error"],
@@ -193,7 +229,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
             "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization"}},
             "schemas": {"Spec": SPEC_SCHEMA, "Job": JOB_SCHEMA, "JobSummary": JOB_SUMMARY_SCHEMA, "Event": EVENT_SCHEMA,
                         "Timeline": TIMELINE_SCHEMA, "Error": ERROR_SCHEMA,
-                        "EnvironmentRecord": ENVIRONMENT_RECORD_SCHEMA,
+                        "EnvironmentRecord": ENVIRONMENT_RECORD_SCHEMA, "Changes": CHANGES_SCHEMA,
                         "Switch": {"type": "object", "required": ["enabled", "reason"], "properties": {
                             "enabled": {"type": "boolean"},
                             "reason": {"type": ["string", "null"], "description": "why it is off (plain-HTTP "
@@ -295,6 +331,13 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                    "distribution with its exact version and source",
                         "responses": {"200": _json({"$ref": "#/components/schemas/EnvironmentRecord"},
                                                    "Environment record"), **_errors(404)}},
+            },
+            "/jobs/{name}/changes": {
+                "parameters": [NAME_PARAM],
+                "get": {"summary": "What changed since the notebook's last success: cells, golden, requirements, "
+                                   "input files, options, packages, Python",
+                        "responses": {"200": _json({"$ref": "#/components/schemas/Changes"}, "Changes"),
+                                      **_errors(404)}},
             },
             "/health": {
                 "get": {"summary": "Active backend and whether it is usable",

@@ -183,6 +183,16 @@ def environment_block(job: dict[str, Any], record: dict[str, Any] | None) -> str
     return "\n" + "\n".join(lines)
 
 
+def changes_block(changes: dict[str, Any] | None) -> str:
+    """``describe``'s "Since the last success" line (GET /jobs/{name}/changes)."""
+    if not changes or not changes.get("since"):
+        return ""
+    since = changes["since"]
+    when = since.get("completionTime")
+    return (f"\nSince the last success ({since['name']}, {age(when)} ago): {changes['sentence']}" if when
+            else f"\nSince the last success ({since['name']}): {changes['sentence']}")
+
+
 def retries_text(status: dict[str, Any]) -> str:
     """``"validation 2 (last 2026-12-02T14:01:02Z)"``: the retries after transient faults."""
     parts = [f"{what} {status[key]}" for what, key in (("build", "buildRetries"), ("validation", "validationRetries"))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import requirements as reqmod
-from . import markers, verdict_cache
+from . import changes, markers, verdict_cache
 from .backends.base import Backend
 from .documents import Event, Job, JobSpec
 from .engine import Engine
@@ -467,6 +467,36 @@ class JobService:
                    else "it ended before its validation started (or was validated before environments were recorded)")
             raise ApiError(404, "NotFound", f"job {name!r} has no environment record: {why}")
         return record
+
+    async def since_last_success(self, name: str, max_pages: int = 20) -> dict[str, Any]:
+        """What changed between the job and the newest earlier Succeeded job of the same
+        notebook (this root's): changes.summarize; ``{"since": null}`` when there is none."""
+        job = await self.get(name)
+        if not self.backend.capabilities.environment_records:
+            raise ApiError(404, "NotFound", f"the {self.backend.name} backend does not record environments yet, "
+                                            "so it cannot say what changed")
+        earlier = await self._last_success_before(job, max_pages)
+        if earlier is None:
+            return {"since": None, "sentence": "no earlier success of this notebook"}
+        before, after = [changes.Side(j, await self.backend.snapshot_files(j), await self.backend.environment_record(j))
+                         for j in (earlier, job)]
+        return await asyncio.to_thread(changes.summarize, before, after)
+
+    async def _last_success_before(self, job: Job, max_pages: int) -> Job | None:
+        root = self._root_of(job)
+        token, seen = None, False
+        for _ in range(max_pages):  # newest first: the first Succeeded one after the job itself
+            items, token = await self.store.list_jobs(notebook=job["spec"]["notebook"]["path"], limit=100,
+                                                      continue_token=token)
+            for other in items:
+                if other["metadata"]["name"] == job["metadata"]["name"]:
+                    seen = True
+                elif seen and self._root_of(other) == root and \
+                        (other.get("status") or {}).get("phase") == Phase.SUCCEEDED:
+                    return other
+            if not token:
+                break
+        return None
 
     async def build_log(self, name: str, offset: int = 0) -> BuildLogChunk:
         """The build log from byte ``offset``: while the build runs (phase

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import io
 import json
 import os
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -181,3 +185,19 @@ def detected_health(client, timeout: float = 120) -> dict:
         assert time.monotonic() < deadline, health
         time.sleep(0.3)
     return health
+
+
+def make_wheel(name: str, version: str, source: str) -> bytes:
+    """A minimal pure-Python wheel of ``name`` whose ``__init__.py`` is ``source``."""
+    dist = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": source,
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(
+        f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b'=').decode()},"
+        f"{len(c.encode())}\n" for p, c in files.items()) + f"{dist}/RECORD,,\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for p, c in {**files, f"{dist}/RECORD": record}.items():
+            z.writestr(p, c)
+    return buf.getvalue()

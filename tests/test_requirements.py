@@ -9,17 +9,15 @@ the data dir nor in any response."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import http.server
-import io
 import json
 import os
 import secrets
 import threading
-import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import make_wheel as _wheel
 from helpers import write_notebook
 from tornado.httpclient import HTTPClientError
 from helpers import rest_call as call
@@ -196,21 +194,6 @@ def test_the_checker_on_its_own(tmp_path):
 
 
 # --- real builds -------------------------------------------------------------------
-
-def _wheel(name: str, version: str, source: str) -> bytes:
-    dist = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": source,
-             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = "".join(
-        f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b'=').decode()},"
-        f"{len(c.encode())}\n" for p, c in files.items()) + f"{dist}/RECORD,,\n"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for p, c in {**files, f"{dist}/RECORD": record}.items():
-            z.writestr(p, c)
-    return buf.getvalue()
-
 
 class PrivateIndex:
     """A PEP 503 index on loopback that needs HTTP basic auth (user:password)."""

@@ -267,6 +267,12 @@ class Backend(LoggingConfigurable):
     async def build_log(self, job: Job) -> str | None:
         raise NotImplementedError
 
+    async def snapshot_files(self, job: Job) -> dict[str, bytes]:
+        """The files stored with the job at submit (``notebook.ipynb``, ``golden.ipynb``,
+        ``requirements.txt``, ``inputs/<path>``), by name; empty when they are gone
+        (``capabilities.environment_records``: the change summary reads them)."""
+        raise NotImplementedError
+
     async def environment_record(self, job: Job) -> dict[str, Any] | None:
         """The job's environment record (``capabilities.environment_records``); None
         until its validation has started."""

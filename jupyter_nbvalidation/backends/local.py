@@ -974,6 +974,19 @@ class LocalBackend(Backend):
     async def environment_record(self, job: dict) -> dict | None:
         return await asyncio.to_thread(_read_json, self.job_dir(job) / RECORD_FILE)
 
+    async def snapshot_files(self, job: dict) -> dict[str, bytes]:
+        inp = self.job_dir(job) / "input"
+
+        def read() -> dict[str, bytes]:
+            out: dict[str, bytes] = {}
+            for p in inp.rglob("*"):
+                with contextlib.suppress(OSError):
+                    if p.is_file() and not p.is_symlink():
+                        out[p.relative_to(inp).as_posix()] = p.read_bytes()
+            return out
+
+        return await asyncio.to_thread(read)
+
     @staticmethod
     def _touch_env(reference: str | None) -> None:
         if reference:
