@@ -231,3 +231,94 @@ def test_the_origin_is_stored_with_the_job_and_read_back():
     old = {"metadata": {"annotations": {}}, "spec": {"notebook": {"path": "a/nb.ipynb"}}}  # stored before
     assert reqmod.of_job(old, "six\n", None).origin == "requirements.txt beside the notebook"
     assert reqmod.of_job(old, None, None).origin == "no requirements declared"
+
+
+# --- real runs through `jupyter nbvalidation run` (each build is real: few, light) ------------------
+
+JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+
+def run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`run repo --local` from tmp_path (the run root), its one JSON row."""
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "repo", "--local", "--data-dir", str(tmp_path / "data"),
+                           "-j", "1", "-o", "json", *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=900, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    [row] = json.loads(proc.stdout)
+    return proc, row
+
+
+def building(tmp_path: Path, job: str) -> str:
+    """The job's "Building the environment: …" event message."""
+    proc = subprocess.run([JUPYTER, "nbvalidation", "events", job, "--local", "--data-dir", str(tmp_path / "data"),
+                           "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [message] = [e["note"] for e in json.loads(proc.stdout)["items"]
+                 if e.get("note", "").startswith("Building the environment:")]
+    return message
+
+
+def test_run_a_repository_whose_root_declares_the_environment(tmp_path):
+    """requirements.txt at the repository root for a notebook two folders down: Succeeded; the
+    same inputs again: Unchanged; a new binder/ folder and then the root file removed are each a
+    change (never Unchanged); without any file: ModuleNotFoundError. Then environment.yml (its pip
+    section, a conda-only package named, not installed)."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    write_notebook(repo / "notebooks" / "sub" / "nb.ipynb", ["import six\nprint(six.__name__)"])
+    (repo / "requirements.txt").write_text("six\n")
+
+    _, row = run(tmp_path)
+    assert row["verdict"] == "Succeeded", row
+    assert building(tmp_path, row["job"]) == ("Building the environment: 1 requirement from requirements.txt at the "
+                                              "repository root (repo/requirements.txt).")
+    _, row = run(tmp_path)
+    assert row["verdict"] == "Unchanged", row
+
+    (repo / "binder").mkdir()
+    (repo / "binder" / "requirements.txt").write_text("six>=1.0\n")
+    _, row = run(tmp_path)
+    assert row["verdict"] == "Succeeded", row  # not Unchanged: another environment
+    assert building(tmp_path, row["job"]) == ("Building the environment: 1 requirement from repo/binder/requirements.txt "
+                                              "(the repository's binder folder).")
+
+    shutil.rmtree(repo / "binder")
+    (repo / "requirements.txt").unlink()
+    proc, row = run(tmp_path)
+    assert proc.returncode == 1 and row["verdict"] == "Failed", row
+    assert "ModuleNotFoundError" in row["firstFailure"] and "six" in row["firstFailure"], row
+    assert building(tmp_path, row["job"]) == (
+        "Building the environment: no dependencies declared: looked in repo/notebooks/sub, repo/notebooks, repo "
+        "(repository root) (the environment gets the kernel only).")
+
+    # environment.yml: the pip section installed, python and pip dropped, cudatoolkit named and not
+    # installed. Its lines are the first run's ("six"): the same environment (reused, not built again)
+    # and the same verdict key, so `run` would answer Unchanged (the verdict depends on what is
+    # installed, not on which file said so): --no-cache runs it
+    (repo / "environment.yml").write_text("name: demo\nchannels: [conda-forge]\ndependencies:\n  - python=3.11\n"
+                                          "  - pip\n  - cudatoolkit=11.8\n  - pip:\n    - six\n")
+    _, row = run(tmp_path, "--no-cache")
+    assert row["verdict"] == "Succeeded", row
+    assert building(tmp_path, row["job"]) == (
+        "Building the environment: 1 requirement from environment.yml at the repository root (repo/environment.yml: "
+        "pip section and 0 conda packages; not installed (conda-only): cudatoolkit).")
+
+
+def test_run_a_repository_whose_pyproject_declares_the_project(tmp_path):
+    """pyproject.toml at the repository root: the project is installed (with its dependency) and
+    the notebook imports it; the origin names the project."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "nbvtinyproj"\nversion = "0.1"\ndependencies = ["six"]\n'
+        '[tool.setuptools]\npackages = ["nbvtinyproj"]\n')
+    (repo / "nbvtinyproj").mkdir()
+    (repo / "nbvtinyproj" / "__init__.py").write_text("import six\nVALUE = 'tiny via ' + six.__name__\n")
+    write_notebook(repo / "notebooks" / "nb.ipynb", ["import nbvtinyproj\nprint(nbvtinyproj.VALUE)"])
+    _, row = run(tmp_path)
+    assert row["verdict"] == "Succeeded", row
+    assert building(tmp_path, row["job"]) == ("Building the environment: 1 requirement from pyproject.toml at the "
+                                              "repository root (project nbvtinyproj, installed from repo).")
