@@ -263,7 +263,10 @@ def read_environment_yml(path: str, root: str, what: str) -> Read:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise RequirementsError(FIELD, f"{what}: is not valid YAML: {e}".rstrip()) from None
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise RequirementsError(FIELD, f"{what}: is not valid YAML: {problem}{at}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -322,3 +322,27 @@ def test_run_a_repository_whose_pyproject_declares_the_project(tmp_path):
     assert row["verdict"] == "Succeeded", row
     assert building(tmp_path, row["job"]) == ("Building the environment: 1 requirement from pyproject.toml at the "
                                               "repository root (project nbvtinyproj, installed from repo).")
+
+
+def test_a_backend_without_local_paths_refuses_the_project_naming_it(repo):
+    """Kubernetes builds where the server's files are not: a discovered pyproject.toml is a 400 that
+    names it and says the project cannot be installed from the server's files yet."""
+    from types import SimpleNamespace
+
+    from jupyter_nbvalidation.backends.base import Capabilities
+    from jupyter_nbvalidation.service import ApiError, JobService
+
+    (repo / "repo" / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
+    reqs = collect(repo, NB)
+    service = SimpleNamespace(backend=SimpleNamespace(name="kubernetes", capabilities=Capabilities()))
+    with pytest.raises(ApiError) as e:
+        JobService._check_requirement_features(service, reqs)  # type: ignore[arg-type]
+    assert e.value.status == 400 and e.value.field == "spec.podConfig.buildConfig.requirementsFile"
+    message = str(e.value.message)
+    assert "pyproject.toml at the repository root (project pint, installed from repo)" in message
+    assert "repo/pyproject.toml" in message and "the kubernetes backend cannot install the project from the " \
+                                                "server's files yet" in message
+    # requirement lines from a discovered file travel as they are
+    (repo / "repo" / "pyproject.toml").unlink()
+    (repo / "repo" / "requirements.txt").write_text("six\n")
+    JobService._check_requirement_features(service, collect(repo, NB))  # type: ignore[arg-type]
