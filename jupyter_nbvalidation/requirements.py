@@ -244,7 +244,7 @@ def read_confined(path: str, root: str, limit: int, what: str, field_name: str, 
 
 
 _ARTEFACT_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".eggs", ".tox", ".nox", ".venv",
-                            ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+                            ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"})
 
 
 def _build_artefact(name: str, top: bool) -> bool:
@@ -267,8 +267,11 @@ def tree_hash(path: str) -> str:
         return "file:" + h.hexdigest()
     files = total = 0
     for dirpath, dirnames, filenames in os.walk(path):
+        # a virtual environment (a folder holding pyvenv.cfg: venv/, env/ beside a project the
+        # environment files name) is never a source tree's content
         dirnames[:] = sorted(d for d in dirnames if not _build_artefact(d, dirpath == path)
-                             and not os.path.islink(os.path.join(dirpath, d)))
+                             and not os.path.islink(os.path.join(dirpath, d))
+                             and not os.path.isfile(os.path.join(dirpath, d, "pyvenv.cfg")))
         rel_dir = os.path.relpath(dirpath, path)
         links = [d for d in os.listdir(dirpath) if os.path.islink(os.path.join(dirpath, d))
                  and os.path.isdir(os.path.join(dirpath, d))]

@@ -346,3 +346,18 @@ def test_a_backend_without_local_paths_refuses_the_project_naming_it(repo):
     (repo / "repo" / "pyproject.toml").unlink()
     (repo / "repo" / "requirements.txt").write_text("six\n")
     JobService._check_requirement_features(service, collect(repo, NB))  # type: ignore[arg-type]
+
+
+def test_a_virtual_environment_in_the_project_is_not_its_content(repo):
+    """A project at the repository root often has a venv/ beside it: not hashed (it would be over
+    the bounds, and it is not what the project installs)."""
+    folder = repo / "repo"
+    (folder / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
+    real = str(folder.resolve())
+    before = collect(repo, NB).cache_key_material()["local"][real]
+    (folder / "venv" / "lib").mkdir(parents=True)
+    (folder / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (folder / "venv" / "lib" / "x.py").write_text("1\n")
+    (folder / "notebooks" / ".ipynb_checkpoints").mkdir()
+    (folder / "notebooks" / ".ipynb_checkpoints" / "nb-checkpoint.ipynb").write_text("{}")
+    assert collect(repo, NB).cache_key_material()["local"][real] == before
