@@ -658,7 +658,13 @@ def _discovered(root: str, rel_nb_dir: str) -> Requirements:
         what = f"project {name}" if name else "the project"
         origin = f"{found.kind} {found.place} ({what}, installed from {rel_folder})"
         c = _Collector(root, field_name, ef._bounded(origin))
-        c.requirement(".", base, where, constraints=False)
+        try:
+            c.requirement(".", base, where, constraints=False)
+        except RequirementsError as e:  # e.g. a tree over the bounds of the cache key's hash
+            raise RequirementsError(e.field, f"{e.message}; to validate without installing the project, declare "
+                                             "the notebook's dependencies in a requirements.txt beside it or in "
+                                             "spec.podConfig.buildConfig.requirementsFile / requirements",
+                                    e.status) from None
         c.out.project_file = found.shown
     else:
         reader = {"environment.yml": ef.read_environment_yml, "environment.yaml": ef.read_environment_yml,

@@ -361,3 +361,14 @@ def test_a_virtual_environment_in_the_project_is_not_its_content(repo):
     (folder / "notebooks" / ".ipynb_checkpoints").mkdir()
     (folder / "notebooks" / ".ipynb_checkpoints" / "nb-checkpoint.ipynb").write_text("{}")
     assert collect(repo, NB).cache_key_material()["local"][real] == before
+
+
+def test_a_project_too_big_to_hash_is_refused_saying_how_to_do_without(repo, monkeypatch):
+    monkeypatch.setattr(reqmod, "MAX_TREE_FILES", 3)
+    (repo / "repo" / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
+    for i in range(4):
+        (repo / "repo" / f"m{i}.py").write_text("1\n")
+    with pytest.raises(reqmod.RequirementsError) as e:
+        collect(repo, NB)
+    assert e.value.message.startswith("pyproject.toml at the repository root (repo/pyproject.toml): the local path")
+    assert "cannot be hashed for the cache key" in e.value.message and "requirements.txt beside it" in e.value.message
