@@ -250,13 +250,15 @@ def run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
 
 
 def building(tmp_path: Path, job: str) -> str:
-    """The job's "Building the environment: …" event message."""
-    proc = subprocess.run([JUPYTER, "nbvalidation", "events", job, "--local", "--data-dir", str(tmp_path / "data"),
+    """The job's "Building the environment: …" event message; the origin in it is the one stored
+    with the job (what a restarted server, or another one, shows)."""
+    proc = subprocess.run([JUPYTER, "nbvalidation", "describe", job, "--local", "--data-dir", str(tmp_path / "data"),
                            "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    [message] = [e["note"] for e in json.loads(proc.stdout)["items"]
-                 if e.get("note", "").startswith("Building the environment:")]
+    doc = json.loads(proc.stdout)
+    [message] = [e["note"] for e in doc["events"] if e.get("note", "").startswith("Building the environment:")]
+    assert doc["job"]["metadata"]["annotations"][reqmod.ORIGIN_ANNOTATION] in message
     return message
 
 
