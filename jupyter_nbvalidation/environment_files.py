@@ -185,10 +185,10 @@ def discover(root: str, rel_nb_dir: str) -> Discovered:
 
 def nothing_found(found: Discovered) -> str:
     """The origin when no file declares the environment."""
-    return _bounded("no dependencies declared: looked in " + ", ".join(found.looked_in))
+    return bounded("no dependencies declared: looked in " + ", ".join(found.looked_in))
 
 
-def _bounded(text: str) -> str:
+def bounded(text: str) -> str:
     return text if len(text) <= MAX_ORIGIN_CHARS else text[:MAX_ORIGIN_CHARS - 1] + "…"
 
 

@@ -1,8 +1,11 @@
 """One check for every requirements source of a job, applied at submit.
 
-The three sources (``requirements.txt`` beside the notebook,
-``podConfig.buildConfig.requirementsFile``, the spec list
-``podConfig.buildConfig.requirements``) go through :func:`collect`, which
+The sources (the spec list ``podConfig.buildConfig.requirements``, else
+``podConfig.buildConfig.requirementsFile``, else the file the repository
+declares its environment in, found by :mod:`environment_files` from the
+notebook's folder up to the repository root, binder/ in place of the root's
+own files: environment.yml, Pipfile(.lock), requirements.txt, pyproject.toml /
+setup.py) go through :func:`collect`, which
 reads files safely (symlinks resolved, confined to the server root, size
 checked by ``fstat`` before at most ``limit + 1`` bytes are read) and checks
 every line:
@@ -657,7 +660,7 @@ def _discovered(root: str, rel_nb_dir: str) -> Requirements:
         rel_folder = os.path.relpath(os.path.realpath(base), os.path.realpath(root)).replace(os.sep, "/")
         what = f"project {name}" if name else "the project"
         origin = f"{found.kind} {found.place} ({what}, installed from {rel_folder})"
-        c = _Collector(root, field_name, ef._bounded(origin))
+        c = _Collector(root, field_name, ef.bounded(origin))
         try:
             c.requirement(".", base, where, constraints=False)
         except RequirementsError as e:  # e.g. a tree over the bounds of the cache key's hash
@@ -674,7 +677,7 @@ def _discovered(root: str, rel_nb_dir: str) -> Requirements:
             origin = f"{found.shown} ({ef.PLACE_BINDER}: {got.detail})"
         else:
             origin = f"{found.kind} {found.place} ({found.shown}: {got.detail})"
-        c = _Collector(root, field_name, ef._bounded(origin))
+        c = _Collector(root, field_name, ef.bounded(origin))
         c.seen_files.add(os.path.realpath(path))
         for i, (n, line) in enumerate(got.lines):
             entry = re.sub(r"(^|\s+)#.*$", "", line).strip()
