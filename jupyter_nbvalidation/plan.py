@@ -111,9 +111,18 @@ class ValidationPlan:
 
 
 def requirements_sentence(count: int, origin: str | None) -> str:
-    """``"2 requirements from requirements.txt beside the notebook"``; with none, says so."""
+    """``"2 requirements from requirements.txt beside the notebook"``, ``"1
+    requirement from pyproject.toml at the repository root (project pint,
+    installed from .)"``; with none, says so, and where it looked when the
+    origin says ("no dependencies declared: looked in notebooks, . (repository
+    root)") or which file gave nothing to install."""
+    kernel_only = "(the environment gets the kernel only)"
     if count == 0:
-        return "no requirements declared (the environment gets the kernel only)"
+        if origin and origin.startswith("no dependencies declared"):
+            return f"{origin} {kernel_only}"
+        if origin and origin not in ("no requirements declared", "spec.podConfig.buildConfig.requirements"):
+            return f"no requirements to install from {origin} {kernel_only}"
+        return f"no requirements declared {kernel_only}"
     return f"{count} requirement{'' if count == 1 else 's'}" + (f" from {origin}" if origin else "")
 
 

@@ -1,8 +1,11 @@
 """One check for every requirements source of a job, applied at submit.
 
-The three sources (``requirements.txt`` beside the notebook,
-``podConfig.buildConfig.requirementsFile``, the spec list
-``podConfig.buildConfig.requirements``) go through :func:`collect`, which
+The sources (the spec list ``podConfig.buildConfig.requirements``, else
+``podConfig.buildConfig.requirementsFile``, else the file the repository
+declares its environment in, found by :mod:`environment_files` from the
+notebook's folder up to the repository root, binder/ in place of the root's
+own files: environment.yml, Pipfile(.lock), requirements.txt, pyproject.toml /
+setup.py) go through :func:`collect`, which
 reads files safely (symlinks resolved, confined to the server root, size
 checked by ``fstat`` before at most ``limit + 1`` bytes are read) and checks
 every line:
@@ -55,6 +58,8 @@ MAX_TREE_FILES = 20000  # a local package or --find-links folder, hashed into th
 MAX_TREE_BYTES = 512 * 2**20
 
 SOURCE_ANNOTATION = "nbvalidation.dev/requirements-source"
+# where the requirements came from (Requirements.origin), stored with the job at submit
+ORIGIN_ANNOTATION = "nbvalidation.dev/environment-origin"
 SECRET_ENV_PREFIX = "NBV_SECRET_"
 MASK = "***"
 
@@ -147,6 +152,7 @@ class Requirements:
     secrets: list[str] = field(default_factory=list)
     local_paths: list[str] = field(default_factory=list)
     source_path: str | None = None  # the top-level file (None: the spec list)
+    project_file: str | None = None  # a discovered pyproject.toml / setup.py whose project is installed
 
     def __bool__(self) -> bool:
         return bool(self.lines or self.constraints)
@@ -241,7 +247,7 @@ def read_confined(path: str, root: str, limit: int, what: str, field_name: str, 
 
 
 _ARTEFACT_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".eggs", ".tox", ".nox", ".venv",
-                            ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+                            ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"})
 
 
 def _build_artefact(name: str, top: bool) -> bool:
@@ -264,8 +270,11 @@ def tree_hash(path: str) -> str:
         return "file:" + h.hexdigest()
     files = total = 0
     for dirpath, dirnames, filenames in os.walk(path):
+        # a virtual environment (a folder holding pyvenv.cfg: venv/, env/ beside a project the
+        # environment files name) is never a source tree's content
         dirnames[:] = sorted(d for d in dirnames if not _build_artefact(d, dirpath == path)
-                             and not os.path.islink(os.path.join(dirpath, d)))
+                             and not os.path.islink(os.path.join(dirpath, d))
+                             and not os.path.isfile(os.path.join(dirpath, d, "pyvenv.cfg")))
         rel_dir = os.path.relpath(dirpath, path)
         links = [d for d in os.listdir(dirpath) if os.path.islink(os.path.join(dirpath, d))
                  and os.path.isdir(os.path.join(dirpath, d))]
@@ -626,12 +635,56 @@ def collect(spec: dict[str, Any], root: str, notebook_real: str) -> Requirements
         c = _Collector(root, field_name, f"{rel}")
         c.file(path, what)
     else:
-        path = os.path.join(os.path.realpath(root), rel_nb_dir, "requirements.txt")
-        if not os.path.lexists(path):
-            return Requirements(origin="no requirements declared")
-        shown = os.path.join(rel_nb_dir, "requirements.txt") if rel_nb_dir else "requirements.txt"
-        c = _Collector(root, field_name, "requirements.txt beside the notebook")
-        c.file(path, f"requirements.txt beside the notebook ({shown})")
+        return _discovered(root, rel_nb_dir)
+    c.out.source_path = path
+    return c.out
+
+
+def _discovered(root: str, rel_nb_dir: str) -> Requirements:
+    """Neither the spec list nor requirementsFile: the file the repository
+    declares its environment in (environment_files.discover, repo2docker's
+    order), read and checked line by line like a requirements file."""
+    from . import environment_files as ef
+
+    field_name = ef.FIELD
+    found = ef.discover(root, rel_nb_dir)
+    if found.kind is None:
+        return Requirements(origin=ef.nothing_found(found))
+    path, where, base = found.path, found.where, os.path.dirname(found.path)
+    if found.kind == "requirements.txt":
+        origin = ("requirements.txt beside the notebook" if found.place == ef.PLACE_BESIDE else where)
+        c = _Collector(root, field_name, origin)
+        c.file(path, where)
+    elif found.kind in ("pyproject.toml", "setup.py"):
+        name = ef.project_name(path, root)
+        rel_folder = os.path.relpath(os.path.realpath(base), os.path.realpath(root)).replace(os.sep, "/")
+        what = f"project {name}" if name else "the project"
+        origin = f"{found.kind} {found.place} ({what}, installed from {rel_folder})"
+        c = _Collector(root, field_name, ef.bounded(origin))
+        try:
+            c.requirement(".", base, where, constraints=False)
+        except RequirementsError as e:  # e.g. a tree over the bounds of the cache key's hash
+            raise RequirementsError(e.field, f"{e.message}; to validate without installing the project, declare "
+                                             "the notebook's dependencies in a requirements.txt beside it or in "
+                                             "spec.podConfig.buildConfig.requirementsFile / requirements",
+                                    e.status) from None
+        c.out.project_file = found.shown
+    else:
+        reader = {"environment.yml": ef.read_environment_yml, "environment.yaml": ef.read_environment_yml,
+                  "Pipfile.lock": ef.read_pipfile_lock, "Pipfile": ef.read_pipfile}[found.kind]
+        got = reader(path, root, where)
+        if found.place == ef.PLACE_BINDER:
+            origin = f"{found.shown} ({ef.PLACE_BINDER}: {got.detail})"
+        else:
+            origin = f"{found.kind} {found.place} ({found.shown}: {got.detail})"
+        c = _Collector(root, field_name, ef.bounded(origin))
+        c.seen_files.add(os.path.realpath(path))
+        for i, (n, line) in enumerate(got.lines):
+            entry = re.sub(r"(^|\s+)#.*$", "", line).strip()
+            if "\n" in entry or "\r" in entry:
+                c.fail(f"{where} entry {i + 1}", "an entry is one line")
+            if entry:
+                c.line(entry, base, f"{where} entry {i + 1}" if not n else f"{where} line {n}")
     c.out.source_path = path
     return c.out
 
@@ -725,12 +778,14 @@ def of_job(job: dict[str, Any], snapshot: str | None, constraints: str | None) -
     at submit, credentials shown as ***; see requirements.py). A job stored
     before the snapshot held the spec list falls back to the list."""
     bc = job["spec"].get("podConfig", {}).get("buildConfig", {})
+    stored = ((job.get("metadata") or {}).get("annotations") or {}).get(ORIGIN_ANNOTATION)
     if bc.get("requirements"):
         origin = "spec.podConfig.buildConfig.requirements"
         if snapshot is None:
             snapshot = "".join(f"{r}\n" for r in bc["requirements"])
     elif snapshot is not None:
-        origin = bc.get("requirementsFile") or "requirements.txt beside the notebook"
+        # a job stored before the origin was: today's text for the two sources it could have had
+        origin = stored or bc.get("requirementsFile") or "requirements.txt beside the notebook"
     else:
-        return Requirements(origin="no requirements declared")
+        return Requirements(origin=stored or "no requirements declared")
     return from_snapshot(snapshot, constraints, origin)

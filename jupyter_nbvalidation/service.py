@@ -246,6 +246,13 @@ class JobService:
         local backend (a Kubernetes build cannot read the server's files)."""
         field = ("spec.podConfig.buildConfig.requirements" if reqs.source_path is None
                  else "spec.podConfig.buildConfig.requirementsFile")
+        if reqs.project_file and not self.backend.capabilities.local_requirement_paths:
+            raise ApiError(400, "InvalidRequirements",
+                           f"{field}: {reqs.origin}: the environment is the project of {reqs.project_file}, "
+                           f"installed from the server's files; the {self.backend.name} backend cannot install "
+                           "the project from the server's files yet (it builds where they are not): declare the "
+                           "notebook's dependencies in a requirements.txt (or binder/), or list them in "
+                           "spec.podConfig.buildConfig.requirements", field)
         if reqs.local_paths and not self.backend.capabilities.local_requirement_paths:
             raise ApiError(400, "InvalidRequirements",
                            f"{field}: {reqs.origin} names local paths ({', '.join(sorted(set(reqs.local_paths))[:3])}); "
@@ -350,6 +357,8 @@ class JobService:
         # local backend's, per attempt); with them, in a copy of the job's snapshot of them
         annotations = {} if spec.get("inputFiles") else {WORKDIR_ANNOTATION: str(nb_path.parent)}
         annotations[ROOT_ANNOTATION] = self.real_root
+        if build_enabled(spec):  # where the environment comes from, kept for a restart or another server
+            annotations[reqmod.ORIGIN_ANNOTATION] = reqs.origin
         source = reqmod.source_annotation(reqs, spec, self.root_dir)
         if source:
             annotations[reqmod.SOURCE_ANNOTATION] = source

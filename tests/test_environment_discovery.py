@@ -1,0 +1,376 @@
+"""Where a job's environment comes from when its spec names no source
+(environment_files.discover, requirements.collect): the repository root (the
+nearest folder holding .git, never above the server root), binder/ first, then
+from the notebook's folder upward the first of environment.yml, Pipfile.lock,
+Pipfile, requirements.txt, pyproject.toml / setup.py. Fast unit tests over
+layouts made here, then a few real runs through `jupyter nbvalidation run`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import write_notebook
+
+from jupyter_nbvalidation import environment_files as ef
+from jupyter_nbvalidation import requirements as reqmod
+from jupyter_nbvalidation.plan import requirements_sentence
+
+
+def collect(root: Path, nb: str) -> reqmod.Requirements:
+    """What submit makes of the notebook at API path ``nb`` with no requirements in its spec."""
+    spec = {"notebook": {"path": nb}}
+    return reqmod.collect(spec, str(root), os.path.realpath(root / nb))
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """server root tmp_path/root; a git repository root/repo with a notebook two folders down."""
+    root = tmp_path / "root"
+    (root / "repo" / ".git").mkdir(parents=True)
+    write_notebook(root / "repo" / "notebooks" / "sub" / "nb.ipynb", ["print(1)"])
+    return root
+
+
+NB = "repo/notebooks/sub/nb.ipynb"
+
+
+def test_the_repository_root_is_the_nearest_folder_with_git(repo):
+    root = str(repo)
+    assert ef.repository_root(f"{root}/repo/notebooks/sub", root) == f"{root}/repo"
+    (repo / "repo" / "notebooks" / ".git").write_text("gitdir: ../.git/worktrees/x\n")  # a worktree: .git is a file
+    assert ef.repository_root(f"{root}/repo/notebooks/sub", root) == f"{root}/repo/notebooks"
+    (repo / "plain").mkdir()
+    assert ef.repository_root(f"{root}/plain", root) == root  # no .git: the server root
+
+
+def test_requirements_txt_at_the_repository_root(repo):
+    (repo / "repo" / "requirements.txt").write_text("six==1.16.0\n# a comment\n")
+    (repo / "requirements.txt").write_text("never-read-above-the-repository\n")  # above the repository root
+    r = collect(repo, NB)
+    assert r.display_lines == ["six==1.16.0"]
+    assert r.origin == "requirements.txt at the repository root (repo/requirements.txt)"
+    assert requirements_sentence(r.count, r.origin) == \
+        "1 requirement from requirements.txt at the repository root (repo/requirements.txt)"
+    assert r.source_path == str(repo / "repo" / "requirements.txt")
+
+
+def test_the_nearest_folder_wins_and_beside_the_notebook_is_as_before(repo):
+    (repo / "repo" / "requirements.txt").write_text("six\n")
+    (repo / "repo" / "notebooks" / "requirements.txt").write_text("tabulate\n")
+    r = collect(repo, NB)
+    assert (r.display_lines, r.origin) == (["tabulate"], "requirements.txt in a folder above the notebook "
+                                                          "(repo/notebooks/requirements.txt)")
+    (repo / "repo" / "notebooks" / "sub" / "requirements.txt").write_text("packaging\n")
+    r = collect(repo, NB)
+    assert (r.display_lines, r.origin) == (["packaging"], "requirements.txt beside the notebook")
+    # its messages name it as before
+    (repo / "repo" / "notebooks" / "sub" / "requirements.txt").write_text("--trusted-host x\n")
+    with pytest.raises(reqmod.RequirementsError) as e:
+        collect(repo, NB)
+    assert e.value.message.startswith("requirements.txt beside the notebook (repo/notebooks/sub/requirements.txt) "
+                                      "line 1: --trusted-host is not accepted")
+
+
+def test_a_binder_folder_takes_the_place_of_the_roots_files(repo):
+    (repo / "repo" / "requirements.txt").write_text("six\n")
+    (repo / "repo" / "binder").mkdir()
+    r = collect(repo, NB)  # an empty binder folder: nothing from the root either (repo2docker)
+    assert not r and r.origin == ("no dependencies declared: looked in repo/notebooks/sub, repo/notebooks, "
+                                  "repo/binder (the repository's binder folder)")
+    (repo / "repo" / "binder" / "requirements.txt").write_text("tabulate\n")
+    r = collect(repo, NB)
+    assert (r.display_lines, r.origin) == (["tabulate"], "repo/binder/requirements.txt (the repository's binder "
+                                                         "folder)")
+    (repo / "repo" / ".binder").mkdir()
+    with pytest.raises(reqmod.RequirementsError, match="both a binder and a .binder folder"):
+        collect(repo, NB)
+    shutil.rmtree(repo / "repo" / "binder")
+    (repo / "repo" / ".binder" / "environment.yml").write_text("dependencies:\n  - six=1.16\n")
+    r = collect(repo, NB)
+    assert r.display_lines == ["six==1.16.*"]
+    assert r.origin == "repo/.binder/environment.yml (the repository's binder folder: 1 conda package)"
+
+
+def test_nothing_found_says_where_it_looked(repo):
+    r = collect(repo, NB)
+    assert not r and r.display_lines == []
+    assert r.origin == "no dependencies declared: looked in repo/notebooks/sub, repo/notebooks, repo (repository root)"
+    assert requirements_sentence(r.count, r.origin) == (
+        "no dependencies declared: looked in repo/notebooks/sub, repo/notebooks, repo (repository root) "
+        "(the environment gets the kernel only)")
+    # no .git anywhere: up to the server root, never above it
+    write_notebook(repo / "plain" / "nb.ipynb", ["1"])
+    (repo.parent / "requirements.txt").write_text("six\n")  # above the server root
+    assert collect(repo, "plain/nb.ipynb").origin == "no dependencies declared: looked in plain, . (repository root)"
+
+
+def test_a_symlink_out_of_the_root_is_refused_unread(repo, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "requirements.txt").write_text("OUTSIDE-MARKER\n")
+    (repo / "repo" / "requirements.txt").symlink_to(outside / "requirements.txt")
+    with pytest.raises(reqmod.RequirementsError) as e:
+        collect(repo, NB)
+    assert "requirements.txt at the repository root (repo/requirements.txt)" in e.value.message
+    assert "outside the server root" in e.value.message and "OUTSIDE-MARKER" not in e.value.message
+    (repo / "repo" / "requirements.txt").unlink()
+    (repo / "repo" / "binder").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(reqmod.RequirementsError, match="outside the server root"):
+        collect(repo, NB)
+
+
+def test_environment_yml(repo):
+    (repo / "repo" / "environment.yml").write_text(
+        "name: demo\nchannels: [conda-forge]\ndependencies:\n"
+        "  - python=3.11\n  - pip\n  - numpy=1.26\n  - conda-forge::pandas>=2.1\n  - scipy 1.11.* py311_0\n"
+        "  - pytorch\n  - cudatoolkit=11.8\n  - r-base\n  - libgcc-ng\n"
+        "  - pip:\n    - six==1.16.0\n    - ./pkg\n")
+    (repo / "repo" / "pkg").mkdir()
+    (repo / "repo" / "requirements.txt").write_text("ignored\n")  # environment.yml comes first
+    r = collect(repo, NB)
+    pkg = str((repo / "repo" / "pkg").resolve())
+    assert r.display_lines == ["numpy==1.26.*", "pandas>=2.1", "scipy==1.11.*", "torch", "six==1.16.0", pkg]
+    assert r.local_paths == [pkg]
+    assert r.origin == ("environment.yml at the repository root (repo/environment.yml: pip section and 4 conda "
+                        "packages; not installed (conda-only): cudatoolkit, r-base, libgcc-ng)")
+    # only conda-only packages: nothing to install, and the sentence says which file
+    (repo / "repo" / "environment.yml").write_text("dependencies: [python, cudatoolkit]\n")
+    r = collect(repo, NB)
+    assert requirements_sentence(r.count, r.origin) == (
+        "no requirements to install from environment.yml at the repository root (repo/environment.yml: 0 conda "
+        "packages; not installed (conda-only): cudatoolkit) (the environment gets the kernel only)")
+
+
+@pytest.mark.parametrize("conda, pip", [
+    ("numpy", "numpy"), ("numpy=1.26", "numpy==1.26.*"), ("numpy==1.26.4", "numpy==1.26.4"),
+    ("numpy>=1.2", "numpy>=1.2"), ("numpy>=1.2,<2", "numpy>=1.2,<2"), ("numpy=1.26.*", "numpy==1.26.*"),
+    ("numpy=1.26.4=py311h0", "numpy==1.26.4.*"), ("numpy 1.26", "numpy==1.26.*"), ("Python=3.11", None),
+    ("pip", None), ("nodejs", None), ("matplotlib-base", "matplotlib"),
+])
+def test_conda_specs_as_pip_requirements(conda, pip):
+    assert ef.conda_to_pip(conda) == pip
+
+
+def test_pipfile_lock_and_pipfile(repo):
+    folder = repo / "repo"
+    (folder / "Pipfile").write_text('[packages]\nsix = "*"\nrequests = {version = ">=2", extras = ["socks"]}\n'
+                                    'tabulate = "==0.9.0"\n[dev-packages]\npytest = "*"\n')
+    r = collect(repo, NB)
+    assert r.display_lines == ["six", "requests[socks]>=2", "tabulate==0.9.0"]
+    assert r.origin == "Pipfile at the repository root (repo/Pipfile: [packages], 3 packages)"
+    (folder / "Pipfile.lock").write_text(json.dumps({
+        "_meta": {}, "default": {"six": {"version": "==1.16.0", "hashes": []},
+                                 "idna": {"version": "==3.6", "markers": "python_version >= '3.5'"}},
+        "develop": {"pytest": {"version": "==8.0.0"}}}))
+    r = collect(repo, NB)  # the lock file comes first
+    assert r.display_lines == ["idna==3.6 ; python_version >= '3.5'", "six==1.16.0"]
+    assert r.origin == "Pipfile.lock at the repository root (repo/Pipfile.lock: the default section, 2 packages)"
+
+
+def test_the_project_itself_from_pyproject_or_setup_py(repo):
+    folder = repo / "repo"
+    (folder / "pyproject.toml").write_text("[tool.ruff]\nline-length = 120\n")  # tool settings only: not a project
+    assert collect(repo, NB).origin.startswith("no dependencies declared")
+    (folder / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
+    r = collect(repo, NB)
+    real = str(folder.resolve())
+    assert r.display_lines == [real] and r.local_paths == [real] and r.project_file == "repo/pyproject.toml"
+    assert r.origin == "pyproject.toml at the repository root (project pint, installed from repo)"
+    key = r.cache_key_material()["local"][real]
+    (folder / "notebooks" / "pint.py").write_text("x = 1\n")  # an edit of the project's tree: another key
+    assert collect(repo, NB).cache_key_material()["local"][real] != key
+    (folder / "pyproject.toml").unlink()
+    (folder / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    (folder / "setup.cfg").write_text("[metadata]\nname = legacy\n")
+    r = collect(repo, NB)
+    assert r.origin == "setup.py at the repository root (project legacy, installed from repo)"
+    assert r.display_lines == [real]
+
+
+@pytest.mark.parametrize("name, text, reason", [
+    ("environment.yml", "dependencies: [numpy\n", "is not valid YAML"),
+    ("environment.yml", "- numpy\n", "is not a mapping"),
+    ("environment.yml", "dependencies: {numpy: 1}\n", "dependencies is not a list"),
+    ("environment.yml", "dependencies:\n  - pip: numpy\n", "pip is not a list of requirement lines"),
+    ("environment.yml", "dependencies: ['numpy 1.2|1.3']\n", "version alternatives"),
+    ("environment.yml", "dependencies:\n  - pip: ['--trusted-host x']\n", "--trusted-host is not accepted"),
+    ("Pipfile", "[packages\nsix = '*'\n", "is not valid TOML"),
+    ("Pipfile.lock", "{not json", "is not valid JSON"),
+    ("Pipfile.lock", '{"default": {"six": {"version": ">=1"}}}', "a locked version is ==VERSION"),
+    ("pyproject.toml", "[project\n", "is not valid TOML"),
+])
+def test_parse_errors_name_the_file_and_the_reason(repo, name, text, reason):
+    (repo / "repo" / name).write_text(text)
+    with pytest.raises(reqmod.RequirementsError) as e:
+        collect(repo, NB)
+    assert e.value.status == 400 and e.value.field == "spec.podConfig.buildConfig.requirementsFile"
+    assert f"repo/{name}" in e.value.message or name in e.value.message
+    assert reason in e.value.message
+
+
+def test_an_oversized_file_is_refused_before_it_is_read(repo, monkeypatch):
+    monkeypatch.setattr(ef, "MAX_FILE_BYTES", 100)
+    (repo / "repo" / "environment.yml").write_text("dependencies:\n" + "  - six\n" * 50)
+    with pytest.raises(reqmod.OverLimit, match="the limit is 100 bytes"):
+        collect(repo, NB)
+
+
+def test_the_origin_is_stored_with_the_job_and_read_back():
+    job = {"metadata": {"annotations": {reqmod.ORIGIN_ANNOTATION: "requirements.txt at the repository root "
+                                                                  "(requirements.txt)"}},
+           "spec": {"notebook": {"path": "a/nb.ipynb"}}}
+    assert reqmod.of_job(job, "six\n", None).origin == "requirements.txt at the repository root (requirements.txt)"
+    job["metadata"]["annotations"][reqmod.ORIGIN_ANNOTATION] = "no dependencies declared: looked in a, . (repository root)"
+    assert reqmod.of_job(job, None, None).origin.startswith("no dependencies declared: looked in a")
+    old = {"metadata": {"annotations": {}}, "spec": {"notebook": {"path": "a/nb.ipynb"}}}  # stored before
+    assert reqmod.of_job(old, "six\n", None).origin == "requirements.txt beside the notebook"
+    assert reqmod.of_job(old, None, None).origin == "no requirements declared"
+
+
+# --- real runs through `jupyter nbvalidation run` (each build is real: few, light) ------------------
+
+JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+
+def run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`run repo --local` from tmp_path (the run root), its one JSON row."""
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "repo", "--local", "--data-dir", str(tmp_path / "data"),
+                           "-j", "1", "-o", "json", *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=900, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    [row] = json.loads(proc.stdout)
+    return proc, row
+
+
+def building(tmp_path: Path, job: str) -> str:
+    """The job's "Building the environment: …" event message; the origin in it is the one stored
+    with the job (what a restarted server, or another one, shows)."""
+    proc = subprocess.run([JUPYTER, "nbvalidation", "describe", job, "--local", "--data-dir", str(tmp_path / "data"),
+                           "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    [message] = [e["note"] for e in doc["events"] if e.get("note", "").startswith("Building the environment:")]
+    assert doc["job"]["metadata"]["annotations"][reqmod.ORIGIN_ANNOTATION] in message
+    return message
+
+
+def test_run_a_repository_whose_root_declares_the_environment(tmp_path):
+    """requirements.txt at the repository root for a notebook two folders down: Succeeded; the
+    same inputs again: Unchanged; a new binder/ folder and then the root file removed are each a
+    change (never Unchanged); without any file: ModuleNotFoundError. Then environment.yml (its pip
+    section, a conda-only package named, not installed)."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    write_notebook(repo / "notebooks" / "sub" / "nb.ipynb", ["import six\nprint(six.__name__)"])
+    (repo / "requirements.txt").write_text("six\n")
+
+    _, row = run(tmp_path)
+    assert row["verdict"] == "Succeeded", row
+    assert building(tmp_path, row["job"]) == ("Building the environment: 1 requirement from requirements.txt at the "
+                                              "repository root (repo/requirements.txt).")
+    _, row = run(tmp_path)
+    assert row["verdict"] == "Unchanged", row
+
+    (repo / "binder").mkdir()
+    (repo / "binder" / "requirements.txt").write_text("six>=1.0\n")
+    _, row = run(tmp_path)
+    assert row["verdict"] == "Succeeded", row  # not Unchanged: another environment
+    assert building(tmp_path, row["job"]) == ("Building the environment: 1 requirement from repo/binder/requirements.txt "
+                                              "(the repository's binder folder).")
+
+    shutil.rmtree(repo / "binder")
+    (repo / "requirements.txt").unlink()
+    proc, row = run(tmp_path)
+    assert proc.returncode == 1 and row["verdict"] == "Failed", row
+    assert "ModuleNotFoundError" in row["firstFailure"] and "six" in row["firstFailure"], row
+    assert building(tmp_path, row["job"]) == (
+        "Building the environment: no dependencies declared: looked in repo/notebooks/sub, repo/notebooks, repo "
+        "(repository root) (the environment gets the kernel only).")
+
+    # environment.yml: the pip section installed, python and pip dropped, cudatoolkit named and not
+    # installed. Its lines are the first run's ("six"): the same environment (reused, not built again)
+    # and the same verdict key, so `run` would answer Unchanged (the verdict depends on what is
+    # installed, not on which file said so): --no-cache runs it
+    (repo / "environment.yml").write_text("name: demo\nchannels: [conda-forge]\ndependencies:\n  - python=3.11\n"
+                                          "  - pip\n  - cudatoolkit=11.8\n  - pip:\n    - six\n")
+    _, row = run(tmp_path, "--no-cache")
+    assert row["verdict"] == "Succeeded", row
+    assert building(tmp_path, row["job"]) == (
+        "Building the environment: 1 requirement from environment.yml at the repository root (repo/environment.yml: "
+        "pip section and 0 conda packages; not installed (conda-only): cudatoolkit).")
+
+
+def test_run_a_repository_whose_pyproject_declares_the_project(tmp_path):
+    """pyproject.toml at the repository root: the project is installed (with its dependency) and
+    the notebook imports it; the origin names the project."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "nbvtinyproj"\nversion = "0.1"\ndependencies = ["six"]\n'
+        '[tool.setuptools]\npackages = ["nbvtinyproj"]\n')
+    (repo / "nbvtinyproj").mkdir()
+    (repo / "nbvtinyproj" / "__init__.py").write_text("import six\nVALUE = 'tiny via ' + six.__name__\n")
+    write_notebook(repo / "notebooks" / "nb.ipynb", ["import nbvtinyproj\nprint(nbvtinyproj.VALUE)"])
+    _, row = run(tmp_path)
+    assert row["verdict"] == "Succeeded", row
+    assert building(tmp_path, row["job"]) == ("Building the environment: 1 requirement from pyproject.toml at the "
+                                              "repository root (project nbvtinyproj, installed from repo).")
+
+
+def test_a_backend_without_local_paths_refuses_the_project_naming_it(repo):
+    """Kubernetes builds where the server's files are not: a discovered pyproject.toml is a 400 that
+    names it and says the project cannot be installed from the server's files yet."""
+    from types import SimpleNamespace
+
+    from jupyter_nbvalidation.backends.base import Capabilities
+    from jupyter_nbvalidation.service import ApiError, JobService
+
+    (repo / "repo" / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
+    reqs = collect(repo, NB)
+    service = SimpleNamespace(backend=SimpleNamespace(name="kubernetes", capabilities=Capabilities()))
+    with pytest.raises(ApiError) as e:
+        JobService._check_requirement_features(service, reqs)  # type: ignore[arg-type]
+    assert e.value.status == 400 and e.value.field == "spec.podConfig.buildConfig.requirementsFile"
+    message = str(e.value.message)
+    assert "pyproject.toml at the repository root (project pint, installed from repo)" in message
+    assert "repo/pyproject.toml" in message and "the kubernetes backend cannot install the project from the " \
+                                                "server's files yet" in message
+    # requirement lines from a discovered file travel as they are
+    (repo / "repo" / "pyproject.toml").unlink()
+    (repo / "repo" / "requirements.txt").write_text("six\n")
+    JobService._check_requirement_features(service, collect(repo, NB))  # type: ignore[arg-type]
+
+
+def test_a_virtual_environment_in_the_project_is_not_its_content(repo):
+    """A project at the repository root often has a venv/ beside it: not hashed (it would be over
+    the bounds, and it is not what the project installs)."""
+    folder = repo / "repo"
+    (folder / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
+    real = str(folder.resolve())
+    before = collect(repo, NB).cache_key_material()["local"][real]
+    (folder / "venv" / "lib").mkdir(parents=True)
+    (folder / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (folder / "venv" / "lib" / "x.py").write_text("1\n")
+    (folder / "notebooks" / ".ipynb_checkpoints").mkdir()
+    (folder / "notebooks" / ".ipynb_checkpoints" / "nb-checkpoint.ipynb").write_text("{}")
+    assert collect(repo, NB).cache_key_material()["local"][real] == before
+
+
+def test_a_project_too_big_to_hash_is_refused_saying_how_to_do_without(repo, monkeypatch):
+    monkeypatch.setattr(reqmod, "MAX_TREE_FILES", 3)
+    (repo / "repo" / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
+    for i in range(4):
+        (repo / "repo" / f"m{i}.py").write_text("1\n")
+    with pytest.raises(reqmod.RequirementsError) as e:
+        collect(repo, NB)
+    assert e.value.message.startswith("pyproject.toml at the repository root (repo/pyproject.toml): the local path")
+    assert "cannot be hashed for the cache key" in e.value.message and "requirements.txt beside it" in e.value.message
