@@ -44,11 +44,11 @@ same checks as a requirements file):
 
 from __future__ import annotations
 
+import tomllib
+
 import configparser
-import importlib
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,11 +206,7 @@ def _read_text(path: str, root: str, what: str) -> str:
 def _toml(path: str, root: str, what: str) -> dict[str, Any]:
     text = _read_text(path, root, what)
     try:
-        toml: Any = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
-    except ImportError:  # Python 3.10 without tomli
-        raise RequirementsError(FIELD, f"{what}: reading TOML needs Python 3.11 or the tomli package") from None
-    try:
-        data = toml.loads(text)
+        data = tomllib.loads(text)
     except ValueError as e:  # tomllib.TOMLDecodeError
         raise RequirementsError(FIELD, f"{what}: is not valid TOML: {e}") from None
     assert isinstance(data, dict)
