@@ -48,6 +48,7 @@ from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
 
 from .. import requirements as reqmod
 from .. import verdict_cache
+from . import build_failure
 from ..errors import InputRejected
 from ..model import (ROOT_ANNOTATION, WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, isotime, parse_time,
                      spec_fields, validation_attempt)
@@ -826,8 +827,12 @@ class LocalBackend(Backend):
                     code = await self._run_step(build, argv, log, secrets if "install" in argv else None)
                     if code != 0:
                         tail = await asyncio.to_thread(_tail, log_path, 6)
-                        return Observation(FAILED, message=f"`{Path(argv[0]).name} {' '.join(argv[1:3])}` "
-                                                           f"exited with {code}: {tail}",
+                        log.flush()
+                        text = await asyncio.to_thread(_read_text, log_path)
+                        # the installer's own error lines first, then a short tail (the whole log: /buildlog)
+                        message = build_failure.summary(text, f"{Path(argv[0]).name} {' '.join(argv[1:3])}",
+                                                        code, list(secrets.values()))
+                        return Observation(FAILED, message=message,
                                            started_at=started, finished_at=isotime(), log_path=log_path,
                                            strategy=strategy, fault=fault_of_build(tail, tmp.parent))
         finally:
@@ -1491,6 +1496,14 @@ def _read_json(path: Path) -> dict | None:
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def _tail(path: str, lines: int) -> str:
