@@ -551,6 +551,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(json.dumps(job, indent=2))
     else:
         print(render.verdict_line(job))
+        if (job.get("status") or {}).get("phase") == Phase.FAILED:
+            for line in render.environment_lines(job):
+                print(line)
         for line in render.failure_lines(job):
             print(line)
     return verdict_exit_code(job)
@@ -752,7 +755,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         batch.save_executed(outcomes, args.output_dir, batch.common_root(items))
     if quiet:
         print(json.dumps([{"notebook": o.item.shown, "verdict": o.verdict, "seconds": round(o.seconds, 3),
-                           "job": o.name, "firstFailure": console.first_failure(o)} for o in outcomes], indent=2))
+                           "job": o.name, "firstFailure": console.first_failure(o), "environment": o.environment}
+                          for o in outcomes], indent=2))
     else:
         print()
         print(console.summary(outcomes))

@@ -33,6 +33,8 @@ def system_out(outcome: Outcome) -> str:
     lines = [f"notebook: {outcome.item.shown}", f"verdict: {outcome.verdict}"]
     if outcome.name:
         lines.append(f"job: {outcome.name}")
+    if outcome.environment:
+        lines.append(f"environment: {outcome.environment}")
     if outcome.verdict == "Unchanged":
         lines.append(f"unchanged: the verdict of {outcome.name} (Succeeded) stands; nothing ran")
     elif outcome.message:
@@ -52,9 +54,13 @@ def document(outcomes: list[Outcome], suite: str = "nbvalidation") -> ET.Element
                        timestamp=datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds"),
                        hostname=socket.gethostname())
     for o in outcomes:
-        # xunit2 as pytest writes it: no file/line attributes, no per-testcase properties
+        # as pytest writes it: no file/line attributes; the environment as a property
+        # (as record_property writes one: GitLab and Jenkins show them)
         tc = ET.SubElement(ts, "testcase", classname=_clean(classname(o)),
                            name=_clean(o.item.shown.rsplit("/", 1)[-1]), time=f"{o.seconds:.3f}")
+        if o.environment:
+            props = ET.SubElement(tc, "properties")
+            ET.SubElement(props, "property", name="nbvalidation.environment", value=_clean(o.environment))
         if o.verdict == "Refused":
             el = ET.SubElement(tc, "error", message=_clean(o.message.splitlines()[0] if o.message else "refused"))
             el.text = _clean(o.message)
