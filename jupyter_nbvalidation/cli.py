@@ -730,6 +730,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"Validating {len(items)} notebook(s), up to {jobs} at a time, {where}.", flush=True)
     progress = console.Progress(len(items), sys.stderr if quiet else sys.stdout)
     interrupted = False
+    started = time.monotonic()  # the run's wall time: JUnit's <testsuite time> (the notebooks ran in parallel)
     # SIGTERM is a Ctrl-C too, and a second one aborts at once
     try:
         with interrupt_signals():
@@ -746,7 +747,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.junitxml:
         from .reports import junit
 
-        junit.write(outcomes, args.junitxml)
+        junit.write(outcomes, args.junitxml, wall=time.monotonic() - started)
     if args.html:
         from .reports import html
 

@@ -62,3 +62,17 @@ def test_describe_and_the_failed_verdict_say_the_environment():
     text = render.describe(job, {"phases": []}, [])
     assert f"Environment:  {ENV}" in text.splitlines()
     assert render.environment_lines(_job("new", "Failed", "x", environment=None)) == []
+
+
+def test_junit_suite_time_is_the_run_s_wall_time_and_a_cached_case_names_the_earlier_job(tmp_path):
+    earlier = _job("ok-1", "Succeeded", "1 code cell ran without errors")
+    outcomes = [*_outcomes(), Outcome(Item(Path("/r/nbs/same.ipynb"), "nbs/same.ipynb"), "Unchanged", 0.0, earlier,
+                                      "unchanged since ok-1")]
+    path = tmp_path / "junit.xml"
+    junit.write(outcomes, str(path), wall=3.25)  # the notebooks ran in parallel: less than the sum (4.0)
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite.get("time") == "3.250"
+    cached = {c.get("name"): c for c in suite.iter("testcase")}["same.ipynb"]
+    assert {p.get("name"): p.get("value") for p in cached.iter("property")} == {
+        "nbvalidation.environment": ENV, "nbvalidation.cached": "unchanged since job ok-1"}
+    assert junit.document(outcomes).find("testsuite").get("time") == "4.000"  # without it: the sum, as before

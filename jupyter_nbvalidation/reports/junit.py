@@ -44,10 +44,12 @@ def system_out(outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
-def document(outcomes: list[Outcome], suite: str = "nbvalidation") -> ET.Element:
+def document(outcomes: list[Outcome], suite: str = "nbvalidation", wall: float | None = None) -> ET.Element:
+    """``wall``: the run's wall time in seconds, the suite's time (as pytest's is); without it, the sum
+    of the notebooks' times (more than the run took when they ran in parallel)."""
     failures = sum(o.verdict in ("Failed", "Cancelled") for o in outcomes)
     errors = sum(o.verdict in ("Refused", ERROR) for o in outcomes)
-    total_time = sum(o.seconds for o in outcomes)
+    total_time = wall if wall is not None else sum(o.seconds for o in outcomes)
     root = ET.Element("testsuites", name=suite)
     ts = ET.SubElement(root, "testsuite", name=suite, errors=str(errors), failures=str(failures), skipped="0",
                        tests=str(len(outcomes)), time=f"{total_time:.3f}",
@@ -58,9 +60,13 @@ def document(outcomes: list[Outcome], suite: str = "nbvalidation") -> ET.Element
         # (as record_property writes one: GitLab and Jenkins show them)
         tc = ET.SubElement(ts, "testcase", classname=_clean(classname(o)),
                            name=_clean(o.item.shown.rsplit("/", 1)[-1]), time=f"{o.seconds:.3f}")
-        if o.environment:
-            props = ET.SubElement(tc, "properties")
-            ET.SubElement(props, "property", name="nbvalidation.environment", value=_clean(o.environment))
+        props = [("nbvalidation.environment", o.environment)] if o.environment else []
+        if o.verdict == "Unchanged":  # nothing ran: the verdict is the earlier job's
+            props.append(("nbvalidation.cached", f"unchanged since job {o.name}"))
+        if props:
+            el_props = ET.SubElement(tc, "properties")
+            for key, value in props:
+                ET.SubElement(el_props, "property", name=key, value=_clean(value))
         if o.verdict == "Refused":
             el = ET.SubElement(tc, "error", message=_clean(o.message.splitlines()[0] if o.message else "refused"))
             el.text = _clean(o.message)
@@ -84,7 +90,7 @@ def document(outcomes: list[Outcome], suite: str = "nbvalidation") -> ET.Element
     return root
 
 
-def write(outcomes: list[Outcome], path: str) -> None:
-    tree = ET.ElementTree(document(outcomes))
+def write(outcomes: list[Outcome], path: str, wall: float | None = None) -> None:
+    tree = ET.ElementTree(document(outcomes, wall=wall))
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)
