@@ -80,6 +80,11 @@ class Outcome:
     def ok(self) -> bool:
         return self.verdict in ("Succeeded", "Unchanged")
 
+    @property
+    def environment(self) -> str:
+        """What the job's environment was built from (``status.environment``; "" before it was planned)."""
+        return str(((self.job or {}).get("status") or {}).get("environment") or "")
+
 
 # -- finding notebooks ---------------------------------------------------------------------------
 

@@ -563,6 +563,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(json.dumps(job, indent=2))
     else:
         print(render.verdict_line(job))
+        if (job.get("status") or {}).get("phase") == Phase.FAILED:
+            for line in render.environment_lines(job):
+                print(line)
         for line in render.failure_lines(job):
             print(line)
     return verdict_exit_code(job)
@@ -739,6 +742,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"Validating {len(items)} notebook(s), up to {jobs} at a time, {where}.", flush=True)
     progress = console.Progress(len(items), sys.stderr if quiet else sys.stdout)
     interrupted = False
+    started = time.monotonic()  # the run's wall time: JUnit's <testsuite time> (the notebooks ran in parallel)
     # SIGTERM is a Ctrl-C too, and a second one aborts at once
     try:
         with interrupt_signals():
@@ -755,7 +759,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.junitxml:
         from .reports import junit
 
-        junit.write(outcomes, args.junitxml)
+        junit.write(outcomes, args.junitxml, wall=time.monotonic() - started)
     if args.html:
         from .reports import html
 
@@ -764,7 +768,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         batch.save_executed(outcomes, args.output_dir, batch.common_root(items))
     if quiet:
         print(json.dumps([{"notebook": o.item.shown, "verdict": o.verdict, "seconds": round(o.seconds, 3),
-                           "job": o.name, "firstFailure": console.first_failure(o)} for o in outcomes], indent=2))
+                           "job": o.name, "firstFailure": console.first_failure(o), "environment": o.environment}
+                          for o in outcomes], indent=2))
     else:
         print()
         print(console.summary(outcomes))

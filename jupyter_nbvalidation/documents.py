@@ -126,6 +126,7 @@ class JobStatus(TypedDict, total=False):
     validationRetries: int  # retries after transient faults (absent = 0); see model.validation_attempt
     buildRetries: int  # as validationRetries, for the build: a counter of its own
     lastRetryTime: str  # when the current attempt (of either) began: its phase deadline counts from here
+    environment: str  # what the job's environment is built from (env_notes.environment_sentence), from planning on
 
 
 class _JobRequired(TypedDict):

@@ -47,6 +47,7 @@ from .model import (
     utcnow,
     validation_attempt,
 )
+from .env_notes import environment_sentence, missing_module_hint
 from .plan import Timeouts, ValidationPlan, make_plan, missing_file_hint, timeouts
 from .store.base import Conflict, NotFound
 from .tasks import cancel_all, cancel_and_wait, wait_within
@@ -630,11 +631,13 @@ class Engine:
             # input it cannot use fails the job (InvalidInput, via _step)
             plan = await self.plan_of(job)
             detected = await self.backend.prepare(job, plan)
+            environment = environment_sentence(plan, self.backend.unbuilt_environment(job))
             wait = await self._admit(job, Phase.BUILDING if build_enabled(spec) else Phase.VALIDATION_RUNNING)
             if wait is not None:
                 return wait
             if build_enabled(spec):
                 def start_build(st: JobStatus) -> None:
+                    st["environment"] = environment
                     st["buildStatus"] = {"phase": BuildPhase.RUNNING, "startTime": st["transitions"][-1]["time"],
                                          "strategy": self.backend.build_strategy(job)}
                     why = self.backend.build_strategy_reason(job)
@@ -644,8 +647,11 @@ class Engine:
                 await self._move(job, phase, Phase.BUILDING, Reason.BUILD_STARTED,
                                  f"Building the environment: {detected}", start_build)
             else:
+                def unbuilt(st: JobStatus) -> None:
+                    st["environment"] = environment
+
                 await self._move(job, phase, Phase.VALIDATION_RUNNING, Reason.VALIDATION_STARTED,
-                                 "Build disabled; validating in the configured environment.")
+                                 "Build disabled; validating in the configured environment.", unbuilt)
             return _AGAIN
 
         if phase == Phase.BUILDING:
@@ -995,6 +1001,12 @@ class Engine:
                                      input_files=len(plan.input_files) if plan is not None else 0)
             if hint:
                 message = f"{message.rstrip('.')} ({hint})."
+        if not ok:
+            # a module the job did not declare: where its environment came from, where to declare it
+            module_hint = missing_module_hint(self._plans.get(job["metadata"]["uid"]), result,
+                                              self.backend.unbuilt_environment(job))
+            if module_hint:
+                message = f"{message.rstrip().rstrip('.')}. {module_hint}"
         message = scrub(message)
         if ok:
             await self._move(job, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED,

@@ -120,7 +120,7 @@ def _progress(job: dict[str, Any], timeline: dict[str, Any] | None, started: flo
     text = head + ("\n" + body if body else "")
     if is_terminal(st.get("phase")):
         text += "\n" + render.verdict_line(job)
-        extra = render.failure_lines(job)
+        extra = (render.environment_lines(job) if st.get("phase") == Phase.FAILED else []) + render.failure_lines(job)
         if extra:
             text += "\n" + "\n".join(extra)
     colour = COLOURS.get(phase, "inherit")

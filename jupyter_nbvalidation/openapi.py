@@ -56,6 +56,12 @@ JOB_SCHEMA: dict[str, Any] = {
             "lastRetryTime": {"type": "string", "format": "date-time",
                               "description": "when the current attempt began after the last retry (its phase's "
                                              "deadline counts from here)"},
+            "environment": {"type": "string",
+                            "description": "what the job's environment is built from, written when the build is "
+                                           "planned and kept on the final status: \"2 requirements from "
+                                           "requirements.txt beside the notebook\", \"no requirements declared "
+                                           "...\", or with the build disabled \"build disabled: the server's "
+                                           "interpreter\""},
         }},
     },
 }

@@ -123,6 +123,12 @@ class NotebookItem(pytest.Item):
         from .batch import ERROR
 
         self._outcome = _validate(self)
+        # as record_property writes them (JUnit <property>): the environment, and for a verdict
+        # that stands unchanged, the earlier job whose verdict it is (nothing ran)
+        if self._outcome.environment:
+            self.user_properties.append(("nbvalidation.environment", self._outcome.environment))
+        if self._outcome.verdict == "Unchanged":
+            self.user_properties.append(("nbvalidation.cached", f"unchanged since job {self._outcome.name}"))
         if self._outcome.verdict == ERROR:
             pytest.fail(failure_text(self._outcome), pytrace=False)
 
@@ -140,6 +146,16 @@ class NotebookItem(pytest.Item):
         return self.path, 0, f"notebook: {self.name}"
 
 
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """A notebook whose verdict stands unchanged (nothing ran) passes as cached: ``-rA`` and ``-v``
+    say so, with the earlier job."""
+    if report.when == "call" and report.passed:
+        cached = dict(report.user_properties).get("nbvalidation.cached")
+        if cached:
+            return "passed", "c", f"PASSED (cached: {cached})"
+    return None
+
+
 def failure_text(outcome: Any) -> str:
     """The failing cell first (numbered as JupyterLab shows it: the line pytest's
     JUnit XML and summary lead with), then the notebook, its verdict and job, the
@@ -148,10 +164,11 @@ def failure_text(outcome: Any) -> str:
 
     where = f"{outcome.item.shown}: {outcome.verdict}" + (f" (job {outcome.name})" if outcome.name else "")
     f = failure_of(outcome.job) if outcome.job is not None else None
+    env = [f"environment: {outcome.environment}"] if outcome.environment else []
     if f is not None:
-        lines = [f.headline, where, "", f.text()]
+        lines = [f.headline, where, *env, "", f.text()]
     else:
-        lines = [where] + ([outcome.message] if outcome.message else [])
+        lines = [where, *env] + ([outcome.message] if outcome.message else [])
     if outcome.build_log and outcome.verdict != "Refused":
         lines += ["", "build log (tail):", outcome.build_log]
     return "\n".join(lines).rstrip()

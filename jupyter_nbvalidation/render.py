@@ -102,6 +102,13 @@ def _traceback_lines(r: dict[str, Any], keep: int = 12) -> list[str]:
     return lines
 
 
+def environment_lines(job: dict[str, Any]) -> list[str]:
+    """``["Environment:  2 requirements from requirements.txt beside the notebook"]`` for a job whose
+    environment was planned (``status.environment``), else none."""
+    env = (job.get("status") or {}).get("environment")
+    return [f"Environment:  {env}"] if env else []
+
+
 def failure_lines(job: dict[str, Any]) -> list[str]:
     st = job.get("status") or {}
     lines = []
@@ -140,6 +147,7 @@ def describe(job: dict[str, Any], timeline: dict[str, Any], events: list[dict[st
         f"Phase:        {phase_label(job)}",
         f"Reason:       {st.get('reason', '')}",
         f"Message:      {st.get('message', '')}",
+        *environment_lines(job),
     ]
     if bs:
         lines.append(f"Build:        {bs.get('phase', '')} {bs.get('strategy', '')} "

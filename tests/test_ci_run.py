@@ -78,6 +78,9 @@ def test_run_a_folder_in_process_summary_and_exit_codes(tree):
     for line in rows.values():  # job name and seconds in every row
         assert float(line.split()[2]) > 0 and line.split()[3].rsplit("-", 1)[0] in line.split()[0]
     assert "3 notebook(s): 1 succeeded, 2 failed" in out
+    # under the table, the environment of each notebook that failed (issue 21)
+    assert "  nbs/sub/fail.ipynb: build disabled: the server's interpreter" in out.split(
+        "Environments of the notebooks that did not pass:", 1)[1]
     assert sum(line.startswith("[") and "/3]" in line for line in out.splitlines()) == 3  # one live line each
     assert job_count(data) == 3
     check_junit(tree / "reports" / "junit.xml")
@@ -121,6 +124,9 @@ def check_junit(path: Path) -> None:
     for case in cases.values():
         assert float(case.get("time")) > 0
         assert set(case.attrib) == {"classname", "name", "time"}  # xunit2: nothing a strict schema refuses
+        [prop] = case.findall("properties/property")  # the environment, as record_property writes one
+        assert (prop.get("name"), prop.get("value")) == ("nbvalidation.environment",
+                                                         "build disabled: the server's interpreter")
     assert cases[("nbs", "ok.ipynb")].find("failure") is None
     failure = cases[("nbs.sub", "fail.ipynb")].find("failure")
     assert failure.get("message") == "cell 3: KeyError: 'price'"
@@ -158,6 +164,7 @@ def check_html(path: Path) -> None:
     assert "cell 3: KeyError: 'price'" in text  # escaped in the source, itself again once parsed
     assert "expected" in text and "+<b>actual</b> & more" in text and "b" not in page.tags  # escaped diff
     assert "ValidationRunning" in text  # the timeline
+    assert "environment: build disabled: the server's interpreter" in text
 
 
 def test_a_relative_data_dir_is_the_folder_where_run_started(tmp_path, monkeypatch):

@@ -37,6 +37,8 @@ def test_without_a_server_runs_in_process_and_gates_ci(folder, tmp_path):
     bad = cli("submit", "bad.ipynb", "--wait", "--no-build", *data, cwd=folder, env=env)
     assert bad.returncode == 1
     assert "Failed cell 2: ZeroDivisionError: division by zero" in bad.stdout
+    assert "Environment:  build disabled: the server's interpreter" in bad.stdout.splitlines()  # issue 21
+    assert "Environment:" not in ok.stdout  # a verdict that passed: the line is for failures
 
     listed = cli("list", "--output", "json", *data, cwd=folder, env=env)
     items = json.loads(listed.stdout)["items"]
@@ -45,7 +47,8 @@ def test_without_a_server_runs_in_process_and_gates_ci(folder, tmp_path):
 
     described = cli("describe", name, *data, cwd=folder, env=env)
     assert described.returncode == 0
-    for expected in ("Phase:        Failed", "Timeline:", "Events:", "ValidationFailed", "Failed cell 2"):
+    for expected in ("Phase:        Failed", "Timeline:", "Events:", "ValidationFailed", "Failed cell 2",
+                     "Environment:  build disabled: the server's interpreter"):
         assert expected in described.stdout, described.stdout
     # kubectl-describe-like event order
     lines = described.stdout.split("Events:")[1]

@@ -16,6 +16,7 @@ import pytest_asyncio
 from fake_backend import FakeBackend
 from helpers import phases, reasons
 
+from jupyter_nbvalidation.backends.base import FAILED, Observation
 from jupyter_nbvalidation.errors import InputRejected as InputError
 from jupyter_nbvalidation.engine import Engine, new_status
 from jupyter_nbvalidation.errors import InputRejected, PermanentFailure, TemporaryFailure
@@ -477,3 +478,74 @@ async def test_a_cancel_request_on_a_terminal_job_changes_nothing(run):
     after = await backend.store.get(name)
     assert after["status"] == job["status"]
     assert reasons(await _events(engine, job))[-1] == Reason.VALIDATION_SUCCEEDED
+
+
+# -- every verdict says its environment (issue 21) --------------------------------
+
+async def test_the_environment_is_written_when_the_build_is_planned_and_kept_on_the_verdict(run):
+    engine, backend = await run()
+    await backend.submit(new_job({"notebook": {"path": "nb.ipynb"}}, name="nb-env"),
+                         {"requirements.txt": b"six==1.16.0\ntabulate\n"})
+    building = await _until(engine, "nb-env", Phase.BUILDING)
+    said = backend.plans[-1].detected
+    assert said.startswith("2 requirements") and building["status"]["environment"] == said
+    backend.finish_build("nb-env")
+    await _until(engine, "nb-env", Phase.VALIDATION_RUNNING)
+    backend.finish_validation("nb-env", verdict="Failed", message="cell 1: KeyError: 'x'")
+    job = await engine.wait_for_terminal("nb-env", WAIT)
+    assert job["status"]["environment"] == said and job["status"]["message"] == "cell 1: KeyError: 'x'"
+
+    name = await _submit(backend, build=False, name="nb-unbuilt")
+    await _until(engine, name, Phase.VALIDATION_RUNNING)
+    backend.finish_validation(name)
+    job = await engine.wait_for_terminal(name, WAIT)
+    assert job["status"]["environment"] == "build disabled: the server's interpreter"
+
+
+def _module_not_found(module: str, message: str = "cell 2: ModuleNotFoundError: No module named") -> Observation:
+    result = {"verdict": "Failed", "reason": "CellExecutionFailed", "message": f"{message} '{module}'",
+              "failedCellIndex": 1, "durationSeconds": 0.01,
+              "results": [{"cellIndex": 0, "status": "Success"},
+                          {"cellIndex": 1, "status": "Failure", "errorName": "ModuleNotFoundError",
+                           "errorMessage": f"No module named '{module}'"}]}
+    return Observation(state=FAILED, result=result, started_at=isotime(), finished_at=isotime())
+
+
+@pytest.mark.parametrize("requirements, module, hint", [
+    # the origin's words are requirements.py's (the other half of issue 21 changes them): {origin}
+    (None, "sympy", ("No module named 'sympy': the environment was built with no requirements declared",
+                     "; declare sympy in requirements.txt beside the notebook.")),
+    (b"numpy\n", "sympy.abc", ("No module named 'sympy.abc': the environment was built from {origin}; "
+                               "declare sympy there", ".")),
+    (b"scikit-learn\nSymPy==1.12\n", "sympy", None),  # declared: not a missing declaration
+])
+async def test_a_module_not_found_says_where_the_environment_came_from(run, requirements, module, hint):
+    engine, backend = await run()
+    files = {"requirements.txt": requirements} if requirements is not None else {}
+    await backend.submit(new_job({"notebook": {"path": "nb.ipynb"}}, name="nb-mod"), files)
+    await _until(engine, "nb-mod", Phase.BUILDING)
+    origin = backend.plans[-1].requirements.origin
+    backend.finish_build("nb-mod")
+    await _until(engine, "nb-mod", Phase.VALIDATION_RUNNING)
+    backend.validation["nb-mod"] = _module_not_found(module)
+    backend._wake("nb-mod")
+    job = await engine.wait_for_terminal("nb-mod", WAIT)
+    message = job["status"]["message"]
+    assert message.startswith(f"cell 2: ModuleNotFoundError: No module named '{module}'"), message  # its own first
+    if hint is None:
+        assert "declare" not in message, message
+    else:
+        start, end = hint
+        said = message.split(". ", 1)[1]
+        assert said.startswith(start.format(origin=origin)) and said.endswith(end), message
+
+
+async def test_a_module_not_found_with_the_build_disabled_names_the_interpreter(run):
+    engine, backend = await run()
+    name = await _submit(backend, build=False, name="nb-mod-unbuilt")
+    await _until(engine, name, Phase.VALIDATION_RUNNING)
+    backend.validation[name] = _module_not_found("sympy")
+    backend._wake(name)
+    job = await engine.wait_for_terminal(name, WAIT)
+    assert ("the build is disabled, so the notebook ran in the server's interpreter; install sympy there"
+            in job["status"]["message"]), job["status"]["message"]

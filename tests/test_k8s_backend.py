@@ -301,6 +301,8 @@ async def test_build_disabled_uses_container_image(env, admin, aio_admin):
     assert phases(done) == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
     assert "buildStatus" not in done["status"]
     assert done["status"]["validationStatus"]["environment"] == RUNNER_IMAGE
+    # status.environment (issue 21): written by the shared engine, kept through the CRD's status schema
+    assert done["status"]["environment"] == f"build disabled: the image {RUNNER_IMAGE}"
 
 
 @pytest.mark.asyncio

@@ -113,7 +113,11 @@ async def test_an_undeclared_package_the_server_has_is_not_importable(real, modu
     st = done["status"]
     assert st["phase"] == Phase.FAILED and st["reason"] == Reason.VALIDATION_FAILED, json.dumps(st, indent=1)
     assert st["failedCellIndex"] == 1 and st["validationStatus"]["reason"] == "CellExecutionFailed", st
-    assert st["message"] == f"Cell 2 raised ModuleNotFoundError: No module named '{module}'", st["message"]
+    # the runner's words first, then where the environment came from (issue 21; six was declared, not this)
+    said, hint = st["message"].split(". ", 1)
+    assert said == f"Cell 2 raised ModuleNotFoundError: No module named '{module}'", st["message"]
+    assert hint.startswith(f"No module named '{module}': the environment was built from "), st["message"]
+    assert f"; declare {module} there" in hint and st["environment"].startswith("1 requirement"), st
 
 
 @pytest.mark.asyncio

@@ -85,12 +85,65 @@ async def test_failed_build_never_starts_validation(local, notebook):
     assert st["phase"] == Phase.FAILED and st["reason"] == Reason.BUILD_FAILED, st
     assert phases(job) == [Phase.INITIALIZING, Phase.BUILDING, Phase.FAILED]
     assert "nbvalidation-no-such-package-xyz" in st["message"]
+    # the installer's own error first, in whole words (issue 21), the command after it; the log keeps it all
+    cause = st["message"].removeprefix("The environment build failed: ")
+    assert cause.startswith(("error: No solution found", "× No solution found")), st["message"]
+    assert "Because nbvalidation-no-such-package-xyz" in cause.split("(`uv pip install` exited with 1")[0], cause
+    assert st["buildStatus"]["message"] == cause
+    assert st["environment"].startswith("1 requirement"), st["environment"]
     assert st["buildStatus"]["phase"] == "Failed" and Path(st["buildStatus"]["logPath"]).is_file()
     assert not list(local.backend.job_dir(job).glob("run-*")), "a validation was started"
     assert "imageReference" not in st["buildStatus"]
     assert not list((local.backend.root / "envs").glob(".tmp-*")), "half-built environment left behind"
     evs = await local.events(job)
     assert [(e["reason"], e["type"]) for e in evs][-1] == (Reason.BUILD_FAILED, "Warning")
+
+
+UV_LOG = """# environment abc (uv) from /usr/bin/python3
+# requirements (requirements.txt beside the notebook): pandsa-not-a-real-pkg-xyz==0.0.1
+$ /x/uv venv --quiet --python /usr/bin/python3 /data/envs/.tmp-abc
+$ /x/uv pip install --python /data/envs/.tmp-abc/bin/python -r /data/envs/.tmp-abc.requirements.txt
+Using Python 3.11.7 environment at: /data/envs/.tmp-abc
+error: No solution found when resolving dependencies
+  cause: Because pandsa-not-a-real-pkg-xyz was not found in the package registry and you require \
+pandsa-not-a-real-pkg-xyz==0.0.1, we can conclude that your requirements are unsatisfiable.
+"""
+
+
+@pytest.mark.parametrize("log, starts", [
+    (UV_LOG, "error: No solution found when resolving dependencies cause: Because pandsa-not-a-real-pkg-xyz was "
+             "not found in the package registry"),
+    ("$ uv pip install\nResolved 3 packages\n  × No solution found when resolving dependencies:\n"
+     "  ╰─▶ Because foo was not found in the package registry and you require foo, we can conclude that your "
+     "requirements are unsatisfiable.\n", "× No solution found when resolving dependencies: ╰─▶ Because foo"),
+    ("$ py -m pip install\nCollecting foo==1\nERROR: Could not find a version that satisfies the requirement "
+     "foo==1 (from versions: none)\nERROR: No matching distribution found for foo==1\n",
+     "ERROR: Could not find a version that satisfies the requirement foo==1 (from versions: none) ERROR: No "
+     "matching distribution found for foo==1 (`uv pip install` exited with 1; last lines: Collecting foo==1)"),
+])
+def test_a_failed_build_step_leads_with_the_installer_s_error(log, starts):
+    from jupyter_nbvalidation.backends.build_failure import summary
+
+    message = summary(log, "uv pip install", 1)
+    assert message.startswith(starts), message
+    assert "(`uv pip install` exited with 1" in message and "$ " not in message  # not the commands before it
+
+
+def test_a_failed_build_step_s_message_is_cut_at_words_and_never_shows_a_secret():
+    from jupyter_nbvalidation.backends.build_failure import CAUSE_LIMIT, summary
+
+    long = "$ uv pip install\nerror: " + " ".join(f"word{i}" for i in range(400)) + \
+        "\n  cause: the index https://alice:s3cr3t-value@pypi.example/simple refused s3cr3t-value\n"
+    message = summary(long, "uv pip install", 2, ["s3cr3t-value"])
+    cause = message.split(" (`uv pip install` exited with 2")[0]
+    assert len(cause) <= CAUSE_LIMIT + 2 and cause.endswith(" …") and cause.split()[-2].startswith("word"), cause
+    assert all(w.startswith(("word", "error:")) for w in cause.split()[:-1])  # whole words only
+    short = summary("$ uv pip install\nerror: fetching https://alice:s3cr3t-value@pypi.example/simple failed\n",
+                    "uv pip install", 2, ["s3cr3t-value"])
+    assert short.startswith("error: fetching https://alice:***@pypi.example") and "s3cr3t" not in short, short
+    no_cause = summary("$ python -m venv x\n" + "x" * 50 + " https://bob:s3cr3t-value@h/x s3cr3t-value\n",
+                       "python -m venv", 1, ["s3cr3t-value"])
+    assert "s3cr3t-value" not in no_cause and no_cause.startswith("`python -m venv` exited with 1: xxx"), no_cause
 
 
 @pytest.mark.asyncio
@@ -188,6 +241,12 @@ async def test_an_undeclared_package_the_server_has_is_not_importable(local, not
     assert st["failedCellIndex"] == 1
     failed = {r["cellIndex"]: r for r in st["results"]}[1]
     assert failed["errorName"] == "ModuleNotFoundError" and module in failed["output"], failed
+    # the verdict says where the environment came from and where to declare the module (issue 21)
+    assert st["environment"].startswith("no requirements declared"), st["environment"]
+    first, hint = st["message"].split(". ", 1)
+    assert f"No module named '{module}'" in first, st["message"]
+    assert hint.startswith(f"No module named '{module}': the environment was built with no requirements declared")
+    assert hint.endswith(f"; declare {module} in requirements.txt beside the notebook."), hint
 
 
 @pytest.mark.asyncio

@@ -202,3 +202,16 @@ def test_nbvalidate_takes_the_spec_options(lab):
     text, _ = _run(kc, "%nbvalidate train.ipynb --no-build -p 1x 2")
     assert text.startswith("%nbvalidate: ") and "spec.parameters.1x" in text, text
     assert len(server.client().request("GET", "jobs")["items"]) == 1
+
+
+def test_a_failed_verdict_in_the_magic_says_its_environment():
+    """No server: the text the magic shows for a finished job (issue 21)."""
+    from jupyter_nbvalidation.magic import _progress
+
+    job = {"metadata": {"name": "nb-1"}, "spec": {"notebook": {"path": "nb.ipynb"}},
+           "status": {"phase": "Failed", "reason": "ValidationFailed", "message": "cell 2: KeyError: 'x'",
+                      "environment": "1 requirement from requirements.txt beside the notebook"}}
+    text, page = _progress(job, None, 0.0)
+    assert "\nEnvironment:  1 requirement from requirements.txt beside the notebook" in text, text
+    ok = {**job, "status": {**job["status"], "phase": "Succeeded", "reason": "ValidationSucceeded"}}
+    assert "Environment:" not in _progress(ok, None, 0.0)[0]

@@ -50,6 +50,10 @@ def test_notebooks_are_items_validated_in_parallel_workers_with_junit_and_k(tmp_
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert set(cases) == {"ok.ipynb", "fail.ipynb", "gold.ipynb"}  # no golden copy, no checkpoint
     assert cases["ok.ipynb"].find("failure") is None
+    # each case says its environment, as record_property writes a property (issue 21)
+    for case in cases.values():
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert props == {"nbvalidation.environment": "build disabled: the server's interpreter"}, props
     # the failure leads with the failing cell, numbered as JupyterLab shows it (index 2 -> cell 3)
     assert cases["fail.ipynb"].find("failure").get("message").startswith("cell 3: KeyError: 'price'")
     assert cases["gold.ipynb"].find("failure").get("message").startswith("cell 1: outputs differ from the golden")
@@ -60,9 +64,14 @@ def test_notebooks_are_items_validated_in_parallel_workers_with_junit_and_k(tmp_
     # the same again: the two that failed run again, the one that succeeded is unchanged (nothing runs)
     again = pytest_run(tmp_path, "--nbvalidation", "--nbvalidation-no-build", "--nbvalidation-golden-suffix",
                        ".golden", "--nbvalidation-data-dir", str(data), "--nbvalidation-option=--cell-timeout 2m",
-                       "-k", "not skipme", "nbs")
+                       "-k", "not skipme", "-rA", "--junitxml", "again.xml", "nbs")
     assert again.returncode == 1 and "2 failed, 1 passed" in again.stdout, again.stdout
     assert len(list((data / "jobs").iterdir())) == 5
+    # the unchanged one is shown as cached, naming the earlier job: the -rA line and a JUnit property
+    first = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
+             for c in ET.parse(tmp_path / "again.xml").getroot().iter("testcase")}["ok.ipynb"]
+    assert first["nbvalidation.cached"].startswith("unchanged since job ok-"), first
+    assert f"PASSED (cached: {first['nbvalidation.cached']}) nbs/ok.ipynb::ok.ipynb" in again.stdout, again.stdout
 
 
 def test_without_the_flag_the_plugin_does_nothing(tmp_path):

@@ -281,6 +281,8 @@ async def test_an_index_password_is_used_and_never_stored_or_shown(jp_fetch, jp_
             assert "from the private index" in nb["cells"][0]["outputs"][0]["text"]
         st = done[missing["metadata"]["name"]]["status"]
         assert (st["phase"], st["reason"]) == (Phase.FAILED, Reason.BUILD_FAILED), st
+        # the installer's own error first (issue 21), the credential masked in it as everywhere
+        assert st["message"].removeprefix("The environment build failed: ").startswith(("error:", "×")), st
         assert index.authorized >= 2  # the build did use the password
         assert "alice:***@" in done[listed["metadata"]["name"]]["spec"]["podConfig"]["buildConfig"]["requirements"][0]
 

@@ -82,6 +82,25 @@ def test_unknown_kernel_without_language_is_validated_with_python_and_says_so(tm
     assert proc.returncode == 0 and result["verdict"] == "Succeeded"
     said = "'mystery-kernel', which is not known here, and declares no language: validated with Python"
     assert (said in result["message"]) is noted, result["message"]
+    # a kernel of its own, language python: substituted, and said (issue 21)
+    substituted = "kernel 'mystery-kernel' is not installed here; ran with python3, the notebook's language"
+    assert (substituted in result["message"]) is (kernelspec.get("language") == "python"), result["message"]
+
+
+@pytest.mark.parametrize("kernelspec, said", [
+    ({"name": "conda-env-sympy-py", "display_name": "Python [conda env:sympy]", "language": "python"},
+     "kernel 'conda-env-sympy-py' is not installed here; ran with python3, the notebook's language"),
+    ({"name": "mystery-kernel"}, "'mystery-kernel', which is not known here, and declares no language"),
+    ({"name": "python3", "language": "python"}, None),
+    ({"name": "ipython3"}, None),
+    ({"name": "Python3.11", "language": "python"}, None),
+])
+def test_a_substituted_kernel_is_stated(kernelspec, said):
+    """No kernel is started: the note the verdict message carries (success or failure, runner/verdict.py)."""
+    from jupyter_nbvalidation.runner.verdict import kernel_note
+
+    note = kernel_note({"metadata": {"kernelspec": kernelspec}})
+    assert (note is None) if said is None else (note is not None and said in note), note
 
 
 # --- nbval's legacy markers ----------------------------------------------------------

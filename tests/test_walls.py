@@ -65,7 +65,7 @@ def _is(name: str, *prefixes: str) -> bool:
 
 # what the engine may know: the ports and the pure core
 ENGINE_MAY_IMPORT = ("backends.base", "store.base", "model", "events", "tasks", "errors", "timeline", "plan",
-                     "vocabulary", "documents")
+                     "env_notes", "vocabulary", "documents")
 SERVICE_LAYER = ("service", "handlers", "app", "cli", "magic", "client", "openapi", "render", "batch", "reports",
                  "pytest_plugin")
 
@@ -105,7 +105,7 @@ def test_the_local_side_does_not_import_kubernetes(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", _modules("store/base", "backends/base", "model", "timeline", "errors", "plan",
-                                          "runner_args", "requirements", "verdict_cache", "vocabulary",
+                                          "env_notes", "runner_args", "requirements", "verdict_cache", "vocabulary",
                                           "documents", "spec_table"),
                          ids=lambda p: str(p.relative_to(PKG)))
 def test_the_ports_and_the_core_import_no_backend(path: Path) -> None:

@@ -170,6 +170,11 @@ class Backend(LoggingConfigurable):
         errors.InputRejected when the inputs cannot be used here."""
         return f"{plan.detected}."
 
+    def unbuilt_environment(self, job: Job) -> str:
+        """Where a job that disables its build is validated, for ``status.environment``
+        ("the server's interpreter")."""
+        return "the server's interpreter"
+
     def build_strategy(self, job: Job) -> str:
         """The build strategy this job will use (recorded in buildStatus)."""
         raise NotImplementedError

@@ -401,6 +401,10 @@ class KubernetesBackend(Backend):
             return f"{plan.detected}; build disabled."
         return f"{plan.detected}; image build on {self._base_image(job)}."
 
+    def unbuilt_environment(self, job: Job) -> str:
+        image = (job["spec"].get("podConfig") or {}).get("containerImage") or self.runner_image
+        return f"the image {image}"
+
     # -- build ---------------------------------------------------------------------------
     def _base_image(self, job: Mapping[str, Any]) -> str:  # a Job, or {"spec": spec}: only its spec is read
         pc = job["spec"].get("podConfig") or {}

@@ -90,5 +90,9 @@ def summary(outcomes: list[Outcome]) -> str:
     tally = ", ".join(f"{counts[v]} {v.lower()}" for v in order if v in counts)
     if "Error" in counts:  # said apart: these are not the notebooks' failures
         tally = tally.replace(f"{counts['Error']} error", f"{counts['Error']} error (infrastructure, not the notebook)")
+    # under the table, each notebook that did not pass with the environment it ran in
+    envs = [f"  {o.item.shown}: {o.environment}" for o in outcomes
+            if o.verdict in ("Failed", "Error", "Cancelled") and o.environment]
     return (table(rows, ["NOTEBOOK", "VERDICT", "SECONDS", "JOB", "FIRST FAILURE"])
+            + ("\nEnvironments of the notebooks that did not pass:\n" + "\n".join(envs) if envs else "")
             + f"\n{len(outcomes)} notebook(s): {tally}")

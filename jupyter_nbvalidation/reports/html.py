@@ -55,6 +55,8 @@ def _section(i: int, o: Outcome) -> str:
     parts = [f'<section id="nb{i}"><h2>{escape(o.item.shown)} <span class="v {escape(o.verdict)}">{escape(o.verdict)}</span></h2>',
              f"<p>job <code>{escape(o.name)}</code> · {o.seconds:.1f} s"
              + (f" · {escape(o.message)}" if o.message else "") + "</p>"]
+    if o.environment:
+        parts.append(f'<p class="env">environment: {escape(o.environment)}</p>')
     parts.append(_timeline(o))
     if o.job is not None and o.verdict == "Error":  # not the notebook's: the cause, apart from failures
         parts.append("<h3>Infrastructure error (not the notebook's failure)</h3>"

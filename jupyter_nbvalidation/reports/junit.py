@@ -33,6 +33,8 @@ def system_out(outcome: Outcome) -> str:
     lines = [f"notebook: {outcome.item.shown}", f"verdict: {outcome.verdict}"]
     if outcome.name:
         lines.append(f"job: {outcome.name}")
+    if outcome.environment:
+        lines.append(f"environment: {outcome.environment}")
     if outcome.verdict == "Unchanged":
         lines.append(f"unchanged: the verdict of {outcome.name} (Succeeded) stands; nothing ran")
     elif outcome.message:
@@ -42,19 +44,29 @@ def system_out(outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
-def document(outcomes: list[Outcome], suite: str = "nbvalidation") -> ET.Element:
+def document(outcomes: list[Outcome], suite: str = "nbvalidation", wall: float | None = None) -> ET.Element:
+    """``wall``: the run's wall time in seconds, the suite's time (as pytest's is); without it, the sum
+    of the notebooks' times (more than the run took when they ran in parallel)."""
     failures = sum(o.verdict in ("Failed", "Cancelled") for o in outcomes)
     errors = sum(o.verdict in ("Refused", ERROR) for o in outcomes)
-    total_time = sum(o.seconds for o in outcomes)
+    total_time = wall if wall is not None else sum(o.seconds for o in outcomes)
     root = ET.Element("testsuites", name=suite)
     ts = ET.SubElement(root, "testsuite", name=suite, errors=str(errors), failures=str(failures), skipped="0",
                        tests=str(len(outcomes)), time=f"{total_time:.3f}",
                        timestamp=datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds"),
                        hostname=socket.gethostname())
     for o in outcomes:
-        # xunit2 as pytest writes it: no file/line attributes, no per-testcase properties
+        # as pytest writes it: no file/line attributes; the environment as a property
+        # (as record_property writes one: GitLab and Jenkins show them)
         tc = ET.SubElement(ts, "testcase", classname=_clean(classname(o)),
                            name=_clean(o.item.shown.rsplit("/", 1)[-1]), time=f"{o.seconds:.3f}")
+        props = [("nbvalidation.environment", o.environment)] if o.environment else []
+        if o.verdict == "Unchanged":  # nothing ran: the verdict is the earlier job's
+            props.append(("nbvalidation.cached", f"unchanged since job {o.name}"))
+        if props:
+            el_props = ET.SubElement(tc, "properties")
+            for key, value in props:
+                ET.SubElement(el_props, "property", name=key, value=_clean(value))
         if o.verdict == "Refused":
             el = ET.SubElement(tc, "error", message=_clean(o.message.splitlines()[0] if o.message else "refused"))
             el.text = _clean(o.message)
@@ -78,7 +90,7 @@ def document(outcomes: list[Outcome], suite: str = "nbvalidation") -> ET.Element
     return root
 
 
-def write(outcomes: list[Outcome], path: str) -> None:
-    tree = ET.ElementTree(document(outcomes))
+def write(outcomes: list[Outcome], path: str, wall: float | None = None) -> None:
+    tree = ET.ElementTree(document(outcomes, wall=wall))
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)

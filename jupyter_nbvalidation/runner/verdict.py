@@ -15,8 +15,8 @@ Rules:
   raise do not fail; skip markers are honoured (see :mod:`..markers`); a saved
   validate cell (``%nbvalidate``, ``%load_ext jupyter_nbvalidation``) is skipped;
 * ``metadata.execution.timeout`` overrides ``cell_timeout``;
-* a notebook whose kernelspec names a kernel not known to be Python and declares
-  no language is run with Python, and the message says so;
+* a notebook whose kernelspec names a kernel not known to be Python is run with
+  Python (the only language validated), and the message says so;
 * the kernel and every process it started are gone when the run ends.
 """
 
@@ -59,18 +59,20 @@ def _resolve_python(python: str | None) -> str:
 
 
 def kernel_note(nb: Mapping[str, Any]) -> str | None:
-    """What to say when the notebook names a kernel not known to be Python and
-    declares no language (it is validated with Python all the same)."""
+    """What to say when the notebook names a kernel not known to be Python (it is
+    validated with Python all the same): that the kernel was substituted, and
+    whether the notebook declared its language."""
     meta = nb.get("metadata") or {}
     spec = meta.get("kernelspec") or {}
     if not isinstance(spec, Mapping):
         return None
     language = spec.get("language") or (meta.get("language_info") or {}).get("name")
     name = spec.get("name")
-    if (isinstance(language, str) and language.strip()) or not isinstance(name, str) or not name.strip():
+    if not isinstance(name, str) or not name.strip() or _PYTHON_KERNEL_NAME.match(name.strip()):
         return None
-    if _PYTHON_KERNEL_NAME.match(name.strip()):
-        return None
+    if isinstance(language, str) and language.strip():
+        # a kernel of its own (conda-env-sympy-py, a venv's kernel): substituted, and said
+        return f"kernel {name.strip()!r} is not installed here; ran with python3, the notebook's language"
     return (f"the notebook's kernelspec names the kernel {name.strip()!r}, which is not known here, "
             "and declares no language: validated with Python")
 

@@ -114,6 +114,8 @@ export interface IJobStatus {
   failedCellIndex?: number | null;
   transitions?: ITransition[];
   progress?: IProgress | null;
+  /** what the environment is built from ("2 requirements from requirements.txt beside the notebook") */
+  environment?: string;
 }
 
 export interface IJob {

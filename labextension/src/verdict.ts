@@ -100,4 +100,14 @@ export function verdictAttr(job: IJob | null): string {
   return kind === 'none' ? 'none' : kind;
 }
 
+/**
+ * What the job's environment is built from, as the job detail shows it
+ * ("Environment: 2 requirements from requirements.txt beside the notebook"),
+ * or null before the server planned it (status.environment).
+ */
+export function environmentText(job: IJob | null | undefined): string | null {
+  const env = job?.status?.environment;
+  return env ? `Environment: ${env}` : null;
+}
+
 export { isTerminal };

@@ -12,6 +12,7 @@ import { splitTraceback } from '../src/traceback';
 import type { IBuildLogChunk, IJob, IValidationAPI } from '../src/types';
 import { badgeFor } from '../src/badges';
 import {
+  environmentText,
   isCancelled,
   isInfrastructureError,
   phaseWord,
@@ -79,6 +80,16 @@ describe('an infrastructure error is not a notebook failure', () => {
       text: '⚠',
       title: 'Last validation: Infrastructure error (i)'
     });
+  });
+});
+
+describe('every verdict says its environment', () => {
+  it('shows status.environment in the job detail, nothing before it is planned', () => {
+    const env = '2 requirements from requirements.txt beside the notebook';
+    const failed = withStatus(job('f', 'a.ipynb', 'Failed', 0), { environment: env });
+    expect(environmentText(failed)).toBe(`Environment: ${env}`);
+    expect(environmentText(job('p', 'a.ipynb', 'Initializing', 0))).toBeNull();
+    expect(environmentText(null)).toBeNull();
   });
 });
 

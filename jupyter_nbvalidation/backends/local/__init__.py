@@ -26,8 +26,19 @@ is provably dead.
 """
 
 from .backend import LocalBackend
-from .disk import (ENV_MARKER, LAST_USE, RECORD_FILE, RUNNER_COMMAND, _Build, _Run, folder_refusal, owner_alive,
-                   proc_start, process_record, same_process_alive)
+from .disk import (
+                   ENV_MARKER,
+                   LAST_USE,
+                   RECORD_FILE,
+                   RUNNER_COMMAND,
+                   _Build,
+                   _Run,
+                   folder_refusal,
+                   owner_alive,
+                   proc_start,
+                   process_record,
+                   same_process_alive,
+)
 from .environments import tool_identity, uv_refresh_args
 
 __all__ = ["ENV_MARKER", "LAST_USE", "RECORD_FILE", "RUNNER_COMMAND", "LocalBackend", "_Build", "_Run",

@@ -130,6 +130,14 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def _tail(path: str, lines: int) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:

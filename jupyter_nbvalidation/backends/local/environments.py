@@ -31,6 +31,7 @@ from ...priority import deprioritize
 from ...requirements import Requirements
 from ...runner import hygiene
 from ...tasks import cancel_and_wait, wait_within
+from .. import build_failure
 from ..base import FAILED, RUNNING, SUCCEEDED, Observation
 from ..local_faults import fault_of_build, fault_of_oserror, is_no_space
 from .disk import (
@@ -40,6 +41,7 @@ from .disk import (
     RECORD_FILE,
     _Build,
     _read_json,
+    _read_text,
     _tail,
     _write_json_atomic,
     owner_alive,
@@ -423,8 +425,12 @@ class EnvironmentsRoom:
                     code = await self._run_step(build, argv, log, secrets if "install" in argv else None)
                     if code != 0:
                         tail = await asyncio.to_thread(_tail, log_path, 6)
-                        return Observation(FAILED, message=f"`{Path(argv[0]).name} {' '.join(argv[1:3])}` "
-                                                           f"exited with {code}: {tail}",
+                        log.flush()
+                        text = await asyncio.to_thread(_read_text, log_path)
+                        # the installer's own error lines first, then a short tail (the whole log: /buildlog)
+                        message = build_failure.summary(text, f"{Path(argv[0]).name} {' '.join(argv[1:3])}",
+                                                        code, list(secrets.values()))
+                        return Observation(FAILED, message=message,
                                            started_at=started, finished_at=isotime(), log_path=log_path,
                                            strategy=strategy, fault=fault_of_build(tail, tmp.parent))
         finally:

@@ -6,7 +6,7 @@ import { PHASE_LABELS, isTerminal } from '../phases';
 import { jobNotebook } from '../state';
 import { ITimeline, computeTimeline, totalSeconds } from '../timeline';
 import type { IJob } from '../types';
-import { isCancelled, isInfrastructureError, verdictAttr } from '../verdict';
+import { environmentText, isCancelled, isInfrastructureError, verdictAttr } from '../verdict';
 import { BuildLog } from './BuildLog';
 import { CellSummary } from './CellSummary';
 import { Comparison } from './Comparison';
@@ -85,6 +85,11 @@ export function JobDetail(props: {
             {status.reason && <strong>{status.reason}</strong>}
             {status.reason && status.message ? ': ' : ''}
             {status.message}
+          </div>
+        )}
+        {environmentText(job) && (
+          <div className="jp-NBValidation-environment" title="What the environment is built from">
+            {environmentText(job)}
           </div>
         )}
         {!terminal && (
