@@ -83,6 +83,10 @@ def missing_module_hint(plan: ValidationPlan | None, result: Mapping[str, Any], 
                 f"install {top} there, or enable the build and declare {top} in {BESIDE}.")
     reqs = plan.requirements
     if reqs.count == 0:
+        if reqs.origin and not re.match(r"^no (requirements|dependencies) declared", reqs.origin) and \
+                reqs.origin != "spec.podConfig.buildConfig.requirements":  # a file that declares nothing
+            return (f"No module named {module!r}: the environment was built from {reqs.origin}, which declares "
+                    f"nothing to install; declare {top} there.")
         origin = re.sub(r"^no (requirements|dependencies) declared:?\s*", "", reqs.origin or "")
         return (f"No module named {module!r}: the environment was built with no requirements declared"
                 + (f" ({origin})" if origin else "") + f"; declare {top} in {BESIDE}.")

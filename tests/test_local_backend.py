@@ -242,11 +242,13 @@ async def test_an_undeclared_package_the_server_has_is_not_importable(local, not
     failed = {r["cellIndex"]: r for r in st["results"]}[1]
     assert failed["errorName"] == "ModuleNotFoundError" and module in failed["output"], failed
     # the verdict says where the environment came from and where to declare the module (issue 21)
-    assert st["environment"].startswith("no requirements declared"), st["environment"]
+    # (an empty requirements.txt beside it: the file is named, and that it declares nothing)
+    assert st["environment"].startswith("no requirements to install from requirements.txt beside the notebook"), \
+        st["environment"]
     first, hint = st["message"].split(". ", 1)
     assert f"No module named '{module}'" in first, st["message"]
-    assert hint.startswith(f"No module named '{module}': the environment was built with no requirements declared")
-    assert hint.endswith(f"; declare {module} in requirements.txt beside the notebook."), hint
+    assert hint == (f"No module named '{module}': the environment was built from requirements.txt beside the "
+                    f"notebook, which declares nothing to install; declare {module} there."), hint
 
 
 @pytest.mark.asyncio
