@@ -71,6 +71,7 @@ class Outcome:
     timeline: Json | None = None
     build_log: str = ""
     executed: Json | None = None
+    changes: Json | None = None  # a failure's "since the last success" (GET /jobs/{name}/changes)
 
     @property
     def name(self) -> str:
@@ -79,6 +80,16 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.verdict in ("Succeeded", "Unchanged")
+
+    @property
+    def since_last_success(self) -> str:
+        """"Since the last success (job NAME): pandas 2.2.3 → 3.0.0; no cell changed" for a
+        failure of a notebook that passed before; "" otherwise."""
+        ch = self.changes or {}
+        since = ch.get("since")
+        if not since:
+            return ""
+        return f"since the last success (job {since.get('name', '')}): {ch.get('sentence', '')}"
 
     @property
     def environment(self) -> str:
@@ -271,6 +282,8 @@ class BatchClient(Protocol):
 
     def executed_notebook(self, name: str) -> Json: ...
 
+    def changes(self, name: str) -> Json: ...
+
 
 def run_batch(api: BatchClient, items: list[Item], make_spec: Callable[[Item], Json], options: Options,
               listener: Listener | None = None) -> list[Outcome]:
@@ -388,6 +401,11 @@ class _Runs:
             out.build_log = _tail(data.decode("utf-8", "replace"), BUILD_LOG_TAIL)
         except ClientError:
             out.build_log = ""
+        if out.verdict == "Failed":  # why it turned red, when it passed before (issue 22)
+            try:
+                out.changes = api.changes(name)
+            except ClientError:  # not recorded here (another backend, an older job)
+                out.changes = None
         if self.options.keep_executed and out.verdict in KEEPS_NOTEBOOK:
             try:
                 out.executed = api.executed_notebook(name)

@@ -768,7 +768,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         batch.save_executed(outcomes, args.output_dir, batch.common_root(items))
     if quiet:
         print(json.dumps([{"notebook": o.item.shown, "verdict": o.verdict, "seconds": round(o.seconds, 3),
-                           "job": o.name, "firstFailure": console.first_failure(o), "environment": o.environment}
+                           "job": o.name, "firstFailure": console.first_failure(o), "environment": o.environment,
+                           "sinceLastSuccess": o.changes if (o.changes or {}).get("since") else None}
                           for o in outcomes], indent=2))
     else:
         print()

@@ -103,3 +103,41 @@ async def test_a_new_release_of_an_unpinned_dependency_is_named_and_no_cell_chan
     again = await call(jp_fetch, "jobs", fixed["metadata"]["name"], "changes")
     assert again["since"]["name"] == green["metadata"]["name"]
     assert again["sentence"] == "nbvdriftpkg 1.0 → 2.0; cells edited 2"
+
+
+def test_run_says_what_changed_under_a_notebook_that_turned_red(tmp_path):
+    """`run` (in this process, no server): under the table, JUnit and -o json carry the change summary."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    jupyter = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+    proj, data = tmp_path / "proj", tmp_path / "data"
+    (proj / "wheels").mkdir(parents=True)
+    (proj / "wheels" / "nbvdriftpkg-1.0-py3-none-any.whl").write_bytes(make_wheel("nbvdriftpkg", "1.0", "VALUE = 1\n"))
+    (proj / "requirements.txt").write_text("--find-links ./wheels\nnbvdriftpkg\n")
+    write_notebook(proj / "nb.ipynb", ["import nbvdriftpkg", "assert nbvdriftpkg.VALUE == 1"])
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")}
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([jupyter, "nbvalidation", "run", ".", "--local", "--data-dir", str(data), *extra],
+                              cwd=proj, capture_output=True, text=True, timeout=600, env=env,
+                              stdin=subprocess.DEVNULL)
+
+    first = run()
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "What changed since their last success" not in first.stdout
+    (proj / "wheels" / "nbvdriftpkg-2.0-py3-none-any.whl").write_bytes(make_wheel("nbvdriftpkg", "2.0", "VALUE = 2\n"))
+    red = run("--junitxml", str(tmp_path / "r.xml"))
+    assert red.returncode == 1, red.stdout + red.stderr
+    tail = red.stdout.split("What changed since their last success:\n", 1)[1]
+    assert tail.startswith("  nb.ipynb: since the last success (job ") and \
+        "): nbvdriftpkg 1.0 → 2.0; no cell changed\n" in tail, red.stdout
+    props = {p.get("name"): p.get("value") for p in ET.parse(tmp_path / "r.xml").iter("property")}
+    assert props["nbvalidation.sinceLastSuccess"].endswith("nbvdriftpkg 1.0 → 2.0; no cell changed"), props
+    as_json = run("-o", "json", "--no-cache")
+    (row,) = json.loads(as_json.stdout)
+    assert row["verdict"] == "Failed" and row["sinceLastSuccess"]["packages"]["upgraded"] == [
+        {"name": "nbvdriftpkg", "from": "1.0", "to": "2.0"}], row

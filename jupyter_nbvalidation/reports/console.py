@@ -93,6 +93,9 @@ def summary(outcomes: list[Outcome]) -> str:
     # under the table, each notebook that did not pass with the environment it ran in
     envs = [f"  {o.item.shown}: {o.environment}" for o in outcomes
             if o.verdict in ("Failed", "Error", "Cancelled") and o.environment]
+    # and, for a notebook that passed before, what changed since (issue 22)
+    since = [f"  {o.item.shown}: {o.since_last_success}" for o in outcomes if o.since_last_success]
     return (table(rows, ["NOTEBOOK", "VERDICT", "SECONDS", "JOB", "FIRST FAILURE"])
             + ("\nEnvironments of the notebooks that did not pass:\n" + "\n".join(envs) if envs else "")
+            + ("\nWhat changed since their last success:\n" + "\n".join(since) if since else "")
             + f"\n{len(outcomes)} notebook(s): {tally}")

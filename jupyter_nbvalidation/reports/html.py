@@ -57,6 +57,8 @@ def _section(i: int, o: Outcome) -> str:
              + (f" · {escape(o.message)}" if o.message else "") + "</p>"]
     if o.environment:
         parts.append(f'<p class="env">environment: {escape(o.environment)}</p>')
+    if o.since_last_success:
+        parts.append(f'<p class="since">{escape(o.since_last_success)}</p>')
     parts.append(_timeline(o))
     if o.job is not None and o.verdict == "Error":  # not the notebook's: the cause, apart from failures
         parts.append("<h3>Infrastructure error (not the notebook's failure)</h3>"

@@ -61,6 +61,8 @@ def document(outcomes: list[Outcome], suite: str = "nbvalidation", wall: float |
         tc = ET.SubElement(ts, "testcase", classname=_clean(classname(o)),
                            name=_clean(o.item.shown.rsplit("/", 1)[-1]), time=f"{o.seconds:.3f}")
         props = [("nbvalidation.environment", o.environment)] if o.environment else []
+        if o.since_last_success:
+            props.append(("nbvalidation.sinceLastSuccess", o.since_last_success))
         if o.verdict == "Unchanged":  # nothing ran: the verdict is the earlier job's
             props.append(("nbvalidation.cached", f"unchanged since job {o.name}"))
         if props:
