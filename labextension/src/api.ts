@@ -7,6 +7,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { APIError } from './errors';
 import type {
   IBuildLogChunk,
+  IChanges,
   IEventList,
   IHealth,
   IJob,
@@ -132,6 +133,21 @@ export class NBValidationAPI implements IValidationAPI {
       nextOffset: next !== null && /^\d+$/.test(next) ? Number(next) : null,
       complete: complete === null ? null : complete.toLowerCase() === 'true'
     };
+  }
+
+  /**
+   * What changed since the notebook's last success (GET …/changes), or null when
+   * the server cannot say (404: a backend without environment records).
+   */
+  async changes(name: string): Promise<IChanges | null> {
+    try {
+      return await this.json<IChanges>(['jobs', name, 'changes']);
+    } catch (e) {
+      if (e instanceof APIError && e.status === 404) {
+        return null;
+      }
+      throw e;
+    }
   }
 
   /** The executed notebook JSON, or null while there is none (404). */

@@ -27,7 +27,7 @@ import {
   setScope,
   visibleJobs
 } from './state';
-import type { IJob, IJobSpec, ILiveJobEvent, IValidationAPI } from './types';
+import type { IChanges, IJob, IJobSpec, ILiveJobEvent, IValidationAPI } from './types';
 
 export type ServerState = 'unknown' | 'ok' | 'missing' | 'unusable' | 'unreachable';
 
@@ -323,6 +323,19 @@ export class ValidationModel {
     this._emit();
   }
 
+  /** What changed since the notebook's last success, for a finished job (fetched once), or null. */
+  changes(name: string): Promise<IChanges | null> {
+    let cached = this._changes.get(name);
+    if (!cached) {
+      cached = (this.api.changes ? this.api.changes(name) : Promise.resolve(null)).catch(e => {
+        this._changes.delete(name);
+        throw e;
+      });
+      this._changes.set(name, cached);
+    }
+    return cached;
+  }
+
   /** The executed notebook of a finished job (fetched once), or null while there is none. */
   executedNotebook(name: string): Promise<Record<string, unknown> | null> {
     let cached = this._notebooks.get(name);
@@ -436,6 +449,7 @@ export class ValidationModel {
   private _accepted = new Map<string, Set<number>>();
   private _logs = new Map<string, BuildLogFollower>();
   private _notebooks = new Map<string, Promise<Record<string, unknown> | null>>();
+  private _changes = new Map<string, Promise<IChanges | null>>();
   private _inflight = new Map<string, { again: boolean; promise: Promise<void> }>();
 }
 

@@ -186,4 +186,15 @@ export interface IValidationAPI {
   buildLog(name: string, offset: number): Promise<IBuildLogChunk | null>;
   /** The executed notebook, or null while there is none (404). */
   executedNotebook(name: string): Promise<Record<string, unknown> | null>;
+  /** What changed since the notebook's last success; null when the server cannot say (404). */
+  changes?(name: string): Promise<IChanges | null>;
+}
+
+/** GET /jobs/{name}/changes (changes.py): a job against its notebook's last success. */
+export interface IChanges {
+  /** the earlier Succeeded job, or null when the notebook never passed before */
+  since: { name: string; completionTime?: string | null } | null;
+  /** "pandas 2.2.3 → 3.0.0; no cell changed" */
+  sentence: string;
+  [key: string]: unknown;
 }

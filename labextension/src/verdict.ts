@@ -5,8 +5,9 @@
  * fault that is not the notebook's (Failed / reason InfrastructureFailed):
  * "Infrastructure error", its own symbol and colour, never "failed".
  */
+import { formatAgo } from './format';
 import { PHASE_LABELS, isTerminal } from './phases';
-import type { IJob } from './types';
+import type { IChanges, IJob } from './types';
 import { Reason } from './vocabulary';
 
 export type VerdictKind =
@@ -108,6 +109,23 @@ export function verdictAttr(job: IJob | null): string {
 export function environmentText(job: IJob | null | undefined): string | null {
   const env = job?.status?.environment;
   return env ? `Environment: ${env}` : null;
+}
+
+/**
+ * "Since the last success 2d ago: pandas 2.2.3 → 3.0.0; no cell changed" for a
+ * failed job whose notebook passed before (GET …/changes), else null.
+ */
+export function sinceLastSuccessText(
+  job: IJob | null | undefined,
+  changes: IChanges | null | undefined,
+  now: number
+): string | null {
+  if (!job || job.status?.phase !== 'Failed' || !changes?.since) {
+    return null;
+  }
+  const when = changes.since.completionTime ? Date.parse(changes.since.completionTime) : NaN;
+  const ago = Number.isNaN(when) ? '' : ` ${formatAgo(when, now)}`;
+  return `Since the last success${ago}: ${changes.sentence}`;
 }
 
 export { isTerminal };

@@ -16,6 +16,7 @@ import {
   isCancelled,
   isInfrastructureError,
   phaseWord,
+  sinceLastSuccessText,
   statusBarText,
   verdictKind
 } from '../src/verdict';
@@ -90,6 +91,21 @@ describe('every verdict says its environment', () => {
     expect(environmentText(failed)).toBe(`Environment: ${env}`);
     expect(environmentText(job('p', 'a.ipynb', 'Initializing', 0))).toBeNull();
     expect(environmentText(null)).toBeNull();
+  });
+
+  it('says what changed since the last success under a failed job, nothing otherwise', () => {
+    const failed = job('f', 'a.ipynb', 'Failed', 0);
+    const changes = {
+      since: { name: 'a-1', completionTime: new Date(T0 - 2 * 86400 * 1000).toISOString() },
+      sentence: 'pandas 2.2.3 → 3.0.0; no cell changed'
+    };
+    expect(sinceLastSuccessText(failed, changes, T0)).toBe(
+      'Since the last success 2d ago: pandas 2.2.3 → 3.0.0; no cell changed'
+    );
+    const never = { since: null, sentence: 'no earlier success of this notebook' };
+    expect(sinceLastSuccessText(failed, never, T0)).toBeNull();
+    expect(sinceLastSuccessText(job('s', 'a.ipynb', 'Succeeded', 0), changes, T0)).toBeNull();
+    expect(sinceLastSuccessText(failed, null, T0)).toBeNull();
   });
 });
 

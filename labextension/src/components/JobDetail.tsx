@@ -5,8 +5,14 @@ import type { ValidationModel } from '../model';
 import { PHASE_LABELS, isTerminal } from '../phases';
 import { jobNotebook } from '../state';
 import { ITimeline, computeTimeline, totalSeconds } from '../timeline';
-import type { IJob } from '../types';
-import { environmentText, isCancelled, isInfrastructureError, verdictAttr } from '../verdict';
+import type { IChanges, IJob } from '../types';
+import {
+  environmentText,
+  isCancelled,
+  isInfrastructureError,
+  sinceLastSuccessText,
+  verdictAttr
+} from '../verdict';
 import { BuildLog } from './BuildLog';
 import { CellSummary } from './CellSummary';
 import { Comparison } from './Comparison';
@@ -44,6 +50,31 @@ function useCellTypes(model: ValidationModel, job: IJob): string[] | null {
   return types;
 }
 
+/** What changed since the notebook's last success, for a failed job (fetched once), or null. */
+function useChanges(model: ValidationModel, job: IJob): IChanges | null {
+  const name = job.metadata.name;
+  const failed = job.status?.phase === 'Failed';
+  const [changes, setChanges] = React.useState<IChanges | null>(null);
+  React.useEffect(() => {
+    if (!failed) {
+      return;
+    }
+    let live = true;
+    model
+      .changes(name)
+      .then(c => {
+        if (live) {
+          setChanges(c);
+        }
+      })
+      .catch(() => undefined);
+    return () => {
+      live = false;
+    };
+  }, [model, name, failed]);
+  return changes;
+}
+
 export function JobDetail(props: {
   model: ValidationModel;
   job: IJob;
@@ -60,6 +91,7 @@ export function JobDetail(props: {
   const cancelled = isCancelled(job);
   const verdictPhase = timeline.verdict ?? (phase || timeline.currentPhase || 'Pending');
   const cellTypes = useCellTypes(model, job);
+  const since = sinceLastSuccessText(job, useChanges(model, job), now);
   return (
     <section className="jp-NBValidation-detail" aria-label={`Job ${name}`}>
       <div className="jp-NBValidation-summary">
@@ -90,6 +122,14 @@ export function JobDetail(props: {
         {environmentText(job) && (
           <div className="jp-NBValidation-environment" title="What the environment is built from">
             {environmentText(job)}
+          </div>
+        )}
+        {since && (
+          <div
+            className="jp-NBValidation-since"
+            title="What changed since this notebook last passed (packages from the two environment records)"
+          >
+            {since}
           </div>
         )}
         {!terminal && (
