@@ -1,6 +1,11 @@
-/** "Validate Notebook": save and validate with the settings' defaults. */
+/**
+ * "Validate Notebook": save and validate with the options this notebook was last
+ * validated with in the Options dialog (its golden notebook compared with again),
+ * else the settings' defaults.
+ */
 import { validateIcon } from '../icons';
-import { ICommandContext, currentNotebook } from './context';
+import { rememberedOptions } from '../remembered';
+import { ICommandContext, currentNotebook, serverPath } from './context';
 import { CommandIDs } from './ids';
 import { submit } from './submit';
 
@@ -16,10 +21,14 @@ export function addValidateCommand(ctx: ICommandContext): void {
       if (!nb) {
         return;
       }
-      await submit(ctx, nb, {
-        buildEnabled: settings.buildEnabled,
-        timeout: settings.defaultTimeout
-      });
+      await submit(
+        ctx,
+        nb,
+        rememberedOptions(serverPath(ctx, nb)) ?? {
+          buildEnabled: settings.buildEnabled,
+          timeout: settings.defaultTimeout
+        }
+      );
     }
   });
 }

@@ -8,7 +8,8 @@ import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { ellipsesIcon } from '@jupyterlab/ui-components';
 import { emptyOptions, IValidateOptions, ValidateOptionsBody } from '../dialog';
 import { checkOptions, IOptionError } from '../spec';
-import { ICommandContext, currentNotebook } from './context';
+import { rememberedOptions, rememberOptions } from '../remembered';
+import { ICommandContext, currentNotebook, serverPath } from './context';
 import { CommandIDs } from './ids';
 import { submit } from './submit';
 
@@ -25,7 +26,10 @@ export function addValidateWithOptionsCommand(ctx: ICommandContext): void {
       if (!nb) {
         return;
       }
-      let values: IValidateOptions = emptyOptions(settings.buildEnabled, settings.defaultTimeout);
+      const path = serverPath(ctx, nb);
+      // the options this notebook was last validated with (golden notebook included), else the defaults
+      let values: IValidateOptions =
+        rememberedOptions(path) ?? emptyOptions(settings.buildEnabled, settings.defaultTimeout);
       let errors: IOptionError[] = [];
       for (;;) {
         const result = await showDialog({
@@ -44,6 +48,7 @@ export function addValidateWithOptionsCommand(ctx: ICommandContext): void {
         }
         const refused = await submit(ctx, nb, values, { returnFieldErrors: true });
         if (!refused) {
+          rememberOptions(path, values); // "Validate" repeats them for this notebook
           return;
         }
         errors = refused;
