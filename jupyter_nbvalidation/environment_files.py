@@ -381,3 +381,32 @@ def project_name(path: str, root: str) -> str | None:
     except configparser.Error as e:
         raise RequirementsError(FIELD, f"setup.cfg: cannot be read: {e}") from None
     return parser.get("metadata", "name", fallback=None)
+
+
+def python_requirement(found: Discovered, root: str) -> tuple[str, str] | None:
+    """The Python version the repository asks for, as a PEP 440 specifier and
+    where it says so: ``runtime.txt`` beside the chosen file (repo2docker's
+    ``python-3.X[.Y]``), else the chosen pyproject.toml's ``requires-python``.
+    None when it asks for none. Raises :class:`RequirementsError` for a
+    runtime.txt that names no Python version (repo2docker's R runtimes included:
+    not available here)."""
+    if found.kind is None:
+        return None
+    folder = os.path.dirname(found.path)
+    runtime = os.path.join(folder, "runtime.txt")
+    if os.path.lexists(runtime):
+        shown = _rel(runtime, os.path.realpath(root))
+        text = _read_text(runtime, root, f"runtime.txt ({shown})").strip()
+        m = re.fullmatch(r"python-(\d+)\.(\d+)(?:\.(\d+))?", text)
+        if m is None:
+            raise RequirementsError(FIELD, bounded(f"runtime.txt ({shown}): {text[:80]!r} names no Python version "
+                                                   "this tool can use (expected python-3.X or python-3.X.Y)"))
+        spec = f"=={m.group(1)}.{m.group(2)}" + (f".{m.group(3)}" if m.group(3) else ".*")
+        return spec, f"runtime.txt ({shown})"
+    if found.kind == "pyproject.toml":
+        project = _toml(found.path, root, found.where).get("project")
+        wanted = project.get("requires-python") if isinstance(project, dict) else None
+        if isinstance(wanted, str) and wanted.strip():
+            return wanted.strip(), f"{found.shown}'s requires-python"
+    return None
+

@@ -153,6 +153,7 @@ class Requirements:
     local_paths: list[str] = field(default_factory=list)
     source_path: str | None = None  # the top-level file (None: the spec list)
     project_file: str | None = None  # a discovered pyproject.toml / setup.py whose project is installed
+    python_requires: tuple[str, str] | None = None  # (PEP 440 specifier, where the repository says so)
 
     def __bool__(self) -> bool:
         return bool(self.lines or self.constraints)
@@ -650,6 +651,7 @@ def _discovered(root: str, rel_nb_dir: str) -> Requirements:
     found = ef.discover(root, rel_nb_dir)
     if found.kind is None:
         return Requirements(origin=ef.nothing_found(found))
+    python_requires = ef.python_requirement(found, root)
     path, where, base = found.path, found.where, os.path.dirname(found.path)
     if found.kind == "requirements.txt":
         origin = ("requirements.txt beside the notebook" if found.place == ef.PLACE_BESIDE else where)
@@ -686,6 +688,7 @@ def _discovered(root: str, rel_nb_dir: str) -> Requirements:
             if entry:
                 c.line(entry, base, f"{where} entry {i + 1}" if not n else f"{where} line {n}")
     c.out.source_path = path
+    c.out.python_requires = python_requires
     return c.out
 
 

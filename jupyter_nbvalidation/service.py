@@ -236,10 +236,35 @@ class JobService:
                 raise ApiError(e.status, "NotFound" if e.status == 404 else "InvalidRequirements", e.message,
                                e.field) from None
             self._check_requirement_features(reqs)
+            self._check_python_requires(reqs)
             files.update(reqs.snapshot())
         if spec.get("inputFiles"):
             files.update(self._input_files(spec, nb_path))
         return files, nb_path, reqs
+
+    def _check_python_requires(self, reqs: "reqmod.Requirements") -> None:
+        """The Python the repository asks for (runtime.txt, requires-python) against the one
+        environments are built with here: a clear 400 rather than a build that fails or,
+        worse, a verdict from a Python the notebook did not declare."""
+        if reqs.python_requires is None:
+            return
+        version = self.backend.build_python_version()
+        if version is None:
+            return
+        spec, where = reqs.python_requires
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        field = "spec.podConfig.buildConfig.requirementsFile"
+        try:
+            wanted = SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise ApiError(400, "InvalidRequirements", f"{field}: {where}: {spec!r} is not a version specifier",
+                           field) from None
+        if not wanted.contains(version, prereleases=True):
+            raise ApiError(400, "InvalidRequirements",
+                           f"{field}: {where} asks for Python {spec}; environments here are built with Python "
+                           f"{version} (c.LocalBackend.python names the interpreter), so the notebook cannot be "
+                           "validated here as its repository declares it", field)
 
     def _check_requirement_features(self, reqs: "reqmod.Requirements") -> None:
         """What the backend can build: local paths and credentials need the

@@ -374,3 +374,44 @@ def test_a_project_too_big_to_hash_is_refused_saying_how_to_do_without(repo, mon
         collect(repo, NB)
     assert e.value.message.startswith("pyproject.toml at the repository root (repo/pyproject.toml): the local path")
     assert "cannot be hashed for the cache key" in e.value.message and "requirements.txt beside it" in e.value.message
+
+
+def test_the_python_a_repository_asks_for(repo):
+    """runtime.txt (repo2docker's python-3.X[.Y]) beside the chosen file, else requires-python."""
+    (repo / "repo" / "requirements.txt").write_text("six\n")
+    assert collect(repo, NB).python_requires is None
+    (repo / "repo" / "runtime.txt").write_text("python-3.9\n")
+    assert collect(repo, NB).python_requires == ("==3.9.*", "runtime.txt (repo/runtime.txt)")
+    (repo / "repo" / "runtime.txt").write_text("python-3.11.4")
+    assert collect(repo, NB).python_requires == ("==3.11.4", "runtime.txt (repo/runtime.txt)")
+    (repo / "repo" / "runtime.txt").write_text("r-4.1-2022-01-01\n")
+    with pytest.raises(reqmod.RequirementsError, match=r"runtime.txt \(repo/runtime.txt\): 'r-4.1-2022-01-01' "
+                                                       r"names no Python version"):
+        collect(repo, NB)
+    (repo / "repo" / "runtime.txt").unlink()
+    (repo / "repo" / "requirements.txt").unlink()
+    (repo / "repo" / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "1"\nrequires-python = ">=3.99"\n')
+    assert collect(repo, NB).python_requires == (">=3.99", "repo/pyproject.toml's requires-python")
+
+
+def test_a_python_the_server_cannot_build_with_is_refused_at_submit(tmp_path):
+    """A clear 400 (`run` exits 2, nothing created) rather than a verdict from a Python the
+    repository did not declare."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    write_notebook(repo / "notebooks" / "nb.ipynb", ["print(1)"])
+    (repo / "requirements.txt").write_text("six\n")
+    (repo / "runtime.txt").write_text("python-2.7\n")
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "repo", "--local", "--data-dir", str(tmp_path / "data"),
+                           "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-rt")})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [row] = json.loads(proc.stdout)
+    here = ".".join(map(str, sys.version_info[:3]))
+    assert row["verdict"] == "Refused" and (
+        f"runtime.txt (repo/runtime.txt) asks for Python ==2.7.*; environments here are built with Python {here}"
+        in row["firstFailure"]), row
+    listed = subprocess.run([JUPYTER, "nbvalidation", "list", "--local", "--data-dir", str(tmp_path / "data"),
+                             "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert json.loads(listed.stdout)["items"] == []

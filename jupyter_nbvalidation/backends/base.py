@@ -175,6 +175,12 @@ class Backend(LoggingConfigurable):
         ("the server's interpreter")."""
         return "the server's interpreter"
 
+    def build_python_version(self) -> str | None:
+        """The Python version built environments get ("3.11.7"), checked at submit against
+        the version a repository asks for (runtime.txt, requires-python); None when not
+        known here (a base image's Python is known only once it runs)."""
+        return None
+
     def build_strategy(self, job: Job) -> str:
         """The build strategy this job will use (recorded in buildStatus)."""
         raise NotImplementedError

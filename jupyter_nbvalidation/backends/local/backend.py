@@ -10,6 +10,7 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -237,6 +238,18 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
         out, _ = await proc.communicate()
         self._python_version = out.decode().strip() or "unknown"
+
+    def build_python_version(self) -> str | None:
+        """Called in a worker thread (service._collect): before start() has read it, the
+        base interpreter is asked here, synchronously, off the event loop."""
+        if self._python_version is None:
+            try:
+                out = subprocess.run([self.python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                                     capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                self._python_version = out.stdout.strip() or "unknown"
+            except (OSError, subprocess.TimeoutExpired):
+                return None
+        return self._python_version if self._python_version != "unknown" else None
 
     async def run_election(self, on_started_leading: Callable[[], None],
                            on_stopped_leading: Callable[[], None]) -> None:
