@@ -47,7 +47,7 @@ import re
 import shlex
 import stat
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, Mapping, NoReturn
 
 MAX_FILE_BYTES = 1 * 2**20  # one requirements or constraints file
 MAX_LINES = 2000  # requirement + constraint lines after inlining -r files
@@ -742,7 +742,7 @@ def from_snapshot(requirements_txt: str | None, constraints_txt: str | None, ori
     return out
 
 
-def for_build(job: dict[str, Any], reqs: Requirements) -> Requirements:
+def for_build(job: Mapping[str, Any], reqs: Requirements) -> Requirements:
     """``reqs`` (from the snapshot) with its credential values, for the
     build: from this process's memory, else read again from the source file
     when its display text is still exactly the snapshot's. Raises

@@ -20,6 +20,7 @@ from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
 
 from ... import verdict_cache
+from ...documents import Job, JobSpec
 from ...errors import InputRejected
 from ...model import ROOT_ANNOTATION, Phase, SpecError, build_enabled, parse_time, spec_fields
 from ...plan import Snapshot, snapshot_from_files
@@ -47,6 +48,7 @@ UNSUPPORTED_LOCALLY = {
 
 class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
     name = "local"
+    store: SQLiteJobStore
     capabilities = Capabilities(local_requirement_paths=True, constraint_files=True, index_credentials=True,
                                 garbage_collection=True, environment_records=True)
 
@@ -158,8 +160,8 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
         self._keys: dict[str, str] = {}
         self.identity = new_identity()
         self.elector: StoreLeaseElector | None = None
-        self._gc_task: asyncio.Task | None = None
-        self.last_gc: dict | None = None
+        self._gc_task: asyncio.Task[None] | None = None
+        self.last_gc: dict[str, Any] | None = None
         self._forkserver: RunnerForkServer | None = None
         self._sandbox: dict[str, Any] | None = None  # sandbox.detect(), once
         self._sandbox_lock = asyncio.Lock()
@@ -167,12 +169,12 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
 
     elects_leader = True
 
-    def owner(self) -> dict:
+    def owner(self) -> dict[str, Any]:
         """This engine, as recorded on what it starts."""
         return {"holder": self.identity, "host": HOST, **process_record(os.getpid())}
 
-    def _mine(self, owner: dict | None) -> bool:
-        return bool(owner) and owner.get("holder") == self.identity
+    def _mine(self, owner: dict[str, Any] | None) -> bool:
+        return bool(owner and owner.get("holder") == self.identity)
 
     def _niced(self, argv: list[str]) -> list[str]:
         nice = shutil.which("nice") if self.niceness > 0 else None
@@ -183,7 +185,7 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
     def root(self) -> Path:
         return Path(self.data_dir)
 
-    def job_dir(self, job: dict) -> Path:
+    def job_dir(self, job: Job) -> Path:
         return self.root / "jobs" / job["metadata"]["uid"]
 
     def env_dir(self, key: str) -> Path:
@@ -217,7 +219,7 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
     def add_private_paths(self, paths: list[str]) -> None:
         self._private_paths += [p for p in paths if p]
 
-    def _sandbox_config(self, job: dict, run_dir: Path) -> dict[str, Any]:
+    def _sandbox_config(self, job: Job, run_dir: Path) -> dict[str, Any]:
         """What the kernel of this attempt must not see and must see (runner --sandbox),
         and its /tmp and /var/tmp: the attempt's scratch folders on disk (made by
         ``workcopy.make_scratch``, inside the hidden data dir, removed with the copy)."""
@@ -327,7 +329,7 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
     def unsupported_reason(self, field: str) -> str | None:
         return UNSUPPORTED_LOCALLY.get(field)
 
-    def check_spec(self, spec: dict) -> None:
+    def check_spec(self, spec: JobSpec) -> None:
         strategy = spec.get("podConfig", {}).get("buildConfig", {}).get("strategy")
         if strategy is not None and strategy not in ("auto", "uv", "venv"):
             raise SpecError("podConfig.buildConfig.strategy",
@@ -335,13 +337,13 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
         if strategy == "uv" and not self.uv_path:
             raise SpecError("podConfig.buildConfig.strategy", "uv is not installed on this server")
 
-    def build_strategy(self, job: dict) -> str:
+    def build_strategy(self, job: Job) -> str:
         wanted = job["spec"].get("podConfig", {}).get("buildConfig", {}).get("strategy") or self.build_tool
         if wanted == "auto":
             return "uv" if self.uv_path else "venv"
         return wanted
 
-    def build_strategy_reason(self, job: dict) -> str:
+    def build_strategy_reason(self, job: Job) -> str:
         if job["spec"].get("podConfig", {}).get("buildConfig", {}).get("strategy") not in (None, "auto"):
             return "chosen by the job"
         if self.build_tool != "auto":
@@ -368,7 +370,7 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
             raise InputRejected(f"spec.notebook.path: the notebook's folder {folder} cannot be read: "
                                 f"{e.strerror or e}", "spec.notebook.path") from None
 
-    async def submit(self, job: dict, files: dict[str, bytes]) -> dict:
+    async def submit(self, job: Job, files: dict[str, bytes]) -> Job:
         job["metadata"]["uid"] = str(uuid.uuid4())
         input_dir = self.job_dir(job) / "input"
 
@@ -388,19 +390,19 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
             await asyncio.to_thread(shutil.rmtree, self.job_dir(job), True)
             raise
 
-    def _snapshot(self, job: dict) -> Snapshot:
+    def _snapshot(self, job: Job) -> Snapshot:
         inp = self.job_dir(job) / "input"  # gone: no names, which make_plan refuses
         names = frozenset(p.relative_to(inp).as_posix() for p in inp.rglob("*") if p.is_file())
         return snapshot_from_files(names, lambda name: (inp / name).read_text(encoding="utf-8"))
 
-    async def read_snapshot(self, job: dict) -> Snapshot:
+    async def read_snapshot(self, job: Job) -> Snapshot:
         return await asyncio.to_thread(self._snapshot, job)
 
     # -- build -----------------------------------------------------------------
 
     # -- validation ------------------------------------------------------------
 
-    async def snapshot_files(self, job: dict) -> dict[str, bytes]:
+    async def snapshot_files(self, job: Job) -> dict[str, bytes]:
         inp = self.job_dir(job) / "input"
 
         def read() -> dict[str, bytes]:
@@ -417,7 +419,7 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
 
     # -- artefacts ---------------------------------------------------------------
 
-    async def build_log(self, job: dict) -> str | None:
+    async def build_log(self, job: Job) -> str | None:
         """The build log: the one recorded at the end of Building, or during
         Building the one being written (found by the environment's key, so a
         server that does not run the build serves it too)."""
@@ -427,8 +429,10 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
             rec = self._job_build.get(job["metadata"]["uid"])
             mine = rec.log_path if rec is not None else None
             # not this process's build (or it waits for another engine's): the log being written
-            path = mine if mine and await asyncio.to_thread(os.path.exists, mine) else \
-                await asyncio.to_thread(self._log_being_written, job)
+            if mine is not None and await asyncio.to_thread(os.path.exists, mine):
+                path = mine
+            else:
+                path = await asyncio.to_thread(self._log_being_written, job)
         if not path:
             return None
 
@@ -440,7 +444,7 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
 
         return await asyncio.to_thread(read)
 
-    def _log_being_written(self, job: dict) -> str | None:
+    def _log_being_written(self, job: Job) -> str | None:
         """The newest build log of the job's environment started since the job
         entered Building (an older one is another build's)."""
         key = self._keys.get(job["metadata"]["uid"])

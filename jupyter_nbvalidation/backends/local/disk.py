@@ -15,8 +15,10 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeGuard, cast
 
 from ... import verdict_cache
+from ...documents import RunnerResult
 from ...model import Phase
 from ...runner import hygiene
 from ...runner.protocol import ProgressReader
@@ -40,11 +42,11 @@ HOST = socket.gethostname()
 proc_start = hygiene.live_start_time  # (pid, start time) names one process, whatever reuses the pid later
 
 
-def process_record(pid: int) -> dict:
+def process_record(pid: int) -> dict[str, Any]:
     return {"pid": pid, "start": proc_start(pid)}
 
 
-def same_process_alive(rec: dict | None) -> bool:
+def same_process_alive(rec: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     """Whether the process a record names is still running (same pid, same start)."""
     if not rec or not isinstance(rec.get("pid"), int):
         return False
@@ -52,7 +54,7 @@ def same_process_alive(rec: dict | None) -> bool:
     return start is not None and start == rec.get("start")
 
 
-def owner_alive(owner: dict | None) -> bool:
+def owner_alive(owner: dict[str, Any] | None) -> bool:
     """Whether the engine named by an owner record may still act: provably dead
     only when it ran on this host and its (pid, start time) is gone."""
     if not owner:
@@ -62,7 +64,7 @@ def owner_alive(owner: dict | None) -> bool:
     return same_process_alive(owner)
 
 
-def _write_json_atomic(path: Path, doc: dict) -> None:
+def _write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(json.dumps(doc))
     os.replace(tmp, path)
@@ -87,7 +89,7 @@ def _dir_bytes(path: Path) -> int:
 @dataclass
 class _Build:
     key: str
-    task: asyncio.Task
+    task: asyncio.Task[Observation]
     log_path: str
     waiters: set[str] = field(default_factory=set)
     proc: asyncio.subprocess.Process | None = None
@@ -96,7 +98,7 @@ class _Build:
 
 @dataclass
 class _Run:
-    task: asyncio.Task
+    task: asyncio.Task[Observation]
     run_dir: Path
     proc: asyncio.subprocess.Process | ForkedRunner | None = None
     started_at: str | None = None
@@ -122,10 +124,11 @@ async def _terminate(proc: asyncio.subprocess.Process | ForkedRunner, run_id: st
         await asyncio.shield(asyncio.to_thread(hygiene.kill_all, run_id))
 
 
-def _read_json(path: Path) -> dict | None:
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            doc: dict[str, Any] | None = json.load(f)  # the files this backend writes: objects
+            return doc
     except (OSError, ValueError):
         return None
 
@@ -147,7 +150,7 @@ def _tail(path: str, lines: int) -> str:
     return " | ".join(content[-lines:])[-800:]
 
 
-def _progress_extra(run: _Run) -> dict:
+def _progress_extra(run: _Run) -> dict[str, Any]:
     """``Observation.extra`` carrying the run's progress (``status.progress``
     without ``updatedAt``), when its runner has reported any."""
     snap = run.progress.snapshot()
@@ -162,14 +165,16 @@ def _attempt_of(run_dir: Path) -> int:
         return 0
 
 
-def _observation_from_result(result: dict, started: str | None, finished: str | None,
+def _observation_from_result(result: dict[str, Any], started: str | None, finished: str | None,
                              reference: str | None, run_dir: Path) -> Observation:
     ok = result.get("verdict") == Phase.SUCCEEDED
     # a failure that is not the notebook's (local_faults): the engine retries it or ends the job
     # InfrastructureFailed, never a notebook verdict
     fault = None if ok else fault_of_result(result, run_dir)
-    return Observation(SUCCEEDED if ok else FAILED, message=result.get("message", ""), result=result,
-                       started_at=started, finished_at=finished, reference=reference, fault=fault)
+    # result.json: the runner's result document (runner/protocol.py writes it)
+    return Observation(SUCCEEDED if ok else FAILED, message=result.get("message", ""),
+                       result=cast(RunnerResult, result), started_at=started, finished_at=finished,
+                       reference=reference, fault=fault)
 
 
 def folder_refusal(folder: str, e: verdict_cache.FolderTooLarge, max_files: int, max_bytes: int) -> str:

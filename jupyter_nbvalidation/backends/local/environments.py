@@ -25,6 +25,7 @@ from typing import Any
 from ... import environment_record as envrec
 from ... import requirements as reqmod
 from ... import verdict_cache
+from ...documents import Job, JobSpec
 from ...model import build_enabled, isotime, parse_time
 from ...plan import ValidationPlan, requirements_key, requirements_of, requirements_sentence
 from ...priority import deprioritize
@@ -48,6 +49,7 @@ from .disk import (
     process_record,
     same_process_alive,
 )
+from .state import LocalState
 
 
 def tool_identity() -> dict[str, str]:
@@ -106,10 +108,10 @@ def _local_package_name(path: str) -> str | None:
 
 
 
-class EnvironmentsRoom:
-    """A room of LocalBackend (backend.py): its methods use the state LocalBackend.__init__ sets up."""
+class EnvironmentsRoom(LocalState):
+    """A room of LocalBackend (backend.py): the state it uses is declared by LocalState (state.py)."""
 
-    def _sweep_stale_builds(self, key: str | None = None) -> list[dict]:
+    def _sweep_stale_builds(self, key: str | None = None) -> list[dict[str, Any]]:
         """Remove builds left half-done by an engine that is provably dead (killed
         mid-build): its build step, if still running, is stopped (checked by pid
         and start time), its folder removed. A live engine's build is left alone
@@ -117,7 +119,7 @@ class EnvironmentsRoom:
         envs = self.root / "envs"
         if not envs.is_dir():
             return []
-        live: list[dict] = []
+        live: list[dict[str, Any]] = []
         pattern = f".tmp-{key}-*" if key else ".tmp-*"
         bases: set[str] = set()
         for p in envs.glob(pattern):
@@ -164,7 +166,7 @@ class EnvironmentsRoom:
         }
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
 
-    def _unplanned_env_key(self, job: dict) -> str:
+    def _unplanned_env_key(self, job: Job) -> str:
         """The environment of a job this process has no plan for (another
         process reconciles it): from its snapshot, as its plan would have it."""
         return self._env_key_of(requirements_key(requirements_of(job, self._snapshot(job))))
@@ -176,7 +178,7 @@ class EnvironmentsRoom:
         local package rebuilds)."""
         return self._env_key_of(plan.requirements_key)
 
-    async def verdict_environment(self, spec: dict, requirements: Requirements) -> str | None:
+    async def verdict_environment(self, spec: JobSpec, requirements: Requirements) -> str | None:
         """The kernel's environment as the verdict cache keys it (verdict_cache):
         a built one by its environment key, an unbuilt one (the build disabled) by
         its interpreter and every distribution installed in it; None when that is
@@ -192,7 +194,7 @@ class EnvironmentsRoom:
 
         return await asyncio.to_thread(identity)
 
-    async def same_verdict_environment(self, job: dict, environment: str) -> bool:
+    async def same_verdict_environment(self, job: Job, environment: str) -> bool:
         """An unbuilt environment is in the key whole (the interpreter and every
         distribution); a built one must still be there and not have been built
         again since the job's validation started (an environment evicted and built
@@ -224,14 +226,14 @@ class EnvironmentsRoom:
             return None
         return self._read_marker(path.name).get("completionTime") or None
 
-    async def prepare(self, job: dict, plan: ValidationPlan) -> str:
+    async def prepare(self, job: Job, plan: ValidationPlan) -> str:
         self._keys[job["metadata"]["uid"]] = self.env_key(plan)
         return f"{plan.detected}."
 
     def _env_ready(self, key: str) -> bool:
         return (self.env_dir(key) / ENV_MARKER).is_file()
 
-    async def ensure_build(self, job: dict, plan: ValidationPlan) -> Observation:
+    async def ensure_build(self, job: Job, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
         key = self._keys[uid] = self.env_key(plan)
         strategy = self.build_strategy(job)
@@ -258,6 +260,7 @@ class EnvironmentsRoom:
                 if build is None or build.task.done():
                     stamp = isotime().replace(":", "").replace(".", "")
                     log_path = str(self.root / "logs" / f"build-{key}-{stamp}.log")
+                    # its task is made next, from the record (which it fills): the record comes first
                     build = _Build(key=key, task=None, log_path=log_path)  # type: ignore[arg-type]
                     build.task = asyncio.get_running_loop().create_task(
                         self._build_or_adopt(build, reqs, strategy, log_path))
@@ -268,7 +271,7 @@ class EnvironmentsRoom:
                            strategy=strategy)
 
     @staticmethod
-    def _shared_failure(build: _Build | None, job: dict) -> Observation | None:
+    def _shared_failure(build: _Build | None, job: Job) -> Observation | None:
         """A build of this environment that failed for good after the job was submitted:
         the job waited on it (queued for a build slot meanwhile), so it gets that failure
         without building again. A job submitted after the failure builds anew (failures are
@@ -308,9 +311,10 @@ class EnvironmentsRoom:
                                log_path=marker.get("log"), strategy=marker.get("strategy", strategy))
         return await self._build(build, requirements, strategy, log_path)
 
-    def _read_marker(self, key: str) -> dict:
+    def _read_marker(self, key: str) -> dict[str, Any]:
         try:
-            return json.loads((self.env_dir(key) / ENV_MARKER).read_text())
+            marker: dict[str, Any] = json.loads((self.env_dir(key) / ENV_MARKER).read_text())  # _build_in's
+            return marker
         except (OSError, ValueError):
             return {}
 
@@ -369,7 +373,7 @@ class EnvironmentsRoom:
         except (OSError, ValueError) as e:
             return Observation(FAILED, message=f"The environment build could not run: {e}", started_at=started,
                                finished_at=isotime(), log_path=log_path, strategy=strategy,
-                               fault=fault_of_oserror(e, tmp.parent) if is_no_space(e) else None)
+                               fault=fault_of_oserror(e, tmp.parent) if isinstance(e, OSError) and is_no_space(e) else None)
         finally:
             if tmp.exists():
                 await asyncio.to_thread(shutil.rmtree, tmp, True)
@@ -460,7 +464,7 @@ class EnvironmentsRoom:
                            finished_at=isotime(), log_path=log_path, strategy=strategy,
                            message=f"Built with {strategy} ({requirements_sentence(requirements.count, None)}).")
 
-    async def cancel_build(self, job: dict) -> None:
+    async def cancel_build(self, job: Job) -> None:
         rec = self._job_build.pop(job["metadata"]["uid"], None)
         if rec is None:
             return
@@ -468,7 +472,7 @@ class EnvironmentsRoom:
         if not rec.waiters and not rec.task.done():
             await cancel_and_wait(rec.task)
 
-    async def _record_environment(self, job: dict, python: str, reference: str | None) -> None:
+    async def _record_environment(self, job: Job, python: str, reference: str | None) -> None:
         """The job's environment record (environment_record.py), beside its runs. A
         built environment never changes: its distributions are read once, when it is
         first used, and kept in it; with the build disabled they are read now from the
@@ -514,7 +518,7 @@ class EnvironmentsRoom:
         with contextlib.suppress(OSError):  # a full disk fails the run itself, where it is told as such
             await asyncio.to_thread(write)
 
-    async def environment_record(self, job: dict) -> dict | None:
+    async def environment_record(self, job: Job) -> dict[str, Any] | None:
         return await asyncio.to_thread(_read_json, self.job_dir(job) / RECORD_FILE)
 
     @staticmethod
@@ -522,4 +526,3 @@ class EnvironmentsRoom:
         if reference:
             with contextlib.suppress(OSError):
                 (Path(reference) / LAST_USE).touch()
-

@@ -13,13 +13,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ...documents import Job
 from ...model import build_enabled, isotime, parse_time
 from ...store.base import NotFound as NotFoundError
 from .disk import ENV_MARKER, LAST_USE, _dir_bytes, isotime_of
+from .state import LocalState
 
 
-class RetentionRoom:
-    """A room of LocalBackend (backend.py): its methods use the state LocalBackend.__init__ sets up."""
+class RetentionRoom(LocalState):
+    """A room of LocalBackend (backend.py): the state it uses is declared by LocalState (state.py)."""
 
     async def _gc_loop(self) -> None:
         await asyncio.sleep(min(60.0, self.gc_interval))  # not in the way of the take-over
@@ -35,7 +37,7 @@ class RetentionRoom:
                 self.log.warning("nbvalidation: garbage collection failed: %s", e)
             await asyncio.sleep(self.gc_interval)
 
-    async def delete_job(self, job: dict) -> None:
+    async def delete_job(self, job: Job) -> None:
         """Remove a finished job: its record and events, then its folder
         (snapshot, runs, executed notebook)."""
         await self.store.delete(job["metadata"]["name"])
@@ -67,9 +69,9 @@ class RetentionRoom:
 
         return keys | await asyncio.to_thread(compute)
 
-    def _env_entries(self) -> list[dict]:
+    def _env_entries(self) -> list[dict[str, Any]]:
         envs = self.root / "envs"
-        out = []
+        out: list[dict[str, Any]] = []
         if not envs.is_dir():
             return out
         for d in envs.iterdir():
@@ -92,7 +94,7 @@ class RetentionRoom:
         """Job folders without a job (a crash between a delete's two steps); young
         ones are left alone (a submit writes its folder before its record)."""
         jobs = self.root / "jobs"
-        removed = []
+        removed: list[str] = []
         if not jobs.is_dir():
             return removed
         for d in jobs.iterdir():
@@ -104,7 +106,7 @@ class RetentionRoom:
             shutil.rmtree(d, ignore_errors=True)
         return removed
 
-    async def collect(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict:
+    async def collect(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict[str, Any]:
         """Retention (finished jobs older than ``job_ttl``) and the environment
         cache cap (least recently used first, never one in use); returns what
         was removed."""
@@ -123,10 +125,10 @@ class RetentionRoom:
                     except NotFoundError:
                         continue  # deleted meanwhile
                     report["jobs"].append({"name": job["metadata"]["name"], "completionTime": st["completionTime"]})
-        finished = await self.store.list_finished()  # copies an engine could not remove at the end
+        finished_jobs = await self.store.list_finished()  # copies an engine could not remove at the end
 
         def sweep_copies() -> None:
-            for job in finished:
+            for job in finished_jobs:
                 self._remove_copies(job)
 
         await asyncio.to_thread(sweep_copies)
@@ -151,4 +153,3 @@ class RetentionRoom:
                                        "lastUse": isotime_of(e["lastUseEpoch"])})
         report["envCacheBytes"] = total
         return report
-

@@ -11,9 +11,11 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from ... import requirements as reqmod
 from ... import verdict_cache
+from ...documents import Job
 from ...model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, isotime, validation_attempt
 from ...plan import ValidationPlan
 from ...priority import deprioritize
@@ -43,12 +45,13 @@ from .disk import (
     process_record,
     same_process_alive,
 )
+from .state import LocalState
 
 
-class RunsRoom:
-    """A room of LocalBackend (backend.py): its methods use the state LocalBackend.__init__ sets up."""
+class RunsRoom(LocalState):
+    """A room of LocalBackend (backend.py): the state it uses is declared by LocalState (state.py)."""
 
-    async def ensure_validation(self, job: dict, reference: str | None, plan: ValidationPlan) -> Observation:
+    async def ensure_validation(self, job: Job, reference: str | None, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
         attempt = validation_attempt(job)
         run = self._runs.get(uid)
@@ -79,6 +82,7 @@ class RunsRoom:
         if state == "foreign":
             # another engine's run (a follower that started it while it led, or a
             # killed holder's runner still at work): watch it, never start a second one
+            # (task=None: its task is made next, from the record, which it fills)
             run = _Run(task=None, run_dir=run_dir, name=job["metadata"]["name"], adopted=True,  # type: ignore[arg-type]
                        attempt=attempt)
             run.task = asyncio.get_running_loop().create_task(self._adopt(job, run, reference))
@@ -96,6 +100,7 @@ class RunsRoom:
             python = self.unbuilt_python
         await asyncio.to_thread(self._touch_env, reference)
         await self._record_environment(job, python, reference)
+        # task=None: its task is made next, from the record (which it fills)
         run = _Run(task=None, run_dir=run_dir, name=job["metadata"]["name"], attempt=attempt)  # type: ignore[arg-type]
         run.task = asyncio.get_running_loop().create_task(self._validate(job, run, python, reference, plan))
         self._runs[uid] = run
@@ -124,7 +129,7 @@ class RunsRoom:
             return "failed"  # its (live) owner saw the runner exit without a result
         return "foreign"  # its live owner is about to start it, or to record how it ended
 
-    def _locate(self, job: dict, attempt: int = 0) -> tuple[Path, str]:
+    def _locate(self, job: Job, attempt: int = 0) -> tuple[Path, str]:
         """The newest run folder and its state (see ``_run_state``), or a new run
         folder (state ``new``) owned by this engine when there is none to wait for.
         A run of an earlier attempt (``model.validation_attempt``: the engine
@@ -143,7 +148,7 @@ class RunsRoom:
             (run_dir / "attempt").write_text(str(attempt))
         return run_dir, "new"
 
-    async def _adopt(self, job: dict, run: _Run, reference: str | None) -> Observation:
+    async def _adopt(self, job: Job, run: _Run, reference: str | None) -> Observation:
         """Wait for another engine's run to end, then read what it left."""
         name = job["metadata"]["name"]
         last_notify = 0.0
@@ -163,11 +168,11 @@ class RunsRoom:
                     obs.extra.update(_progress_extra(run))
                     return obs
                 if state == "failed":
-                    meta = await asyncio.to_thread(_read_json, run.run_dir / "run.json") or {}
+                    ended = await asyncio.to_thread(_read_json, run.run_dir / "run.json") or {}
                     tail = await asyncio.to_thread(_tail, str(run.run_dir / "runner.log"), 8)
-                    fault = await asyncio.to_thread(fault_of_exit, meta.get("exitCode"), tail, run.run_dir)
-                    return Observation(FAILED, started_at=meta.get("startTime"),
-                                       finished_at=meta.get("completionTime"), reference=reference,
+                    fault = await asyncio.to_thread(fault_of_exit, ended.get("exitCode"), tail, run.run_dir)
+                    return Observation(FAILED, started_at=ended.get("startTime"),
+                                       finished_at=ended.get("completionTime"), reference=reference,
                                        message=fault.cause, fault=fault)
                 if state == "dead":
                     return Observation(RUNNING, reference=reference, extra={"again": True})
@@ -179,7 +184,7 @@ class RunsRoom:
         (run.run_dir / "pid").write_text(str(pid))
         _write_json_atomic(run.run_dir / "owner.json", {**self.owner(), "runner": process_record(pid)})
 
-    def _working_folder(self, job: dict) -> tuple[str | None, str | None, str | None]:
+    def _working_folder(self, job: Job) -> tuple[str | None, str | None, str | None]:
         """(folder, root, snapshot) the attempt's working copy is made from: the notebook's
         folder (under a mirror of the root) or, with spec.inputFiles, the job's snapshot
         of the files it named (an older job without the folder recorded: its input folder)."""
@@ -190,7 +195,7 @@ class RunsRoom:
             return folder, annotations.get(ROOT_ANNOTATION), None
         return None, None, str(inp / "inputs" if job["spec"].get("inputFiles") else inp)
 
-    def runner_argv(self, job: dict, run_dir: Path, python: str, plan: ValidationPlan) -> list[str]:
+    def runner_argv(self, job: Job, run_dir: Path, python: str, plan: ValidationPlan) -> list[str]:
         """The runner's command: where things are here, then what the plan asks (``plan.runner_args``)."""
         inp = self.job_dir(job) / "input"
         # the kernel works in the attempt's own copy of its folder (workcopy.prepare makes it)
@@ -209,7 +214,7 @@ class RunsRoom:
             argv += ["--sandbox", str(run_dir / "sandbox.json")]
         return argv
 
-    async def _validate(self, job: dict, run: _Run, python: str, reference: str | None,
+    async def _validate(self, job: Job, run: _Run, python: str, reference: str | None,
                         plan: ValidationPlan) -> Observation:
         name = job["metadata"]["name"]
         try:
@@ -228,7 +233,7 @@ class RunsRoom:
         finally:
             self._notify(name)
 
-    async def _validate_in(self, job: dict, run: _Run, python: str, reference: str | None,
+    async def _validate_in(self, job: Job, run: _Run, python: str, reference: str | None,
                            plan: ValidationPlan) -> Observation:
         async with self._run_slots:
             run.started_at = isotime()
@@ -299,7 +304,7 @@ class RunsRoom:
             obs.extra.update(_progress_extra(run))
             return obs
 
-    async def _keep_outputs(self, job: dict, run_dir: Path) -> None:
+    async def _keep_outputs(self, job: Job, run_dir: Path) -> None:
         """--keep-outputs: what the attempt's notebook wrote in its copy, out of the run
         folder (never into the project; a failure to is logged, the verdict stands)."""
         folder, root, snapshot = self._working_folder(job)
@@ -358,7 +363,7 @@ class RunsRoom:
                 pending, last_notify = False, time.monotonic()
                 self._notify(run.name)
 
-    async def cancel_validation(self, job: dict) -> None:
+    async def cancel_validation(self, job: Job) -> None:
         run = self._runs.pop(job["metadata"]["uid"], None)
         if run is None or run.adopted:
             # a run this engine did not start is stopped only when its owner is provably
@@ -373,7 +378,7 @@ class RunsRoom:
             await cancel_and_wait(run.task)
         await asyncio.to_thread(workcopy.remove, run.run_dir)  # the attempt's copy of the folder
 
-    def _stop_orphan_run(self, job: dict) -> None:
+    def _stop_orphan_run(self, job: Job) -> None:
         last = self._latest_run(job)
         owner = _read_json(last / "owner.json") if last is not None else None
         if owner is None or self._mine(owner) or owner_alive(owner):
@@ -382,7 +387,7 @@ class RunsRoom:
         if same_process_alive(runner):  # verified pid and start time: the dead engine's runner
             hygiene.kill_group(runner["pid"], signal.SIGTERM)
 
-    async def cleanup(self, job: dict) -> None:
+    async def cleanup(self, job: Job) -> None:
         uid = job["metadata"]["uid"]
         rec = self._job_build.pop(uid, None)
         if rec is not None:
@@ -397,7 +402,7 @@ class RunsRoom:
         reqmod.release(job["metadata"]["name"])
         await asyncio.to_thread(self._remove_copies, job)
 
-    def _remove_copies(self, job: dict) -> None:
+    def _remove_copies(self, job: Job) -> None:
         """The working copies of a job's attempts, gone (the run data: result, executed
         notebook, logs, stay); one another engine's live runner works in is left to it
         (the GC's sweep removes it once the job has ended)."""
@@ -406,19 +411,21 @@ class RunsRoom:
                     and self._run_state(run_dir) != "foreign":
                 workcopy.remove(run_dir)
 
-    def _latest_run(self, job: dict) -> Path | None:
+    def _latest_run(self, job: Job) -> Path | None:
         runs = sorted(self.job_dir(job).glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
         return runs[-1] if runs else None
 
-    async def executed_notebook(self, job: dict) -> dict | None:
-        def read() -> dict | None:
+    async def executed_notebook(self, job: Job) -> dict[str, Any] | None:
+        def read() -> dict[str, Any] | None:
             run = self._latest_run(job)
             if run is None or not (run / "executed.ipynb").is_file():
                 return None
             import nbformat  # here, not at import time: importing it imports jsonschema
 
-            # nbformat.read rejoins multi-line strings: clients get plain strings
-            return nbformat.read(str(run / "executed.ipynb"), as_version=4)
+            # nbformat.read rejoins multi-line strings: clients get plain strings; it returns a
+            # NotebookNode (a dict) and is untyped
+            nb: dict[str, Any] = nbformat.read(  # type: ignore[no-untyped-call]
+                str(run / "executed.ipynb"), as_version=4)
+            return nb
 
         return await asyncio.to_thread(read)
-

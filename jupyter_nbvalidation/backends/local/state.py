@@ -1,0 +1,120 @@
+"""What the rooms of the local backend share: the settings and state ``LocalBackend``
+(backend.py) sets up, declared once with their types, and the methods one room calls
+that another room or ``LocalBackend`` defines. The rooms (environments.py, runs.py,
+retention.py) subclass it; ``LocalBackend`` fulfils it. Declarations only: the
+attributes are annotations (the traits and ``__init__`` of backend.py give them their
+values), and each method here is overridden by the class that defines it, which comes
+before this one in ``LocalBackend``'s method resolution order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from ...documents import Job
+from ...plan import Snapshot
+from ...store.sqlite import SQLiteJobStore
+from ..forkserver import RunnerForkServer
+from .disk import _Build, _Run
+
+
+class LocalState:
+    """The state of ``LocalBackend`` that its rooms use (see the module's docstring)."""
+
+    # -- settings (LocalBackend's traits) ------------------------------------------
+    data_dir: str
+    python: str
+    unbuilt_python: str
+    uv_path: str
+    kernel_packages: list[str]
+    niceness: int
+    fork_runners: bool
+    job_ttl: float
+    env_cache_max_bytes: int
+    env_min_idle: float
+    max_folder_files: int
+    max_folder_bytes: int
+    keep_outputs_dir: str
+    gc_interval: float
+    log: logging.Logger  # LoggingConfigurable's
+
+    # -- state (LocalBackend.__init__) ----------------------------------------------
+    store: SQLiteJobStore
+    _notify: Callable[[str], None]
+    _builds: dict[str, _Build]  # by env key
+    _job_build: dict[str, _Build]  # by job uid
+    _runs: dict[str, _Run]  # by job uid
+    _unbuilt_records: dict[str, tuple[str, dict[str, Any]]]
+    _build_slots: asyncio.Semaphore
+    _run_slots: asyncio.Semaphore
+    _python_version: str | None
+    _keys: dict[str, str]  # env key by job uid
+    last_gc: dict[str, Any] | None
+    _forkserver: RunnerForkServer | None
+    _sandbox: dict[str, Any] | None
+
+    # -- LocalBackend's (backend.py) ------------------------------------------------
+    @property
+    def root(self) -> Path:
+        raise NotImplementedError
+
+    def job_dir(self, job: Job) -> Path:
+        raise NotImplementedError
+
+    def env_dir(self, key: str) -> Path:
+        raise NotImplementedError
+
+    def owner(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _mine(self, owner: dict[str, Any] | None) -> bool:
+        raise NotImplementedError
+
+    def _niced(self, argv: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    async def _check_python(self) -> None:
+        raise NotImplementedError
+
+    async def sandbox_state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _sandbox_config(self, job: Job, run_dir: Path) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def private_paths(self) -> frozenset[str]:
+        raise NotImplementedError
+
+    def build_strategy(self, job: Job) -> str:
+        raise NotImplementedError
+
+    def _snapshot(self, job: Job) -> Snapshot:
+        raise NotImplementedError
+
+    # -- EnvironmentsRoom's (environments.py) -----------------------------------------
+    def _unplanned_env_key(self, job: Job) -> str:
+        raise NotImplementedError
+
+    async def _record_environment(self, job: Job, python: str, reference: str | None) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _touch_env(reference: str | None) -> None:
+        raise NotImplementedError
+
+    # -- RunsRoom's (runs.py) --------------------------------------------------------
+    def _working_folder(self, job: Job) -> tuple[str | None, str | None, str | None]:
+        raise NotImplementedError
+
+    def _remove_copies(self, job: Job) -> None:
+        raise NotImplementedError
+
+    async def cleanup(self, job: Job) -> None:
+        raise NotImplementedError
+
+    # -- RetentionRoom's (retention.py) ------------------------------------------------
+    async def collect(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict[str, Any]:
+        raise NotImplementedError
+
