@@ -201,3 +201,12 @@ def make_wheel(name: str, version: str, source: str) -> bytes:
         for p, c in {**files, f"{dist}/RECORD": record}.items():
             z.writestr(p, c)
     return buf.getvalue()
+
+
+def make_local_package(folder: Path, value: int) -> None:
+    """A setuptools project ``mylocalpkg`` 1.0 in ``folder`` whose ``VALUE`` is ``value``."""
+    (folder / "mylocalpkg").mkdir(parents=True, exist_ok=True)
+    (folder / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
+                                           'build-backend = "setuptools.build_meta"\n'
+                                           '[project]\nname = "mylocalpkg"\nversion = "1.0"\n')
+    (folder / "mylocalpkg" / "__init__.py").write_text(f"VALUE = {value}\n")

@@ -12,20 +12,13 @@ from pathlib import Path
 
 import pytest
 from helpers import rest_call as call
+from helpers import make_local_package as _local_package
 from helpers import rest_wait_terminal, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation import environment_record as envrec
 from jupyter_nbvalidation.model import Phase
 from jupyter_nbvalidation.render import environment_block
-
-
-def _local_package(folder: Path, value: int) -> None:
-    (folder / "mylocalpkg").mkdir(parents=True, exist_ok=True)
-    (folder / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
-                                           'build-backend = "setuptools.build_meta"\n'
-                                           '[project]\nname = "mylocalpkg"\nversion = "1.0"\n')
-    (folder / "mylocalpkg" / "__init__.py").write_text(f"VALUE = {value}\n")
 
 
 def _python_of(env_dir: str) -> dict:

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import make_local_package as _local_package
 from helpers import make_wheel as _wheel
 from helpers import write_notebook
 from tornado.httpclient import HTTPClientError
@@ -300,14 +301,6 @@ async def test_an_index_password_is_used_and_never_stored_or_shown(jp_fetch, jp_
         assert any("alice:***@127.0.0.1" in a for a in answers)  # shown, masked
     finally:
         index.close()
-
-
-def _local_package(folder: Path, value: int) -> None:
-    (folder / "mylocalpkg").mkdir(parents=True, exist_ok=True)
-    (folder / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
-                                           'build-backend = "setuptools.build_meta"\n'
-                                           '[project]\nname = "mylocalpkg"\nversion = "1.0"\n')
-    (folder / "mylocalpkg" / "__init__.py").write_text(f"VALUE = {value}\n")
 
 
 async def test_editing_a_local_package_inside_the_root_rebuilds(jp_fetch, jp_serverapp, jp_root_dir):

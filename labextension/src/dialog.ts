@@ -1,40 +1,11 @@
 /** The "Validate with options" dialog body (plain DOM, Dialog-compatible). */
 import { Widget } from '@lumino/widgets';
-import {
-  describeOptionError,
-  IOptionError,
-  ISpecOptions,
-  OPTION_FIELDS,
-  OPTION_LABELS,
-  OptionKey
-} from './spec';
+import { describeOptionError, IOptionError, OPTION_FIELDS, OPTION_LABELS, OptionKey } from './spec';
 
-/** Every field of the dialog, as typed. */
-export interface IValidateOptions extends ISpecOptions {
-  goldenPath: string;
-  buildEnabled: boolean;
-  timeout: string;
-  cellTimeout: string;
-  absTolerance: string;
-  relTolerance: string;
-  ignoreOutputs: string;
-  parameters: string;
-  lax: boolean;
-}
+import type { IValidateOptions } from './options';
 
-export function emptyOptions(buildEnabled: boolean, timeout: string): IValidateOptions {
-  return {
-    goldenPath: '',
-    buildEnabled,
-    timeout,
-    cellTimeout: '',
-    absTolerance: '',
-    relTolerance: '',
-    ignoreOutputs: '',
-    parameters: '',
-    lax: false
-  };
-}
+export { emptyOptions } from './options';
+export type { IValidateOptions } from './options';
 
 let counter = 0;
 

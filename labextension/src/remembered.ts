@@ -5,7 +5,7 @@
  * with, also after "Accept as golden" — and the dialog opens with them.
  * Nothing is kept when storage is unavailable (private windows, quotas).
  */
-import type { IValidateOptions } from './dialog';
+import type { IValidateOptions } from './options';
 
 const PREFIX = 'jupyter-nbvalidation:options:';
 

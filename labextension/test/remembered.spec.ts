@@ -1,20 +1,5 @@
-import type { IValidateOptions } from '../src/dialog';
+import { emptyOptions } from '../src/options';
 import { forgetOptions, rememberedOptions, rememberOptions } from '../src/remembered';
-
-// as dialog.ts's emptyOptions (not imported: it pulls in @lumino/widgets, which needs a DOM)
-function emptyOptions(buildEnabled: boolean, timeout: string): IValidateOptions {
-  return {
-    goldenPath: '',
-    buildEnabled,
-    timeout,
-    cellTimeout: '',
-    absTolerance: '',
-    relTolerance: '',
-    ignoreOutputs: '',
-    parameters: '',
-    lax: false
-  };
-}
 
 class MemoryStorage implements Storage {
   private items = new Map<string, string>();
