@@ -238,6 +238,10 @@ async def test_build_failed_never_creates_a_pod(env, admin, aio_admin):
     assert (st["phase"], st["reason"]) == (Phase.FAILED, Reason.BUILD_FAILED)
     assert st["buildStatus"]["phase"] == "Failed" and "imageReference" not in st["buildStatus"]
     assert "BackoffLimitExceeded" in st["message"] and "No matching distribution found for nosuchpkg" in st["message"]
+    # the installer's own error first, the Job's condition after it (issue 21)
+    assert st["message"].startswith("The environment build failed: error: pip install failed: No matching "
+                                    "distribution found for nosuchpkg "
+                                    "(the image build failed: BackoffLimitExceeded"), st["message"]
     assert phases(done) == [Phase.INITIALIZING, Phase.BUILDING, Phase.FAILED]
     assert st["conditions"] and {c["type"]: c["status"] for c in st["conditions"]}["BuildReady"] == "False"
     # no validation pod, ever (only the builder pod the "Job controller" made)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...backends import build_failure
 from ...backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
 from ...documents import Job
 from ...events import scrub
@@ -80,15 +81,20 @@ class JobBuilder(Builder):
                                message=f"Pushed {destination}.")
         if "Failed" in true:
             cond = true["Failed"]
-            cause = res.registry_fault(await self._failure_output(bj), destination)
+            output = await self._failure_output(bj)
+            cause = res.registry_fault(output, destination)
             if cause is not None:  # not the requirements': the registry was away or refused for now
                 cause = scrub(cause)
                 return Observation(FAILED, strategy="job", started_at=started, message=cause,
                                    finished_at=cond.get("lastTransitionTime"), fault=Fault(cause, True))
-            detail = await self._failure_detail(bj)
-            message = f"{cond.get('reason') or 'Failed'}: {cond.get('message') or 'the build job failed'}"
-            if detail:
-                message += f". Builder output: {detail}"
+            head = f"{cond.get('reason') or 'Failed'}: {cond.get('message') or 'the build job failed'}"
+            installer = build_failure.cause_lines(output.splitlines())
+            if installer:  # the installer's own error first (issue 21), the Job's condition after it
+                message = (f"{build_failure.cut_words(' '.join(installer), build_failure.CAUSE_LIMIT)} "
+                           f"(the image build failed: {head.rstrip('.')}; the whole log: GET …/buildlog)")
+            else:
+                detail = await self._failure_detail(bj)
+                message = head + (f". Builder output: {detail}" if detail else "")
             return Observation(FAILED, strategy="job", started_at=started,
                                finished_at=cond.get("lastTransitionTime"), message=scrub(message))
         return Observation(RUNNING, strategy="job", started_at=started,
