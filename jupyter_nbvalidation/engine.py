@@ -24,6 +24,7 @@ from typing import Any, Callable, Union, cast
 
 from .backends.base import FAILED, RUNNING, SUCCEEDED, Backend, Observation
 from .documents import Job, JobStatus, Progress, Transition, ValidationStatus
+from .env_notes import environment_sentence, missing_module_hint
 from .errors import InputRejected, PermanentFailure, TemporaryFailure
 from .events import EventRecorder, scrub, transition_event_name
 from .model import (
@@ -47,7 +48,6 @@ from .model import (
     utcnow,
     validation_attempt,
 )
-from .env_notes import environment_sentence, missing_module_hint
 from .plan import Timeouts, ValidationPlan, make_plan, missing_file_hint, timeouts
 from .store.base import Conflict, NotFound
 from .tasks import cancel_all, cancel_and_wait, wait_within

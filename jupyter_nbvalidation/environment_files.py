@@ -44,11 +44,10 @@ same checks as a requirements file):
 
 from __future__ import annotations
 
-import tomllib
-
 import configparser
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 

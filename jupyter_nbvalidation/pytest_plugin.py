@@ -64,8 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "name and .ipynb in its golden copy's name, e.g. .golden")
     if suffix and config.getoption("nbvalidation_golden_self"):
         raise pytest.UsageError("--nbvalidation-golden-suffix and --nbvalidation-golden-self: give one of them")
-    from .model import SpecError, validate_spec
     from .cli import spec_from_options
+    from .model import SpecError, validate_spec
 
     options = spec_from_options(_spec_args(config))
     try:  # a bad option is refused once, before anything is collected or submitted

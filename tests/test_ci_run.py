@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import xml.etree.ElementTree as ET
-from html.parser import HTMLParser
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat

@@ -36,8 +36,9 @@ def test_the_cli_without_a_server_honours_the_servers_config(tmp_path):
 
 
 def test_the_command_line_wins_over_the_config(tmp_path):
-    from jupyter_nbvalidation.composition import local_service
     from traitlets.config import Config
+
+    from jupyter_nbvalidation.composition import local_service
 
     config = Config({"NBValidation": {"validation_timeout": 4.0, "max_input_files": 7},
                      "LocalBackend": {"data_dir": str(tmp_path / "configured"), "niceness": 5}})

@@ -18,7 +18,6 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-
 # beside the checkout (…/shared/corpus), also for a worktree deeper down
 CORPUS = next((p / "shared" / "corpus" for p in Path(__file__).resolve().parents if (p / "shared" / "corpus").is_dir()),
               Path(__file__).resolve().parents[1].parent / "shared" / "corpus")

@@ -17,9 +17,9 @@ from fake_backend import FakeBackend
 from helpers import phases, reasons
 
 from jupyter_nbvalidation.backends.base import FAILED, Observation
-from jupyter_nbvalidation.errors import InputRejected as InputError
 from jupyter_nbvalidation.engine import Engine, new_status
 from jupyter_nbvalidation.errors import InputRejected, PermanentFailure, TemporaryFailure
+from jupyter_nbvalidation.errors import InputRejected as InputError
 from jupyter_nbvalidation.events import transition_event_name
 from jupyter_nbvalidation.model import CANCEL_ANNOTATION, Phase, Reason, isotime, new_job
 from jupyter_nbvalidation.tasks import wait_within

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import rest_call as call
 from helpers import make_local_package as _local_package
+from helpers import rest_call as call
 from helpers import rest_wait_terminal, write_notebook
 from tornado.httpclient import HTTPClientError
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import write_notebook
-from tornado.httpclient import HTTPClientError
 from helpers import rest_call as call
-from helpers import rest_wait_terminal
+from helpers import rest_wait_terminal, write_notebook
+from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.model import Phase
 

@@ -16,7 +16,6 @@ import sys
 import time
 
 import pytest
-
 from helpers import leftover_processes, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"

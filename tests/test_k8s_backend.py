@@ -29,12 +29,28 @@ import pytest
 import pytest_asyncio
 import yaml
 from helpers import plan_for, write_notebook
-from k8s_support import (DIGEST, LOG, NOBUILD, REGISTRY, RUNNER_IMAGE, WAIT, events_of, get_or_none,
-                         make_env, phases, reasons, run_builder, run_validation, summary, wait_for, wait_object)
+from k8s_support import (
+    DIGEST,
+    LOG,
+    NOBUILD,
+    REGISTRY,
+    RUNNER_IMAGE,
+    WAIT,
+    events_of,
+    get_or_none,
+    make_env,
+    phases,
+    reasons,
+    run_builder,
+    run_validation,
+    summary,
+    wait_for,
+    wait_object,
+)
 
 from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.k8s.backend import IMAGE_ANNOTATION
-from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, CONFIGMAPS, Kube, KubeApiError, connect
+from jupyter_nbvalidation.k8s.client import CONFIGMAPS, EVENTS, JOBS, PODS, Kube, KubeApiError, connect
 from jupyter_nbvalidation.k8s.store import NVJ
 from jupyter_nbvalidation.model import NOTICE_REASONS, Phase, Reason
 from jupyter_nbvalidation.plan import Snapshot, make_plan

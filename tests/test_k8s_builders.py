@@ -24,8 +24,7 @@ from k8s_support import DIGEST, REGISTRY, WAIT, events_of, make_env, reasons, ru
 
 from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.k8s.builders import BuildSettings, BuildSite
-from jupyter_nbvalidation.k8s.builders.openshift import BC_LABEL, BUILD_NUMBER, BUILDCONFIGS, BUILDS, \
-    OpenShiftBuilder
+from jupyter_nbvalidation.k8s.builders.openshift import BC_LABEL, BUILD_NUMBER, BUILDCONFIGS, BUILDS, OpenShiftBuilder
 from jupyter_nbvalidation.k8s.builders.tekton import PIPELINERUNS, TASKRUNS
 from jupyter_nbvalidation.k8s.children import Children
 from jupyter_nbvalidation.k8s.client import MERGE_PATCH

@@ -19,8 +19,19 @@ import asyncio
 import pytest
 import pytest_asyncio
 from helpers import write_notebook
-from k8s_support import (LOG, NOBUILD, RUNNER_IMAGE, events_of, get_or_none, make_env, phases, reasons,
-                         summary, wait_for, wait_object)
+from k8s_support import (
+    LOG,
+    NOBUILD,
+    RUNNER_IMAGE,
+    events_of,
+    get_or_none,
+    make_env,
+    phases,
+    reasons,
+    summary,
+    wait_for,
+    wait_object,
+)
 
 from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.k8s import results as res
@@ -429,8 +440,9 @@ async def run_build_attempt(admin, api, ns: str, job_name: str, attempt: int, *,
     import copy
     import uuid
 
-    from jupyter_nbvalidation.k8s.client import JOBS
     from k8s_support import DIGEST
+
+    from jupyter_nbvalidation.k8s.client import JOBS
 
     bj_name = obj.build_job_name(job_name, attempt)
     bj = await wait_object(admin, JOBS.path(ns, bj_name))

@@ -23,8 +23,18 @@ import pytest
 import pytest_asyncio
 from conftest import ServerProcess
 from helpers import write_notebook
-from k8s_support import (BASE_IMAGE, NOBUILD, REGISTRY, WAIT, events_of, make_env, reasons, run_builder, run_validation,
-                         wait_object)
+from k8s_support import (
+    BASE_IMAGE,
+    NOBUILD,
+    REGISTRY,
+    WAIT,
+    events_of,
+    make_env,
+    reasons,
+    run_builder,
+    run_validation,
+    wait_object,
+)
 
 from jupyter_nbvalidation.k8s import objects as obj
 from jupyter_nbvalidation.k8s.client import JOBS, PODS, WATCH_OPEN

@@ -13,7 +13,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 

@@ -28,8 +28,14 @@ from jupyter_nbvalidation.k8s import results as res
 from jupyter_nbvalidation.k8s.client import PODS
 from jupyter_nbvalidation.k8s.progress import PodProgress, container_instance, parse_stamp
 from jupyter_nbvalidation.model import Phase
-from jupyter_nbvalidation.runner.protocol import (PROGRESS_PREFIX, TERMINATION_LOG_LIMIT, ProgressReader,
-                                                  parse_log, parse_summary, progress_line)
+from jupyter_nbvalidation.runner.protocol import (
+    PROGRESS_PREFIX,
+    TERMINATION_LOG_LIMIT,
+    ProgressReader,
+    parse_log,
+    parse_summary,
+    progress_line,
+)
 
 try:
     import k8s_harness as harness

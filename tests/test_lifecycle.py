@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import write_notebook
-from tornado.httpclient import HTTPClientError
 from helpers import rest_call as call
 from helpers import rest_wait_terminal as wait_terminal
+from helpers import write_notebook
+from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.model import Phase, Reason
 from jupyter_nbvalidation.store.base import NotFound

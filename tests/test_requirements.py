@@ -19,15 +19,12 @@ from pathlib import Path
 import pytest
 from helpers import make_local_package as _local_package
 from helpers import make_wheel as _wheel
-from helpers import write_notebook
-from tornado.httpclient import HTTPClientError
 from helpers import rest_call as call
-from helpers import rest_wait_terminal
+from helpers import rest_wait_terminal, write_notebook
+from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation import requirements as reqmod
 from jupyter_nbvalidation.model import Phase, Reason
-
-
 
 
 async def refused(jp_fetch, body) -> tuple[int, dict]:

@@ -7,14 +7,11 @@ import asyncio
 import json
 
 import pytest
-from helpers import write_notebook
-from tornado.httpclient import HTTPClientError
 from helpers import rest_call as call
-from helpers import rest_wait_terminal
+from helpers import rest_wait_terminal, write_notebook
+from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.model import Phase, Reason
-
-
 
 
 async def error(jp_fetch, *parts, **kw):

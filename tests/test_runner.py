@@ -19,7 +19,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from helpers import leftover_processes
 
 from jupyter_nbvalidation import runner

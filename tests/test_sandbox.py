@@ -25,7 +25,6 @@ import pytest
 from conftest import ServerProcess
 from helpers import NOBUILD, detected_health, explain, submit, wait_all, write_notebook
 
-
 # the probes' first cell: where things are (filled in by the test)
 HEAD = "import glob, os, sys\nS = {facts!r}"
 

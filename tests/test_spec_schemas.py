@@ -7,14 +7,13 @@ pruned) by another."""
 
 from __future__ import annotations
 
-import yaml
-
 import argparse
 import importlib.util
 import typing
 from pathlib import Path
 
 import pytest
+import yaml
 
 from jupyter_nbvalidation import compare, documents, openapi, spec_table
 from jupyter_nbvalidation.model import spec_fields

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
 from typing import Any, Callable, Mapping, cast
-
-from importlib.metadata import PackageNotFoundError, version as _dist_version
 
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default, observe

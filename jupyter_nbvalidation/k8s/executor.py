@@ -40,9 +40,9 @@ from ..model import Phase, ResultReason, build_enabled, isotime, validation_atte
 from ..plan import ValidationPlan
 from . import objects as obj
 from . import results as res
-from .progress import PodProgress, holds_run_start
 from .children import Children, NotOurs
 from .client import PODS
+from .progress import PodProgress, holds_run_start
 
 POD_GRACE_SECONDS = 30  # the runner's own --timeout reports before the pod deadline kills it
 

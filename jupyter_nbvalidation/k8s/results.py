@@ -17,8 +17,11 @@ from typing import Any, cast
 
 # the runner's report is read where it is written (one protocol module)
 from ..documents import RunnerResult
-from ..runner.protocol import decode_executed as decode_executed, parse_log as parse_log, parse_summary
+from ..runner.protocol import decode_executed as decode_executed
+from ..runner.protocol import parse_log as parse_log
+from ..runner.protocol import parse_summary
 from ..vocabulary import CellStatus, Phase, ResultReason
+
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 # waiting reasons after which a container will not start by itself

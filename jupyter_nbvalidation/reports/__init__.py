@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import CellStatus, Phase
-
 from ..runner.text import cell_label  # the shared human cell numbering
 
 __all__ = ["Failure", "cell_label", "failure_of"]

@@ -28,11 +28,11 @@ import uuid
 from typing import Any, Sequence
 
 from .. import compare as _compare
+from ..vocabulary import ResultReason
 from . import hygiene
 from .environment import RUN_ID_VAR
 from .execute import DEFAULT_CELL_TIMEOUT
-from ..vocabulary import ResultReason
-from .protocol import RESULT_PREFIX, exit_code, executed_line, progress_line, result_line, write_termination_log
+from .protocol import RESULT_PREFIX, executed_line, exit_code, progress_line, result_line, write_termination_log
 from .sandbox import SCRATCH_PATHS
 from .verdict import _atomic_write_text, error_result, run_notebook
 

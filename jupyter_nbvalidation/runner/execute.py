@@ -22,11 +22,19 @@ from ..markers import cell_markers, cell_source
 from ..priority import deprioritize, own_niceness
 from ..tasks import wait_within
 from ..vocabulary import ResultReason
-from . import hygiene, sandbox as _sandbox
+from . import hygiene
+from . import sandbox as _sandbox
 from .environment import kernel_environment
 from .outputs import OutputBudget
-from .protocol import (PROGRESS_END, PROGRESS_PLAN, PROGRESS_START, STATUS_FAILURE, STATUS_SKIPPED, STATUS_SUCCESS,
-                       progress_time)
+from .protocol import (
+    PROGRESS_END,
+    PROGRESS_PLAN,
+    PROGRESS_START,
+    STATUS_FAILURE,
+    STATUS_SKIPPED,
+    STATUS_SUCCESS,
+    progress_time,
+)
 from .text import cell_label, fmt_limit, format_seconds, strip_ansi, truncate, truncate_tail
 
 DEFAULT_CELL_TIMEOUT = 600.0

@@ -36,9 +36,9 @@ from typing import Any, Callable, Mapping
 
 from .. import compare as _compare
 from ..markers import notebook_execution_settings
-from .execute import DEFAULT_CELL_TIMEOUT, _Execution
-from . import parameters as _parameters
 from ..vocabulary import ResultReason
+from . import parameters as _parameters
+from .execute import DEFAULT_CELL_TIMEOUT, _Execution
 from .outputs import OutputBudget
 from .protocol import FAILED, SUCCEEDED, write_termination_log
 from .text import cell_label, plural

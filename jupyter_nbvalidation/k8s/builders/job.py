@@ -31,6 +31,7 @@ from ..children import IMAGE_ANNOTATION, NotOurs
 from ..client import CONFIGMAPS, JOBS
 from .base import Builder
 
+
 class JobBuilder(Builder):
     strategy = "job"
 
