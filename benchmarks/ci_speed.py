@@ -178,14 +178,25 @@ def bench_one(base: Path, rounds: int) -> None:
     report("(one) one notebook, no server, no build", ours, theirs, "submit --wait", "pytest --nbmake NB")
 
 
-def bench_reqs(base: Path, n: int, rounds: int) -> None:
+def bench_reqs(base: Path, n: int, rounds: int, layout: str = "beside") -> None:
+    """``layout`` beside: requirements.txt beside the notebooks; root (issue 21): a git
+    repository declaring it at its root, the notebooks in notebooks/ (found by discovery;
+    the CI script names the root's file, as a user writes it)."""
     reqs = "tabulate==0.9.0\nsix==1.17.0\n"
     results: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {"cold": ([], []),
                                                                                       "warm": ([], [])}
     warm_uv = base / "reqs-uv-cache-warm"
     warm_data = base / "reqs-data-warm"
     for r in range(rounds + 1):  # the first round fills the warm caches and is not counted
-        folder = make_folder(base / f"reqs-{r}", n, reqs)
+        if layout == "root":
+            repo = base / f"reqs-{r}"
+            make_folder(repo / "notebooks", n, reqs)  # the same cells as the beside layout's
+            (repo / "notebooks" / "requirements.txt").rename(repo / "requirements.txt")
+            (repo / ".git").mkdir(exist_ok=True)
+            folder, nb_folder, req_file = repo, repo / "notebooks", "requirements.txt"
+        else:
+            folder = make_folder(base / f"reqs-{r}", n, reqs)
+            nb_folder, req_file = folder, "requirements.txt"
         for mode in ("cold", "warm"):
             uv_cache = base / f"reqs-uv-cold-{r}" if mode == "cold" else warm_uv
             data = base / f"reqs-data-cold-{r}" if mode == "cold" else warm_data
@@ -193,12 +204,13 @@ def bench_reqs(base: Path, n: int, rounds: int) -> None:
             ours = timed_cpu(ours_folder_argv(folder, data, build=True), cwd=folder, env=env)
             venv = base / f"reqs-venv-{mode}-{r}"
 
-            def ci_script(venv: Path = venv, folder: Path = folder, env: dict = env) -> tuple[float, float]:
+            def ci_script(venv: Path = venv, folder: Path = folder, env: dict = env, req_file: str = req_file,
+                          nb_folder: Path = nb_folder) -> tuple[float, float]:
                 steps = [timed_cpu([UV, "venv", "-q", "--python", sys.executable, str(venv)], cwd=folder, env=env),
                          timed_cpu([UV, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
-                                    "-r", "requirements.txt", "ipykernel", "nbmake", "pytest-xdist"],
+                                    "-r", req_file, "ipykernel", "nbmake", "pytest-xdist"],
                                    cwd=folder, env=env),
-                         timed_cpu(nbmake_argv(str(folder), workers=2, python=str(venv / "bin" / "python")),
+                         timed_cpu(nbmake_argv(str(nb_folder), workers=2, python=str(venv / "bin" / "python")),
                                    cwd=folder, env=env)]
                 return sum(w for w, _ in steps), sum(c for _, c in steps)
 
@@ -208,7 +220,8 @@ def bench_reqs(base: Path, n: int, rounds: int) -> None:
                 results[mode][1].append(theirs)
             shutil.rmtree(venv, ignore_errors=True)
     for mode, (ours_t, theirs_t) in results.items():
-        report(f"(reqs, {mode}) {n} notebooks, one requirements.txt, environment built", ours_t, theirs_t,
+        where = "at the repository root, notebooks in notebooks/" if layout == "root" else "beside them"
+        report(f"(reqs, {mode}) {n} notebooks, one requirements.txt {where}, environment built", ours_t, theirs_t,
                "nbvalidation" + (" run -j 2" if has_run_command() else " in-process engine, 2 slots"),
                "uv venv + uv pip install + pytest --nbmake -n 2")
 
@@ -221,6 +234,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--notebooks", type=int, default=12)
     ap.add_argument("--only", default="one,folder,reqs")
+    ap.add_argument("--reqs-layout", choices=["beside", "root"], default="beside",
+                    help="(reqs) requirements.txt beside the notebooks, or at a repository's root (issue 21)")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="nbv-ci-bench-"))
     load = os.getloadavg()
@@ -234,7 +249,7 @@ def main() -> None:
         if "folder" in only:
             bench_folder(base, args.notebooks, args.rounds)
         if "reqs" in only:
-            bench_reqs(base, args.notebooks, args.rounds)
+            bench_reqs(base, args.notebooks, args.rounds, args.reqs_layout)
     finally:
         load = os.getloadavg()
         print(f"# load average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
