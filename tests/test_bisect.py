@@ -152,3 +152,37 @@ def test_bisect_says_the_change_is_in_the_notebook(tmp_path):
     assert cli("run", *local, "proj/other.ipynb", cwd=tmp_path).returncode == 1
     none = cli("bisect", *local, "proj/other.ipynb", cwd=tmp_path)
     assert none.returncode == 2 and "no earlier success" in none.stderr, none.stderr
+
+
+async def test_probe_jobs_never_stand_as_the_notebooks_verdict(jp_fetch, jp_root_dir):
+    """REST: POST /jobs?probeOf= marks a probe; GET /jobs leaves it out unless probes=true; the verdict
+    cache never answers with it, nor does it become the last success."""
+    from helpers import rest_call as call
+    from helpers import rest_wait_terminal
+    from tornado.httpclient import HTTPClientError
+
+    write_notebook(jp_root_dir / "p.ipynb", ["1/0"])
+    spec = {"notebook": {"path": "p.ipynb"}}
+    red = await call(jp_fetch, "jobs", method="POST", body=spec)
+    red = await rest_wait_terminal(jp_fetch, red["metadata"]["name"], 300)
+    assert red["status"]["phase"] == "Failed"
+    write_notebook(jp_root_dir / "p.ipynb", ["print(1)"])
+    probe = await call(jp_fetch, "jobs", method="POST", body=spec, params={"probeOf": red["metadata"]["name"]})
+    assert probe["metadata"]["annotations"]["nbvalidation.dev/probe-of"] == red["metadata"]["name"]
+    probe = await rest_wait_terminal(jp_fetch, probe["metadata"]["name"], 300)
+    assert probe["status"]["phase"] == "Succeeded"
+
+    listed = await call(jp_fetch, "jobs", params={"notebook": "p.ipynb"})
+    assert [j["metadata"]["name"] for j in listed["items"]] == [red["metadata"]["name"]]
+    both = await call(jp_fetch, "jobs", params={"notebook": "p.ipynb", "probes": "true"})
+    assert [j["metadata"]["name"] for j in both["items"]] == [probe["metadata"]["name"], red["metadata"]["name"]]
+    assert (await call(jp_fetch, "unchanged", method="POST", body=spec))["job"] is None
+    assert (await call(jp_fetch, "jobs", red["metadata"]["name"], "changes"))["since"] is None
+
+    for method, params, code in (("POST", {"probeOf": "no-such-job"}, 404), ("GET", {"probes": "maybe"}, 400)):
+        try:
+            await call(jp_fetch, "jobs", method=method, body=spec if method == "POST" else None, params=params)
+        except HTTPClientError as e:
+            assert e.code == code, (params, e.code)
+        else:
+            raise AssertionError(f"{params} accepted")
