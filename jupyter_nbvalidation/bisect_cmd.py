@@ -146,6 +146,10 @@ def _bisect(args: argparse.Namespace, api: Remote | InProcess, quiet: bool) -> i
             outcome = cs.PASS
         elif st.get("reason") in (Reason.BUILD_FAILED, Reason.BUILD_TIMED_OUT):
             outcome = cs.UNRESOLVED
+        elif st.get("reason") == Reason.CANCELLED:  # by someone else: no verdict to go on
+            raise Stop(130, f"step job {name} was cancelled")
+        elif st.get("reason") == Reason.INVALID_INPUT:
+            raise Stop(EXIT_ERROR, f"step job {name} was refused: {st.get('message', '')}")
         elif st.get("phase") == Phase.FAILED and st.get("reason") != Reason.INFRASTRUCTURE_FAILED:
             outcome = cs.FAIL
         else:
@@ -246,7 +250,8 @@ def _interrupted(api: Remote | InProcess, name: str | None) -> int:
                 job = api.wait(name, lambda j: None, INTERRUPT_GRACE)
             except Exception:  # not ended within the grace: the engine goes on cancelling it
                 pass
-        said = f"cancelled ({_phase(job) or 'Pending'})"
+        st = job.get("status") or {}
+        said = f"cancelled ({st.get('phase') or 'Pending'}" + (f", {st['reason']})" if st.get("reason") else ")")
     except ClientError as e:
         said = f"could not be cancelled: {e}"
     print(f"\ninterrupted: step job {name} {said}", file=sys.stderr, flush=True)

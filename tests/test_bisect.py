@@ -186,3 +186,34 @@ async def test_probe_jobs_never_stand_as_the_notebooks_verdict(jp_fetch, jp_root
             assert e.code == code, (params, e.code)
         else:
             raise AssertionError(f"{params} accepted")
+
+
+def test_ctrl_c_cancels_the_running_step(tmp_path):
+    import signal
+    import time
+
+    proj, data = tmp_path / "proj", tmp_path / "data"
+    (proj / "wheels").mkdir(parents=True)
+    (proj / "wheels" / "nbvdrifta-1.0-py3-none-any.whl").write_bytes(make_wheel("nbvdrifta", "1.0", "VALUE = 1\n"))
+    (proj / "requirements.txt").write_text("--find-links ./wheels\nnbvdrifta\n")
+    write_notebook(proj / "nb.ipynb", ["import pathlib, time\ntime.sleep(120 if pathlib.Path('slow').exists() else 0)",
+                                       "import nbvdrifta\nassert nbvdrifta.VALUE == 1"])
+    local = ("--local", "--data-dir", str(data))
+    assert cli("run", *local, "proj/nb.ipynb", cwd=tmp_path).returncode == 0
+    (proj / "wheels" / "nbvdrifta-2.0-py3-none-any.whl").write_bytes(make_wheel("nbvdrifta", "2.0", "VALUE = 2\n"))
+    assert cli("run", *local, "proj/nb.ipynb", cwd=tmp_path).returncode == 1
+    (proj / "slow").write_text("")  # step 1 (the old pins) now runs for two minutes
+    proc = subprocess.Popen([JUPYTER, "nbvalidation", "bisect", *local, "proj/nb.ipynb"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    try:
+        time.sleep(12)  # step 1 submitted, its environment built or building, its kernel maybe asleep
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out + err
+    assert "interrupted: step job " in err and "cancelled (Failed, Cancelled)" in err, err
