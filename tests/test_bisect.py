@@ -83,6 +83,39 @@ def test_pinned_requirements_keep_options_and_move_only_the_subset():
     assert cs.pinned_requirements(s, f, [], [])[0] == ["a==1.0", "b==1.0", "gone==3"]
 
 
+class KubernetesLike:
+    """What a server on the Kubernetes backend answers: jobs, but no environment records."""
+
+    def api_path(self, p):
+        return "nb.ipynb"
+
+    def list_jobs(self, notebook, limit):
+        return [{"metadata": {"name": "nb-2"}, "status": {"phase": "Failed"}}]
+
+    def get(self, name):
+        return {"metadata": {"name": name}, "spec": {"notebook": {"path": "nb.ipynb"}}, "status": {"phase": "Failed"}}
+
+    def changes(self, name):
+        from jupyter_nbvalidation.client import ClientError
+
+        raise ClientError("the kubernetes backend does not record environments yet, so it cannot say what changed",
+                          404)
+
+
+def test_kubernetes_is_refused_clearly_exit_2(tmp_path, capsys):
+    import argparse
+
+    from jupyter_nbvalidation import bisect_cmd
+
+    args = argparse.Namespace(notebook="nb.ipynb", job=None, max_steps=12, step_timeout=None, output="text")
+    try:
+        bisect_cmd._bisect(args, KubernetesLike(), False)
+    except bisect_cmd.Stop as e:
+        assert e.code == 2 and "local backend only" in e.message and "kubernetes backend" in e.message
+    else:
+        raise AssertionError("bisected without environment records")
+
+
 # --- end to end: the CLI, in a subprocess, on the local backend --------------------------------------
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
