@@ -167,6 +167,10 @@ class InProcess:
         """The verdict cache: an earlier Succeeded job standing for ``spec``, or None."""
         return cast("Json | None", self._call(self.service.unchanged(spec)))
 
+    def submit_probe(self, spec: dict[str, Any], probe_of: str) -> dict[str, Any]:
+        """A probe job for ``probe_of`` (bisect's steps): never the notebook's verdict."""
+        return cast(Json, self._call(self.service.submit(spec, probe_of=probe_of)))
+
     def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
              stop: threading.Event | None = None) -> dict[str, Any]:
         """The job once it ended (``on_update`` sees each change, on the loop's thread);
@@ -332,6 +336,10 @@ class Remote:
     def unchanged(self, spec: dict[str, Any]) -> dict[str, Any] | None:
         """The verdict cache on the server: an earlier Succeeded job standing for ``spec``, or None."""
         return cast("Json | None", self.client.request("POST", "unchanged", spec).get("job"))
+
+    def submit_probe(self, spec: dict[str, Any], probe_of: str) -> dict[str, Any]:
+        """A probe job for ``probe_of`` (bisect's steps): never the notebook's verdict."""
+        return cast(Json, self.client.request("POST", "jobs", spec, params={"probeOf": probe_of}))
 
     def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]:
         return cast("list[Json]", self.client.request("GET", "jobs", params={"notebook": notebook, "limit": limit})["items"])
@@ -823,6 +831,12 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from . import bisect_cmd
+
+    return bisect_cmd.cmd_bisect(args)
+
+
 def cmd_events(args: argparse.Namespace) -> int:
     api = connect(args)
     events = api.events(args.name)
@@ -923,6 +937,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--notebook", help="only jobs of this notebook")
     s.add_argument("--limit", type=int, default=50)
     s.set_defaults(func=cmd_list)
+    s = sub.add_parser("bisect", parents=[common],
+                       help="which package changes since the last success turned a notebook red: re-validates "
+                            "with the last success's exact pins, then searches the changed distributions "
+                            "(each step a probe job, hidden from the notebook's job list; local backend only)")
+    s.add_argument("notebook")
+    s.add_argument("--job", help="the failing job to explain (default: the notebook's newest Failed job)")
+    s.add_argument("--max-steps", type=int, default=12, metavar="N",
+                   help="at most N validations in all (default: 12)")
+    s.add_argument("--step-timeout", type=float, default=None, metavar="SECONDS",
+                   help="give up waiting for one step after this many seconds")
+    s.set_defaults(func=cmd_bisect)
     for name, func, help_ in [("describe", cmd_describe, "status, timeline and events of a job"),
                               ("events", cmd_events, "a job's events"),
                               ("cancel", cmd_cancel, "cancel a job"),

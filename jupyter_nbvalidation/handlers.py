@@ -125,14 +125,17 @@ class JobsHandler(BaseHandler):
     @api
     async def get(self) -> None:
         limit = self.int_arg("limit", 50, 1, cast(NBValidationSettings, self.extensionapp).max_page_size)
+        probes = (self.get_query_argument("probes", "false") or "false").lower()
+        if probes not in ("true", "false"):
+            raise ApiError(400, "InvalidField", "probes must be true or false", "probes")
         self.send(await self.service.list_jobs(self.get_query_argument("notebook", None), limit,
-                                          self.get_query_argument("continue", None) or None))
+                                          self.get_query_argument("continue", None) or None, probes == "true"))
 
     @web.authenticated
     @authorized
     @api
     async def post(self) -> None:
-        job = await self.service.submit(self.json_body())
+        job = await self.service.submit(self.json_body(), self.get_query_argument("probeOf", None) or None)
         self.set_header("Location", self.request.path.rstrip("/") + "/" + job["metadata"]["name"])
         self.send(job, 201)
 

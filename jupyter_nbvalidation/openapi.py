@@ -254,6 +254,10 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
                         {"name": "continue", "in": "query", "schema": {"type": "string"},
                          "description": "metadata.continue of the previous page (opaque)"},
+                        {"name": "probes", "in": "query", "schema": {"type": "boolean"},
+                         "description": "true: also the probe jobs (bisect's steps, annotated "
+                                        "nbvalidation.dev/probe-of), left out by default (a page may then "
+                                        "hold fewer than limit jobs)"},
                     ],
                     "responses": {"200": _json({"type": "object", "required": ["items", "metadata"], "properties": {
                         "items": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}},
@@ -262,6 +266,13 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                 },
                 "post": {
                     "summary": "Submit a notebook (the notebook is read now; that snapshot is validated)",
+                    "parameters": [
+                        {"name": "probeOf", "in": "query", "schema": {"type": "string"},
+                         "description": "the name of a job of the same notebook this job probes for (bisect's "
+                                        "steps): annotated nbvalidation.dev/probe-of, it never stands as the "
+                                        "notebook's verdict (not listed without probes=true, never the verdict "
+                                        "cache's answer nor a last success)"},
+                    ],
                     "requestBody": {"required": True, "content": {"application/json": {
                         "schema": {"$ref": "#/components/schemas/Spec"}}}},
                     "responses": {"201": _json(job_ref, "The created job"), **_errors(400, 403, 404, 413)},

@@ -108,6 +108,13 @@ def _read_notebook(path: Path, field: str, limit: int) -> bytes:
     return data
 
 
+PROBE_ANNOTATION = "nbvalidation.dev/probe-of"  # a bisect step: the failing job it probes for
+
+
+def is_probe(job: Mapping[str, Any]) -> bool:
+    return bool(((job.get("metadata") or {}).get("annotations") or {}).get(PROBE_ANNOTATION))
+
+
 class JobService:
     def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20,
                  max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20):
@@ -376,7 +383,16 @@ class JobService:
         key = None if env is None else await asyncio.to_thread(self._verdict_key, spec, files, nb_path, env)
         return spec, files, nb_path, reqs, env, key
 
-    async def submit(self, spec: Any) -> Job:
+    async def submit(self, spec: Any, probe_of: str | None = None) -> Job:
+        """A new job. ``probe_of``: the name of a job of the same notebook this one is a
+        probe for (``bisect``'s steps): it never stands as the notebook's verdict (left out
+        of the job list unless asked for, of the verdict cache and of the last success)."""
+        if probe_of is not None:
+            target = await self.get(probe_of)
+            path = (spec.get("notebook") or {}).get("path") if isinstance(spec, dict) else None
+            if path != target["spec"]["notebook"]["path"]:
+                raise ApiError(400, "InvalidField", f"probeOf: job {probe_of!r} is not of notebook {path!r}",
+                               "probeOf")
         spec, files, nb_path, reqs, _env, key = await self._prepare(spec)
         # no inputFiles: the kernel works in a copy of the notebook's own folder (the
         # local backend's, per attempt); with them, in a copy of the job's snapshot of them
@@ -387,8 +403,10 @@ class JobService:
         source = reqmod.source_annotation(reqs, spec, self.root_dir)
         if source:
             annotations[reqmod.SOURCE_ANNOTATION] = source
-        if key:
+        if key and probe_of is None:  # a probe's verdict never answers for the notebook
             annotations[verdict_cache.ANNOTATION] = key
+        if probe_of is not None:
+            annotations[PROBE_ANNOTATION] = probe_of
         job = new_job(spec, annotations=annotations)
         reqmod.hold(job["metadata"]["name"], reqs.secrets)
         try:
@@ -422,6 +440,8 @@ class JobService:
         for _ in range(max_pages):  # newest first: the newest job with the key decides
             items, token = await self.store.list_jobs(notebook=spec["notebook"]["path"], limit=100, continue_token=token)
             for job in items:
+                if is_probe(job):
+                    continue
                 # only jobs of this root, and known to be: a job without its root never stands in
                 if self._root_of(job) == self.real_root and verdict_cache.has_key(job, key):
                     # the newest with the key decides: a Failed, Cancelled or unfinished one means it runs
@@ -438,14 +458,17 @@ class JobService:
         except NotFound:
             raise ApiError(404, "NotFound", f"no job named {name!r}") from None
 
-    async def list_jobs(self, notebook: str | None, limit: int, continue_token: str | None) -> dict[str, Any]:
+    async def list_jobs(self, notebook: str | None, limit: int, continue_token: str | None,
+                        probes: bool = False) -> dict[str, Any]:
+        """A page of jobs, newest first; probe jobs (``bisect``'s steps) only with ``probes``."""
         try:
             items, token = await self.store.list_jobs(notebook=notebook, limit=limit, continue_token=continue_token)
         except ValueError as e:
             raise ApiError(400, "InvalidField", str(e), "continue") from None
         # a job of another root (another server's, an in-process run's elsewhere) is not one of
         # this root's notebooks, whatever its path says; jobs from before roots were recorded stay
-        listed = [list_item(j) for j in items if self._root_of(j) in (None, self.real_root)]
+        listed = [list_item(j) for j in items if self._root_of(j) in (None, self.real_root)
+                  and (probes or not is_probe(j))]
         return {"apiVersion": "v1", "kind": "NotebookValidationJobList", "items": listed,
                 "metadata": {"continue": token}}
 
@@ -525,7 +548,7 @@ class JobService:
             for other in items:
                 if other["metadata"]["name"] == job["metadata"]["name"]:
                     seen = True
-                elif seen and self._root_of(other) == root and \
+                elif seen and self._root_of(other) == root and not is_probe(other) and \
                         (other.get("status") or {}).get("phase") == Phase.SUCCEEDED:
                     return other
             if not token:
