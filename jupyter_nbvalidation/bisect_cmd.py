@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cause_search as cs
-from .cli import (EXIT_ERROR, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_OK, InProcess, Remote, connect,
-                  interrupt_signals)
+from .cli import EXIT_ERROR, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_OK, InProcess, Remote, connect, interrupt_signals
 from .client import ClientError
 from .model import Phase, is_terminal
 from .vocabulary import Reason

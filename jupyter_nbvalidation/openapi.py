@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._version import __version__
 from . import model as M
+from ._version import __version__
 from .spec_table import json_schema
 
 # the spec's schema is built from the one table (spec_table.py), as the CRD's and the validator's are

@@ -14,16 +14,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import requirements as reqmod
 from . import changes, markers, verdict_cache
+from . import requirements as reqmod
 from .backends.base import Backend
 from .documents import Event, Job, JobSpec
 from .engine import Engine
 from .errors import InputRejected
-from .model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, Phase, SpecError, build_enabled, is_terminal, new_job, validate_spec
+from .model import (
+    ROOT_ANNOTATION,
+    WORKDIR_ANNOTATION,
+    Phase,
+    SpecError,
+    build_enabled,
+    is_terminal,
+    new_job,
+    validate_spec,
+)
+from .requirements import Requirements
 from .store.base import JobStore, NotFound, StoreBroken, StoreError
 from .tasks import cancel_and_wait
-from .requirements import Requirements
 from .timeline import compute_timeline
 
 INPUTS_PREFIX = "inputs/"  # spec.inputFiles in a job's files: inputs/<path relative to the notebook's folder>
