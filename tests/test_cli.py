@@ -134,12 +134,14 @@ def test_input_files_and_refused_requirements(folder, tmp_path):
 
 
 def test_follow_build_log(server_proc):
-    """Through a real server: submit --wait --follow-build-log prints the build log while it builds."""
+    """Through a real server: submit --wait --follow-build-log prints the build log while it builds.
+    (The package's setup.py sleeps 10 s at each of uv's calls: the build outlasts the CLI's own
+    start on a loaded machine, so "printed while Building" is not a race; 5 s failed once under load.)"""
     server = server_proc().start()
     env = {"JUPYTER_RUNTIME_DIR": str(server.runtime)}
     pkg = server.root / "slowpkg"
     pkg.mkdir()
-    (pkg / "setup.py").write_text("import time\nfrom setuptools import setup\ntime.sleep(5)\n"
+    (pkg / "setup.py").write_text("import time\nfrom setuptools import setup\ntime.sleep(10)\n"
                                   "setup(name='nbv-slowpkg-cli', version='0.1', py_modules=['nbv_slowpkg_cli'])\n")
     (pkg / "nbv_slowpkg_cli.py").write_text("VALUE = 7\n")
     (server.root / "requirements.txt").write_text("./slowpkg\n")
