@@ -210,3 +210,23 @@ def make_local_package(folder: Path, value: int) -> None:
                                            'build-backend = "setuptools.build_meta"\n'
                                            '[project]\nname = "mylocalpkg"\nversion = "1.0"\n')
     (folder / "mylocalpkg" / "__init__.py").write_text(f"VALUE = {value}\n")
+
+
+def cell_outputs(nb: dict) -> list[str]:
+    """Each cell's outputs; consecutive stream outputs of one stream joined (the kernel may send one
+    print as two messages, "more v1" then "\n", as it did once in CI; JupyterLab shows them joined)."""
+    out: list[str] = []
+    for c in nb["cells"]:
+        last = None
+        for o in c.get("outputs", []):
+            if o.get("output_type") == "stream":
+                text = "".join(o.get("text", ""))
+                if last == o.get("name"):
+                    out[-1] += text
+                    continue
+                last = o.get("name")
+                out.append(text)
+            else:
+                last = None
+                out.append(o.get("ename", ""))
+    return out

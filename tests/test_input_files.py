@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import cell_outputs as outputs
 from helpers import rest_call as call
 from helpers import rest_wait_terminal, write_notebook
 from tornado.httpclient import HTTPClientError
@@ -20,11 +21,6 @@ NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
 
 async def wait_terminal(jp_fetch, name, timeout=240):
     return await rest_wait_terminal(jp_fetch, name, timeout)
-
-
-def outputs(nb: dict) -> list[str]:
-    return ["".join(o.get("text", "")) if o.get("output_type") == "stream" else o.get("ename", "")
-            for c in nb["cells"] for o in c.get("outputs", [])]
 
 
 async def test_the_validation_sees_the_submit_time_snapshot(jp_fetch, jp_root_dir, tmp_path):

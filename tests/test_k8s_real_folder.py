@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import cell_outputs as outputs
 from helpers import job_of, wait, write_notebook
 
 from jupyter_nbvalidation.model import Phase, Reason
@@ -19,11 +20,6 @@ from jupyter_nbvalidation.model import Phase, Reason
 pytestmark = pytest.mark.cluster
 
 WAIT = 600.0  # a kaniko build (the kernel's venv) on a loaded 2-core machine, then the Pods
-
-
-def outputs(nb: dict) -> list[str]:
-    return ["".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", [])
-            if o.get("output_type") == "stream"]
 
 
 def test_sibling_files_travel_without_input_files_and_a_missing_one_says_what_travelled(real_cluster, tmp_path):
