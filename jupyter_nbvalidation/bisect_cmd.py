@@ -73,6 +73,7 @@ def _probe_spec(failing: dict[str, Any], lines: list[str]) -> dict[str, Any]:
     spec: dict[str, Any] = copy.deepcopy(failing["spec"])
     bc = spec.setdefault("podConfig", {}).setdefault("buildConfig", {})
     bc.pop("requirementsFile", None)  # the pinned list replaces whatever the notebook declared
+    bc.pop("constraints", None)  # and whatever it constrained: the pins are exact
     bc["requirements"] = lines
     return spec
 

@@ -214,6 +214,9 @@ class InProcess:
     def changes(self, name: str) -> dict[str, Any]:
         return self._call(self.service.since_last_success(name))
 
+    def lock(self, name: str) -> str:
+        return self._call(self.service.lock(name))
+
     def cancel(self, name: str) -> dict[str, Any]:
         return cast(Json, self._call(self.service.cancel(name)))
 
@@ -358,6 +361,9 @@ class Remote:
 
     def changes(self, name: str) -> dict[str, Any]:
         return cast(Json, self.client.request("GET", f"jobs/{name}/changes"))
+
+    def lock(self, name: str) -> str:
+        return cast(str, self.client.request("GET", f"jobs/{name}/lock", raw=True))
 
     def cancel(self, name: str) -> dict[str, Any]:
         # cancelOnly: a job that has just finished is left as it ended, not deleted
@@ -526,7 +532,57 @@ def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict[str, A
     if args.golden:
         spec["goldenNotebook"] = {"path": api.api_path(args.golden)}
     spec.update(spec_from_options(args))
+    if getattr(args, "constraints_from_last_success", False):
+        pins, said = last_success_constraints(api, spec["notebook"]["path"])
+        _add_constraints(spec, pins)
+        if args.output != "json":
+            print(f"{args.notebook}: {said}", flush=True)
     return spec
+
+
+def last_success(api: Remote | InProcess, path: str, limit: int = 500) -> dict[str, Any] | None:
+    """The notebook's newest Succeeded job (probes are not listed), or None."""
+    for job in api.list_jobs(path, limit):
+        if (job.get("status") or {}).get("phase") == Phase.SUCCEEDED:
+            return job
+    return None
+
+
+def last_success_constraints(api: Remote | InProcess, path: str) -> tuple[list[str], str]:
+    """``--constraints-from-last-success``: (the ``name==version`` pins of the environment
+    of the notebook's last success, a sentence saying what they are). No earlier success:
+    no pins, and the sentence says so (the notebook is validated as declared). A last
+    success whose environment has no lock is an error (ClientError): asked to keep its
+    versions, validating without them would not be what was asked."""
+    from . import environment_lock
+
+    job = last_success(api, path)
+    if job is None:
+        return [], "no earlier success: validated with its declared requirements only"
+    name = job["metadata"]["name"]
+    try:
+        record = api.environment(name)
+        pins, left_out = environment_lock.constraint_lines(record)
+    except ClientError as e:
+        raise ClientError(f"--constraints-from-last-success: {path}'s last success, job {name}, has no "
+                          f"environment record: {e}") from None
+    except environment_lock.NoLock as e:
+        raise ClientError(f"--constraints-from-last-success: {path}'s last success, job {name}, cannot be "
+                          f"pinned: {e}") from None
+    when = (job.get("status") or {}).get("completionTime") or ""
+    said = f"constrained to the {len(pins)} versions of its last success (job {name}{', ' + when if when else ''})"
+    if left_out:
+        said += f"; not from an index, so not constrained: {', '.join(left_out[:5])}" + (
+            f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
+    return pins, said
+
+
+def _add_constraints(spec: dict[str, Any], pins: list[str]) -> None:
+    if not pins:
+        return
+    bc = spec.setdefault("podConfig", {}).setdefault("buildConfig", {})
+    given = list(bc.get("constraints") or [])
+    bc["constraints"] = given + pins  # the user's own --constraint first: an equal name conflicts loudly
 
 
 def _out(args: argparse.Namespace, obj: Any, text: str) -> None:
@@ -737,15 +793,28 @@ def cmd_run(args: argparse.Namespace) -> int:
             api.close()
             raise
 
+    quiet = args.output == "json"
+    pinned: dict[str, list[str]] = {}
+    if args.constraints_from_last_success:  # asked once per notebook, before anything is submitted
+        try:
+            for item in items:
+                path = api.api_path(str(item.path))
+                pinned[path], said = last_success_constraints(api, path)
+                print(f"{item.shown}: {said}", file=sys.stderr if quiet else sys.stdout, flush=True)
+        except ClientError:
+            if isinstance(api, InProcess):
+                api.close()
+            raise
+
     def make_spec(item: batch.Item) -> dict[str, Any]:
         spec: dict[str, Any] = {"notebook": {"path": api.api_path(str(item.path))}}
         if item.golden is not None:
             spec["goldenNotebook"] = {"path": api.api_path(str(item.golden))}
         spec.update(json.loads(json.dumps(options)))
+        _add_constraints(spec, pinned.get(spec["notebook"]["path"], []))
         return spec
 
     where = ("in this process" if isinstance(api, InProcess) else f"through the Jupyter server at {api.client.url}")
-    quiet = args.output == "json"
     if not quiet:
         print(f"Validating {len(items)} notebook(s), up to {jobs} at a time, {where}.", flush=True)
     progress = console.Progress(len(items), sys.stderr if quiet else sys.stdout)
@@ -837,6 +906,37 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return bisect_cmd.cmd_bisect(args)
 
 
+def cmd_lock(args: argparse.Namespace) -> int:
+    if not Path(args.notebook).is_file():
+        raise ClientError(f"{args.notebook}: no such notebook")
+    api = connect(args, args.notebook)
+    try:
+        path = api.api_path(args.notebook)
+        if args.job:
+            job = api.get(args.job)
+            if job["spec"]["notebook"]["path"] != path:
+                raise ClientError(f"job {args.job} is of {job['spec']['notebook']['path']}, not of {path}")
+        else:
+            found = last_success(api, path)
+            if found is None:
+                raise ClientError(f"{path} has no Succeeded job to pin (validate it first)")
+            job = found
+        text = api.lock(job["metadata"]["name"])
+    finally:
+        if isinstance(api, InProcess):
+            api.close()
+    if not args.lock_file or args.lock_file == "-":
+        sys.stdout.write(text)
+        return EXIT_OK
+    try:
+        Path(args.lock_file).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise ClientError(f"-o {args.lock_file}: {e.strerror}") from None
+    print(f"wrote the {sum(1 for ln in text.splitlines() if ln and not ln.startswith(('#', '-')))} pins of job "
+          f"{job['metadata']['name']} to {args.lock_file}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_events(args: argparse.Namespace) -> int:
     api = connect(args)
     events = api.events(args.name)
@@ -886,12 +986,13 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jupyter nbvalidation", description=__doc__.split("\n\n")[0])
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--server", help="URL of a Jupyter server (default: discovered from runtime files)")
-    common.add_argument("--token", help="that server's token (default: $JUPYTER_TOKEN)")
-    common.add_argument("--local", action="store_true", help="never use a running server; work on the data dir")
-    common.add_argument("--root-dir", help="root for notebook paths (default: the server's, or the current dir)")
-    common.add_argument("--data-dir", help="local backend data dir (default: <jupyter data dir>/nbvalidation)")
+    reach = argparse.ArgumentParser(add_help=False)  # where the jobs are
+    reach.add_argument("--server", help="URL of a Jupyter server (default: discovered from runtime files)")
+    reach.add_argument("--token", help="that server's token (default: $JUPYTER_TOKEN)")
+    reach.add_argument("--local", action="store_true", help="never use a running server; work on the data dir")
+    reach.add_argument("--root-dir", help="root for notebook paths (default: the server's, or the current dir)")
+    reach.add_argument("--data-dir", help="local backend data dir (default: <jupyter data dir>/nbvalidation)")
+    common = argparse.ArgumentParser(add_help=False, parents=[reach])
     common.add_argument("--output", "-o", choices=["text", "json"], default="text")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -899,6 +1000,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("notebook")
     s.add_argument("--golden", help="golden notebook to compare outputs with")
     add_spec_options(s)
+    s.add_argument("--constraints-from-last-success", action="store_true",
+                   help="keep every package at the version the notebook's last success had, wherever its "
+                        "requirements allow (its pins as spec.podConfig.buildConfig.constraints)")
     s.add_argument("--wait", action="store_true", help="wait for the verdict; exit 0 only if it succeeded")
     s.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after this many seconds")
     s.add_argument("--follow-build-log", "--follow", action="store_true",
@@ -920,6 +1024,9 @@ def parser() -> argparse.ArgumentParser:
                              "(e.g. .golden); golden copies are not validated themselves")
     golden.add_argument("--golden-self", action="store_true",
                         help="compare each notebook with its own stored outputs (as nbval does)")
+    s.add_argument("--constraints-from-last-success", action="store_true",
+                   help="keep every package at the version each notebook's last success had, wherever its "
+                        "requirements allow (its pins as spec.podConfig.buildConfig.constraints)")
     s.add_argument("--no-cache", action="store_true",
                    help="run every notebook, also one unchanged since an earlier job succeeded with it")
     s.add_argument("--junitxml", metavar="FILE", help="write JUnit XML: one testcase per notebook")
@@ -948,6 +1055,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--step-timeout", type=float, default=None, metavar="SECONDS",
                    help="give up waiting for one step after this many seconds")
     s.set_defaults(func=cmd_bisect)
+    s = sub.add_parser("lock", parents=[reach],
+                       help="write the exact pins of the environment of a notebook's last success as a "
+                            "requirements file (uv pip install -r / pip install -r take it)")
+    s.add_argument("notebook")
+    s.add_argument("--job", help="the job whose environment to pin (default: the notebook's last success)")
+    s.add_argument("-o", "--output", dest="lock_file", metavar="FILE",
+                   help="write it to FILE (default: print it; - prints it)")
+    s.set_defaults(func=cmd_lock)
     for name, func, help_ in [("describe", cmd_describe, "status, timeline and events of a job"),
                               ("events", cmd_events, "a job's events"),
                               ("cancel", cmd_cancel, "cancel a job"),

@@ -232,6 +232,17 @@ class EnvironmentHandler(BaseHandler):
         self.send(await self.service.environment_record(name))
 
 
+class LockHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        text = await self.service.lock(name)
+        self.set_header("Content-Disposition", f'attachment; filename="{name}.lock.txt"')
+        self.set_header("Cache-Control", "no-store")
+        self.finish(text.encode(), set_content_type="text/plain; charset=utf-8")
+
+
 class ChangesHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -268,6 +279,7 @@ def routes() -> list[tuple[str, type]]:
         (rf"{p}/jobs/{NAME}/notebook/?", NotebookHandler),
         (rf"{p}/jobs/{NAME}/buildlog/?", BuildLogHandler),
         (rf"{p}/jobs/{NAME}/environment/?", EnvironmentHandler),
+        (rf"{p}/jobs/{NAME}/lock/?", LockHandler),
         (rf"{p}/jobs/{NAME}/changes/?", ChangesHandler),
         (rf"{p}/unchanged/?", UnchangedHandler),
         (rf"{p}/health/?", HealthHandler),

@@ -592,6 +592,9 @@ def validate_spec(spec: Any, supported: set[str] | None = None) -> JobSpec:
     bc = out.get("podConfig", {}).get("buildConfig", {})
     if bc.get("requirementsFile") and bc.get("requirements"):
         raise SpecError("podConfig.buildConfig.requirements", "give requirementsFile or requirements, not both")
+    if bc.get("constraints") and bc.get("enabled") is False:
+        raise SpecError("podConfig.buildConfig.constraints", "constraints apply to a build, and "
+                                                              "podConfig.buildConfig.enabled is false")
     return cast(JobSpec, out)  # checked against SPEC_SCHEMA; JobSpec is generated from the same table
 
 

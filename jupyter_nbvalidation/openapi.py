@@ -349,6 +349,16 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                         "responses": {"200": _json({"$ref": "#/components/schemas/EnvironmentRecord"},
                                                    "Environment record"), **_errors(404)}},
             },
+            "/jobs/{name}/lock": {
+                "parameters": [NAME_PARAM],
+                "get": {"summary": "The exact pins of the environment the job's kernel ran in, as a requirements "
+                                   "file pip and uv install from (uv pip install -r): the option lines of its "
+                                   "requirements, then every distribution at its version. 404 for a job that did "
+                                   "not build its environment or has no record",
+                        "responses": {"200": {"description": "requirements file",
+                                              "content": {"text/plain": {"schema": {"type": "string"}}}},
+                                      **_errors(404)}},
+            },
             "/jobs/{name}/changes": {
                 "parameters": [NAME_PARAM],
                 "get": {"summary": "What changed since the notebook's last success: cells, golden, requirements, "

@@ -564,6 +564,15 @@ class _Collector:
         if not m or not _SPEC_REST.match(target[m.end():]):
             self.fail(where, f"{target!r} is not a requirement specifier (name[extras] version ; markers), "
                              "an http(s) URL or a path inside the server root")
+        if constraints:  # read by the standard parser now, not first by the installer at build time
+            from packaging.requirements import InvalidRequirement
+            from packaging.requirements import Requirement as Pep508
+
+            try:
+                Pep508(req.strip())
+            except InvalidRequirement as e:
+                self.fail(where, f"{req.strip()!r} is not a requirement specifier: "
+                                 f"{str(e).splitlines()[0] if str(e) else 'invalid'}")
         self.add(f"{req.strip()}{suffix}", f"{req.strip()}{suffix}", constraints, where)
 
     def requirement_url(self, url: str, base: str, where: str) -> tuple[str, str]:
@@ -606,8 +615,33 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
 
 def collect(spec: dict[str, Any], root: str, notebook_real: str) -> Requirements:
     """The job's requirements from the source its spec names, checked
-    (raises :class:`RequirementsError`). ``notebook_real``: the notebook's
-    resolved path (inside ``root``)."""
+    (raises :class:`RequirementsError`), with the spec's own constraint lines
+    (``podConfig.buildConfig.constraints``) after any the source has.
+    ``notebook_real``: the notebook's resolved path (inside ``root``)."""
+    out = _collect_source(spec, root, notebook_real)
+    entries = ((spec.get("podConfig") or {}).get("buildConfig") or {}).get("constraints") or []
+    if entries:
+        field_name = "spec.podConfig.buildConfig.constraints"
+        c = _Collector(root, field_name, out.origin)
+        c.out = out
+        if len(entries) > MAX_LIST_ITEMS:
+            c.fail(field_name, f"has {len(entries)} entries; the limit is {MAX_LIST_ITEMS}")
+        before = len(out.constraints)
+        for i, entry in enumerate(entries):
+            if "\n" in entry or "\r" in entry:
+                c.fail(f"{field_name}[{i}]", "an entry is one line")
+            line = re.sub(r"(^|\s+)#.*$", "", entry).strip()
+            if line:
+                c.line(line, os.path.dirname(notebook_real), f"{field_name}[{i}]", constraints=True)
+        added = len(out.constraints) - before
+        if added:
+            out.origin = f"{out.origin}; {added} constraint{'s' if added != 1 else ''} ({field_name})"
+    return out
+
+
+def _collect_source(spec: dict[str, Any], root: str, notebook_real: str) -> Requirements:
+    """The requirements of the source the spec names (the list, the file, or what
+    the repository declares), checked."""
     bc = (spec.get("podConfig") or {}).get("buildConfig") or {}
     nb_dir = os.path.dirname(notebook_real)
     rel_nb_dir = os.path.dirname(spec["notebook"]["path"].strip())

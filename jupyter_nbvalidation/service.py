@@ -300,6 +300,10 @@ class JobService:
                            f"the {self.backend.name} backend builds where the server's files are not "
                            "(list packages from an index)", field)
         if reqs.constraints and not self.backend.capabilities.constraint_files:
+            listed = "spec.podConfig.buildConfig.constraints"
+            if reqs.origin.endswith(f"({listed})"):
+                raise ApiError(400, "InvalidRequirements",
+                               f"{listed}: the {self.backend.name} backend does not take constraints yet", listed)
             raise ApiError(400, "InvalidRequirements",
                            f"{field}: {reqs.origin} uses a constraints file (-c); the {self.backend.name} backend "
                            "does not take constraints yet", field)
@@ -533,6 +537,18 @@ class JobService:
                    else "it ended before its validation started (or was validated before environments were recorded)")
             raise ApiError(404, "NotFound", f"job {name!r} has no environment record: {why}")
         return record
+
+    async def lock(self, name: str) -> str:
+        """The exact pins of the job's environment as a requirements file
+        (environment_lock.lock_text), or 404 saying why there are none."""
+        from . import environment_lock
+
+        job = await self.get(name)
+        record = await self.environment_record(name)
+        try:
+            return environment_lock.lock_text(job, record)
+        except environment_lock.NoLock as e:
+            raise ApiError(404, "NotFound", f"job {name!r} has no lock: {e}") from None
 
     async def since_last_success(self, name: str, max_pages: int = 20) -> dict[str, Any]:
         """What changed between the job and the newest earlier Succeeded job of the same

@@ -184,6 +184,13 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
                                   (MAX_REQUIREMENTS_ITEMS, MAX_REQUIREMENT_CHARS),
                                   cli=(Cli(("--requirement",), "append",
                                            "a requirement (repeatable) instead of a file"),)),
+            "constraints": Field("strlist", "Constraint specifiers over whatever the requirements install "
+                                            "(pip's -c: a version a package must have if it is installed, never "
+                                            "a reason to install it), e.g. the pins of a last success.",
+                                 (MAX_REQUIREMENTS_ITEMS, MAX_REQUIREMENT_CHARS),
+                                 cli=(Cli(("--constraint",), "append",
+                                          "a constraint specifier, e.g. 'pandas<3' (repeatable; pip's -c)",
+                                          metavar="SPEC"),)),
             "timeout": Field("duration", "Build timeout as a Go duration, e.g. 10m or 1h30m.", MAX_DURATION_SECONDS,
                              cli=(Cli(("--build-timeout",), "duration",
                                       "build timeout, e.g. 15m or 600 (seconds)"),)),
@@ -255,8 +262,8 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
 }, ("notebook",))
 
 #: the order the CLI's spec options are listed in (--help); every Cli of the table, by its first flag
-CLI_ORDER = ("--no-build", "--requirements-file", "--requirement", "--input-file", "--strategy", "--build-timeout",
-             "--timeout", "--cell-timeout", "-p", "-r", "--comparison", "--abs-tol", "--rel-tol",
+CLI_ORDER = ("--no-build", "--requirements-file", "--requirement", "--constraint", "--input-file", "--strategy",
+             "--build-timeout", "--timeout", "--cell-timeout", "-p", "-r", "--comparison", "--abs-tol", "--rel-tol",
              "--timestamp-pattern", "--sanitize-with", "--lax", "--ignore-output", "--keep-timestamps",
              "--compare-execution-count")
 
@@ -447,6 +454,7 @@ class BuildConfig(TypedDict, total=False):
     baseImage: str
     requirementsFile: str
     requirements: list[str]
+    constraints: list[str]
     timeout: Duration
 
 

@@ -46,6 +46,8 @@ export interface IBuildConfig {
   requirementsFile?: string;
   /** Inline pip requirement specifiers. */
   requirements?: string[];
+  /** Constraint specifiers over whatever the requirements install (pip's -c: a version a package must have if it is installed, never a reason to install it), e.g. the pins of a last success. */
+  constraints?: string[];
   /** Build timeout as a Go duration, e.g. 10m or 1h30m. */
   timeout?: string | number;
 }
@@ -137,6 +139,7 @@ export const SPEC_FIELDS = [
   'outputLimits.total',
   'parameters',
   'podConfig.buildConfig.baseImage',
+  'podConfig.buildConfig.constraints',
   'podConfig.buildConfig.enabled',
   'podConfig.buildConfig.requirements',
   'podConfig.buildConfig.requirementsFile',
