@@ -149,3 +149,31 @@ def test_the_lock_of_the_last_success_turns_a_drifted_notebook_green_again(tmp_p
     sub = cli("submit", *local, "proj/nb.ipynb", "--constraints-from-last-success", "--wait", cwd=tmp_path)
     assert sub.returncode == 0, sub.stdout + sub.stderr
     assert "proj/nb.ipynb: constrained to the " in sub.stdout
+
+
+def test_a_backend_without_constraints_refuses_the_field_naming_it(tmp_path):
+    """Kubernetes takes no constraints yet: the spec's list is a 400 naming it at submit, and a
+    resource created around the server (kubectl) is refused by the backend before anything is built."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from jupyter_nbvalidation import requirements as reqmod
+    from jupyter_nbvalidation.backends.base import Capabilities
+    from jupyter_nbvalidation.errors import InputRejected
+    from jupyter_nbvalidation.k8s.backend import KubernetesBackend
+    from jupyter_nbvalidation.service import ApiError, JobService
+
+    write_notebook(tmp_path / "nb.ipynb", ["1"])
+    spec = {"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"requirements": ["six"],
+                                                                            "constraints": ["six<2"]}}}
+    reqs = reqmod.collect(spec, str(tmp_path), str(tmp_path / "nb.ipynb"))
+    assert reqs.display_constraints == ["six<2"] and reqs.display_lines == ["six"]
+    service = SimpleNamespace(backend=SimpleNamespace(name="kubernetes", capabilities=Capabilities()))
+    with pytest.raises(ApiError) as e:
+        JobService._check_requirement_features(service, reqs)  # type: ignore[arg-type]
+    assert e.value.status == 400 and e.value.field == "spec.podConfig.buildConfig.constraints"
+    assert "the kubernetes backend does not take constraints yet" in e.value.message
+    plan = SimpleNamespace(requirements=reqmod.Requirements(origin="x"), build=True, detected="")
+    with pytest.raises(InputRejected) as r:
+        asyncio.run(KubernetesBackend.prepare(SimpleNamespace(), {"spec": spec}, plan))  # type: ignore[arg-type]
+    assert r.value.field == "spec.podConfig.buildConfig.constraints"

@@ -394,6 +394,9 @@ class KubernetesBackend(Backend):
     async def prepare(self, job: Job, plan: ValidationPlan) -> str:
         # the plan's requirements were checked at submit (requirements.py; this backend refuses
         # local paths and credentials there, so the display lines are the build lines)
+        if ((job["spec"].get("podConfig") or {}).get("buildConfig") or {}).get("constraints"):
+            raise InputRejected("spec.podConfig.buildConfig.constraints: not supported by the kubernetes backend "
+                                "yet.", "spec.podConfig.buildConfig.constraints")
         if plan.requirements.constraints:
             raise InputRejected("Constraints files (-c) are not supported by the kubernetes backend yet.",
                                 "spec.podConfig.buildConfig.requirementsFile")
