@@ -16,6 +16,8 @@ export interface IPanelActions {
   openExecuted(job: IJob): Promise<void> | void;
   /** Download the job's executed notebook as .ipynb. */
   downloadExecuted(job: IJob): Promise<void> | void;
+  /** Download the exact pins of the job's environment (a requirements file). */
+  downloadLock(job: IJob): Promise<void> | void;
   /** Ask for a confirmation, then write cell `index`'s executed outputs into the golden notebook. */
   acceptGolden(job: IJob, index: number): Promise<void> | void;
 }

@@ -150,6 +150,12 @@ export class NBValidationAPI implements IValidationAPI {
     }
   }
 
+  /** The exact pins of the job's environment, a requirements file (GET …/lock); a 404 says why there is none. */
+  async lock(name: string): Promise<string> {
+    const response = await this.request(['jobs', name, 'lock']);
+    return response.text();
+  }
+
   /** The executed notebook JSON, or null while there is none (404). */
   async executedNotebook(name: string): Promise<Record<string, unknown> | null> {
     try {

@@ -12,7 +12,7 @@ import { NotebookWidgetFactory } from '@jupyterlab/notebook';
 import { Contents, ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 import { basename } from './format';
-import { executedFileName, executedPath, lockCells } from './nbfiles';
+import { executedFileName, executedPath, lockCells, lockFileName } from './nbfiles';
 import { describe } from './model';
 import type { IJob, IValidationAPI } from './types';
 
@@ -221,6 +221,30 @@ export async function openExecuted(
   }
 }
 
+/** Save `text` as a file named `fileName` (the browser's download). */
+function saveAs(text: string, type: string, fileName: string): void {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = fileName;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** Download the exact pins of a job's environment as <notebook>.<job>.lock.txt. */
+export async function downloadLock(api: IValidationAPI, job: IJob): Promise<void> {
+  try {
+    if (!api.lock) {
+      throw new Error('this server cannot pin environments');
+    }
+    saveAs(await api.lock(job.metadata.name), 'text/plain', lockFileName(job));
+  } catch (e) {
+    Notification.error(`Cannot download the lock: ${describe(e)}`, { autoClose: 8000 });
+  }
+}
+
 /** Download a job's executed notebook as <notebook>.executed.ipynb. */
 export async function downloadExecuted(api: IValidationAPI, job: IJob): Promise<void> {
   try {
@@ -228,17 +252,7 @@ export async function downloadExecuted(api: IValidationAPI, job: IJob): Promise<
     if (!nb) {
       throw new Error('it has no executed notebook (yet)');
     }
-    const blob = new Blob([JSON.stringify(nb, null, 1) + '\n'], {
-      type: 'application/x-ipynb+json'
-    });
-    const url = URL.createObjectURL(blob);
-    const a = document.createElement('a');
-    a.href = url;
-    a.download = executedFileName(job);
-    document.body.appendChild(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    saveAs(JSON.stringify(nb, null, 1) + '\n', 'application/x-ipynb+json', executedFileName(job));
   } catch (e) {
     Notification.error(`Cannot download the executed notebook: ${describe(e)}`, {
       autoClose: 8000

@@ -26,7 +26,7 @@ import { decorateFileBrowser } from './badges';
 import { NBValidationAPI } from './api';
 import { CommandIDs, ICommandContext, addCommands, gotoCell } from './commands';
 import { followLiveUpdates, followNotebooks, reportServerState } from './live';
-import { downloadExecuted, openExecuted, setupExecutedNotebooks } from './executed';
+import { downloadExecuted, downloadLock, openExecuted, setupExecutedNotebooks } from './executed';
 import { describe, ValidationModel } from './model';
 import { Notification } from '@jupyterlab/apputils';
 import { PANEL_ID, ValidationPanel } from './panel';
@@ -98,6 +98,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await openExecuted(docManager, job, haveFactory);
       },
       downloadExecuted: job => downloadExecuted(api, job),
+      downloadLock: job => downloadLock(api, job),
       acceptGolden: async (job, index) => {
         await acceptAsGolden(model, app.serviceManager.contents, docManager, job, index);
       }

@@ -25,6 +25,12 @@ export function lockCells(nb: Record<string, unknown>): Record<string, unknown> 
 }
 
 /** "analysis.ipynb" of job nbv-1 → "analysis.nbv-1.executed.ipynb". */
+export function lockFileName(job: IJob): string {
+  const nb = basename(job.spec?.notebook?.path ?? 'notebook.ipynb');
+  const stem = nb.replace(/\.ipynb$/i, '') || 'notebook';
+  return `${stem}.${job.metadata.name}.lock.txt`;
+}
+
 export function executedFileName(job: IJob): string {
   const nb = basename(job.spec?.notebook?.path ?? 'notebook.ipynb');
   const stem = nb.replace(/\.ipynb$/i, '') || 'notebook';

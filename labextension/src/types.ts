@@ -188,6 +188,8 @@ export interface IValidationAPI {
   executedNotebook(name: string): Promise<Record<string, unknown> | null>;
   /** What changed since the notebook's last success; null when the server cannot say (404). */
   changes?(name: string): Promise<IChanges | null>;
+  /** The exact pins of the job's environment as a requirements file (GET …/lock; a 404 throws, saying why). */
+  lock?(name: string): Promise<string>;
 }
 
 /** GET /jobs/{name}/changes (changes.py): a job against its notebook's last success. */

@@ -6,7 +6,7 @@
 import { BuildLogFollower } from '../src/buildlog';
 import { cellLabel } from '../src/cells';
 import { acceptCell, AcceptError, canAccept } from '../src/golden';
-import { executedFileName, executedPath, lockCells } from '../src/nbfiles';
+import { executedFileName, executedPath, lockCells, lockFileName } from '../src/nbfiles';
 import { progressText, readProgress } from '../src/progress';
 import { splitTraceback } from '../src/traceback';
 import type { IBuildLogChunk, IJob, IValidationAPI } from '../src/types';
@@ -353,6 +353,7 @@ describe('the executed notebook in the lab', () => {
   it('is named after the notebook and the job', () => {
     expect(executedPath(j)).toBe('nbv-7/analysis.ipynb');
     expect(executedFileName(j)).toBe('analysis.nbv-7.executed.ipynb');
+    expect(lockFileName(j)).toBe('analysis.nbv-7.lock.txt');
   });
 
   it('shows every cell not editable and not deletable, outputs kept', () => {

@@ -456,6 +456,21 @@ describe('the lab as a data scientist meets it', () => {
       .waitFor({ timeout: 30_000 });
     const final = await log.locator('.jp-NBValidation-buildLogText').textContent();
     assert.match(final, /kernel ready/);
+    // pin what passed: the exact versions it ran with, as a requirements file
+    const [lockDownload] = await Promise.all([
+      page.waitForEvent('download', { timeout: 60_000 }),
+      page.locator(`${PANEL} .jp-NBValidation-downloadLock`).click()
+    ]);
+    const jobName = (
+      await page.locator(`${PANEL} .jp-NBValidation-jobFullName`).textContent()
+    ).trim();
+    assert.equal(lockDownload.suggestedFilename(), `buildlog.${jobName}.lock.txt`);
+    const lockFile = path.join(ARTIFACTS, lockDownload.suggestedFilename());
+    await lockDownload.saveAs(lockFile);
+    const pins = fs.readFileSync(lockFile, 'utf8');
+    assert.match(pins, new RegExp(`^# The exact environment job ${jobName} validated`));
+    assert.match(pins, /^ipykernel==\S+$/m);
+    assert.match(pins, /buildlog\/slowpkg$/m); // a local path, as it is
     const href = await log.locator('a.jp-NBValidation-link').getAttribute('href');
     const raw = await fetch(href, { headers: { Authorization: `token ${lab.token}` } });
     assert.equal(raw.status, 200);

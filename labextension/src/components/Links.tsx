@@ -29,6 +29,18 @@ export function Links(props: { job: IJob; actions: IPanelActions }): JSX.Element
       >
         Download .ipynb
       </button>
+      {status.phase === 'Succeeded' &&
+        status.environment &&
+        job.spec.podConfig?.buildConfig?.enabled !== false && (
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-NBValidation-downloadLock"
+            onClick={() => void actions.downloadLock(job)}
+            title="Download the exact versions of every package this validation ran with, as a requirements file (uv pip install -r / pip install -r)"
+          >
+            Download the lock
+          </button>
+        )}
     </div>
   );
 }
