@@ -17,9 +17,10 @@ import argparse
 import copy
 import json
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import cause_search as cs
 from .cli import EXIT_ERROR, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_OK, InProcess, Remote, connect, interrupt_signals
@@ -98,8 +99,49 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def _bisect(args: argparse.Namespace, api: Remote | InProcess, quiet: bool) -> int:
+    """The command: the search in this process (the engine too, without a server), its
+    steps printed as they end, Ctrl-C cancelling the running step."""
     path = api.api_path(args.notebook)
-    failing = _find_failing(api, path, args.job)
+    current: list[str | None] = [None]
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(text, flush=True)
+
+    started = isinstance(api, InProcess)
+    if isinstance(api, InProcess):
+        api.begin()
+    interrupted = False
+    try:
+        with interrupt_signals():
+            try:
+                result = search(api, path, args.job, args.max_steps, args.step_timeout, say, current)
+            except KeyboardInterrupt:
+                interrupted = True
+                return _interrupted(api, current[0])
+    finally:
+        if started and isinstance(api, InProcess):
+            api.end(interrupted=interrupted)
+    if quiet:
+        print(json.dumps(result, indent=2))
+    else:
+        for n in result["notes"]:
+            print(f"note: {n}")
+        print(result["message"])
+    return int(result["exitCode"])
+
+
+def search(api: Any, path: str, job_name: str | None, max_steps: int, step_timeout: float | None,
+           say: Callable[[str], None], current: list[str | None], stop: threading.Event | None = None,
+           on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Which package changes since the last success turned ``path``'s failing job (its newest,
+    or ``job_name``) red: the result document (``result``, ``exitCode``, ``culprits``, ``steps``,
+    ``message`` …; what ``bisect -o json`` prints and ``GET /jobs/{name}/bisect`` serves).
+    ``api``: the blocking job operations (cli.Remote, cli.InProcess, or the server's own,
+    bisect_runs.ServiceCalls), called from this thread. ``current[0]`` is the running step's
+    job; ``stop``, once set, ends the wait for it (ClientError: the caller cancels it);
+    ``on_step`` sees each step as it ends. Raises Stop when it cannot bisect."""
+    failing = _find_failing(api, path, job_name)
     fname = failing["metadata"]["name"]
     try:
         since = api.changes(fname)
@@ -118,18 +160,9 @@ def _bisect(args: argparse.Namespace, api: Remote | InProcess, quiet: bool) -> i
     order = [c.name for c in changes]
     notes: list[str] = []
 
-    def say(text: str) -> None:
-        if not quiet:
-            print(text, flush=True)
-
     say(f"bisect {path}: failing job {fname}, last success {sname}")
     say(f"changed since: {since.get('sentence', '')}")
     runs: list[dict[str, Any]] = []
-    current: list[str | None] = [None]
-    started = isinstance(api, InProcess)
-    if isinstance(api, InProcess):
-        api.begin()
-    interrupted = False
 
     def validate(moved: list[str]) -> tuple[str, Any]:
         lines, why = cs.pinned_requirements(rec_s, rec_f, moved, declared)
@@ -139,7 +172,8 @@ def _bisect(args: argparse.Namespace, api: Remote | InProcess, quiet: bool) -> i
         job = api.submit_probe(_probe_spec(failing, lines), fname)
         name = job["metadata"]["name"]
         current[0] = name
-        done = api.wait(name, lambda j: None, args.step_timeout)
+        done = api.wait(name, lambda j: None, step_timeout, stop) if stop is not None else \
+            api.wait(name, lambda j: None, step_timeout)
         current[0] = None
         st = done.get("status") or {}
         if st.get("phase") == Phase.SUCCEEDED:
@@ -156,50 +190,49 @@ def _bisect(args: argparse.Namespace, api: Remote | InProcess, quiet: bool) -> i
             raise Stop(EXIT_INFRASTRUCTURE, f"step job {name} ended {st.get('phase')} ({st.get('reason')}): "
                                             f"{st.get('message', '')}")
         moves = [by_name[n].describe() for n in moved]
-        runs.append({"job": name, "changes": [by_name[n].to_json() for n in moved], "outcome": outcome,
-                     "phase": st.get("phase"), "reason": st.get("reason")})
+        step = {"job": name, "changes": [by_name[n].to_json() for n in moved], "outcome": outcome,
+                "phase": st.get("phase"), "reason": st.get("reason")}
+        runs.append(step)
         label = {cs.PASS: "Succeeded", cs.FAIL: "Failed", cs.UNRESOLVED: "cannot be built"}[outcome]
-        say(f"step {len(runs)}/{args.max_steps}: {', '.join(moves) if moves else 'the last success’s pins'}"
-            f" → {label} (job {name})")
+        step["text"] = (f"step {len(runs)}/{max_steps}: "
+                        f"{', '.join(moves) if moves else 'the last success’s pins'} → {label} (job {name})")
+        say(step["text"])
+        if on_step is not None:
+            on_step(dict(step))
         return outcome, name
 
+    def report(result: str, code: int, found: list[cs.Change] | None, text: str) -> dict[str, Any]:
+        return {"result": result, "exitCode": code, "failingJob": fname, "lastSuccess": sname,
+                "culprits": None if found is None else [c.to_json() for c in found],
+                "validations": len(runs), "maxSteps": max_steps, "steps": runs, "notes": notes,
+                "changes": since, "message": text}
+
     t0 = time.monotonic()
-    try:
-        with interrupt_signals():
-            try:
-                first, _ = validate([])
-                if first == cs.FAIL:
-                    return _report(args, quiet, "notebook", EXIT_FAILED, fname, sname, since, runs, notes, None,
-                                   "fails with the last success's environment too: the change is in the notebook ("
-                                   + _notebook_changes(since) + ")")
-                if first == cs.UNRESOLVED:
-                    return _report(args, quiet, "old-environment-unbuildable", EXIT_INFRASTRUCTURE, fname, sname,
-                                   since, runs, notes, None,
-                                   f"the last success's environment cannot be built any more (job {runs[-1]['job']}):"
-                                   " nothing to compare with")
-                if not order:
-                    return _report(args, quiet, "not-found", EXIT_FAILED, fname, sname, since, runs, notes, None,
-                                   "no distribution changed, and the notebook succeeds with the last success's "
-                                   "environment: the failure does not follow a package change (flaky?)")
-                result = cs.ddmin(order, validate, args.max_steps - 1, known={frozenset(): cs.PASS})
-            except KeyboardInterrupt:
-                interrupted = True
-                return _interrupted(api, current[0])
-    finally:
-        if started and isinstance(api, InProcess):
-            api.end(interrupted=interrupted)
+    first, _ = validate([])
+    if first == cs.FAIL:
+        return report("notebook", EXIT_FAILED, None, "fails with the last success's environment too: the change is "
+                                                     "in the notebook (" + _notebook_changes(since) + ")")
+    if first == cs.UNRESOLVED:
+        return report("old-environment-unbuildable", EXIT_INFRASTRUCTURE, None,
+                      f"the last success's environment cannot be built any more (job {runs[-1]['job']}): "
+                      "nothing to compare with")
+    if not order:
+        return report("not-found", EXIT_FAILED, None,
+                      "no distribution changed, and the notebook succeeds with the last success's environment: "
+                      "the failure does not follow a package change (flaky?)")
+    outcome = cs.ddmin(order, validate, max_steps - 1, known={frozenset(): cs.PASS})
     took = f"{len(runs)} validation{'s' if len(runs) != 1 else ''}, {time.monotonic() - t0:.0f} s"
-    if result.culprits and result.complete:
-        found = [by_name[n] for n in result.culprits]
-        text = (", ".join(c.describe() for c in found) + f" turn{'s' if len(found) == 1 else ''} it red ({took})")
-        return _report(args, quiet, "found", EXIT_OK, fname, sname, since, runs, notes, found, text)
-    if result.culprits:
-        found = [by_name[n] for n in result.culprits]
-        text = (f"{result.reason}: narrowed to " + ", ".join(c.describe() for c in found)
-                + f", not yet to a minimal set ({took}; more --max-steps goes further)")
-        return _report(args, quiet, "incomplete", EXIT_FAILED, fname, sname, since, runs, notes, found, text)
-    return _report(args, quiet, "not-found", EXIT_FAILED, fname, sname, since, runs, notes, None,
-                   f"no set of package changes found that turns it red: {result.reason} ({took})")
+    if outcome.culprits and outcome.complete:
+        found = [by_name[n] for n in outcome.culprits]
+        return report("found", EXIT_OK, found, ", ".join(c.describe() for c in found)
+                      + f" turn{'s' if len(found) == 1 else ''} it red ({took})")
+    if outcome.culprits:
+        found = [by_name[n] for n in outcome.culprits]
+        return report("incomplete", EXIT_FAILED, found,
+                      f"{outcome.reason}: narrowed to " + ", ".join(c.describe() for c in found)
+                      + f", not yet to a minimal set ({took}; more --max-steps goes further)")
+    return report("not-found", EXIT_FAILED, None,
+                  f"no set of package changes found that turns it red: {outcome.reason} ({took})")
 
 
 def _notebook_changes(since: dict[str, Any]) -> str:
@@ -221,21 +254,6 @@ def _notebook_changes(since: dict[str, Any]) -> str:
     if since.get("spec"):
         bits.append("options " + ", ".join(since["spec"]))
     return "; ".join(bits) or "nothing recorded changed: the notebook may be flaky"
-
-
-def _report(args: argparse.Namespace, quiet: bool, result: str, code: int, fname: str, sname: str,
-            since: dict[str, Any], runs: list[dict[str, Any]], notes: list[str], found: list[cs.Change] | None,
-            text: str) -> int:
-    if quiet:
-        print(json.dumps({"result": result, "exitCode": code, "failingJob": fname, "lastSuccess": sname,
-                          "culprits": None if found is None else [c.to_json() for c in found],
-                          "validations": len(runs), "maxSteps": args.max_steps, "steps": runs, "notes": notes,
-                          "changes": since, "message": text}, indent=2))
-    else:
-        for n in notes:
-            print(f"note: {n}")
-        print(text)
-    return code
 
 
 def _interrupted(api: Remote | InProcess, name: str | None) -> int:

@@ -243,6 +243,31 @@ class LockHandler(BaseHandler):
         self.finish(text.encode(), set_content_type="text/plain; charset=utf-8")
 
 
+class BisectHandler(BaseHandler):
+    """The lab's Find the cause: a search for the package changes that turned a failed job red."""
+
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        self.send(await self.service.bisect_status(name))
+
+    @web.authenticated
+    @authorized
+    @api
+    async def post(self, name: str) -> None:
+        from .bisect_runs import MAX_STEPS_LIMIT
+
+        started, doc = await self.service.bisect_start(name, self.int_arg("maxSteps", 12, 1, MAX_STEPS_LIMIT))
+        self.send(doc, 202 if started else 200)
+
+    @web.authenticated
+    @authorized
+    @api
+    async def delete(self, name: str) -> None:
+        self.send(await self.service.bisect_stop(name))
+
+
 class ChangesHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -280,6 +305,7 @@ def routes() -> list[tuple[str, type]]:
         (rf"{p}/jobs/{NAME}/buildlog/?", BuildLogHandler),
         (rf"{p}/jobs/{NAME}/environment/?", EnvironmentHandler),
         (rf"{p}/jobs/{NAME}/lock/?", LockHandler),
+        (rf"{p}/jobs/{NAME}/bisect/?", BisectHandler),
         (rf"{p}/jobs/{NAME}/changes/?", ChangesHandler),
         (rf"{p}/unchanged/?", UnchangedHandler),
         (rf"{p}/health/?", HealthHandler),

@@ -201,6 +201,27 @@ CHANGES_SCHEMA = {
     },
 }
 
+BISECTION_SCHEMA = {
+    "type": "object",
+    "required": ["job", "state", "maxSteps", "steps", "lines", "result"],
+    "description": "A search for the package changes that turned a failed job red, run by the server "
+                   "(bisect_runs.py; the same search as `jupyter nbvalidation bisect`)",
+    "properties": {
+        "job": {"type": "string", "description": "the failed job"},
+        "state": {"type": "string", "enum": ["running", "finished", "stopped"]},
+        "maxSteps": {"type": "integer"}, "startTime": {"type": "string"}, "completionTime": {"type": "string"},
+        "lines": {"type": "array", "items": {"type": "string"}, "description": "what the CLI would print so far"},
+        "steps": {"type": "array", "items": {"type": "object", "properties": {
+            "job": {"type": "string", "description": "the step's probe job"},
+            "outcome": {"type": "string", "enum": ["pass", "fail", "unresolved"]},
+            "text": {"type": "string"}, "phase": {"type": ["string", "null"]}, "reason": {"type": ["string", "null"]},
+            "changes": {"type": "array", "items": {"type": "object"}}}}},
+        "result": {"type": ["object", "null"], "description": "once it ended: what `bisect -o json` prints "
+                   "(result: found, incomplete, not-found, notebook, old-environment-unbuildable, error, stopped; "
+                   "culprits; message; exitCode)"},
+    },
+}
+
 ERROR_SCHEMA = {
     "type": "object",
     "required": ["error"],
@@ -236,6 +257,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
             "schemas": {"Spec": SPEC_SCHEMA, "Job": JOB_SCHEMA, "JobSummary": JOB_SUMMARY_SCHEMA, "Event": EVENT_SCHEMA,
                         "Timeline": TIMELINE_SCHEMA, "Error": ERROR_SCHEMA,
                         "EnvironmentRecord": ENVIRONMENT_RECORD_SCHEMA, "Changes": CHANGES_SCHEMA,
+                        "Bisection": BISECTION_SCHEMA,
                         "Switch": {"type": "object", "required": ["enabled", "reason"], "properties": {
                             "enabled": {"type": "boolean"},
                             "reason": {"type": ["string", "null"], "description": "why it is off (plain-HTTP "
@@ -243,7 +265,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                        "a lookup refused, the registry unreachable)"}}}},
             "responses": {f"E{c}": _json({"$ref": "#/components/schemas/Error"}, d) for c, d in {
                 400: "Bad request", 401: "Not authenticated", 403: "Forbidden", 404: "Not found",
-                413: "Too large"}.items()},
+                409: "Conflict", 413: "Too large"}.items()},
         },
         "paths": {
             "/jobs": {
@@ -358,6 +380,25 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                         "responses": {"200": {"description": "requirements file",
                                               "content": {"text/plain": {"schema": {"type": "string"}}}},
                                       **_errors(404)}},
+            },
+            "/jobs/{name}/bisect": {
+                "parameters": [NAME_PARAM],
+                "get": {"summary": "The search for the cause of a failed job's red started here (state, steps so far, "
+                                   "result once finished)",
+                        "responses": {"200": _json({"$ref": "#/components/schemas/Bisection"}, "Search"),
+                                      **_errors(404)}},
+                "post": {"summary": "Search which package changes since the notebook's last success turned this failed "
+                                    "job red (what `jupyter nbvalidation bisect` does; each step a probe job). A search "
+                                    "already running is answered as it is (200)",
+                         "parameters": [{"name": "maxSteps", "in": "query", "required": False,
+                                         "description": "at most this many validations (default 12)",
+                                         "schema": {"type": "integer", "minimum": 1, "maximum": 50}}],
+                         "responses": {"202": _json({"$ref": "#/components/schemas/Bisection"}, "Started"),
+                                       "200": _json({"$ref": "#/components/schemas/Bisection"}, "Already running"),
+                                       **_errors(400, 404, 409)}},
+                "delete": {"summary": "Stop the search (its running step's job cancelled)",
+                           "responses": {"200": _json({"$ref": "#/components/schemas/Bisection"}, "Stopped"),
+                                         **_errors(404)}},
             },
             "/jobs/{name}/changes": {
                 "parameters": [NAME_PARAM],

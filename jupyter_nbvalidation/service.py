@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from . import changes, markers, verdict_cache
 from . import requirements as reqmod
@@ -34,6 +34,9 @@ from .requirements import Requirements
 from .store.base import JobStore, NotFound, StoreBroken, StoreError
 from .tasks import cancel_and_wait
 from .timeline import compute_timeline
+
+if TYPE_CHECKING:
+    from .bisect_runs import Bisections
 
 INPUTS_PREFIX = "inputs/"  # spec.inputFiles in a job's files: inputs/<path relative to the notebook's folder>
 
@@ -136,6 +139,7 @@ class JobService:
         self.max_input_bytes = max_input_bytes
         self.start_problem: str | None = None  # why the engine has not started (start_serving)
         self._start_retry: asyncio.Task[None] | None = None
+        self._bisections: "Bisections | None" = None  # the lab's Find the cause (bisect_runs)
 
     @property
     def store(self) -> JobStore:
@@ -183,6 +187,8 @@ class JobService:
         self._start_retry = asyncio.get_running_loop().create_task(again(), name="nbvalidation-start-retry")
 
     async def stop(self) -> None:
+        if self._bisections is not None:  # each search's running step cancelled while the engine still runs
+            await self._bisections.close()
         if self._start_retry is not None:
             await cancel_and_wait(self._start_retry)
             self._start_retry = None
@@ -549,6 +555,36 @@ class JobService:
             return environment_lock.lock_text(job, record)
         except environment_lock.NoLock as e:
             raise ApiError(404, "NotFound", f"job {name!r} has no lock: {e}") from None
+
+    # -- the cause of a red: bisect here (the lab's Find the cause; the CLI runs its own) ---------
+    def _bisect_runs(self) -> "Bisections":
+        if not self.backend.capabilities.environment_records:
+            raise ApiError(404, "NotFound", f"the {self.backend.name} backend does not record environments yet, "
+                                            "so it cannot bisect")
+        if self._bisections is None:
+            from .bisect_runs import Bisections
+
+            self._bisections = Bisections(self)
+        return self._bisections
+
+    async def bisect_start(self, name: str, max_steps: int) -> tuple[bool, dict[str, Any]]:
+        """Start searching which package changes turned failed job ``name`` red (bisect_runs):
+        (started now, its document); one already running is answered as it is."""
+        return await self._bisect_runs().start(name, max_steps)
+
+    async def bisect_status(self, name: str) -> dict[str, Any]:
+        await self.get(name)
+        doc = self._bisect_runs().get(name)
+        if doc is None:
+            raise ApiError(404, "NotFound", f"no search for the cause of job {name!r} was started here")
+        return doc
+
+    async def bisect_stop(self, name: str) -> dict[str, Any]:
+        await self.get(name)
+        doc = await self._bisect_runs().stop(name)
+        if doc is None:
+            raise ApiError(404, "NotFound", f"no search for the cause of job {name!r} was started here")
+        return doc
 
     async def since_last_success(self, name: str, max_pages: int = 20) -> dict[str, Any]:
         """What changed between the job and the newest earlier Succeeded job of the same

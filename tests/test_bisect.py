@@ -250,3 +250,110 @@ def test_ctrl_c_cancels_the_running_step(tmp_path):
             proc.wait()
     assert proc.returncode == 130, out + err
     assert "interrupted: step job " in err and "cancelled (Failed, Cancelled)" in err, err
+
+
+# --- in the server: the lab's Find the cause (POST/GET/DELETE /jobs/{name}/bisect) -----------------
+
+async def _drifted(jp_fetch, root: Path) -> tuple[dict, dict]:
+    """A green job, then a red one after nbvdrifta 2.0 appeared (nbvdriftb 2.0 too, harmless)."""
+    from helpers import rest_call as call
+    from helpers import rest_wait_terminal
+
+    proj = root / "proj"
+    (proj / "wheels").mkdir(parents=True)
+    for name in ("nbvdrifta", "nbvdriftb"):
+        (proj / "wheels" / f"{name}-1.0-py3-none-any.whl").write_bytes(make_wheel(name, "1.0", "VALUE = 1\n"))
+    (proj / "requirements.txt").write_text("--find-links ./wheels\nnbvdrifta\nnbvdriftb\n")
+    first = "import pathlib, time\ntime.sleep(120 if pathlib.Path('slow').exists() else 0)"
+    write_notebook(proj / "nb.ipynb", [first, "import nbvdrifta, nbvdriftb\nassert nbvdrifta.VALUE == 1"])
+
+    async def validate() -> dict:
+        job = await call(jp_fetch, "jobs", method="POST", body={"notebook": {"path": "proj/nb.ipynb"}})
+        return await rest_wait_terminal(jp_fetch, job["metadata"]["name"], 400)
+
+    green = await validate()
+    assert green["status"]["phase"] == "Succeeded", green["status"]
+    for name in ("nbvdrifta", "nbvdriftb"):
+        (proj / "wheels" / f"{name}-2.0-py3-none-any.whl").write_bytes(make_wheel(name, "2.0", "VALUE = 2\n"))
+    red = await validate()
+    assert red["status"]["phase"] == "Failed", red["status"]
+    return green, red
+
+
+async def _until(jp_fetch, name: str, done, timeout: float = 600) -> dict:
+    import asyncio
+    import time
+
+    from helpers import rest_call as call
+
+    deadline = time.monotonic() + timeout
+    while True:
+        doc = await call(jp_fetch, "jobs", name, "bisect")
+        if done(doc) or time.monotonic() > deadline:
+            return doc
+        await asyncio.sleep(0.5)
+
+
+async def test_the_server_finds_the_cause_step_by_step_and_stops_on_asking(jp_fetch, jp_root_dir):
+    from helpers import rest_call as call
+    from helpers import rest_wait_terminal
+    from tornado.httpclient import HTTPClientError
+
+    green, red = await _drifted(jp_fetch, jp_root_dir)
+    name = red["metadata"]["name"]
+    try:
+        await call(jp_fetch, "jobs", name, "bisect")
+    except HTTPClientError as e:
+        assert e.code == 404
+    else:
+        raise AssertionError("a search before one was started")
+    try:  # only a failed job has a cause to find
+        await call(jp_fetch, "jobs", green["metadata"]["name"], "bisect", method="POST", body={})
+    except HTTPClientError as e:
+        assert e.code == 409 and "did not fail" in json.loads(e.response.body)["error"]["message"]
+    else:
+        raise AssertionError("bisected a succeeded job")
+
+    started = await call(jp_fetch, "jobs", name, "bisect", method="POST", body={}, params={"maxSteps": 6})
+    assert started["state"] == "running" and started["maxSteps"] == 6 and started["job"] == name
+    again = await call(jp_fetch, "jobs", name, "bisect", method="POST", body={})
+    assert again["state"] in ("running", "finished")  # the same search, not a second one
+    doc = await _until(jp_fetch, name, lambda d: d["state"] != "running")
+    assert doc["state"] == "finished", doc
+    result = doc["result"]
+    assert result["result"] == "found" and result["culprits"] == [{"name": "nbvdrifta", "from": "1.0", "to": "2.0"}]
+    assert result["message"].startswith("nbvdrifta 1.0 → 2.0 turns it red (")
+    assert len(doc["steps"]) == result["validations"] <= 6
+    assert doc["steps"][0]["text"].startswith("step 1/6: the last success’s pins → Succeeded (job ")
+    assert doc["lines"][0] == f"bisect proj/nb.ipynb: failing job {name}, last success {green['metadata']['name']}"
+    # the steps were probes: the notebook's jobs are still the two it had
+    listed = await call(jp_fetch, "jobs", params={"notebook": "proj/nb.ipynb"})
+    assert [j["metadata"]["name"] for j in listed["items"]] == [name, green["metadata"]["name"]]
+
+    # a finished search is started again on asking; stopped, its running step is cancelled
+    (jp_root_dir / "proj" / "slow").write_text("")  # step 1 now sleeps for two minutes
+    seen = {j["metadata"]["name"] for j in (await call(jp_fetch, "jobs", params={"notebook": "proj/nb.ipynb",
+                                                                                  "probes": "true"}))["items"]}
+    restarted = await call(jp_fetch, "jobs", name, "bisect", method="POST", body={})
+    assert restarted["state"] == "running" and restarted["steps"] == []
+    probe = await _until_probe(jp_fetch, seen)
+    stopped = await call(jp_fetch, "jobs", name, "bisect", method="DELETE")
+    assert stopped["state"] == "stopped" and stopped["result"]["result"] == "stopped", stopped
+    assert probe in stopped["result"]["message"]
+    step = await rest_wait_terminal(jp_fetch, probe, 60)
+    assert (step["status"]["phase"], step["status"]["reason"]) == ("Failed", "Cancelled"), step["status"]
+
+
+async def _until_probe(jp_fetch, seen: set[str]) -> str:
+    import asyncio
+
+    from helpers import rest_call as call
+
+    for _ in range(240):
+        items = (await call(jp_fetch, "jobs", params={"notebook": "proj/nb.ipynb", "probes": "true"}))["items"]
+        probes = [j for j in items if "nbvalidation.dev/probe-of" in (j["metadata"].get("annotations") or {})
+                  and j["metadata"]["name"] not in seen]
+        if probes:
+            return probes[0]["metadata"]["name"]
+        await asyncio.sleep(0.5)
+    raise AssertionError("no step job was submitted")

@@ -1,0 +1,171 @@
+"""Bisect in the server (issue 22, the lab's **Find the cause**): ``POST /jobs/{name}/bisect``
+starts the same search ``jupyter nbvalidation bisect`` runs (bisect_cmd.search), here, for
+a failed job with an earlier success; ``GET`` follows it step by step; ``DELETE`` stops it
+(its running step's job cancelled).
+
+The search is blocking code (each step waits for a probe job), so it runs in a worker
+thread, and reaches the service through :class:`ServiceCalls`: each call is a coroutine
+scheduled on the server's loop and waited for in that thread, never on the loop. What a
+search has found is kept in memory, one per failed job, until the server stops (the
+probe jobs it ran stay in the store, as any job does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, TypeVar, cast
+
+from .client import ClientError
+from .model import Phase
+
+if TYPE_CHECKING:
+    from .service import JobService
+
+T = TypeVar("T")
+MAX_STEPS_LIMIT = 50
+KEPT = 100  # searches remembered (the oldest finished ones are forgotten first)
+
+
+class ServiceCalls:
+    """The blocking job operations bisect_cmd.search asks for, over the service on ``loop``,
+    for a worker thread (an ApiError becomes the ClientError the CLI's clients raise)."""
+
+    def __init__(self, service: "JobService", loop: asyncio.AbstractEventLoop):
+        self.service, self.loop = service, loop
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        from .service import ApiError
+
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        except ApiError as e:
+            raise ClientError(e.message, e.status, e.field) from None
+
+    def get(self, name: str) -> dict[str, Any]:
+        return cast("dict[str, Any]", self._call(self.service.get(name)))
+
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]:
+        return cast("list[dict[str, Any]]", self._call(self.service.list_jobs(notebook, limit, None))["items"])
+
+    def changes(self, name: str) -> dict[str, Any]:
+        return self._call(self.service.since_last_success(name))
+
+    def environment(self, name: str) -> dict[str, Any]:
+        return self._call(self.service.environment_record(name))
+
+    def submit_probe(self, spec: dict[str, Any], probe_of: str) -> dict[str, Any]:
+        return cast("dict[str, Any]", self._call(self.service.submit(spec, probe_of=probe_of)))
+
+    def cancel(self, name: str) -> dict[str, Any]:
+        return cast("dict[str, Any]", self._call(self.service.cancel(name)))
+
+    def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
+             stop: threading.Event | None = None) -> dict[str, Any]:
+        from concurrent.futures import wait as wait_for
+
+        from .service import ApiError
+
+        running = asyncio.run_coroutine_threadsafe(self.service.wait_for_terminal(name, timeout), self.loop)
+        while not running.done():
+            wait_for([running], timeout=0.25)
+            if not running.done() and stop is not None and stop.is_set():
+                running.cancel()
+                raise ClientError(f"stopped waiting for job {name}")
+        try:
+            return cast("dict[str, Any]", running.result())
+        except ApiError as e:
+            raise ClientError(e.message, e.status, e.field) from None
+
+
+class Bisections:
+    """The server's searches, by failed job name."""
+
+    def __init__(self, service: "JobService"):
+        self.service = service
+        self.runs: dict[str, dict[str, Any]] = {}
+        self._stops: dict[str, threading.Event] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        doc = self.runs.get(name)
+        return None if doc is None else {**doc, "steps": list(doc["steps"])}
+
+    async def start(self, name: str, max_steps: int, step_timeout: float | None = None) -> tuple[bool, dict[str, Any]]:
+        """(started now, the search's document). A search already running for the job is
+        answered as it is; a finished one is started again."""
+        from .service import ApiError
+
+        job = await self.service.get(name)
+        if (job.get("status") or {}).get("phase") != Phase.FAILED:
+            raise ApiError(409, "Conflict", f"job {name!r} did not fail: nothing to bisect")
+        running = self.runs.get(name)
+        if running is not None and running["state"] == "running":
+            return False, self.get(name) or running
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+        doc: dict[str, Any] = {"job": name, "state": "running", "maxSteps": max_steps, "steps": [],
+                               "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "lines": [], "result": None}
+        self.runs[name], self._stops[name] = doc, stop
+        self._forget_old()
+        current: list[str | None] = [None]
+
+        def say(text: str) -> None:
+            loop.call_soon_threadsafe(doc["lines"].append, text)
+
+        def on_step(step: dict[str, Any]) -> None:
+            loop.call_soon_threadsafe(doc["steps"].append, step)
+
+        def search() -> dict[str, Any]:
+            from . import bisect_cmd
+
+            try:
+                return bisect_cmd.search(ServiceCalls(self.service, loop), job["spec"]["notebook"]["path"], name,
+                                         max_steps, step_timeout, say, current, stop, on_step)
+            except bisect_cmd.Stop as e:
+                return {"result": "error", "exitCode": e.code, "message": e.message}
+            except ClientError as e:
+                if stop.is_set() and current[0] is not None:
+                    return {"result": "stopped", "exitCode": 130, "message": f"stopped (step job {current[0]} "
+                                                                             "cancelled)", "stepJob": current[0]}
+                return {"result": "error", "exitCode": 2, "message": str(e)}
+
+        async def run() -> None:
+            try:
+                result = await asyncio.to_thread(search)
+            except Exception as e:  # noqa: BLE001 - a search never takes the server down; it says why it ended
+                result = {"result": "error", "exitCode": 3, "message": f"the search failed: {e}"}
+            if result.get("result") == "stopped" and result.get("stepJob"):
+                try:
+                    await self.service.cancel(str(result["stepJob"]))
+                except ApiError:
+                    pass
+            doc["result"] = {k: v for k, v in result.items() if k != "stepJob"}
+            doc["state"] = "stopped" if result.get("result") == "stopped" else "finished"
+            doc["completionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+        self._tasks[name] = asyncio.create_task(run(), name=f"nbvalidation-bisect-{name}")
+        return True, self.get(name) or doc
+
+    async def stop(self, name: str) -> dict[str, Any] | None:
+        """Stop the job's search (its running step cancelled); its document once it ended."""
+        stop, task = self._stops.get(name), self._tasks.get(name)
+        if stop is None or task is None:
+            return self.get(name)
+        stop.set()
+        await asyncio.shield(task)
+        return self.get(name)
+
+    async def close(self) -> None:
+        """The server stops: every search stops, its running step cancelled."""
+        for name in list(self._tasks):
+            await self.stop(name)
+
+    def _forget_old(self) -> None:
+        ended = [n for n, d in self.runs.items() if d["state"] != "running"]
+        for n in ended[: max(0, len(self.runs) - KEPT)]:
+            self.runs.pop(n, None)
+            self._stops.pop(n, None)
+            self._tasks.pop(n, None)
