@@ -199,8 +199,9 @@ NOT_TAKEN_FROM_UPSTREAM: dict[str, str] = {
                                         "requirements",
     "podConfig.buildConfig.autoGenerateRequirements": "not supported: requirements come from requirements or "
                                                       "requirementsFile, else from the repository's environment "
-                                                      "files (requirements.txt, environment.yml, Pipfile, "
-                                                      "pyproject.toml, binder/), from the notebook's folder up",
+                                                      "files (requirements.txt, environment.yml, pylock.toml, "
+                                                      "uv.lock, Pipfile, pyproject.toml, binder/), from the "
+                                                      "notebook's folder up",
     "podConfig.buildConfig.requirementsSources": "not supported: use requirementsFile or requirements",
     "podConfig.buildConfig.preferDockerfile": "not supported: the Dockerfile is always generated",
     "podConfig.buildConfig.fallbackStrategy": "not supported: a failed build fails the job (BuildFailed)",

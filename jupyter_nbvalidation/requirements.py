@@ -4,8 +4,9 @@ The sources (the spec list ``podConfig.buildConfig.requirements``, else
 ``podConfig.buildConfig.requirementsFile``, else the file the repository
 declares its environment in, found by :mod:`environment_files` from the
 notebook's folder up to the repository root, binder/ in place of the root's
-own files: environment.yml, Pipfile(.lock), requirements.txt, pyproject.toml /
-setup.py) go through :func:`collect`, which
+own files: environment.yml, pylock.toml, uv.lock (exported by ``uv export``),
+Pipfile(.lock), requirements.txt, pyproject.toml / setup.py) go through
+:func:`collect`, which
 reads files safely (symlinks resolved, confined to the server root, size
 checked by ``fstat`` before at most ``limit + 1`` bytes are read) and checks
 every line:
@@ -154,6 +155,8 @@ class Requirements:
     source_path: str | None = None  # the top-level file (None: the spec list)
     project_file: str | None = None  # a discovered pyproject.toml / setup.py whose project is installed
     python_requires: tuple[str, str] | None = None  # (PEP 440 specifier, where the repository says so)
+    # (markers, where): the environments a discovered lock file is valid for (one must fit the build)
+    supported_environments: tuple[list[str], str] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.lines or self.constraints)
@@ -195,6 +198,16 @@ def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
     for s in sorted(set(filter(None, secrets)), key=len, reverse=True):
         text = text.replace(s, MASK)
     return re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s:]*):([^/?#@\s]+)@", rf"\1\2:{MASK}@", text)
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` (a message) with the user-info of every URL in it masked as the
+    display lines mask it: ``scheme://user:***@``, ``scheme://***@`` (a token alone)."""
+    def sub(m: re.Match[str]) -> str:
+        user, sep, _ = m.group(2).partition(":")
+        return f"{m.group(1)}{user}:{MASK}@" if sep else f"{m.group(1)}{MASK}@"
+
+    return re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s]+)@", sub, text)
 
 
 # --- safe reading ----------------------------------------------------------------
@@ -697,33 +710,46 @@ def _discovered(root: str, rel_nb_dir: str) -> Requirements:
         what = f"project {name}" if name else "the project"
         origin = f"{found.kind} {found.place} ({what}, installed from {rel_folder})"
         c = _Collector(root, field_name, ef.bounded(origin))
-        try:
-            c.requirement(".", base, where, constraints=False)
-        except RequirementsError as e:  # e.g. a tree over the bounds of the cache key's hash
-            raise RequirementsError(e.field, f"{e.message}; to validate without installing the project, declare "
-                                             "the notebook's dependencies in a requirements.txt beside it or in "
-                                             "spec.podConfig.buildConfig.requirementsFile / requirements",
-                                    e.status) from None
+        _install_project(c, base, where)
         c.out.project_file = found.shown
     else:
         reader = {"environment.yml": ef.read_environment_yml, "environment.yaml": ef.read_environment_yml,
+                  "pylock.toml": ef.read_pylock, "uv.lock": ef.read_uv_lock,
                   "Pipfile.lock": ef.read_pipfile_lock, "Pipfile": ef.read_pipfile}[found.kind]
-        got = reader(path, root, where)
+        got = reader(path, root, where)  # uv.lock: `uv export` runs here (collect runs off the event loop)
         if found.place == ef.PLACE_BINDER:
             origin = f"{found.shown} ({ef.PLACE_BINDER}: {got.detail})"
         else:
             origin = f"{found.kind} {found.place} ({found.shown}: {got.detail})"
-        c = _Collector(root, field_name, ef.bounded(origin))
+        c = _Collector(root, field_name, ef.bounded(mask_credentials(origin)))
         c.seen_files.add(os.path.realpath(path))
         for i, (n, line) in enumerate(got.lines):
+            label = got.labels[i] if got.labels else f"entry {i + 1}" if not n else f"line {n}"
             entry = re.sub(r"(^|\s+)#.*$", "", line).strip()
             if "\n" in entry or "\r" in entry:
-                c.fail(f"{where} entry {i + 1}", "an entry is one line")
+                c.fail(f"{where} {label}", "an entry is one line")
             if entry:
-                c.line(entry, base, f"{where} entry {i + 1}" if not n else f"{where} line {n}")
+                c.line(entry, base, f"{where} {label}")
+        if got.install_project:  # uv.lock of a packaged project: the project too, as pyproject.toml's is
+            _install_project(c, base, where)
+            c.out.project_file = ef._rel(os.path.join(base, "pyproject.toml"), os.path.realpath(root))
+        if got.supported is not None:
+            c.out.supported_environments = (got.supported, f"{found.shown}'s "
+                                            + ("environments" if found.kind == "pylock.toml" else "supported-markers"))
     c.out.source_path = path
     c.out.python_requires = python_requires
     return c.out
+
+
+def _install_project(c: _Collector, base: str, where: str) -> None:
+    """The project in ``base`` installed (not editable) from its folder: a local path."""
+    try:
+        c.requirement(".", base, where, constraints=False)
+    except RequirementsError as e:  # e.g. a tree over the bounds of the cache key's hash
+        raise RequirementsError(e.field, f"{e.message}; to validate without installing the project, declare "
+                                         "the notebook's dependencies in a requirements.txt beside it or in "
+                                         "spec.podConfig.buildConfig.requirementsFile / requirements",
+                                e.status) from None
 
 
 # --- the build side -----------------------------------------------------------------

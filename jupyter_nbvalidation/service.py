@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -259,6 +260,7 @@ class JobService:
                                e.field) from None
             self._check_requirement_features(reqs)
             self._check_python_requires(reqs)
+            self._check_supported_environments(reqs)
             files.update(reqs.snapshot())
         if spec.get("inputFiles"):
             files.update(self._input_files(spec, nb_path))
@@ -287,6 +289,29 @@ class JobService:
                            f"{field}: {where} asks for Python {spec}; environments here are built with Python "
                            f"{version} (c.LocalBackend.python names the interpreter), so the notebook cannot be "
                            "validated here as its repository declares it", field)
+
+    def _check_supported_environments(self, reqs: "reqmod.Requirements") -> None:
+        """A lock file valid only for some environments (PEP 751 ``environments``, uv.lock's
+        ``supported-markers``): the build's (this machine, the build's Python) must be one of
+        them, as uv sync or a PEP 751 installer requires. Not known: not checked."""
+        if reqs.supported_environments is None:
+            return
+        version = self.backend.build_python_version()
+        if version is None:
+            return
+        from . import environment_files as ef
+
+        markers, where = reqs.supported_environments
+        if not ef.environments_fit(markers, version):
+            import platform
+
+            field = "spec.podConfig.buildConfig.requirementsFile"
+            raise ApiError(400, "InvalidRequirements",
+                           f"{field}: {where} lists the environments the lock is valid for "
+                           f"({ef.bounded('; '.join(markers))}); "
+                           f"environments here (Python {version} on {sys.platform} {platform.machine()}) are not "
+                           "one of them, so the notebook cannot be validated here as its repository declares it",
+                           field)
 
     def _check_requirement_features(self, reqs: "reqmod.Requirements") -> None:
         """What the backend can build: local paths and credentials need the

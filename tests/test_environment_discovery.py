@@ -1,8 +1,9 @@
 """Where a job's environment comes from when its spec names no source
 (environment_files.discover, requirements.collect): the repository root (the
 nearest folder holding .git, never above the server root), binder/ first, then
-from the notebook's folder upward the first of environment.yml, Pipfile.lock,
-Pipfile, requirements.txt, pyproject.toml / setup.py. Fast unit tests over
+from the notebook's folder upward the first of environment.yml, pylock.toml,
+uv.lock, Pipfile.lock, Pipfile, requirements.txt, pyproject.toml / setup.py (the
+lock files: tests/test_lock_files.py). Fast unit tests over
 layouts made here, then a few real runs through `jupyter nbvalidation run`."""
 
 from __future__ import annotations
