@@ -6,6 +6,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { APIError } from './errors';
 import type {
+  IBisection,
   IBuildLogChunk,
   IChanges,
   IEventList,
@@ -154,6 +155,26 @@ export class NBValidationAPI implements IValidationAPI {
   async lock(name: string): Promise<string> {
     const response = await this.request(['jobs', name, 'lock']);
     return response.text();
+  }
+
+  /** The server's search for the cause of a failed job, or null when none was started (404). */
+  async bisection(name: string): Promise<IBisection | null> {
+    try {
+      return await this.json<IBisection>(['jobs', name, 'bisect']);
+    } catch (e) {
+      if (e instanceof APIError && e.status === 404) {
+        return null;
+      }
+      throw e;
+    }
+  }
+
+  startBisection(name: string): Promise<IBisection> {
+    return this.json<IBisection>(['jobs', name, 'bisect'], { method: 'POST', body: '{}' });
+  }
+
+  stopBisection(name: string): Promise<IBisection> {
+    return this.json<IBisection>(['jobs', name, 'bisect'], { method: 'DELETE' });
   }
 
   /** The executed notebook JSON, or null while there is none (404). */

@@ -190,6 +190,24 @@ export interface IValidationAPI {
   changes?(name: string): Promise<IChanges | null>;
   /** The exact pins of the job's environment as a requirements file (GET …/lock; a 404 throws, saying why). */
   lock?(name: string): Promise<string>;
+  /** The server's search for the cause of a failed job (GET …/bisect); null when none was started (404). */
+  bisection?(name: string): Promise<IBisection | null>;
+  /** Start that search (POST …/bisect); one already running is answered as it is. */
+  startBisection?(name: string): Promise<IBisection>;
+  /** Stop it (DELETE …/bisect): its running step is cancelled. */
+  stopBisection?(name: string): Promise<IBisection>;
+}
+
+/** GET /jobs/{name}/bisect (bisect_runs.py): which package changes turned a failed job red. */
+export interface IBisection {
+  job: string;
+  state: 'running' | 'finished' | 'stopped';
+  maxSteps: number;
+  /** what `jupyter nbvalidation bisect` prints, so far */
+  lines: string[];
+  steps: Array<{ job: string; outcome: string; text?: string }>;
+  /** once it ended: `result` (found, incomplete, not-found, notebook, …, error, stopped) and `message` */
+  result: { result: string; message: string; exitCode?: number } | null;
 }
 
 /** GET /jobs/{name}/changes (changes.py): a job against its notebook's last success. */

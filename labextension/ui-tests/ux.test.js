@@ -12,6 +12,7 @@ const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
+const { execFileSync } = require('node:child_process');
 const { browserSession, PANEL, VISIBLE_NB, notebook, tail, REPO } = require('./lab');
 
 const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
@@ -87,6 +88,12 @@ const FILES = {
     ''
   ].join('\n'),
   'buildlog/slowpkg/slowbackend.py': SLOW_BACKEND,
+  // drift: an unpinned dependency releases a version that breaks the notebook (wheels made in the test)
+  'drift/requirements.txt': '--find-links ./wheels\nnbvdrifta\nnbvdriftb\n',
+  'drift/drift.ipynb': notebook([
+    ['code', 'import nbvdrifta, nbvdriftb'],
+    ['code', 'assert nbvdrifta.VALUE == 1, nbvdrifta.VALUE']
+  ]),
   // started from outside the lab (REST, as the CLI and the magic do)
   'outside/outside.ipynb': notebook([['code', 'print("from outside")']]),
   // accept-as-golden: the golden copy recorded an old output
@@ -478,6 +485,62 @@ describe('the lab as a data scientist meets it', () => {
     // collapsible
     await log.locator('summary').click();
     assert.equal(await log.evaluate(n => n.open), false);
+  });
+
+  test('a notebook turned red by a new release: what changed, and Find the cause names the package', async () => {
+    const wheels = version => {
+      // tests/helpers.make_wheel, as the Python tests make them
+      const code = [
+        'import sys',
+        `sys.path.insert(0, ${JSON.stringify(path.join(REPO, 'tests'))})`,
+        'from helpers import make_wheel',
+        'import pathlib',
+        `out = pathlib.Path(${JSON.stringify(path.join(lab.root, 'drift', 'wheels'))})`,
+        'out.mkdir(exist_ok=True)',
+        'for name in ("nbvdrifta", "nbvdriftb"):',
+        `    (out / f"{name}-${version}-py3-none-any.whl").write_bytes(make_wheel(name, "${version}", "VALUE = ${version.split('.')[0]}\\n"))`
+      ].join('\n');
+      execFileSync(path.join(REPO, '.venv', 'bin', 'python'), ['-c', code]);
+    };
+    wheels('1.0');
+    const button = await openNotebook('drift/drift.ipynb');
+    await button.click();
+    assert.equal(await waitForVerdict(), 'Succeeded');
+    const green = (
+      await page.locator(`${PANEL} .jp-NBValidation-jobFullName`).textContent()
+    ).trim();
+    wheels('2.0'); // nobody touches the notebook
+    await button.click();
+    await page.waitForFunction(
+      old => {
+        const n = document.querySelector('#nbvalidation-panel .jp-NBValidation-jobFullName');
+        return !!n && n.textContent.trim() !== old;
+      },
+      green,
+      { timeout: 30_000 }
+    );
+    assert.equal(await waitForVerdict(), 'Failed');
+    const since = page.locator(`${PANEL} .jp-NBValidation-since`);
+    await since.waitFor({ timeout: 60_000 });
+    assert.match(
+      await since.textContent(),
+      /^Since the last success .*: nbvdrifta 1\.0 → 2\.0, nbvdriftb 1\.0 → 2\.0; no cell changed$/
+    );
+    await page.locator(`${PANEL} .jp-NBValidation-findCause`).click();
+    await page
+      .locator(`${PANEL} .jp-NBValidation-cause[data-state="running"]`)
+      .waitFor({ timeout: 30_000 });
+    const cause = page.locator(`${PANEL} .jp-NBValidation-cause[data-state="finished"]`);
+    await cause.waitFor({ timeout: JOB_TIMEOUT });
+    const result = (await cause.locator('.jp-NBValidation-causeResult').textContent()).trim();
+    assert.match(result, /^nbvdrifta 1\.0 → 2\.0 turns it red \(\d+ validations?, \d+ s\)$/);
+    assert.equal(await cause.getAttribute('data-found'), 'true');
+    const steps = await cause.locator('.jp-NBValidation-causeSteps li').allTextContents();
+    assert.match(steps[0], /^step 1\/12: the last success’s pins → Succeeded \(job /);
+    await shot('ux-find-the-cause-panel.png', page.locator(PANEL));
+    // the search's steps are probes: the notebook's own jobs are still the two
+    const listed = await rest('GET', 'nbvalidation/api/v1/jobs?notebook=drift/drift.ipynb');
+    assert.equal(listed.body.items.length, 2);
   });
 
   test('cell progress during ValidationRunning, in the panel and the status bar', async () => {

@@ -18,6 +18,7 @@ import { CellSummary } from './CellSummary';
 import { Comparison } from './Comparison';
 import { EventsList } from './EventsList';
 import { FailureDetails } from './FailureDetails';
+import { FindCause } from './FindCause';
 import { Links } from './Links';
 import { Progress } from './Progress';
 import { Timeline } from './Timeline';
@@ -91,7 +92,8 @@ export function JobDetail(props: {
   const cancelled = isCancelled(job);
   const verdictPhase = timeline.verdict ?? (phase || timeline.currentPhase || 'Pending');
   const cellTypes = useCellTypes(model, job);
-  const since = sinceLastSuccessText(job, useChanges(model, job), now);
+  const changes = useChanges(model, job);
+  const since = sinceLastSuccessText(job, changes, now);
   return (
     <section className="jp-NBValidation-detail" aria-label={`Job ${name}`}>
       <div className="jp-NBValidation-summary">
@@ -132,6 +134,7 @@ export function JobDetail(props: {
             {since}
           </div>
         )}
+        <FindCause api={model.api} job={job} changes={changes} />
         {!terminal && (
           <button
             type="button"
