@@ -732,7 +732,7 @@ def _uv_error(stderr: str, code: int) -> str:
     return ": ".join(x for x in out if x)
 
 
-def _uv_export(folder: str, what: str) -> str:
+def _uv_export(folder: str, what: str, extras: list[str] | None = None) -> str:
     """``uv export`` of the project in ``folder`` (its uv.lock as it is: --frozen never
     resolves, --offline never fetches; no uv configuration but the project's own)."""
     from .requirements import mask_credentials
@@ -741,7 +741,8 @@ def _uv_export(folder: str, what: str) -> str:
     if not uv:
         raise RequirementsError(FIELD, f"{what}: reading it needs uv, which is not installed here")
     argv = [uv, "export", "--frozen", "--offline", "--no-config", "--no-python-downloads", "--no-cache",
-            "--color", "never", "--no-hashes", "--no-emit-project", "--no-dev", "--no-header", "--no-annotate"]
+            "--color", "never", "--no-hashes", "--no-emit-project", "--no-dev", "--no-header", "--no-annotate",
+            *[a for name in extras or [] for a in ("--extra", name)]]
     # the server's own uv settings (UV_INDEX_URL, UV_FROZEN, ...) are not the repository's
     env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") and k != "VIRTUAL_ENV"}
     try:
@@ -797,10 +798,11 @@ def _stale(project: dict[str, Any], locked: dict[str, Any], what: str) -> None:
                                            "commit uv.lock"))
 
 
-def read_uv_lock(path: str, root: str, what: str) -> Read:
-    """A uv.lock, exported by uv (:func:`_uv_export`) in its folder; the index each
-    exported package was locked from, as an option line (from the lock's sources);
-    whether the project beside it is a package to install (uv's own record of it)."""
+def read_uv_lock(path: str, root: str, what: str, extras: list[str] | None = None) -> Read:
+    """A uv.lock, exported by uv (:func:`_uv_export`) in its folder, with the locked
+    dependencies of the project's ``extras`` too; the index each exported package was
+    locked from, as an option line (from the lock's sources); whether the project beside
+    it is a package to install (uv's own record of it)."""
     root = os.path.realpath(root)
     folder = os.path.dirname(path)
     pyproject = os.path.join(folder, "pyproject.toml")
@@ -813,7 +815,7 @@ def read_uv_lock(path: str, root: str, what: str) -> Read:
     real_folder = os.path.realpath(folder)
     if not _inside(real_folder, root):
         raise RequirementsError(FIELD, f"{what}: its folder resolves outside the server root; not read")
-    exported = _uv_export(real_folder, what)
+    exported = _uv_export(real_folder, what, extras or [])
     again = read_confined(path, root, MAX_LOCK_BYTES, what, FIELD)
     if again is None or again[0] != got[0]:
         raise RequirementsError(FIELD, f"{what}: changed while it was read; submit again")
@@ -889,6 +891,20 @@ def project_name(path: str, root: str) -> str | None:
     except configparser.Error as e:
         raise RequirementsError(FIELD, f"setup.cfg: cannot be read: {e}") from None
     return parser.get("metadata", "name", fallback=None)
+
+
+def declared_extras(folder: str, root: str) -> list[str] | None:
+    """The extras the project in ``folder`` declares statically (pyproject.toml's
+    ``[project.optional-dependencies]``, normalized), or None when they cannot be known
+    here: no ``[project]`` table, extras computed by the build (``dynamic``), setup.py."""
+    path = os.path.join(folder, "pyproject.toml")
+    if not os.path.lexists(path):
+        return None
+    project = _toml(path, root, "pyproject.toml").get("project")
+    if not isinstance(project, dict) or "optional-dependencies" in (project.get("dynamic") or []):
+        return None
+    table = project.get("optional-dependencies") or {}
+    return sorted(re.sub(r"[-_.]+", "-", str(k)).lower() for k in table) if isinstance(table, dict) else None
 
 
 def python_requirement(found: Discovered, root: str) -> tuple[str, str] | None:

@@ -593,6 +593,12 @@ def validate_spec(spec: Any, supported: set[str] | None = None) -> JobSpec:
     bc = out.get("podConfig", {}).get("buildConfig", {})
     if bc.get("requirementsFile") and bc.get("requirements"):
         raise SpecError("podConfig.buildConfig.requirements", "give requirementsFile or requirements, not both")
+    if bc.get("extras") and (bc.get("requirementsFile") or bc.get("requirements")):
+        raise SpecError("podConfig.buildConfig.extras", "extras apply to the repository's own project, found when "
+                                                         "neither requirementsFile nor requirements is given")
+    if bc.get("extras") and bc.get("enabled") is False:
+        raise SpecError("podConfig.buildConfig.extras", "extras apply to a build, and "
+                                                         "podConfig.buildConfig.enabled is false")
     if bc.get("constraints") and bc.get("enabled") is False:
         raise SpecError("podConfig.buildConfig.constraints", "constraints apply to a build, and "
                                                               "podConfig.buildConfig.enabled is false")

@@ -683,24 +683,49 @@ def _collect_source(spec: dict[str, Any], root: str, notebook_real: str) -> Requ
         c = _Collector(root, field_name, f"{rel}")
         c.file(path, what)
     else:
-        return _discovered(root, rel_nb_dir)
+        return _discovered(root, rel_nb_dir, _extras(bc))
     c.out.source_path = path
     return c.out
 
 
-def _discovered(root: str, rel_nb_dir: str) -> Requirements:
+_EXTRA_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+EXTRAS_FIELD = "spec.podConfig.buildConfig.extras"
+
+
+def _extras(bc: Mapping[str, Any]) -> list[str]:
+    """``buildConfig.extras``, each a valid extra name (PEP 685), in order, once."""
+    out: list[str] = []
+    for i, name in enumerate(bc.get("extras") or []):
+        name = str(name).strip()
+        if not _EXTRA_NAME.match(name):
+            raise RequirementsError(f"{EXTRAS_FIELD}[{i}]", f"{EXTRAS_FIELD}[{i}]: {name!r} is not an extra's name "
+                                                            "(letters, digits, '.', '_', '-')")
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _discovered(root: str, rel_nb_dir: str, extras: list[str] | None = None) -> Requirements:
     """Neither the spec list nor requirementsFile: the file the repository
     declares its environment in (environment_files.discover, repo2docker's
-    order), read and checked line by line like a requirements file."""
+    order), read and checked line by line like a requirements file; ``extras``
+    (``buildConfig.extras``) of the project, when the environment is the project."""
     from . import environment_files as ef
 
     field_name = ef.FIELD
+    extras = extras or []
     found = ef.discover(root, rel_nb_dir)
     if found.kind is None:
+        if extras:
+            raise RequirementsError(EXTRAS_FIELD, f"{EXTRAS_FIELD}: extras apply to the repository's own project, "
+                                                  f"and none was found ({ef.nothing_found(found)})")
         return Requirements(origin=ef.nothing_found(found))
     python_requires = ef.python_requirement(found, root)
     path, where, base = found.path, found.where, os.path.dirname(found.path)
     if found.kind == "requirements.txt":
+        if extras:
+            raise RequirementsError(EXTRAS_FIELD, f"{EXTRAS_FIELD}: extras apply to the repository's own project; "
+                                                  f"the environment here is {where}, which installs no project")
         origin = ("requirements.txt beside the notebook" if found.place == ef.PLACE_BESIDE else where)
         c = _Collector(root, field_name, origin)
         c.file(path, where)
@@ -708,15 +733,22 @@ def _discovered(root: str, rel_nb_dir: str) -> Requirements:
         name = ef.project_name(path, root)
         rel_folder = os.path.relpath(os.path.realpath(base), os.path.realpath(root)).replace(os.sep, "/")
         what = f"project {name}" if name else "the project"
-        origin = f"{found.kind} {found.place} ({what}, installed from {rel_folder})"
+        with_extras = f" with extras {', '.join(extras)}" if extras else ""
+        origin = f"{found.kind} {found.place} ({what}{with_extras}, installed from {rel_folder})"
         c = _Collector(root, field_name, ef.bounded(origin))
-        _install_project(c, base, where)
+        _install_project(c, base, where, extras)
         c.out.project_file = found.shown
     else:
         reader = {"environment.yml": ef.read_environment_yml, "environment.yaml": ef.read_environment_yml,
                   "pylock.toml": ef.read_pylock, "uv.lock": ef.read_uv_lock,
                   "Pipfile.lock": ef.read_pipfile_lock, "Pipfile": ef.read_pipfile}[found.kind]
-        got = reader(path, root, where)  # uv.lock: `uv export` runs here (collect runs off the event loop)
+        if found.kind == "uv.lock":  # `uv export` runs here (collect runs off the event loop)
+            got = ef.read_uv_lock(path, root, where, extras)
+        else:
+            got = reader(path, root, where)
+        if extras and not got.install_project:
+            raise RequirementsError(EXTRAS_FIELD, f"{EXTRAS_FIELD}: extras apply to the repository's own project; "
+                                                  f"the environment here is {where}, which installs no project")
         if found.place == ef.PLACE_BINDER:
             origin = f"{found.shown} ({ef.PLACE_BINDER}: {got.detail})"
         else:
@@ -731,7 +763,9 @@ def _discovered(root: str, rel_nb_dir: str) -> Requirements:
             if entry:
                 c.line(entry, base, f"{where} {label}")
         if got.install_project:  # uv.lock of a packaged project: the project too, as pyproject.toml's is
-            _install_project(c, base, where)
+            _install_project(c, base, where, extras)
+            if extras:
+                c.out.origin = ef.bounded(f"{c.out.origin}, with extras {', '.join(extras)}")
             c.out.project_file = ef._rel(os.path.join(base, "pyproject.toml"), os.path.realpath(root))
         if got.supported is not None:
             c.out.supported_environments = (got.supported, f"{found.shown}'s "
@@ -741,10 +775,21 @@ def _discovered(root: str, rel_nb_dir: str) -> Requirements:
     return c.out
 
 
-def _install_project(c: _Collector, base: str, where: str) -> None:
-    """The project in ``base`` installed (not editable) from its folder: a local path."""
+def _install_project(c: _Collector, base: str, where: str, extras: list[str] | None = None) -> None:
+    """The project in ``base`` installed (not editable) from its folder, with ``extras``: a local path.
+    An extra the project does not declare is refused now (the installer would only warn, and the
+    notebook be validated without what was asked for)."""
+    from . import environment_files as ef
+
+    if extras:
+        known = ef.declared_extras(base, c.root)
+        unknown = [e for e in extras if known is not None and re.sub(r"[-_.]+", "-", e).lower() not in known]
+        if unknown:
+            raise RequirementsError(EXTRAS_FIELD, f"{EXTRAS_FIELD}: {where} declares no extra "
+                                                  f"{', '.join(repr(e) for e in unknown)} (it declares: "
+                                                  f"{', '.join(known or []) or 'none'})")
     try:
-        c.requirement(".", base, where, constraints=False)
+        c.requirement("." + (f"[{','.join(extras)}]" if extras else ""), base, where, constraints=False)
     except RequirementsError as e:  # e.g. a tree over the bounds of the cache key's hash
         raise RequirementsError(e.field, f"{e.message}; to validate without installing the project, declare "
                                          "the notebook's dependencies in a requirements.txt beside it or in "

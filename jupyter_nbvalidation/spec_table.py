@@ -38,6 +38,8 @@ MAX_ENV_VALUE_CHARS = 32 * 1024
 MAX_ENV_TOTAL_BYTES = 256 * 1024
 MAX_REQUIREMENTS_ITEMS = 500  # the spec list (requirements files: see requirements.py)
 MAX_REQUIREMENT_CHARS = 4096
+MAX_EXTRAS = 50  # buildConfig.extras
+MAX_EXTRA_CHARS = 100
 MAX_INPUT_PATTERNS = 100
 MAX_INPUT_PATTERN_CHARS = 1024
 MAX_PATTERNS = 50  # customTimestampPatterns, ignoreOutputTypes
@@ -184,6 +186,13 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
                                   (MAX_REQUIREMENTS_ITEMS, MAX_REQUIREMENT_CHARS),
                                   cli=(Cli(("--requirement",), "append",
                                            "a requirement (repeatable) instead of a file"),)),
+            "extras": Field("strlist", "Extras of the repository's own project, installed with it when the "
+                                       "environment found is that project (pyproject.toml / setup.py, or the "
+                                       "uv.lock of a packaged project), e.g. [plot, xarray].",
+                            (MAX_EXTRAS, MAX_EXTRA_CHARS),
+                            cli=(Cli(("--extra",), "append", "an extra of the repository's own project to install "
+                                                            "with it (repeatable), e.g. --extra plot",
+                                     metavar="NAME"),)),
             "constraints": Field("strlist", "Constraint specifiers over whatever the requirements install "
                                             "(pip's -c: a version a package must have if it is installed, never "
                                             "a reason to install it), e.g. the pins of a last success.",
@@ -262,7 +271,7 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
 }, ("notebook",))
 
 #: the order the CLI's spec options are listed in (--help); every Cli of the table, by its first flag
-CLI_ORDER = ("--no-build", "--requirements-file", "--requirement", "--constraint", "--input-file", "--strategy",
+CLI_ORDER = ("--no-build", "--requirements-file", "--requirement", "--extra", "--constraint", "--input-file", "--strategy",
              "--build-timeout", "--timeout", "--cell-timeout", "-p", "-r", "--comparison", "--abs-tol", "--rel-tol",
              "--timestamp-pattern", "--sanitize-with", "--lax", "--ignore-output", "--keep-timestamps",
              "--compare-execution-count")
@@ -454,6 +463,7 @@ class BuildConfig(TypedDict, total=False):
     baseImage: str
     requirementsFile: str
     requirements: list[str]
+    extras: list[str]
     constraints: list[str]
     timeout: Duration
 

@@ -325,6 +325,50 @@ def test_run_a_repository_whose_pyproject_declares_the_project(tmp_path):
     assert row["verdict"] == "Succeeded", row
     assert building(tmp_path, row["job"]) == ("Building the environment: 1 requirement from pyproject.toml at the "
                                               "repository root (project nbvtinyproj, installed from repo).")
+    # the notebook needs an extra of the project: red without it, green with --extra
+    text = (repo / "pyproject.toml").read_text()
+    (repo / "pyproject.toml").write_text(text + '[project.optional-dependencies]\nweb = ["idna"]\n')
+    write_notebook(repo / "notebooks" / "nb.ipynb", ["import nbvtinyproj\nprint(nbvtinyproj.VALUE)", "import idna"])
+    _, row = run(tmp_path)
+    assert row["verdict"] == "Failed" and "idna" in json.dumps(row["firstFailure"]), row
+    _, row = run(tmp_path, "--extra", "web")
+    assert row["verdict"] == "Succeeded", row
+    assert building(tmp_path, row["job"]) == ("Building the environment: 1 requirement from pyproject.toml at the "
+                                              "repository root (project nbvtinyproj with extras web, installed "
+                                              "from repo).")
+
+
+def test_extras_are_the_projects_own_and_checked_at_submit(repo):
+    from jupyter_nbvalidation.model import SpecError, validate_spec
+
+    def extras(*names: str) -> reqmod.Requirements:
+        spec = {"notebook": {"path": NB}, "podConfig": {"buildConfig": {"extras": list(names)}}}
+        return reqmod.collect(spec, str(repo), os.path.realpath(repo / NB))
+
+    (repo / "repo" / "pyproject.toml").write_text(
+        '[project]\nname = "pint"\nversion = "1"\n[project.optional-dependencies]\nPlot_Extra = ["six"]\n')
+    got = extras("plot-extra", "plot-extra")
+    assert got.display_lines == [f"{(repo / 'repo').resolve()}[plot-extra]"]
+    assert "project pint with extras plot-extra" in got.origin
+    for names, field, says in [(("nope",), "spec.podConfig.buildConfig.extras",
+                                "declares no extra 'nope' (it declares: plot-extra)"),
+                               (("bad name",), "spec.podConfig.buildConfig.extras[0]", "is not an extra's name")]:
+        with pytest.raises(reqmod.RequirementsError) as e:
+            extras(*names)
+        assert e.value.field == field and says in e.value.message, e.value.message
+    (repo / "repo" / "requirements.txt").write_text("six\n")  # now the environment is not the project
+    with pytest.raises(reqmod.RequirementsError) as e:
+        extras("plot-extra")
+    assert "which installs no project" in e.value.message
+    (repo / "repo" / "requirements.txt").unlink()
+    (repo / "repo" / "pyproject.toml").unlink()
+    with pytest.raises(reqmod.RequirementsError) as e:
+        extras("plot-extra")
+    assert "none was found" in e.value.message
+    for bc in ({"extras": ["x"], "requirements": ["six"]}, {"extras": ["x"], "enabled": False}):
+        with pytest.raises(SpecError) as s:
+            validate_spec({"notebook": {"path": NB}, "podConfig": {"buildConfig": bc}})
+        assert s.value.field == "podConfig.buildConfig.extras"
 
 
 def test_a_backend_without_local_paths_refuses_the_project_naming_it(repo):

@@ -46,6 +46,8 @@ export interface IBuildConfig {
   requirementsFile?: string;
   /** Inline pip requirement specifiers. */
   requirements?: string[];
+  /** Extras of the repository's own project, installed with it when the environment found is that project (pyproject.toml / setup.py, or the uv.lock of a packaged project), e.g. [plot, xarray]. */
+  extras?: string[];
   /** Constraint specifiers over whatever the requirements install (pip's -c: a version a package must have if it is installed, never a reason to install it), e.g. the pins of a last success. */
   constraints?: string[];
   /** Build timeout as a Go duration, e.g. 10m or 1h30m. */
@@ -141,6 +143,7 @@ export const SPEC_FIELDS = [
   'podConfig.buildConfig.baseImage',
   'podConfig.buildConfig.constraints',
   'podConfig.buildConfig.enabled',
+  'podConfig.buildConfig.extras',
   'podConfig.buildConfig.requirements',
   'podConfig.buildConfig.requirementsFile',
   'podConfig.buildConfig.strategy',
