@@ -893,6 +893,17 @@ def project_name(path: str, root: str) -> str | None:
     return parser.get("metadata", "name", fallback=None)
 
 
+#: repo2docker's files that are not an environment's Python packages, and are not acted on here
+NOT_RUN = (("apt.txt", "apt.txt (system packages)"), ("postBuild", "postBuild"), ("start", "start"),
+           ("install.R", "install.R"), ("DESCRIPTION", "DESCRIPTION (R)"), ("Project.toml", "Project.toml (Julia)"))
+
+
+def not_run_here(folder: str) -> list[str]:
+    """The repo2docker files beside the environment's file that are not acted on here (a
+    notebook that needs what they do fails, and its verdict says why it may have)."""
+    return [shown for name, shown in NOT_RUN if os.path.isfile(os.path.join(folder, name))]
+
+
 def declared_extras(folder: str, root: str) -> list[str] | None:
     """The extras the project in ``folder`` declares statically (pyproject.toml's
     ``[project.optional-dependencies]``, normalized), or None when they cannot be known

@@ -770,6 +770,9 @@ def _discovered(root: str, rel_nb_dir: str, extras: list[str] | None = None) -> 
         if got.supported is not None:
             c.out.supported_environments = (got.supported, f"{found.shown}'s "
                                             + ("environments" if found.kind == "pylock.toml" else "supported-markers"))
+    skipped = ef.not_run_here(base)
+    if skipped:
+        c.out.origin = ef.bounded(f"{c.out.origin}; not run here: {', '.join(skipped)}")
     c.out.source_path = path
     c.out.python_requires = python_requires
     return c.out

@@ -460,3 +460,17 @@ def test_a_python_the_server_cannot_build_with_is_refused_at_submit(tmp_path):
                              "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                             stdin=subprocess.DEVNULL)
     assert json.loads(listed.stdout)["items"] == []
+
+
+def test_binder_files_that_are_not_packages_are_named_not_run(repo):
+    """apt.txt, postBuild, start ... beside the environment's file (repo2docker acts on them): not
+    run here, and the origin every verdict shows says so, so a failure they explain is read as such."""
+    binder = repo / "repo" / "binder"
+    binder.mkdir()
+    (binder / "requirements.txt").write_text("six\n")
+    assert "not run here" not in collect(repo, NB).origin
+    (binder / "apt.txt").write_text("graphviz\n")
+    (binder / "postBuild").write_text("#!/bin/sh\njupyter labextension install x\n")
+    got = collect(repo, NB)
+    assert got.display_lines == ["six"]
+    assert got.origin.endswith("; not run here: apt.txt (system packages), postBuild"), got.origin
