@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from . import cause_search as cs
 from .cli import EXIT_ERROR, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_OK, InProcess, Remote, connect, interrupt_signals
@@ -41,7 +41,7 @@ def _phase(job: dict[str, Any]) -> str:
     return str((job.get("status") or {}).get("phase") or "")
 
 
-def _find_failing(api: Remote | InProcess, path: str, name: str | None) -> dict[str, Any]:
+def _find_failing(api: "SearchClient", path: str, name: str | None) -> dict[str, Any]:
     if name:
         job = api.get(name)
         if job["spec"]["notebook"]["path"] != path:
@@ -55,7 +55,7 @@ def _find_failing(api: Remote | InProcess, path: str, name: str | None) -> dict[
     raise Stop(EXIT_ERROR, f"{path} has no Failed job to bisect")
 
 
-def _record(api: Remote | InProcess, name: str) -> dict[str, Any]:
+def _record(api: "SearchClient", name: str) -> dict[str, Any]:
     try:
         rec = api.environment(name)
     except ClientError as e:
@@ -131,7 +131,29 @@ def _bisect(args: argparse.Namespace, api: Remote | InProcess, quiet: bool) -> i
     return int(result["exitCode"])
 
 
-def search(api: Any, path: str, job_name: str | None, max_steps: int, step_timeout: float | None,
+class SearchClient(Protocol):
+    """What the search needs of a client, one shape for the three that give it: ``cli.Remote``
+    (a server's REST API), ``cli.InProcess`` (this process's engine) and, in the server,
+    ``bisect_runs.ServiceCalls`` (the service itself). Every call blocks its caller; a refusal
+    is a ClientError."""
+
+    def get(self, name: str) -> dict[str, Any]: ...
+
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]: ...
+
+    def changes(self, name: str) -> dict[str, Any]: ...
+
+    def environment(self, name: str) -> dict[str, Any]: ...
+
+    def submit_probe(self, spec: dict[str, Any], probe_of: str) -> dict[str, Any]: ...
+
+    def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
+             stop: threading.Event | None = None) -> dict[str, Any]: ...
+
+    def cancel(self, name: str) -> dict[str, Any]: ...
+
+
+def search(api: SearchClient, path: str, job_name: str | None, max_steps: int, step_timeout: float | None,
            say: Callable[[str], None], current: list[str | None], stop: threading.Event | None = None,
            on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Which package changes since the last success turned ``path``'s failing job (its newest,
@@ -172,8 +194,7 @@ def search(api: Any, path: str, job_name: str | None, max_steps: int, step_timeo
         job = api.submit_probe(_probe_spec(failing, lines), fname)
         name = job["metadata"]["name"]
         current[0] = name
-        done = api.wait(name, lambda j: None, step_timeout, stop) if stop is not None else \
-            api.wait(name, lambda j: None, step_timeout)
+        done = api.wait(name, lambda j: None, step_timeout, stop)
         current[0] = None
         st = done.get("status") or {}
         if st.get("phase") == Phase.SUCCEEDED:
