@@ -8,6 +8,9 @@ import hashlib
 import io
 import json
 import os
+import shutil
+import subprocess
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -230,3 +233,34 @@ def cell_outputs(nb: dict) -> list[str]:
                 last = None
                 out.append(o.get("ename", ""))
     return out
+
+
+# --- `run` of a repository (the environment discovery tests) ------------------------------------
+
+JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+
+def run_repo(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`run repo --local` from tmp_path (the run root), its one JSON row."""
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "repo", "--local", "--data-dir", str(tmp_path / "data"),
+                           "-j", "1", "-o", "json", *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=900, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    [row] = json.loads(proc.stdout)
+    return proc, row
+
+
+def building(tmp_path: Path, job: str) -> str:
+    """The job's "Building the environment: …" event message; the origin in it is the one stored
+    with the job (what a restarted server, or another one, shows)."""
+    proc = subprocess.run([JUPYTER, "nbvalidation", "describe", job, "--local", "--data-dir", str(tmp_path / "data"),
+                           "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    [message] = [e["note"] for e in doc["events"] if e.get("note", "").startswith("Building the environment:")]
+    from jupyter_nbvalidation.requirements import ORIGIN_ANNOTATION
+
+    assert doc["job"]["metadata"]["annotations"][ORIGIN_ANNOTATION] in message
+    return message

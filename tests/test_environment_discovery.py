@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import write_notebook
+from helpers import JUPYTER, building, write_notebook
+from helpers import run_repo as run
 
 from jupyter_nbvalidation import environment_files as ef
 from jupyter_nbvalidation import requirements as reqmod
@@ -236,31 +237,6 @@ def test_the_origin_is_stored_with_the_job_and_read_back():
 
 # --- real runs through `jupyter nbvalidation run` (each build is real: few, light) ------------------
 
-JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
-
-
-def run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    """`run repo --local` from tmp_path (the run root), its one JSON row."""
-    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "repo", "--local", "--data-dir", str(tmp_path / "data"),
-                           "-j", "1", "-o", "json", *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
-    [row] = json.loads(proc.stdout)
-    return proc, row
-
-
-def building(tmp_path: Path, job: str) -> str:
-    """The job's "Building the environment: …" event message; the origin in it is the one stored
-    with the job (what a restarted server, or another one, shows)."""
-    proc = subprocess.run([JUPYTER, "nbvalidation", "describe", job, "--local", "--data-dir", str(tmp_path / "data"),
-                           "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = json.loads(proc.stdout)
-    [message] = [e["note"] for e in doc["events"] if e.get("note", "").startswith("Building the environment:")]
-    assert doc["job"]["metadata"]["annotations"][reqmod.ORIGIN_ANNOTATION] in message
-    return message
 
 
 def test_run_a_repository_whose_root_declares_the_environment(tmp_path):

@@ -14,8 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import make_wheel, write_notebook
-from test_environment_discovery import JUPYTER, building, run
+from helpers import JUPYTER, building, make_wheel, write_notebook
+from helpers import run_repo as run
 
 from jupyter_nbvalidation import environment_files as ef
 from jupyter_nbvalidation import requirements as reqmod
