@@ -17,9 +17,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_run(cwd: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(cwd / "no-servers")})
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(cwd / "no-servers")}
+    try:
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd,
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
+    except subprocess.TimeoutExpired as e:  # say where it stood: each job's phase, and what pytest printed
+        data = args[args.index("--nbvalidation-data-dir") + 1] if "--nbvalidation-data-dir" in args else None
+        jobs = "(no data dir)"
+        if data:
+            listed = subprocess.run([sys.executable, "-m", "jupyter_nbvalidation.cli", "list", "--local",
+                                     "--data-dir", data], cwd=cwd, capture_output=True, text=True, timeout=120,
+                                    stdin=subprocess.DEVNULL, env=env)
+            jobs = listed.stdout + listed.stderr
+        out = e.stdout.decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        raise AssertionError(f"pytest did not end within {timeout:.0f} s; its jobs:\n{jobs}\nits output:\n{out}") from None
 
 
 def make_tree(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import sys
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -63,17 +64,23 @@ class SubprocessBackend(Backend):
         return self.folder / job["metadata"]["uid"]
 
     async def submit(self, job: Job, files: dict[str, bytes]) -> Job:
-        created = await self.store.create(job)
+        # the snapshot first, then the job: an engine that sees the job at once (the store
+        # notifies on create) must find its inputs, as the real backends do
+        job["metadata"]["uid"] = str(uuid.uuid4())
 
         def write() -> None:
-            d = self._dir(created)
+            d = self._dir(job)
             d.mkdir(parents=True)
             for name, data in files.items():
                 (d / name).parent.mkdir(parents=True, exist_ok=True)
                 (d / name).write_bytes(data)
 
         await asyncio.to_thread(write)
-        return created
+        try:
+            return await self.store.create(job)
+        except Exception:
+            await asyncio.to_thread(shutil.rmtree, self._dir(job), True)
+            raise
 
     async def read_snapshot(self, job: Job) -> Snapshot:
         d = self._dir(job)
