@@ -4,8 +4,11 @@ a failed job with an earlier success; ``GET`` follows it step by step; ``DELETE`
 (its running step's job cancelled).
 
 The search is blocking code (each step waits for a probe job), so it runs in a worker
-thread, and reaches the service through :class:`ServiceCalls`: each call is a coroutine
-scheduled on the server's loop and waited for in that thread, never on the loop. What a
+thread of its own pool (never the loop's default one: a search waits there for minutes, and
+the submits it makes need that pool: sharing it could starve them), at most
+:data:`MAX_RUNNING` at once, and reaches the service through :class:`ServiceCalls`: each
+call is a coroutine scheduled on the server's loop and waited for in that thread, never on
+the loop. What a
 search has found is kept in memory, one per failed job, until the server stops (the
 probe jobs it ran stay in the store, as any job does).
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, TypeVar, cast
 
 from .client import ClientError
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 MAX_STEPS_LIMIT = 50
 KEPT = 100  # searches remembered (the oldest finished ones are forgotten first)
+MAX_RUNNING = 4  # searches at once: each holds a thread of its own for its whole length
 
 
 class ServiceCalls:
@@ -87,6 +92,7 @@ class Bisections:
         self.runs: dict[str, dict[str, Any]] = {}
         self._stops: dict[str, threading.Event] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=MAX_RUNNING, thread_name_prefix="nbvalidation-bisect")
 
     def get(self, name: str) -> dict[str, Any] | None:
         doc = self.runs.get(name)
@@ -103,6 +109,10 @@ class Bisections:
         running = self.runs.get(name)
         if running is not None and running["state"] == "running":
             return False, self.get(name) or running
+        busy = sum(1 for d in self.runs.values() if d["state"] == "running")
+        if busy >= MAX_RUNNING:
+            raise ApiError(409, "Conflict", f"{busy} searches for a cause are running here (the most at once); "
+                                            "start this one when one of them has ended")
         loop = asyncio.get_running_loop()
         stop = threading.Event()
         doc: dict[str, Any] = {"job": name, "state": "running", "maxSteps": max_steps, "steps": [],
@@ -134,7 +144,7 @@ class Bisections:
 
         async def run() -> None:
             try:
-                result = await asyncio.to_thread(search)
+                result = await loop.run_in_executor(self._pool, search)
             except Exception as e:  # noqa: BLE001 - a search never takes the server down; it says why it ended
                 result = {"result": "error", "exitCode": 3, "message": f"the search failed: {e}"}
             if result.get("result") == "stopped" and result.get("stepJob"):
@@ -162,6 +172,7 @@ class Bisections:
         """The server stops: every search stops, its running step cancelled."""
         for name in list(self._tasks):
             await self.stop(name)
+        self._pool.shutdown(wait=False)
 
     def _forget_old(self) -> None:
         ended = [n for n, d in self.runs.items() if d["state"] != "running"]
