@@ -716,20 +716,30 @@ def uv_binary() -> str | None:
 
 
 def _uv_error(stderr: str, code: int) -> str:
-    """uv's first error line and its first causes ("error: Failed to parse `uv.lock`",
-    "  cause: TOML parse error at line 3, column 1")."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    first = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), None)
-    if first is None:
+    """uv's error and its first causes ("Failed to parse `uv.lock`: TOML parse error at line
+    3, column 1"), each whole: uv wraps a long message over lines, which are joined again."""
+    raw = stderr.splitlines()
+    start = next((i for i, ln in enumerate(raw) if ln.strip().startswith("error:")), None)
+    if start is None:
+        lines = [ln.strip() for ln in raw if ln.strip()]
         if any("panicked at" in ln for ln in lines):  # not the lock's fault alone: no Rust backtrace shown
             return "uv stopped with an internal error (a panic) reading it"
         return lines[0] if lines else f"uv export exited with status {code}"
-    out = [lines[first].removeprefix("error:").strip()]
-    for ln in lines[first + 1:first + 3]:
-        if not ln.lower().startswith(("cause:", "caused by:")):
+    parts: list[list[str]] = [[raw[start].strip().removeprefix("error:").strip()]]
+    for ln in raw[start + 1:]:
+        text = ln.strip()
+        if not text:
             break
-        out.append(ln.split(":", 1)[1].strip())
-    return ": ".join(x for x in out if x)
+        low = text.lower()
+        if low.startswith(("cause:", "caused by:")):
+            if len(parts) == 3:  # the error and its first two causes
+                break
+            parts.append([text.split(":", 1)[1].strip()])
+        elif low.startswith(("hint:", "help:")):
+            break
+        else:  # a wrapped line of the message above
+            parts[-1].append(text)
+    return ": ".join(" ".join(p) for p in parts if any(p))
 
 
 def _uv_export(folder: str, what: str, extras: list[str] | None = None) -> str:

@@ -511,3 +511,15 @@ def test_run_with_a_corrupt_uv_lock_or_a_lock_for_elsewhere_is_refused_and_creat
                              "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                             stdin=subprocess.DEVNULL, env=env)
     assert json.loads(listed.stdout)["items"] == []
+
+
+def test_uvs_error_is_read_whole_when_uv_wraps_it():
+    from jupyter_nbvalidation.environment_files import _uv_error
+
+    wrapped = ("warning: something first\nerror: The lockfile at `uv.lock` needs to be updated, but `--frozen` was\n"
+               "provided\n  Caused by: TOML parse error at line 3,\n  column 1\n\nhint: run uv lock\n")
+    assert _uv_error(wrapped, 2) == ("The lockfile at `uv.lock` needs to be updated, but `--frozen` was provided: "
+                                     "TOML parse error at line 3, column 1")
+    assert _uv_error("thread 'main' panicked at src/x.rs", 101) == \
+        "uv stopped with an internal error (a panic) reading it"
+    assert _uv_error("", 2) == "uv export exited with status 2"
