@@ -39,8 +39,8 @@ export class ValidateOptionsBody extends Widget {
     text(
       'goldenPath',
       'text',
-      'path/to/golden.ipynb',
-      'Outputs are compared cell by cell with this notebook.'
+      'golden.ipynb (beside the notebook), or /path/from/the/root.ipynb',
+      'Outputs are compared cell by cell with this notebook. Relative to the notebook’s folder, as %nbvalidate --golden reads it; a leading / starts from the server’s root.'
     );
     this._check(`${id}-build`, 'buildEnabled', defaults.buildEnabled, errors);
     text('timeout', 'text', 'e.g. 30m, 1h30m, 90s', 'Whole validation; empty: the server default.');

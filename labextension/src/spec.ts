@@ -92,6 +92,38 @@ export function rootRelative(path: string): string {
   return path.trim().replace(/^\/+/, '').replace(/^\.\//, '');
 }
 
+/**
+ * The golden notebook's path as the server takes it (root-relative), from what the dialog
+ * was given: relative to the notebook's folder, as `%nbvalidate --golden` reads it
+ * ("golden.ipynb", "../expected/nb.ipynb"), or from the server's root with a leading "/".
+ * A path that climbs above the root is passed on as it is: the server refuses it, naming
+ * the field.
+ */
+export function goldenSpecPath(notebookPath: string, golden: string): string {
+  const g = golden.trim();
+  if (!g) {
+    return '';
+  }
+  if (g.startsWith('/')) {
+    return rootRelative(g);
+  }
+  const parts = rootRelative(notebookPath).split('/').slice(0, -1);
+  for (const seg of g.split('/')) {
+    if (seg === '' || seg === '.') {
+      continue;
+    }
+    if (seg === '..') {
+      if (!parts.length) {
+        return [...rootRelative(notebookPath).split('/').slice(0, -1), g].join('/');
+      }
+      parts.pop();
+      continue;
+    }
+    parts.push(seg);
+  }
+  return parts.join('/');
+}
+
 const DURATION_RE = new RegExp(DURATION_PATTERN);
 const DURATION_PART = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
 const UNIT: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600 };
@@ -361,7 +393,7 @@ export function buildSpec(notebookPath: string, options: ISpecOptions = {}): IJo
     throw new Error(errors.map(describeOptionError).join('\n'));
   }
   const spec: IJobSpec = { notebook: { path: rootRelative(notebookPath) } };
-  const golden = rootRelative(options.goldenPath ?? '');
+  const golden = goldenSpecPath(notebookPath, options.goldenPath ?? '');
   if (golden) {
     spec.goldenNotebook = { path: golden };
   }

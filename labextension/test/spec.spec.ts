@@ -6,6 +6,7 @@ import {
   optionOfSpecField,
   parameterValue,
   parseParameters,
+  goldenSpecPath,
   rootRelative
 } from '../src/spec';
 
@@ -39,6 +40,19 @@ describe('buildSpec', () => {
   it('normalises user-typed paths to root-relative ones', () => {
     expect(rootRelative('./a/b.ipynb')).toBe('a/b.ipynb');
     expect(rootRelative('//a.ipynb')).toBe('a.ipynb');
+  });
+
+  it('reads the golden path from the notebook’s folder, or from the root after a /', () => {
+    expect(goldenSpecPath('dir/sub/nb.ipynb', 'golden.ipynb')).toBe('dir/sub/golden.ipynb');
+    expect(goldenSpecPath('dir/sub/nb.ipynb', './g/x.ipynb')).toBe('dir/sub/g/x.ipynb');
+    expect(goldenSpecPath('dir/sub/nb.ipynb', '../expected/nb.ipynb')).toBe(
+      'dir/expected/nb.ipynb'
+    );
+    expect(goldenSpecPath('dir/sub/nb.ipynb', '/g/golden.ipynb')).toBe('g/golden.ipynb');
+    expect(goldenSpecPath('nb.ipynb', 'golden.ipynb')).toBe('golden.ipynb');
+    expect(goldenSpecPath('nb.ipynb', '  ')).toBe('');
+    // above the root: passed on for the server to refuse, naming the field
+    expect(goldenSpecPath('nb.ipynb', '../x.ipynb')).toBe('../x.ipynb');
   });
 });
 

@@ -296,7 +296,7 @@ describe('JupyterLab frontend of jupyter-nbvalidation', () => {
     await page.locator('.lm-Menu-itemLabel', { hasText: 'Validate Notebook with Options' }).click();
     const dialog = page.locator('.jp-Dialog');
     await dialog.waitFor({ timeout: 10_000 });
-    await dialog.locator('input[id$="-golden"]').fill('golden/expected.ipynb');
+    await dialog.locator('input[id$="-golden"]').fill('expected.ipynb');
     const build = dialog.locator('input[type="checkbox"][id$="-build"]');
     assert.equal(await build.isChecked(), true, 'build should default to on (settings)');
     await build.uncheck();

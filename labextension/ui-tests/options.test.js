@@ -103,7 +103,7 @@ describe('the Validate with options dialog', () => {
 
     // 1. input the server would refuse: the dialog comes back with the reason at the field, nothing submitted
     await openOptions();
-    await field('golden').fill('options/golden.ipynb');
+    await field('golden').fill('golden.ipynb');
     await dialog.locator('input[type="checkbox"][id$="-build"]').uncheck();
     await field('absTolerance').fill('abc');
     await field('parameters').fill('scale=1.001\n1x=2');
@@ -125,13 +125,13 @@ describe('the Validate with options dialog', () => {
       /^Parameters \(parameters\.1x\): line 2: "1x" must be a Python identifier/
     );
     // what was typed is kept
-    assert.equal(await field('golden').inputValue(), 'options/golden.ipynb');
+    assert.equal(await field('golden').inputValue(), 'golden.ipynb');
     assert.equal(await field('parameters').inputValue(), 'scale=1.001\n1x=2');
     await shot('ux-options-invalid.png', dialog.locator('.jp-Dialog-content'));
     // the server's own 400 (a golden notebook that does not exist) comes back at its field too
     await field('absTolerance').fill('');
     await field('parameters').fill('scale=1.001');
-    await field('golden').fill('options/missing.ipynb');
+    await field('golden').fill('missing.ipynb');
     await dialog.locator('button.jp-mod-accept').click();
     const refused = dialog.locator(
       '.jp-NBValidation-optionRow.jp-mod-invalid[data-option="goldenPath"]'
@@ -147,7 +147,7 @@ describe('the Validate with options dialog', () => {
     assert.deepEqual(await jobsOf(), [], 'a refused dialog submitted a job');
 
     // 2. the parameter alone: its output (3.144732) differs from the golden 3.14159 by more than 1e-4
-    await field('golden').fill('options/golden.ipynb');
+    await field('golden').fill('golden.ipynb');
     const failing = await submitAndWaitForJob();
     assert.equal(await waitForVerdict(), 'Failed');
     const diff = page.locator(`${PANEL} .jp-NBValidation-diff`);
@@ -169,7 +169,7 @@ describe('the Validate with options dialog', () => {
 
     // 3. the same parameter with an absolute tolerance of 0.01: the golden copy matches
     await openOptions();
-    await field('golden').fill('options/golden.ipynb');
+    await field('golden').fill('golden.ipynb');
     await dialog.locator('input[type="checkbox"][id$="-build"]').uncheck();
     await field('absTolerance').fill('0.01');
     await field('cellTimeout').fill('120');

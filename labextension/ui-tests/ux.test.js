@@ -368,7 +368,7 @@ describe('the lab as a data scientist meets it', () => {
       await page.locator(`${PANEL} .jp-NBValidation-options`).click();
       const dialog = page.locator('.jp-Dialog');
       await dialog.waitFor({ timeout: 30_000 });
-      await dialog.locator('input[id$="-golden"]').fill('accept/golden.ipynb');
+      await dialog.locator('input[id$="-golden"]').fill('golden.ipynb');
       await dialog.locator('input[type="checkbox"][id$="-build"]').uncheck();
       const before = await page
         .locator(`${PANEL} .jp-NBValidation-jobFullName`)
