@@ -68,20 +68,9 @@ class ServiceCalls:
 
     def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
              stop: threading.Event | None = None) -> dict[str, Any]:
-        from concurrent.futures import wait as wait_for
+        from .cli import wait_on_loop
 
-        from .service import ApiError
-
-        running = asyncio.run_coroutine_threadsafe(self.service.wait_for_terminal(name, timeout), self.loop)
-        while not running.done():
-            wait_for([running], timeout=0.25)
-            if not running.done() and stop is not None and stop.is_set():
-                running.cancel()
-                raise ClientError(f"stopped waiting for job {name}")
-        try:
-            return cast("dict[str, Any]", running.result())
-        except ApiError as e:
-            raise ClientError(e.message, e.status, e.field) from None
+        return wait_on_loop(self.service, self.loop, name, timeout, None, stop)
 
 
 class Bisections:

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Coroutine, Mapping, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping, TypeVar, cast
 
 from . import render
 from .client import ClientError, ServerClient, find_server
@@ -29,6 +29,9 @@ from .documents import Job
 from .errors import Conflict, NotFound, StoreBroken, StoreError
 from .model import Phase, Reason, build_enabled, is_terminal
 from .spec_table import cli_options
+
+if TYPE_CHECKING:
+    from .service import JobService
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
 FOLLOW_POLL = 0.5  # seconds between two looks at a job being followed
@@ -175,22 +178,8 @@ class InProcess:
              stop: threading.Event | None = None) -> dict[str, Any]:
         """The job once it ended (``on_update`` sees each change, on the loop's thread);
         ``stop``, once set, ends the wait (ClientError). Only while a batch runs (begin)."""
-        from concurrent.futures import wait as wait_for
-
-        from .service import ApiError
-
         assert self._thread is not None, "InProcess.wait: only between begin() and end()"
-        running = asyncio.run_coroutine_threadsafe(
-            self.service.wait_for_terminal(name, timeout, cast("Callable[[Job], None]", on_update)), self.loop)
-        while not running.done():
-            wait_for([running], timeout=0.25)
-            if not running.done() and stop is not None and stop.is_set():
-                running.cancel()
-                raise ClientError(f"stopped waiting for job {name}")
-        try:
-            return cast(Json, running.result())
-        except ApiError as e:
-            raise ClientError(e.message, e.status, e.field) from None
+        return wait_on_loop(self.service, self.loop, name, timeout, on_update, stop)
 
     def executed_notebook(self, name: str) -> dict[str, Any]:
         return self._call(self.service.executed_notebook(name))
@@ -304,6 +293,29 @@ class InProcess:
                 await self.service.stop()
 
         return self._call(go())
+
+
+def wait_on_loop(service: "JobService", loop: asyncio.AbstractEventLoop, name: str, timeout: float | None,
+                 on_update: Callable[[dict[str, Any]], None] | None = None,
+                 stop: threading.Event | None = None) -> dict[str, Any]:
+    """From a thread that is not ``loop``'s: job ``name`` once it ended, waited for on
+    ``loop`` (``on_update`` sees each change there); ``stop``, once set, ends the wait
+    (ClientError). InProcess (a batch) and the server's searches (bisect_runs) wait so."""
+    from concurrent.futures import wait as wait_for
+
+    from .service import ApiError
+
+    running = asyncio.run_coroutine_threadsafe(
+        service.wait_for_terminal(name, timeout, cast("Callable[[Job], None] | None", on_update)), loop)
+    while not running.done():
+        wait_for([running], timeout=0.25)
+        if not running.done() and stop is not None and stop.is_set():
+            running.cancel()
+            raise ClientError(f"stopped waiting for job {name}")
+    try:
+        return cast(Json, running.result())
+    except ApiError as e:
+        raise ClientError(e.message, e.status, e.field) from None
 
 
 class SubmitInterrupted(Exception):
