@@ -157,6 +157,7 @@ class Requirements:
     python_requires: tuple[str, str] | None = None  # (PEP 440 specifier, where the repository says so)
     # (markers, where): the environments a discovered lock file is valid for (one must fit the build)
     supported_environments: tuple[list[str], str] | None = None
+    spec_constraints: int = 0  # how many of ``constraints`` came from spec.podConfig.buildConfig.constraints
 
     def __bool__(self) -> bool:
         return bool(self.lines or self.constraints)
@@ -418,6 +419,18 @@ class _Collector:
         if len(self.out.lines) + len(self.out.constraints) > MAX_LINES:
             self.fail(where, f"over {MAX_LINES} requirement lines (the limit)")
 
+    def spec_list(self, entries: list[str], base: str, *, constraints: bool = False) -> None:
+        """A spec list (``requirements``, ``constraints``): bounded, one line an entry, comments
+        dropped, each line checked as a file's line is; ``[i]`` names the entry."""
+        if len(entries) > MAX_LIST_ITEMS:
+            self.fail(self.field, f"has {len(entries)} entries; the limit is {MAX_LIST_ITEMS}")
+        for i, entry in enumerate(entries):
+            if "\n" in entry or "\r" in entry:
+                self.fail(f"{self.field}[{i}]", "an entry is one line")
+            line = re.sub(r"(^|\s+)#.*$", "", entry).strip()
+            if line:
+                self.line(line, base, f"{self.field}[{i}]", constraints=constraints)
+
     def line(self, line: str, base: str, where: str, *, constraints: bool = False, depth: int = 0) -> None:
         if len(line) > MAX_LINE_CHARS:
             self.fail(where, f"the line is over {MAX_LINE_CHARS} characters")
@@ -634,21 +647,14 @@ def collect(spec: dict[str, Any], root: str, notebook_real: str) -> Requirements
     out = _collect_source(spec, root, notebook_real)
     entries = ((spec.get("podConfig") or {}).get("buildConfig") or {}).get("constraints") or []
     if entries:
-        field_name = "spec.podConfig.buildConfig.constraints"
-        c = _Collector(root, field_name, out.origin)
+        c = _Collector(root, CONSTRAINTS_FIELD, out.origin)
         c.out = out
-        if len(entries) > MAX_LIST_ITEMS:
-            c.fail(field_name, f"has {len(entries)} entries; the limit is {MAX_LIST_ITEMS}")
         before = len(out.constraints)
-        for i, entry in enumerate(entries):
-            if "\n" in entry or "\r" in entry:
-                c.fail(f"{field_name}[{i}]", "an entry is one line")
-            line = re.sub(r"(^|\s+)#.*$", "", entry).strip()
-            if line:
-                c.line(line, os.path.dirname(notebook_real), f"{field_name}[{i}]", constraints=True)
-        added = len(out.constraints) - before
-        if added:
-            out.origin = f"{out.origin}; {added} constraint{'s' if added != 1 else ''} ({field_name})"
+        c.spec_list(entries, os.path.dirname(notebook_real), constraints=True)
+        out.spec_constraints = len(out.constraints) - before
+        if out.spec_constraints:
+            out.origin = (f"{out.origin}; {out.spec_constraints} constraint"
+                          f"{'s' if out.spec_constraints != 1 else ''} ({CONSTRAINTS_FIELD})")
     return out
 
 
@@ -660,16 +666,8 @@ def _collect_source(spec: dict[str, Any], root: str, notebook_real: str) -> Requ
     rel_nb_dir = os.path.dirname(spec["notebook"]["path"].strip())
     if bc.get("requirements"):
         field_name = "spec.podConfig.buildConfig.requirements"
-        entries = bc["requirements"]
         c = _Collector(root, field_name, field_name)
-        if len(entries) > MAX_LIST_ITEMS:
-            c.fail(field_name, f"has {len(entries)} entries; the limit is {MAX_LIST_ITEMS}")
-        for i, entry in enumerate(entries):
-            if "\n" in entry or "\r" in entry:
-                c.fail(f"{field_name}[{i}]", "an entry is one line")
-            line = re.sub(r"(^|\s+)#.*$", "", entry).strip()
-            if line:
-                c.line(line, nb_dir, f"{field_name}[{i}]")
+        c.spec_list(bc["requirements"], nb_dir)
         return c.out
     field_name = "spec.podConfig.buildConfig.requirementsFile"
     if bc.get("requirementsFile"):
@@ -688,6 +686,7 @@ def _collect_source(spec: dict[str, Any], root: str, notebook_real: str) -> Requ
     return c.out
 
 
+CONSTRAINTS_FIELD = "spec.podConfig.buildConfig.constraints"
 _EXTRA_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 EXTRAS_FIELD = "spec.podConfig.buildConfig.extras"
 
@@ -724,8 +723,7 @@ def _discovered(root: str, rel_nb_dir: str, extras: list[str] | None = None) -> 
     path, where, base = found.path, found.where, os.path.dirname(found.path)
     if found.kind == "requirements.txt":
         if extras:
-            raise RequirementsError(EXTRAS_FIELD, f"{EXTRAS_FIELD}: extras apply to the repository's own project; "
-                                                  f"the environment here is {where}, which installs no project")
+            _no_project_for_extras(where)
         origin = ("requirements.txt beside the notebook" if found.place == ef.PLACE_BESIDE else where)
         c = _Collector(root, field_name, origin)
         c.file(path, where)
@@ -739,16 +737,15 @@ def _discovered(root: str, rel_nb_dir: str, extras: list[str] | None = None) -> 
         _install_project(c, base, where, extras)
         c.out.project_file = found.shown
     else:
-        reader = {"environment.yml": ef.read_environment_yml, "environment.yaml": ef.read_environment_yml,
-                  "pylock.toml": ef.read_pylock, "uv.lock": ef.read_uv_lock,
-                  "Pipfile.lock": ef.read_pipfile_lock, "Pipfile": ef.read_pipfile}[found.kind]
         if found.kind == "uv.lock":  # `uv export` runs here (collect runs off the event loop)
             got = ef.read_uv_lock(path, root, where, extras)
         else:
+            reader = {"environment.yml": ef.read_environment_yml, "environment.yaml": ef.read_environment_yml,
+                      "pylock.toml": ef.read_pylock, "Pipfile.lock": ef.read_pipfile_lock,
+                      "Pipfile": ef.read_pipfile}[found.kind]
             got = reader(path, root, where)
         if extras and not got.install_project:
-            raise RequirementsError(EXTRAS_FIELD, f"{EXTRAS_FIELD}: extras apply to the repository's own project; "
-                                                  f"the environment here is {where}, which installs no project")
+            _no_project_for_extras(where)
         if found.place == ef.PLACE_BINDER:
             origin = f"{found.shown} ({ef.PLACE_BINDER}: {got.detail})"
         else:
@@ -776,6 +773,11 @@ def _discovered(root: str, rel_nb_dir: str, extras: list[str] | None = None) -> 
     c.out.source_path = path
     c.out.python_requires = python_requires
     return c.out
+
+
+def _no_project_for_extras(where: str) -> NoReturn:
+    raise RequirementsError(EXTRAS_FIELD, f"{EXTRAS_FIELD}: extras apply to the repository's own project; "
+                                          f"the environment here is {where}, which installs no project")
 
 
 def _install_project(c: _Collector, base: str, where: str, extras: list[str] | None = None) -> None:

@@ -331,8 +331,8 @@ class JobService:
                            f"the {self.backend.name} backend builds where the server's files are not "
                            "(list packages from an index)", field)
         if reqs.constraints and not self.backend.capabilities.constraint_files:
-            listed = "spec.podConfig.buildConfig.constraints"
-            if reqs.origin.endswith(f"({listed})"):
+            if reqs.spec_constraints:
+                listed = reqmod.CONSTRAINTS_FIELD
                 raise ApiError(400, "InvalidRequirements",
                                f"{listed}: the {self.backend.name} backend does not take constraints yet", listed)
             raise ApiError(400, "InvalidRequirements",
