@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from . import cause_search as cs
-from .cli import EXIT_ERROR, EXIT_FAILED, EXIT_INFRASTRUCTURE, EXIT_OK, InProcess, Remote, connect, interrupt_signals
+from .cli import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_INFRASTRUCTURE,
+    EXIT_OK,
+    InProcess,
+    Remote,
+    connect,
+    interrupt_signals,
+    newest_job,
+)
 from .client import ClientError
 from .model import Phase, is_terminal
 from .vocabulary import Reason
@@ -49,10 +59,10 @@ def _find_failing(api: "SearchClient", path: str, name: str | None) -> dict[str,
         if _phase(job) != Phase.FAILED:
             raise Stop(EXIT_ERROR, f"job {name} did not fail ({_phase(job) or 'Pending'}): nothing to bisect")
         return job
-    for job in api.list_jobs(path, 500):
-        if _phase(job) == Phase.FAILED:
-            return api.get(job["metadata"]["name"])
-    raise Stop(EXIT_ERROR, f"{path} has no Failed job to bisect")
+    found = newest_job(api, path, Phase.FAILED)
+    if found is None:
+        raise Stop(EXIT_ERROR, f"{path} has no Failed job to bisect")
+    return api.get(found["metadata"]["name"])
 
 
 def _record(api: "SearchClient", name: str) -> dict[str, Any]:
@@ -134,7 +144,7 @@ def _bisect(args: argparse.Namespace, api: Remote | InProcess, quiet: bool) -> i
 class SearchClient(Protocol):
     """What the search needs of a client, one shape for the three that give it: ``cli.Remote``
     (a server's REST API), ``cli.InProcess`` (this process's engine) and, in the server,
-    ``bisect_runs.ServiceCalls`` (the service itself). Every call blocks its caller; a refusal
+    ``cli.ServiceCalls`` (the service itself, in the server). Every call blocks its caller; a refusal
     is a ClientError."""
 
     def get(self, name: str) -> dict[str, Any]: ...
@@ -160,7 +170,7 @@ def search(api: SearchClient, path: str, job_name: str | None, max_steps: int, s
     or ``job_name``) red: the result document (``result``, ``exitCode``, ``culprits``, ``steps``,
     ``message`` …; what ``bisect -o json`` prints and ``GET /jobs/{name}/bisect`` serves).
     ``api``: the blocking job operations (cli.Remote, cli.InProcess, or the server's own,
-    bisect_runs.ServiceCalls), called from this thread. ``current[0]`` is the running step's
+    cli.ServiceCalls), called from this thread. ``current[0]`` is the running step's
     job; ``stop``, once set, ends the wait for it (ClientError: the caller cancels it);
     ``on_step`` sees each step as it ends. Raises Stop when it cannot bisect."""
     failing = _find_failing(api, path, job_name)

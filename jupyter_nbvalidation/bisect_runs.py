@@ -19,58 +19,18 @@ import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
+from .cli import ServiceCalls
 from .client import ClientError
 from .model import Phase
 
 if TYPE_CHECKING:
     from .service import JobService
 
-T = TypeVar("T")
 MAX_STEPS_LIMIT = 50
 KEPT = 100  # searches remembered (the oldest finished ones are forgotten first)
 MAX_RUNNING = 4  # searches at once: each holds a thread of its own for its whole length
-
-
-class ServiceCalls:
-    """The blocking job operations bisect_cmd.search asks for, over the service on ``loop``,
-    for a worker thread (an ApiError becomes the ClientError the CLI's clients raise)."""
-
-    def __init__(self, service: "JobService", loop: asyncio.AbstractEventLoop):
-        self.service, self.loop = service, loop
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        from .service import ApiError
-
-        try:
-            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-        except ApiError as e:
-            raise ClientError(e.message, e.status, e.field) from None
-
-    def get(self, name: str) -> dict[str, Any]:
-        return cast("dict[str, Any]", self._call(self.service.get(name)))
-
-    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]:
-        return cast("list[dict[str, Any]]", self._call(self.service.list_jobs(notebook, limit, None))["items"])
-
-    def changes(self, name: str) -> dict[str, Any]:
-        return self._call(self.service.since_last_success(name))
-
-    def environment(self, name: str) -> dict[str, Any]:
-        return self._call(self.service.environment_record(name))
-
-    def submit_probe(self, spec: dict[str, Any], probe_of: str) -> dict[str, Any]:
-        return cast("dict[str, Any]", self._call(self.service.submit(spec, probe_of=probe_of)))
-
-    def cancel(self, name: str) -> dict[str, Any]:
-        return cast("dict[str, Any]", self._call(self.service.cancel(name)))
-
-    def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
-             stop: threading.Event | None = None) -> dict[str, Any]:
-        from .cli import wait_on_loop
-
-        return wait_on_loop(self.service, self.loop, name, timeout, None, stop)
 
 
 class Bisections:

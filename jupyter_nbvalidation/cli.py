@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping, Protocol, TypeVar, cast
 
 from . import render
 from .client import ClientError, ServerClient, find_server
@@ -106,7 +106,65 @@ def follow(api: "Remote | InProcess", name: str, follower: Follower, timeout: fl
         time.sleep(FOLLOW_POLL)
 
 
-class InProcess:
+class ServiceCalls:
+    """The job operations over a JobService whose loop runs in another thread than the
+    caller's: each a coroutine scheduled on ``loop`` and waited for in the caller's thread,
+    never on the loop (an ApiError becomes the ClientError the REST client raises). The
+    server's searches use it as it is (bisect_runs); InProcess is one with a loop of its own."""
+
+    def __init__(self, service: "JobService", loop: asyncio.AbstractEventLoop):
+        self.service, self.loop = service, loop
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        from .service import ApiError
+
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        except ApiError as e:
+            raise ClientError(e.message, e.status, e.field) from None
+
+    def get(self, name: str) -> dict[str, Any]:
+        return cast(Json, self._call(self.service.get(name)))
+
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._call(self.service.list_jobs(notebook, limit, None))["items"]
+        return items
+
+    def environment(self, name: str) -> dict[str, Any]:
+        return self._call(self.service.environment_record(name))
+
+    def changes(self, name: str) -> dict[str, Any]:
+        return self._call(self.service.since_last_success(name))
+
+    def submit_probe(self, spec: dict[str, Any], probe_of: str) -> dict[str, Any]:
+        """A probe job for ``probe_of`` (bisect's steps): never the notebook's verdict."""
+        return cast(Json, self._call(self.service.submit(spec, probe_of=probe_of)))
+
+    def cancel(self, name: str) -> dict[str, Any]:
+        return cast(Json, self._call(self.service.cancel(name)))
+
+    def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
+             stop: threading.Event | None = None) -> dict[str, Any]:
+        """The job once it ended, waited for on the loop (``on_update`` sees each change
+        there); ``stop``, once set, ends the wait (ClientError)."""
+        from concurrent.futures import wait as wait_for
+
+        from .service import ApiError
+
+        running = asyncio.run_coroutine_threadsafe(
+            self.service.wait_for_terminal(name, timeout, cast("Callable[[Job], None]", on_update)), self.loop)
+        while not running.done():
+            wait_for([running], timeout=0.25)
+            if not running.done() and stop is not None and stop.is_set():
+                running.cancel()
+                raise ClientError(f"stopped waiting for job {name}")
+        try:
+            return cast(Json, running.result())
+        except ApiError as e:
+            raise ClientError(e.message, e.status, e.field) from None
+
+
+class InProcess(ServiceCalls):
     """The same operations as the REST API, on the local data dir, in this process."""
 
     def __init__(self, root_dir: str, data_dir: str | None = None, backend_config: dict[str, Any] | None = None):
@@ -170,26 +228,14 @@ class InProcess:
         """The verdict cache: an earlier Succeeded job standing for ``spec``, or None."""
         return cast("Json | None", self._call(self.service.unchanged(spec)))
 
-    def submit_probe(self, spec: dict[str, Any], probe_of: str) -> dict[str, Any]:
-        """A probe job for ``probe_of`` (bisect's steps): never the notebook's verdict."""
-        return cast(Json, self._call(self.service.submit(spec, probe_of=probe_of)))
-
     def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
              stop: threading.Event | None = None) -> dict[str, Any]:
-        """The job once it ended (``on_update`` sees each change, on the loop's thread);
-        ``stop``, once set, ends the wait (ClientError). Only while a batch runs (begin)."""
+        """As ServiceCalls.wait; only while a batch runs (begin)."""
         assert self._thread is not None, "InProcess.wait: only between begin() and end()"
-        return wait_on_loop(self.service, self.loop, name, timeout, on_update, stop)
+        return super().wait(name, on_update, timeout, stop)
 
     def executed_notebook(self, name: str) -> dict[str, Any]:
         return self._call(self.service.executed_notebook(name))
-
-    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = self._call(self.service.list_jobs(notebook, limit, None))["items"]
-        return items
-
-    def get(self, name: str) -> dict[str, Any]:
-        return cast(Json, self._call(self.service.get(name)))
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return cast("list[Json]", self._call(self.service.events(name)))
@@ -197,17 +243,8 @@ class InProcess:
     def timeline(self, name: str) -> dict[str, Any]:
         return self._call(self.service.timeline(name))
 
-    def environment(self, name: str) -> dict[str, Any]:
-        return self._call(self.service.environment_record(name))
-
-    def changes(self, name: str) -> dict[str, Any]:
-        return self._call(self.service.since_last_success(name))
-
     def lock(self, name: str) -> str:
         return self._call(self.service.lock(name))
-
-    def cancel(self, name: str) -> dict[str, Any]:
-        return cast(Json, self._call(self.service.cancel(name)))
 
     def delete(self, name: str) -> tuple[int, dict[str, Any]]:
         return cast("tuple[int, Json]", self._call(self.service.delete(name)))
@@ -293,29 +330,6 @@ class InProcess:
                 await self.service.stop()
 
         return self._call(go())
-
-
-def wait_on_loop(service: "JobService", loop: asyncio.AbstractEventLoop, name: str, timeout: float | None,
-                 on_update: Callable[[dict[str, Any]], None] | None = None,
-                 stop: threading.Event | None = None) -> dict[str, Any]:
-    """From a thread that is not ``loop``'s: job ``name`` once it ended, waited for on
-    ``loop`` (``on_update`` sees each change there); ``stop``, once set, ends the wait
-    (ClientError). InProcess (a batch) and the server's searches (bisect_runs) wait so."""
-    from concurrent.futures import wait as wait_for
-
-    from .service import ApiError
-
-    running = asyncio.run_coroutine_threadsafe(
-        service.wait_for_terminal(name, timeout, cast("Callable[[Job], None] | None", on_update)), loop)
-    while not running.done():
-        wait_for([running], timeout=0.25)
-        if not running.done() and stop is not None and stop.is_set():
-            running.cancel()
-            raise ClientError(f"stopped waiting for job {name}")
-    try:
-        return cast(Json, running.result())
-    except ApiError as e:
-        raise ClientError(e.message, e.status, e.field) from None
 
 
 class SubmitInterrupted(Exception):
@@ -552,12 +566,21 @@ def build_spec(args: argparse.Namespace, api: Remote | InProcess) -> dict[str, A
     return spec
 
 
-def last_success(api: Remote | InProcess, path: str, limit: int = 500) -> dict[str, Any] | None:
-    """The notebook's newest Succeeded job (probes are not listed), or None."""
+class JobLister(Protocol):
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]: ...
+
+
+def newest_job(api: JobLister, path: str, phase: str, limit: int = 500) -> dict[str, Any] | None:
+    """The notebook's newest job (a summary) that ended in ``phase`` (probes are not listed), or None."""
     for job in api.list_jobs(path, limit):
-        if (job.get("status") or {}).get("phase") == Phase.SUCCEEDED:
+        if (job.get("status") or {}).get("phase") == phase:
             return job
     return None
+
+
+def last_success(api: Remote | InProcess, path: str) -> dict[str, Any] | None:
+    """The notebook's newest Succeeded job, or None."""
+    return newest_job(api, path, Phase.SUCCEEDED)
 
 
 def last_success_constraints(api: Remote | InProcess, path: str) -> tuple[list[str], str]:
