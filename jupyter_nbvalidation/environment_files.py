@@ -103,6 +103,7 @@ from urllib.parse import urlsplit
 
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no annotations (types-PyYAML is not installed)
 
+from .environment_record import normalize
 from .requirements import MAX_FILE_BYTES, RequirementsError, read_confined
 
 FIELD = "spec.podConfig.buildConfig.requirementsFile"
@@ -447,10 +448,6 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 120 else text[:119] + "…"
 
 
-def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -478,7 +475,7 @@ def _select_marker(marker: str, extras: set[str], groups: set[str], where: str) 
 
     def decide(m: re.Match[str]) -> str:
         chosen = groups if m.group(4) == "dependency_groups" else extras
-        inside = _canon(m.group(2)) in {_canon(c) for c in chosen}
+        inside = normalize(m.group(2)) in {normalize(c) for c in chosen}
         return _TRUE_MARKER if inside == (m.group(3) == "in") else _FALSE_MARKER
 
     decided = _SET_MARKER.sub(decide, marker)
@@ -787,11 +784,11 @@ def _stale(project: dict[str, Any], locked: dict[str, Any], what: str) -> None:
             or not isinstance(requires, list):
         return
     try:
-        declared = [(_canon(r.name), r.specifier) for r in map(Requirement, declared_list)
+        declared = [(normalize(r.name), r.specifier) for r in map(Requirement, declared_list)
                     if not _EXTRA_MARKER.search(str(r.marker or ""))]
         entries = [d for d in requires if not _EXTRA_MARKER.search(str(d.get("marker", "")))]
-        recorded = [(_canon(str(d["name"])), SpecifierSet(str(d.get("specifier", "")))) for d in entries]
-        sourced = {_canon(str(d["name"])) for d in entries if any(k in d for k in _SOURCE_KEYS)}
+        recorded = [(normalize(str(d["name"])), SpecifierSet(str(d.get("specifier", "")))) for d in entries]
+        sourced = {normalize(str(d["name"])) for d in entries if any(k in d for k in _SOURCE_KEYS)}
     except (InvalidRequirement, InvalidSpecifier, KeyError, TypeError, AttributeError):
         return
     names, locked_names = {n for n, _ in declared}, {n for n, _ in recorded}
@@ -844,7 +841,7 @@ def read_uv_lock(path: str, root: str, what: str, extras: list[str] | None = Non
     install = False
     for p in packages:
         source = p.get("source")
-        if name and isinstance(source, dict) and _canon(str(p.get("name", ""))) == _canon(name) \
+        if name and isinstance(source, dict) and normalize(str(p.get("name", ""))) == normalize(name) \
                 and "." in (source.get("editable"), source.get("directory"), source.get("virtual")):
             install = source.get("virtual") != "."
             _stale(project, p, what)
@@ -860,7 +857,7 @@ def read_uv_lock(path: str, root: str, what: str, extras: list[str] | None = Non
     for p in packages:
         source = p.get("source")
         if isinstance(source, dict) and isinstance(source.get("registry"), str):
-            by_name.setdefault(_canon(str(p.get("name", ""))), []).append(source["registry"])
+            by_name.setdefault(normalize(str(p.get("name", ""))), []).append(source["registry"])
     sources = _Sources()
     count = 0
     for _, line in lines:
@@ -870,7 +867,7 @@ def read_uv_lock(path: str, root: str, what: str, extras: list[str] | None = Non
         m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)", line)
         if line.startswith("-") or not m:
             continue
-        for registry in by_name.get(_canon(m.group(1)), []):
+        for registry in by_name.get(normalize(m.group(1)), []):
             sources.add(registry, flat=registry.rstrip("/") in flat)
     options, notes = sources.lines()
     detail = _plural(count, "locked package")
@@ -925,7 +922,7 @@ def declared_extras(folder: str, root: str) -> list[str] | None:
     if not isinstance(project, dict) or "optional-dependencies" in (project.get("dynamic") or []):
         return None
     table = project.get("optional-dependencies") or {}
-    return sorted(re.sub(r"[-_.]+", "-", str(k)).lower() for k in table) if isinstance(table, dict) else None
+    return sorted(normalize(str(k)) for k in table) if isinstance(table, dict) else None
 
 
 def python_requirement(found: Discovered, root: str) -> tuple[str, str] | None:

@@ -785,10 +785,11 @@ def _install_project(c: _Collector, base: str, where: str, extras: list[str] | N
     An extra the project does not declare is refused now (the installer would only warn, and the
     notebook be validated without what was asked for)."""
     from . import environment_files as ef
+    from .environment_record import normalize
 
     if extras:
         known = ef.declared_extras(base, c.root)
-        unknown = [e for e in extras if known is not None and re.sub(r"[-_.]+", "-", e).lower() not in known]
+        unknown = [e for e in extras if known is not None and normalize(e) not in known]
         if unknown:
             raise RequirementsError(EXTRAS_FIELD, f"{EXTRAS_FIELD}: {where} declares no extra "
                                                   f"{', '.join(repr(e) for e in unknown)} (it declares: "

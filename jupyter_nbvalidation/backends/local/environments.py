@@ -104,7 +104,7 @@ def _local_package_name(path: str) -> str | None:
                 name = base[: -len(ext)].rsplit("-", 1)[0]
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
         return None
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return envrec.normalize(name)
 
 
 
