@@ -76,6 +76,18 @@ export class NBValidationAPI implements IValidationAPI {
     return (text ? JSON.parse(text) : {}) as T;
   }
 
+  /** GET `parts` as JSON, or null when the server answers 404 (nothing there, or not on its backend). */
+  private async jsonOrNull<T>(parts: string[]): Promise<T | null> {
+    try {
+      return await this.json<T>(parts);
+    } catch (e) {
+      if (e instanceof APIError && e.status === 404) {
+        return null;
+      }
+      throw e;
+    }
+  }
+
   health(): Promise<IHealth> {
     return this.json<IHealth>(['health']);
   }
@@ -140,15 +152,8 @@ export class NBValidationAPI implements IValidationAPI {
    * What changed since the notebook's last success (GET …/changes), or null when
    * the server cannot say (404: a backend without environment records).
    */
-  async changes(name: string): Promise<IChanges | null> {
-    try {
-      return await this.json<IChanges>(['jobs', name, 'changes']);
-    } catch (e) {
-      if (e instanceof APIError && e.status === 404) {
-        return null;
-      }
-      throw e;
-    }
+  changes(name: string): Promise<IChanges | null> {
+    return this.jsonOrNull<IChanges>(['jobs', name, 'changes']);
   }
 
   /** The exact pins of the job's environment, a requirements file (GET …/lock); a 404 says why there is none. */
@@ -158,15 +163,8 @@ export class NBValidationAPI implements IValidationAPI {
   }
 
   /** The server's search for the cause of a failed job, or null when none was started (404). */
-  async bisection(name: string): Promise<IBisection | null> {
-    try {
-      return await this.json<IBisection>(['jobs', name, 'bisect']);
-    } catch (e) {
-      if (e instanceof APIError && e.status === 404) {
-        return null;
-      }
-      throw e;
-    }
+  bisection(name: string): Promise<IBisection | null> {
+    return this.jsonOrNull<IBisection>(['jobs', name, 'bisect']);
   }
 
   startBisection(name: string): Promise<IBisection> {
@@ -178,14 +176,7 @@ export class NBValidationAPI implements IValidationAPI {
   }
 
   /** The executed notebook JSON, or null while there is none (404). */
-  async executedNotebook(name: string): Promise<Record<string, unknown> | null> {
-    try {
-      return await this.json<Record<string, unknown>>(['jobs', name, 'notebook']);
-    } catch (e) {
-      if (e instanceof APIError && e.status === 404) {
-        return null;
-      }
-      throw e;
-    }
+  executedNotebook(name: string): Promise<Record<string, unknown> | null> {
+    return this.jsonOrNull<Record<string, unknown>>(['jobs', name, 'notebook']);
   }
 }
