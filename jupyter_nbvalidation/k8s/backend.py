@@ -46,7 +46,7 @@ from ..documents import Job, JobSpec
 from ..errors import InputRejected
 from ..model import GROUP, PLURAL, VERSION, WORKDIR_ANNOTATION, SpecError, build_enabled, spec_fields
 from ..plan import Snapshot, ValidationPlan
-from ..requirements import Requirements
+from ..requirements import CONSTRAINTS_FIELD, Requirements
 from ..store.base import StoreError
 from . import objects as obj
 from .builders import BUILDERS, STRATEGIES, Builder, BuildInputs, BuildSettings, BuildSite, builders_for
@@ -395,8 +395,8 @@ class KubernetesBackend(Backend):
         # the plan's requirements were checked at submit (requirements.py; this backend refuses
         # local paths and credentials there, so the display lines are the build lines)
         if ((job["spec"].get("podConfig") or {}).get("buildConfig") or {}).get("constraints"):
-            raise InputRejected("spec.podConfig.buildConfig.constraints: not supported by the kubernetes backend "
-                                "yet.", "spec.podConfig.buildConfig.constraints")
+            raise InputRejected(f"{CONSTRAINTS_FIELD}: not supported by the kubernetes backend yet.",
+                                CONSTRAINTS_FIELD)
         if plan.requirements.constraints:
             raise InputRejected("Constraints files (-c) are not supported by the kubernetes backend yet.",
                                 "spec.podConfig.buildConfig.requirementsFile")
