@@ -905,10 +905,42 @@ NOT_RUN = (("apt.txt", "apt.txt (system packages)"), ("postBuild", "postBuild"),
            ("install.R", "install.R"), ("DESCRIPTION", "DESCRIPTION (R)"), ("Project.toml", "Project.toml (Julia)"))
 
 
-def not_run_here(folder: str) -> list[str]:
+APT_TXT = "apt.txt"
+MAX_SYSTEM_PACKAGES = 200
+# a Debian package name (policy 5.6.1), with an optional :architecture and =version
+_APT_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:-]+)?$")
+
+
+def not_run_here(folder: str, *, system_packages: bool = False) -> list[str]:
     """The repo2docker files beside the environment's file that are not acted on here (a
-    notebook that needs what they do fails, and its verdict says why it may have)."""
-    return [shown for name, shown in NOT_RUN if os.path.isfile(os.path.join(folder, name))]
+    notebook that needs what they do fails, and its verdict says why it may have).
+    ``system_packages``: the backend installs apt.txt (read by :func:`read_apt_txt`)."""
+    return [shown for name, shown in NOT_RUN if os.path.isfile(os.path.join(folder, name))
+            and not (system_packages and name == APT_TXT)]
+
+
+def read_apt_txt(folder: str, root: str) -> tuple[list[str], str] | None:
+    """The Debian packages of ``apt.txt`` in ``folder`` (repo2docker's: one a line,
+    ``#`` comments), checked as package names (``name[:arch][=version]``: nothing
+    else reaches apt-get), and where it is; None when there is no apt.txt."""
+    path = os.path.join(folder, APT_TXT)
+    if not os.path.lexists(path):
+        return None
+    shown = _rel(os.path.realpath(path), os.path.realpath(root))
+    packages: list[str] = []
+    for n, raw in enumerate(_read_text(path, root, shown).splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        for word in line.split():
+            if not _APT_PACKAGE.match(word):
+                raise RequirementsError(FIELD, f"{shown} line {n}: {word!r} is not a Debian package name "
+                                               "(name[:architecture][=version])")
+            if word not in packages:
+                packages.append(word)
+    if len(packages) > MAX_SYSTEM_PACKAGES:
+        raise RequirementsError(FIELD, f"{shown}: {len(packages)} packages; the limit is {MAX_SYSTEM_PACKAGES}")
+    return packages, shown
 
 
 def declared_extras(folder: str, root: str) -> list[str] | None:

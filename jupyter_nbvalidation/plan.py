@@ -19,9 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import tarfile
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from . import local_sources
 from . import requirements as reqmod
 from .errors import InputRejected
 from .model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled, parse_duration
@@ -44,6 +46,8 @@ class Snapshot:
     requirements_txt: str | None = None
     constraints_txt: str | None = None
     input_files: tuple[tuple[str, str], ...] = ()
+    local_paths: bytes | None = None  # local_sources.ARCHIVE: the requirements' local paths, packed at submit
+    system_packages_txt: str | None = None  # apt.txt's packages, one a line (requirements.SYSTEM_PACKAGES_TXT)
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,16 @@ def requirements_of(job: Mapping[str, Any], snapshot: Snapshot) -> reqmod.Requir
     """A job's requirements, from its snapshot (checked and flattened at
     submit; requirements.of_job): the one place a stored job's requirements
     are read back."""
-    return reqmod.of_job(dict(job), snapshot.requirements_txt, snapshot.constraints_txt)
+    reqs = reqmod.of_job(dict(job), snapshot.requirements_txt, snapshot.constraints_txt)
+    if snapshot.system_packages_txt:
+        reqs.system_packages = snapshot.system_packages_txt.split()
+    if snapshot.local_paths is not None:
+        try:
+            reqs.packed = local_sources.read(snapshot.local_paths)
+        except (OSError, ValueError, KeyError, tarfile.TarError) as e:
+            raise InputRejected(f"The requirements' local paths stored with this job ({local_sources.ARCHIVE}) "
+                                f"cannot be read: {e}", "spec.podConfig.buildConfig.requirements") from None
+    return reqs
 
 
 def make_plan(job: Mapping[str, Any], snapshot: Snapshot, *, build_timeout: float, validation_timeout: float,
@@ -182,6 +195,8 @@ def snapshot_from_files(names: Mapping[str, Any] | frozenset[str], read: Any) ->
     inputs = tuple(sorted((k, k[len(INPUTS_PREFIX):]) for k in keys if k.startswith(INPUTS_PREFIX)))
     return Snapshot(names=keys, requirements_txt=read(REQUIREMENTS_TXT) if REQUIREMENTS_TXT in keys else None,
                     constraints_txt=read(CONSTRAINTS_TXT) if CONSTRAINTS_TXT in keys else None,
+                    system_packages_txt=(read(reqmod.SYSTEM_PACKAGES_TXT) if reqmod.SYSTEM_PACKAGES_TXT in keys
+                                         else None),
                     input_files=inputs)
 
 

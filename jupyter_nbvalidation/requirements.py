@@ -48,7 +48,12 @@ import re
 import shlex
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NoReturn
+from typing import Any, Iterator, Mapping, NoReturn
+
+from .local_sources import ARCHIVE as LOCAL_ARCHIVE
+from .local_sources import Packed
+
+SYSTEM_PACKAGES_TXT = "apt.txt"  # the snapshot's file of Requirements.system_packages
 
 MAX_FILE_BYTES = 1 * 2**20  # one requirements or constraints file
 MAX_LINES = 2000  # requirement + constraint lines after inlining -r files
@@ -158,6 +163,11 @@ class Requirements:
     # (markers, where): the environments a discovered lock file is valid for (one must fit the build)
     supported_environments: tuple[list[str], str] | None = None
     spec_constraints: int = 0  # how many of ``constraints`` came from spec.podConfig.buildConfig.constraints
+    # the local paths packed to travel with the job (local_sources.py), for a backend that builds where
+    # the server's files are not: stored in the snapshot, their hashes the cache key's
+    packed: "Packed | None" = None
+    # Debian packages of the repository's apt.txt, for a backend that installs them (its image)
+    system_packages: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.lines or self.constraints)
@@ -173,13 +183,22 @@ class Requirements:
             out["requirements.txt"] = _text(self.display_lines).encode()
         if self.display_constraints:
             out["constraints.txt"] = _text(self.display_constraints).encode()
+        if self.packed is not None:
+            out[LOCAL_ARCHIVE] = self.packed.data
+        if self.system_packages:
+            out[SYSTEM_PACKAGES_TXT] = _text(self.system_packages).encode()
         return out
 
     def cache_key_material(self) -> dict[str, Any]:
         """What identifies the environment: the displayed lines (never a
         secret) and the content hash of every local path they use."""
-        return {"requirements": sorted(set(self.display_lines)), "constraints": list(self.display_constraints),
-                "local": {p: tree_hash(p) for p in sorted(set(self.local_paths))}}
+        hashes = self.packed.hashes if self.packed is not None else {}
+        material: dict[str, Any] = {
+            "requirements": sorted(set(self.display_lines)), "constraints": list(self.display_constraints),
+            "local": {p: hashes.get(p) or tree_hash(p) for p in sorted(set(self.local_paths))}}
+        if self.system_packages:
+            material["system"] = list(self.system_packages)
+        return material
 
     def build_files(self) -> tuple[str, str | None]:
         """(requirements text, constraints text or None) for the build tool,
@@ -272,17 +291,12 @@ def _build_artefact(name: str, top: bool) -> bool:
     return name in _ARTEFACT_DIRS or name.endswith(".egg-info") or (top and name in ("build", "dist"))
 
 
-def tree_hash(path: str) -> str:
-    """Content hash of a file or a folder tree (names, modes, content; links
-    by their target text, never followed). Build and tool artefacts
-    (:func:`_build_artefact`) are left out. Bounded by MAX_TREE_FILES /
+def walk_tree(path: str) -> "Iterator[tuple[str, str, os.stat_result | None]]":
+    """The content of the folder ``path`` as :func:`tree_hash` reads it, in a
+    fixed order: (relative path, full path, its stat, or None for a link, which is
+    never followed). Build and tool artefacts (:func:`_build_artefact`), virtual
+    environments and bytecode are left out. Bounded by MAX_TREE_FILES /
     MAX_TREE_BYTES (ValueError)."""
-    h = hashlib.sha256()
-    if os.path.isfile(path):
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        return "file:" + h.hexdigest()
     files = total = 0
     for dirpath, dirnames, filenames in os.walk(path):
         # a virtual environment (a folder holding pyvenv.cfg: venv/, env/ beside a project the
@@ -300,19 +314,35 @@ def tree_hash(path: str) -> str:
             files += 1
             if files > MAX_TREE_FILES:
                 raise ValueError(f"{path} has over {MAX_TREE_FILES} files")
-            h.update(f"{os.path.join(rel_dir, name)}\0".encode())
             if os.path.islink(full):
-                h.update(b"L" + os.readlink(full).encode() + b"\0")
+                yield os.path.join(rel_dir, name), full, None
                 continue
             st = os.stat(full)
             total += st.st_size
             if total > MAX_TREE_BYTES:
                 raise ValueError(f"{path} holds over {MAX_TREE_BYTES} bytes")
-            h.update(f"{st.st_mode & 0o111:o}\0".encode())
-            with open(full, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            h.update(b"\0")
+            yield os.path.join(rel_dir, name), full, st
+
+
+def tree_hash(path: str) -> str:
+    """Content hash of a file or a folder tree (names, modes, content; links
+    by their target text, never followed), over :func:`walk_tree`."""
+    h = hashlib.sha256()
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return "file:" + h.hexdigest()
+    for rel, full, st in walk_tree(path):
+        h.update(f"{rel}\0".encode())
+        if st is None:
+            h.update(b"L" + os.readlink(full).encode() + b"\0")
+            continue
+        h.update(f"{st.st_mode & 0o111:o}\0".encode())
+        with open(full, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        h.update(b"\0")
     return "tree:" + h.hexdigest()
 
 
@@ -639,12 +669,13 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def collect(spec: dict[str, Any], root: str, notebook_real: str) -> Requirements:
+def collect(spec: dict[str, Any], root: str, notebook_real: str, *, system_packages: bool = False) -> Requirements:
     """The job's requirements from the source its spec names, checked
     (raises :class:`RequirementsError`), with the spec's own constraint lines
     (``podConfig.buildConfig.constraints``) after any the source has.
-    ``notebook_real``: the notebook's resolved path (inside ``root``)."""
-    out = _collect_source(spec, root, notebook_real)
+    ``notebook_real``: the notebook's resolved path (inside ``root``).
+    ``system_packages``: the backend installs a discovered environment's apt.txt."""
+    out = _collect_source(spec, root, notebook_real, system_packages)
     entries = ((spec.get("podConfig") or {}).get("buildConfig") or {}).get("constraints") or []
     if entries:
         c = _Collector(root, CONSTRAINTS_FIELD, out.origin)
@@ -658,7 +689,8 @@ def collect(spec: dict[str, Any], root: str, notebook_real: str) -> Requirements
     return out
 
 
-def _collect_source(spec: dict[str, Any], root: str, notebook_real: str) -> Requirements:
+def _collect_source(spec: dict[str, Any], root: str, notebook_real: str, system_packages: bool = False
+                    ) -> Requirements:
     """The requirements of the source the spec names (the list, the file, or what
     the repository declares), checked."""
     bc = (spec.get("podConfig") or {}).get("buildConfig") or {}
@@ -681,7 +713,7 @@ def _collect_source(spec: dict[str, Any], root: str, notebook_real: str) -> Requ
         c = _Collector(root, field_name, f"{rel}")
         c.file(path, what)
     else:
-        return _discovered(root, rel_nb_dir, _extras(bc))
+        return _discovered(root, rel_nb_dir, _extras(bc), system_packages=system_packages)
     c.out.source_path = path
     return c.out
 
@@ -704,7 +736,8 @@ def _extras(bc: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _discovered(root: str, rel_nb_dir: str, extras: list[str] | None = None) -> Requirements:
+def _discovered(root: str, rel_nb_dir: str, extras: list[str] | None = None, *,
+                system_packages: bool = False) -> Requirements:
     """Neither the spec list nor requirementsFile: the file the repository
     declares its environment in (environment_files.discover, repo2docker's
     order), read and checked line by line like a requirements file; ``extras``
@@ -767,7 +800,13 @@ def _discovered(root: str, rel_nb_dir: str, extras: list[str] | None = None) -> 
         if got.supported is not None:
             c.out.supported_environments = (got.supported, f"{found.shown}'s "
                                             + ("environments" if found.kind == "pylock.toml" else "supported-markers"))
-    skipped = ef.not_run_here(base)
+    apt = ef.read_apt_txt(base, root) if system_packages else None
+    if apt is not None and apt[0]:
+        c.out.system_packages = apt[0]
+        n = len(apt[0])
+        c.out.origin = ef.bounded(f"{c.out.origin}; {n} system package{'s' if n != 1 else ''} from {apt[1]} "
+                                  f"({', '.join(apt[0])})")
+    skipped = ef.not_run_here(base, system_packages=system_packages)
     if skipped:
         c.out.origin = ef.bounded(f"{c.out.origin}; not run here: {', '.join(skipped)}")
     c.out.source_path = path

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from . import changes, markers, verdict_cache
+from . import changes, local_sources, markers, verdict_cache
 from . import requirements as reqmod
 from .backends.base import Backend
 from .documents import Event, Job, JobSpec
@@ -254,7 +254,8 @@ class JobService:
         reqs = reqmod.Requirements(origin="no requirements declared")
         if build_enabled(spec):
             try:
-                reqs = reqmod.collect(spec, self.root_dir, str(nb_path))
+                reqs = reqmod.collect(spec, self.root_dir, str(nb_path),
+                                      system_packages=self.backend.capabilities.system_packages)
             except reqmod.RequirementsError as e:
                 raise ApiError(e.status, "NotFound" if e.status == 404 else "InvalidRequirements", e.message,
                                e.field) from None
@@ -330,6 +331,14 @@ class JobService:
                            f"{field}: {reqs.origin} names local paths ({', '.join(sorted(set(reqs.local_paths))[:3])}); "
                            f"the {self.backend.name} backend builds where the server's files are not "
                            "(list packages from an index)", field)
+        if reqs.local_paths and self.backend.capabilities.local_paths_travel:  # read now, once: what is built
+            try:
+                reqs.packed = local_sources.pack(reqs.local_paths)
+            except (local_sources.PackError, OSError, ValueError) as e:
+                status = e.status if isinstance(e, local_sources.PackError) else 400
+                raise ApiError(status, "TooLarge" if status == 413 else "InvalidRequirements",
+                               f"{field}: {reqs.origin}: its local paths travel with the job to the "
+                               f"{self.backend.name} image build, and cannot: {e}", field) from None
         if reqs.constraints and not self.backend.capabilities.constraint_files:
             if reqs.spec_constraints:
                 listed = reqmod.CONSTRAINTS_FIELD

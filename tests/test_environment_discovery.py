@@ -348,8 +348,9 @@ def test_extras_are_the_projects_own_and_checked_at_submit(repo):
 
 
 def test_a_backend_without_local_paths_refuses_the_project_naming_it(repo):
-    """Kubernetes builds where the server's files are not: a discovered pyproject.toml is a 400 that
-    names it and says the project cannot be installed from the server's files yet."""
+    """A backend that builds where the server's files are not and cannot carry them (no
+    local_requirement_paths; the Kubernetes backend carries them: test_k8s_real_discovery): a
+    discovered pyproject.toml is a 400 that names it and says the project cannot be installed."""
     from types import SimpleNamespace
 
     from jupyter_nbvalidation.backends.base import Capabilities
@@ -357,13 +358,13 @@ def test_a_backend_without_local_paths_refuses_the_project_naming_it(repo):
 
     (repo / "repo" / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
     reqs = collect(repo, NB)
-    service = SimpleNamespace(backend=SimpleNamespace(name="kubernetes", capabilities=Capabilities()))
+    service = SimpleNamespace(backend=SimpleNamespace(name="remote", capabilities=Capabilities()))
     with pytest.raises(ApiError) as e:
         JobService._check_requirement_features(service, reqs)  # type: ignore[arg-type]
     assert e.value.status == 400 and e.value.field == "spec.podConfig.buildConfig.requirementsFile"
     message = str(e.value.message)
     assert "pyproject.toml at the repository root (project pint, installed from repo)" in message
-    assert "repo/pyproject.toml" in message and "the kubernetes backend cannot install the project from the " \
+    assert "repo/pyproject.toml" in message and "the remote backend cannot install the project from the " \
                                                 "server's files yet" in message
     # requirement lines from a discovered file travel as they are
     (repo / "repo" / "pyproject.toml").unlink()

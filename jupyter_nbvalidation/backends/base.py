@@ -82,6 +82,12 @@ class Capabilities:
 
     #: requirements may name local paths inside the root (their content is in the cache key)
     local_requirement_paths: bool = False
+    #: ... and they travel with the job, packed into its snapshot at submit (local_sources.py):
+    #: the backend builds where the server's files are not
+    local_paths_travel: bool = False
+    #: the Debian packages of a discovered environment's ``apt.txt`` are installed (into the image),
+    #: as repo2docker does; without it apt.txt is named in the verdict as not run
+    system_packages: bool = False
     #: requirements may use constraints files (``-c``)
     constraint_files: bool = False
     #: index URLs may carry credentials (kept out of everything stored)

@@ -39,14 +39,14 @@ from typing import Any, Callable, Mapping, cast
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default, observe
 
-from .. import verdict_cache
+from .. import local_sources, verdict_cache
 from ..backends import workcopy
 from ..backends.base import RUNNING, Backend, Capabilities, Observation, lease_traits
 from ..documents import Job, JobSpec
 from ..errors import InputRejected
 from ..model import GROUP, PLURAL, VERSION, WORKDIR_ANNOTATION, SpecError, build_enabled, spec_fields
 from ..plan import Snapshot, ValidationPlan
-from ..requirements import CONSTRAINTS_FIELD, Requirements
+from ..requirements import CONSTRAINTS_FIELD, SYSTEM_PACKAGES_TXT, Requirements
 from ..store.base import StoreError
 from . import objects as obj
 from .builders import BUILDERS, STRATEGIES, Builder, BuildInputs, BuildSettings, BuildSite, builders_for
@@ -79,7 +79,8 @@ def _pinned_versions(*dists: str) -> list[str]:
 class KubernetesBackend(Backend):
     name = "kubernetes"
     # the kernel runs in a Pod, where the server's files are not: the notebook's folder travels
-    capabilities = Capabilities(folder_in_snapshot=True)
+    capabilities = Capabilities(folder_in_snapshot=True, local_requirement_paths=True, local_paths_travel=True,
+                                system_packages=True)
     store: KubernetesJobStore  # made in __init__
 
     namespace = Unicode(help="The one namespace jobs and their children live in (default: the pod's "
@@ -387,9 +388,11 @@ class KubernetesBackend(Backend):
     async def read_snapshot(self, job: Job) -> Snapshot:
         """The snapshot ConfigMap as the plan needs it (its input files: the
         ConfigMap keys the validation pod's init container copies, with their paths)."""
-        data = await self.snapshots.read(job)
-        return Snapshot(names=frozenset(data), requirements_txt=data.get("requirements.txt"),
-                        constraints_txt=data.get("constraints.txt"), input_files=tuple(obj.inputs_index(data)))
+        data, binary = await self.snapshots.read(job)
+        return Snapshot(names=frozenset(data) | frozenset(binary), requirements_txt=data.get("requirements.txt"),
+                        constraints_txt=data.get("constraints.txt"), input_files=tuple(obj.inputs_index(data)),
+                        local_paths=binary.get(local_sources.ARCHIVE),
+                        system_packages_txt=data.get(SYSTEM_PACKAGES_TXT))
 
     async def prepare(self, job: Job, plan: ValidationPlan) -> str:
         # the plan's requirements were checked at submit (requirements.py; this backend refuses
@@ -428,8 +431,7 @@ class KubernetesBackend(Backend):
         the digest its registry serves now. None when a digest cannot be read (the
         notebook then always runs)."""
         if build_enabled(spec):
-            dest = await self.images.built_environment(self._base_image({"spec": spec}),
-                                                       list(requirements.display_lines))
+            dest = await self.images.built_environment(self._base_image({"spec": spec}), requirements)
             return None if dest is None else f"built:{dest}"
         image = (spec.get("podConfig") or {}).get("containerImage") or self.runner_image
         if not image:

@@ -13,11 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .. import local_sources
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Notice, Observation
 from ..documents import Job
-from ..errors import TemporaryFailure
+from ..errors import InputRejected, TemporaryFailure
 from ..model import isotime, parse_time
 from ..plan import ValidationPlan
+from ..requirements import Requirements
 from ..vocabulary import EventReason
 from . import objects as obj
 from .builders.base import BuildInputs, strip_tag
@@ -147,7 +149,7 @@ class Images:
             raise TemporaryFailure(f"the build inputs of {job['metadata']['name']} are not computed yet")
         s = self.settings
         base = self._base_image(job)
-        r = await self._recipe(base, list(plan.requirements.display_lines))
+        r = await self._recipe(base, plan.requirements)
         if base in self._transient_bases and s.registry and \
                 parse_reference(base).api_host == parse_reference(f"{s.registry}/x").api_host:
             # the base image on the registry builds push to: a build now would fail there too
@@ -163,17 +165,33 @@ class Images:
         self._inputs[uid] = inputs
         return inputs
 
-    async def _recipe(self, base: str, requirement_lines: list[str]) -> "_Recipe":
-        """What an image of ``requirement_lines`` on ``base`` is built from, and its tag."""
+    async def _recipe(self, base: str, requirements: Requirements) -> "_Recipe":
+        """What an image of ``requirements`` (their display lines: this backend takes no
+        credential; their local paths packed in the snapshot, unpacked where the lines
+        name them; apt.txt's packages) on ``base`` is built from, and its tag."""
         s = self.settings
         digest, problem = await self.base_digest(base)
         from_ = f"{strip_tag(base)}@{digest}" if digest else base
+        lines = list(requirements.display_lines)
+        packed = requirements.packed
+        if packed is not None:
+            try:
+                lines = local_sources.relocate(lines, packed.places)
+            except ValueError as e:
+                raise InputRejected(f"{e}: submit the job again", "spec.podConfig.buildConfig.requirements") from None
+        elif requirements.local_paths:
+            raise InputRejected(f"The requirements name local paths ({', '.join(sorted(requirements.local_paths)[:3])}) "
+                                "that did not travel with the job: submit it again",
+                                "spec.podConfig.buildConfig.requirements")
+        system = list(requirements.system_packages)
 
         def made() -> _Recipe:  # reads the runner's files and compresses the context: not on the event loop
-            docker_file = obj.dockerfile(from_)
-            reqs_txt = obj.build_requirements(list(s.kernel_requirements), requirement_lines)
+            docker_file = obj.dockerfile(from_, local_paths=packed is not None, system_packages=bool(system))
+            reqs_txt = obj.build_requirements(list(s.kernel_requirements), lines)
             context = obj.build_context(docker_file, reqs_txt,
-                                        obj.runner_requirements_txt(list(s.runner_requirements)))
+                                        obj.runner_requirements_txt(list(s.runner_requirements)),
+                                        local_paths=None if packed is None else packed.data,
+                                        system_packages=system)
             files = [context[k] for k in sorted(context) if k != obj.RUNNER_TAR]
             runner = [f"{p}\0".encode() + v for p, v in sorted(obj.runner_files().items())]
             content = obj.content_hash(*files, *runner, length=32)
@@ -184,12 +202,13 @@ class Images:
 
         return await asyncio.to_thread(made)
 
-    async def built_environment(self, base: str, requirement_lines: list[str]) -> str | None:
-        """The verdict cache's identity of the image a build of ``requirement_lines``
+    async def built_environment(self, base: str, requirements: Requirements) -> str | None:
+        """The verdict cache's identity of the image a build of ``requirements``
         on ``base`` would push now: its content tag in the registry (base image
-        digest, Dockerfile, requirements, runner); None when the base image's digest
-        is not known (its tag may move) or there is no registry."""
-        r = await self._recipe(base, requirement_lines)
+        digest, Dockerfile, requirements, their local paths and system packages, runner);
+        None when the base image's digest is not known (its tag may move) or there
+        is no registry."""
+        r = await self._recipe(base, requirements)
         return r.destination if r.digest and r.destination else None
 
     async def image_digest(self, image: str, *, fresh: bool = False) -> str | None:

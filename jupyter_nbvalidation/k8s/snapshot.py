@@ -7,10 +7,12 @@ validation pod."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .. import local_sources
 from ..documents import Job
 from ..errors import InputRejected, TemporaryFailure
 from ..model import isotime, parse_time, utcnow
@@ -88,8 +90,10 @@ class Snapshots:
             done.set()
             self._submitting.pop(name, None)
 
-    async def read(self, job: Job) -> dict[str, Any]:
-        """The snapshot's ``data`` (Backend.read_snapshot makes the plan's Snapshot of it)."""
+    async def read(self, job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """The snapshot's ``data``, and of its ``binaryData`` the packed local paths of the
+        requirements (Backend.read_snapshot makes the plan's Snapshot of them; the input
+        files stay in the ConfigMap, which the validation Pod mounts)."""
         name = job["metadata"]["name"]
         pending = self._submitting.get(name)
         if pending is not None:  # this process is still storing the snapshot
@@ -103,7 +107,11 @@ class Snapshots:
                 raise TemporaryFailure(f"the notebook snapshot of {name} is not stored yet")
             raise InputRejected(f"The notebook snapshot of this job (ConfigMap {cm_name}) is missing.",
                                 "spec.notebook.path")
-        return cm.get("data") or {}
+        binary = {}
+        packed = (cm.get("binaryData") or {}).get(local_sources.ARCHIVE)
+        if packed is not None:
+            binary[local_sources.ARCHIVE] = base64.b64decode(packed)
+        return cm.get("data") or {}, binary
 
     def forget(self, uid: str) -> None:
         """Nothing is kept per job (the engine's plan holds what was read)."""
