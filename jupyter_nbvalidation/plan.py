@@ -48,6 +48,7 @@ class Snapshot:
     input_files: tuple[tuple[str, str], ...] = ()
     local_paths: bytes | None = None  # local_sources.ARCHIVE: the requirements' local paths, packed at submit
     system_packages_txt: str | None = None  # apt.txt's packages, one a line (requirements.SYSTEM_PACKAGES_TXT)
+    interpreter_json: str | None = None  # what the repository asks of the interpreter (requirements.INTERPRETER_JSON)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,12 @@ def requirements_of(job: Mapping[str, Any], snapshot: Snapshot) -> reqmod.Requir
     reqs = reqmod.of_job(dict(job), snapshot.requirements_txt, snapshot.constraints_txt)
     if snapshot.system_packages_txt:
         reqs.system_packages = snapshot.system_packages_txt.split()
+    if snapshot.interpreter_json:
+        try:
+            reqs.want_interpreter(json.loads(snapshot.interpreter_json))
+        except (ValueError, AttributeError) as e:
+            raise InputRejected(f"{reqmod.INTERPRETER_JSON} stored with this job cannot be read: {e}",
+                                "spec.podConfig.buildConfig.requirementsFile") from None
     if snapshot.local_paths is not None:
         try:
             reqs.packed = local_sources.read(snapshot.local_paths)
@@ -197,6 +204,7 @@ def snapshot_from_files(names: Mapping[str, Any] | frozenset[str], read: Any) ->
                     constraints_txt=read(CONSTRAINTS_TXT) if CONSTRAINTS_TXT in keys else None,
                     system_packages_txt=(read(reqmod.SYSTEM_PACKAGES_TXT) if reqmod.SYSTEM_PACKAGES_TXT in keys
                                          else None),
+                    interpreter_json=read(reqmod.INTERPRETER_JSON) if reqmod.INTERPRETER_JSON in keys else None,
                     input_files=inputs)
 
 

@@ -54,6 +54,7 @@ from .local_sources import ARCHIVE as LOCAL_ARCHIVE
 from .local_sources import Packed
 
 SYSTEM_PACKAGES_TXT = "apt.txt"  # the snapshot's file of Requirements.system_packages
+INTERPRETER_JSON = "interpreter.json"  # the snapshot's file of Requirements.interpreter_wanted()
 
 MAX_FILE_BYTES = 1 * 2**20  # one requirements or constraints file
 MAX_LINES = 2000  # requirement + constraint lines after inlining -r files
@@ -187,7 +188,29 @@ class Requirements:
             out[LOCAL_ARCHIVE] = self.packed.data
         if self.system_packages:
             out[SYSTEM_PACKAGES_TXT] = _text(self.system_packages).encode()
+        interpreter = self.interpreter_wanted()
+        if interpreter:
+            out[INTERPRETER_JSON] = json.dumps(interpreter, sort_keys=True).encode()
         return out
+
+    def interpreter_wanted(self) -> dict[str, Any]:
+        """What the repository asks of the interpreter (``pythonRequires``: [PEP 440
+        specifier, where]; ``environments``: [the markers one of which must hold, where]),
+        for a backend that knows its Python only once the build runs; {} when nothing."""
+        out: dict[str, Any] = {}
+        if self.python_requires is not None:
+            out["pythonRequires"] = list(self.python_requires)
+        if self.supported_environments is not None:
+            out["environments"] = [list(self.supported_environments[0]), self.supported_environments[1]]
+        return out
+
+    def want_interpreter(self, stored: dict[str, Any]) -> None:
+        """Read back :meth:`interpreter_wanted` (from a snapshot)."""
+        pr, envs = stored.get("pythonRequires"), stored.get("environments")
+        if isinstance(pr, list) and len(pr) == 2:
+            self.python_requires = (str(pr[0]), str(pr[1]))
+        if isinstance(envs, list) and len(envs) == 2 and isinstance(envs[0], list):
+            self.supported_environments = ([str(m) for m in envs[0]], str(envs[1]))
 
     def cache_key_material(self) -> dict[str, Any]:
         """What identifies the environment: the displayed lines (never a

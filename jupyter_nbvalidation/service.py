@@ -273,9 +273,6 @@ class JobService:
         worse, a verdict from a Python the notebook did not declare."""
         if reqs.python_requires is None:
             return
-        version = self.backend.build_python_version()
-        if version is None:
-            return
         spec, where = reqs.python_requires
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -285,6 +282,9 @@ class JobService:
         except InvalidSpecifier:
             raise ApiError(400, "InvalidRequirements", f"{field}: {where}: {spec!r} is not a version specifier",
                            field) from None
+        version = self.backend.build_python_version()
+        if version is None:  # known only once the build runs (Kubernetes: the image checks it, objects.py)
+            return
         if not wanted.contains(version, prereleases=True):
             raise ApiError(400, "InvalidRequirements",
                            f"{field}: {where} asks for Python {spec}; environments here are built with Python "

@@ -94,3 +94,33 @@ def test_a_project_with_extras_and_its_apt_txt_are_built_into_the_image(real_clu
         assert len(api.request("GET", "jobs")["items"]) == jobs_before
     finally:
         server.stop()
+
+
+def test_a_python_the_base_image_does_not_have_fails_the_build_saying_so(real_cluster, tmp_path):
+    """runtime.txt asks for a Python the base image (Debian's 3.11) is not: the base image's Python is
+    known only in the build, which checks it before installing anything and fails naming both —
+    never a verdict from a Python the repository did not declare."""
+    server = real_cluster.server(tmp_path, real_cluster.namespace()).start()
+    try:
+        api = server.client()
+        repo = server.root / "old"
+        (repo / ".git").mkdir(parents=True)
+        (repo / "requirements.txt").write_text("six==1.16.0\n")
+        (repo / "runtime.txt").write_text("python-3.9\n")
+        write_notebook(repo / "nb.ipynb", ["import six"])
+        name = api.request("POST", "jobs", {"notebook": {"path": "old/nb.ipynb"}})["metadata"]["name"]
+        done = wait(lambda: (lambda j: j if (j.get("status") or {}).get("phase") in Phase.TERMINAL else None)(
+            job_of(api, name)), WAIT, f"job {name} to end")
+        st = done["status"]
+        assert (st["phase"], st["reason"]) == (Phase.FAILED, Reason.BUILD_FAILED), json.dumps(st, indent=1)
+        assert "runtime.txt (old/runtime.txt) asks for Python ==3.9.*; the base image has Python 3.11" \
+            in st["message"], st["message"]
+        # a specifier that is not one is refused at submit, on this backend too
+        (repo / "runtime.txt").unlink()
+        (repo / "requirements.txt").unlink()
+        (repo / "pyproject.toml").write_text('[project]\nname = "old"\nversion = "1"\nrequires-python = ">=3.x"\n')
+        with pytest.raises(ClientError) as e:
+            api.request("POST", "jobs", {"notebook": {"path": "old/nb.ipynb"}})
+        assert e.value.status == 400 and "is not a version specifier" in str(e.value), str(e.value)
+    finally:
+        server.stop()

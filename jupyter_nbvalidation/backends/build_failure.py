@@ -16,8 +16,9 @@ CAUSE_LIMIT = 600  # characters of the installer's own error lines
 TAIL_LIMIT = 240  # characters of the step's last lines that are not the cause
 TAIL_LINES = 3
 
-# the first line of an installer's error: uv's "error:" (plain) or "×" (fancy), pip's "ERROR:"
-_ERROR_START = re.compile(r"^\s*(error:|ERROR:|×|fatal:|Error:)")
+# the first line of an installer's error: uv's "error:" (plain) or "×" (fancy), pip's "ERROR:", apt's
+# "E:", and this tool's own checks in an image build ("nbvalidation: ...", k8s/objects.py)
+_ERROR_START = re.compile(r"^\s*(error:|ERROR:|×|fatal:|Error:|E:|nbvalidation:)")
 # what continues it: uv's "cause:", "hint:", "help:", its tree drawing, or an indented line
 _CONTINUES = re.compile(r"^(\s+\S|\s*(cause:|caused by:|hint:|help:|╰─▶|├─▶|│))")
 

@@ -46,7 +46,7 @@ from ..documents import Job, JobSpec
 from ..errors import InputRejected
 from ..model import GROUP, PLURAL, VERSION, WORKDIR_ANNOTATION, SpecError, build_enabled, spec_fields
 from ..plan import Snapshot, ValidationPlan
-from ..requirements import CONSTRAINTS_FIELD, SYSTEM_PACKAGES_TXT, Requirements
+from ..requirements import CONSTRAINTS_FIELD, INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
 from ..store.base import StoreError
 from . import objects as obj
 from .builders import BUILDERS, STRATEGIES, Builder, BuildInputs, BuildSettings, BuildSite, builders_for
@@ -392,7 +392,8 @@ class KubernetesBackend(Backend):
         return Snapshot(names=frozenset(data) | frozenset(binary), requirements_txt=data.get("requirements.txt"),
                         constraints_txt=data.get("constraints.txt"), input_files=tuple(obj.inputs_index(data)),
                         local_paths=binary.get(local_sources.ARCHIVE),
-                        system_packages_txt=data.get(SYSTEM_PACKAGES_TXT))
+                        system_packages_txt=data.get(SYSTEM_PACKAGES_TXT),
+                        interpreter_json=data.get(INTERPRETER_JSON))
 
     async def prepare(self, job: Job, plan: ValidationPlan) -> str:
         # the plan's requirements were checked at submit (requirements.py; this backend refuses

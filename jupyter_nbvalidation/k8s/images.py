@@ -184,14 +184,16 @@ class Images:
                                 "that did not travel with the job: submit it again",
                                 "spec.podConfig.buildConfig.requirements")
         system = list(requirements.system_packages)
+        interpreter = requirements.interpreter_wanted()
 
         def made() -> _Recipe:  # reads the runner's files and compresses the context: not on the event loop
-            docker_file = obj.dockerfile(from_, local_paths=packed is not None, system_packages=bool(system))
+            docker_file = obj.dockerfile(from_, local_paths=packed is not None, system_packages=bool(system),
+                                         interpreter=bool(interpreter))
             reqs_txt = obj.build_requirements(list(s.kernel_requirements), lines)
             context = obj.build_context(docker_file, reqs_txt,
                                         obj.runner_requirements_txt(list(s.runner_requirements)),
                                         local_paths=None if packed is None else packed.data,
-                                        system_packages=system)
+                                        system_packages=system, interpreter=interpreter)
             files = [context[k] for k in sorted(context) if k != obj.RUNNER_TAR]
             runner = [f"{p}\0".encode() + v for p, v in sorted(obj.runner_files().items())]
             content = obj.content_hash(*files, *runner, length=32)

@@ -22,6 +22,7 @@ from ..documents import Job
 from ..environment_files import APT_TXT
 from ..model import API_VERSION, GROUP, KIND
 from ..plan import ValidationPlan
+from ..requirements import INTERPRETER_JSON
 from .store import JOB_LABEL
 
 COMPONENT_LABEL = f"{GROUP}/component"
@@ -179,7 +180,33 @@ def valid_repository(repo: str) -> bool:
     return bool(_IMAGE_RE.match(repo))
 
 
-def dockerfile(base_image: str, *, local_paths: bool = False, system_packages: bool = False) -> str:
+INTERPRETER_CHECK = "interpreter-check.py"
+# run by the kernel venv's Python before anything is installed into it: what the repository asks of
+# the interpreter (runtime.txt, requires-python, a lock's environments), which only the build knows
+INTERPRETER_CHECK_PY = """import json, platform, sys
+try:
+    from packaging.markers import Marker
+    from packaging.specifiers import SpecifierSet
+except ImportError:  # the venv's pip carries it
+    from pip._vendor.packaging.markers import Marker
+    from pip._vendor.packaging.specifiers import SpecifierSet
+with open(sys.argv[1]) as f:
+    want = json.load(f)
+v = platform.python_version()
+spec = want.get("pythonRequires")
+if spec and not SpecifierSet(spec[0]).contains(v, prereleases=True):
+    sys.exit(f"nbvalidation: {spec[1]} asks for Python {spec[0]}; the base image has Python {v}, so the notebook "
+             "cannot be validated on it as its repository declares it (spec.podConfig.buildConfig.baseImage "
+             "names another)")
+envs = want.get("environments")
+if envs and not any(Marker(m).evaluate() for m in envs[0]):
+    sys.exit(f"nbvalidation: {envs[1]} lists the environments the lock is valid for ({'; '.join(envs[0])}); the "
+             f"base image (Python {v} on {sys.platform} {platform.machine()}) is not one of them")
+"""
+
+
+def dockerfile(base_image: str, *, local_paths: bool = False, system_packages: bool = False,
+               interpreter: bool = False) -> str:
     """FROM the base image (by digest when it could be resolved); the runner in
     a venv of its own (``/opt/nbv-runner``: created with nbclient and nbformat
     unless the base image has it; the runner package of this server copied in);
@@ -188,9 +215,14 @@ def dockerfile(base_image: str, *, local_paths: bool = False, system_packages: b
     exactly what it declared, as with the local backend. ``local_paths``: the
     requirements' local paths (local_sources.ARCHIVE) unpacked where their lines
     name them first. ``system_packages``: the packages of the repository's
-    ``apt.txt`` (:data:`APT_TXT`, one a line) installed first, as repo2docker does."""
+    ``apt.txt`` (:data:`APT_TXT`, one a line) installed first, as repo2docker does.
+    ``interpreter``: the kernel's Python checked first against what the repository
+    asks of it (:data:`INTERPRETER_CHECK_PY` over ``interpreter.json``)."""
     rp, kp = RUNNER_PYTHON, KERNEL_PYTHON
-    extra = (f" {local_sources.ARCHIVE}" if local_paths else "") + (f" {APT_TXT}" if system_packages else "")
+    extra = (f" {local_sources.ARCHIVE}" if local_paths else "") + (f" {APT_TXT}" if system_packages else "") + \
+        (f" {INTERPRETER_CHECK} {INTERPRETER_JSON}" if interpreter else "")
+    check = (f"    {kp} /tmp/nbv-build/{INTERPRETER_CHECK} /tmp/nbv-build/{INTERPRETER_JSON}; \\\n"
+             if interpreter else "")
     apt = (
         "RUN set -e; command -v apt-get >/dev/null || { echo \"nbvalidation: apt.txt needs apt-get in the base "
         "image\" >&2; exit 1; }; \\\n"
@@ -214,6 +246,7 @@ def dockerfile(base_image: str, *, local_paths: bool = False, system_packages: b
         f"    {rp} -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' /tmp/nbv-build/runner.tar.gz \"$site\"; \\\n"
         f"    {rp} -c 'import jupyter_nbvalidation.runner'; \\\n"
         f"    if [ ! -x {kp} ]; then python3 -m venv {KERNEL_VENV}; fi; \\\n"
+        f"{check}"
         f"{unpack}"
         f"    {kp} $pipi -r /tmp/nbv-build/requirements.txt; \\\n"
         f"    {kp} -c 'import ipykernel_launcher'; \\\n"
@@ -277,7 +310,8 @@ def deterministic_tar(files: dict[str, bytes]) -> bytes:
 
 
 def build_context(docker_file: str, requirements_txt: str, runner_reqs_txt: str, *,
-                  local_paths: bytes | None = None, system_packages: list[str] | None = None) -> dict[str, bytes]:
+                  local_paths: bytes | None = None, system_packages: list[str] | None = None,
+                  interpreter: dict[str, Any] | None = None) -> dict[str, bytes]:
     """The files of a build context (flat names: ConfigMap keys)."""
     out = {"Dockerfile": docker_file.encode(), "requirements.txt": requirements_txt.encode(),
            "runner-requirements.txt": runner_reqs_txt.encode(), RUNNER_TAR: deterministic_tar(runner_files())}
@@ -285,6 +319,9 @@ def build_context(docker_file: str, requirements_txt: str, runner_reqs_txt: str,
         out[local_sources.ARCHIVE] = local_paths
     if system_packages:
         out[APT_TXT] = "".join(f"{p}\n" for p in system_packages).encode()
+    if interpreter:
+        out[INTERPRETER_CHECK] = INTERPRETER_CHECK_PY.encode()
+        out[INTERPRETER_JSON] = json.dumps(interpreter, sort_keys=True).encode()
     return out
 
 
