@@ -179,8 +179,8 @@ def search(api: SearchClient, path: str, job_name: str | None, max_steps: int, s
         since = api.changes(fname)
     except ClientError as e:
         if e.status == 404:
-            raise Stop(EXIT_ERROR, f"cannot bisect here: {e} (bisect needs environment records: "
-                                   "the local backend only, for now)") from None
+            raise Stop(EXIT_ERROR, f"cannot bisect here: {e} (bisect needs the environment records "
+                                   "of the last success and of the failing job)") from None
         raise
     if not since.get("since"):
         raise Stop(EXIT_ERROR, f"cannot bisect job {fname}: {path} has no earlier success to compare with")

@@ -1082,7 +1082,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("bisect", parents=[common],
                        help="which package changes since the last success turned a notebook red: re-validates "
                             "with the last success's exact pins, then searches the changed distributions "
-                            "(each step a probe job, hidden from the notebook's job list; local backend only)")
+                            "(each step a probe job, hidden from the notebook's job list)")
     s.add_argument("notebook")
     s.add_argument("--job", help="the failing job to explain (default: the notebook's newest Failed job)")
     s.add_argument("--max-steps", type=int, default=12, metavar="N",

@@ -20,50 +20,27 @@ import json
 import re
 from typing import Any
 
+from .runner.probe import MAX_PROBE_BYTES, PROBE, PROBE_TIMEOUT  # the runner in a Pod takes it too
 from .tasks import wait_within
 
 KIND = "EnvironmentRecord"
 API_VERSION = "nbvalidation.dev/v1"
 MAX_DISTRIBUTIONS = 5000
 MAX_TEXT = 300  # a name, version, URL or path
-MAX_PROBE_BYTES = 4 * 2**20
-PROBE_TIMEOUT = 120.0
 
-# Runs in the kernel's interpreter, isolated (-I: no PYTHONPATH, no user site, no
-# current folder): what ``import`` there would find, first distribution of a name wins.
-PROBE = r"""
-import json, platform, sys
-import importlib.metadata as md
-seen, dists = set(), []
-for d in md.distributions():
-    name = (d.metadata["Name"] or "").strip()
-    key = name.lower().replace("_", "-").replace(".", "-")
-    if not name or key in seen:
-        continue
-    seen.add(key)
-    entry = {"name": name, "version": d.version or ""}
+
+def tool_identity() -> dict[str, str]:
+    """This tool, as an environment record names it: its version and a digest of
+    its sources (the verdict cache's runner identity)."""
+    import importlib.metadata
+
+    from .verdict_cache import runner_identity
+
     try:
-        du = d.read_text("direct_url.json")
-    except Exception:
-        du = None
-    if du:
-        try:
-            entry["directUrl"] = json.loads(du)
-        except ValueError:
-            pass
-    try:
-        inst = (d.read_text("INSTALLER") or "").strip()
-    except Exception:
-        inst = ""
-    if inst:
-        entry["installer"] = inst
-    dists.append(entry)
-impl = sys.implementation.name
-print(json.dumps({"python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
-                             "implementationVersion": ".".join(map(str, sys.implementation.version[:3])),
-                             "platform": platform.platform(), "machine": platform.machine()},
-                  "distributions": dists}))
-"""
+        version = importlib.metadata.version("jupyter-nbvalidation")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"name": "jupyter-nbvalidation", "version": version, "sources": runner_identity()[:16]}
 
 
 class RecordError(Exception):

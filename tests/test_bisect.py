@@ -83,8 +83,8 @@ def test_pinned_requirements_keep_options_and_move_only_the_subset():
     assert cs.pinned_requirements(s, f, [], [])[0] == ["a==1.0", "b==1.0", "gone==3"]
 
 
-class KubernetesLike:
-    """What a server on the Kubernetes backend answers: jobs, but no environment records."""
+class WithoutRecords:
+    """What a server without environment records answers: jobs, but no change summary."""
 
     def api_path(self, p):
         return "nb.ipynb"
@@ -98,20 +98,19 @@ class KubernetesLike:
     def changes(self, name):
         from jupyter_nbvalidation.client import ClientError
 
-        raise ClientError("the kubernetes backend does not record environments yet, so it cannot say what changed",
-                          404)
+        raise ClientError("this backend does not record environments, so it cannot say what changed", 404)
 
 
-def test_kubernetes_is_refused_clearly_exit_2(tmp_path, capsys):
+def test_a_server_without_records_is_refused_clearly_exit_2(tmp_path, capsys):
     import argparse
 
     from jupyter_nbvalidation import bisect_cmd
 
     args = argparse.Namespace(notebook="nb.ipynb", job=None, max_steps=12, step_timeout=None, output="text")
     try:
-        bisect_cmd._bisect(args, KubernetesLike(), False)
+        bisect_cmd._bisect(args, WithoutRecords(), False)
     except bisect_cmd.Stop as e:
-        assert e.code == 2 and "local backend only" in e.message and "kubernetes backend" in e.message
+        assert e.code == 2 and "needs the environment records" in e.message and "cannot say what changed" in e.message
     else:
         raise AssertionError("bisected without environment records")
 

@@ -129,3 +129,27 @@ async def test_the_probe_reads_an_interpreter_and_says_why_it_cannot():
         await envrec.probe("/bin/false")
     with pytest.raises(envrec.RecordError, match="could not be run"):
         await envrec.probe("/nonexistent/python")
+
+
+def test_the_runner_prints_its_kernels_probe_before_the_notebook_runs(tmp_path):
+    """--print-environment (a Kubernetes job's record, read from the Pod's log): the probe of the
+    kernel's interpreter, on one line before the result; the same document the server's probe
+    takes, and an error document, not a crash, when it cannot be taken."""
+    from jupyter_nbvalidation.runner import probe as runner_probe
+    from jupyter_nbvalidation.runner.protocol import ENVIRONMENT_PREFIX, environment_from_log, environment_line
+
+    write_notebook(tmp_path / "nb.ipynb", ["print(1)"])
+    out = subprocess.run([sys.executable, "-m", "jupyter_nbvalidation.runner", str(tmp_path / "nb.ipynb"),
+                          "--result", str(tmp_path / "r.json"), "--executed", str(tmp_path / "e.ipynb"),
+                          "--print-environment"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith(ENVIRONMENT_PREFIX))
+    assert first < next(i for i, ln in enumerate(lines) if ln.startswith("NBVALIDATION-RESULT "))
+    doc = environment_from_log(out.stdout)
+    assert doc is not None and doc["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert any(envrec.normalize(d["name"]) == "ipykernel" for d in doc["distributions"])
+    assert environment_from_log(environment_line({"error": "x"})) == {"error": "x"}
+    assert environment_from_log("no such line\n") is None
+    assert "could not list" in runner_probe.take("/bin/false")["error"]
+    assert "could not list" in runner_probe.take("/nonexistent/python")["error"]

@@ -30,6 +30,7 @@ Finished children are kept (evidence) until the job is deleted.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from importlib.metadata import PackageNotFoundError
@@ -39,12 +40,13 @@ from typing import Any, Callable, Mapping, cast
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default, observe
 
+from .. import environment_record as envrec
 from .. import local_sources, verdict_cache
 from ..backends import workcopy
 from ..backends.base import RUNNING, Backend, Capabilities, Observation, lease_traits
 from ..documents import Job, JobSpec
 from ..errors import InputRejected
-from ..model import GROUP, PLURAL, VERSION, WORKDIR_ANNOTATION, SpecError, build_enabled, spec_fields
+from ..model import GROUP, PLURAL, VERSION, WORKDIR_ANNOTATION, SpecError, build_enabled, isotime, spec_fields
 from ..plan import Snapshot, ValidationPlan
 from ..requirements import CONSTRAINTS_FIELD, INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
 from ..store.base import StoreError
@@ -80,7 +82,7 @@ class KubernetesBackend(Backend):
     name = "kubernetes"
     # the kernel runs in a Pod, where the server's files are not: the notebook's folder travels
     capabilities = Capabilities(folder_in_snapshot=True, local_requirement_paths=True, local_paths_travel=True,
-                                system_packages=True)
+                                system_packages=True, environment_records=True)
     store: KubernetesJobStore  # made in __init__
 
     namespace = Unicode(help="The one namespace jobs and their children live in (default: the pod's "
@@ -495,6 +497,53 @@ class KubernetesBackend(Backend):
 
     async def executed_notebook(self, job: Job) -> dict[str, Any] | None:
         return await self.executor.executed_notebook(job)
+
+    async def snapshot_files(self, job: Job) -> dict[str, bytes]:
+        return await self.snapshots.files(job)
+
+    async def environment_record(self, job: Job) -> dict[str, Any] | None:
+        """The record of what the validation Pod's kernel had, from the probe its runner
+        printed before the notebook ran (read from the Pod's log, as the executed notebook
+        is; gone with the Pod). A built image: ``environment.key`` is the image's digest,
+        with the declared requirement lines; a local path installed from the packed
+        archive is shown by its server path and content hash."""
+        got = await self.executor.environment_probe(job)
+        if got is None:
+            return None
+        probe, started = got
+        files = await self.snapshots.files(job)
+        spec = job["spec"]
+        reference = ((job.get("status") or {}).get("buildStatus") or {}).get("imageReference") or ""
+        local_hashes: dict[str, str] = {}
+        places: dict[str, str] = {}
+        if build_enabled(spec):
+            lines = [ln for ln in (files.get("requirements.txt") or b"").decode().splitlines() if ln.strip()]
+            constraints = [ln for ln in (files.get("constraints.txt") or b"").decode().splitlines() if ln.strip()]
+            # the image's digest: the same content, the same image (reused), the same key
+            environment: dict[str, Any] = {"kind": "built", "key": reference.rpartition("@")[2] or reference,
+                                           "image": reference, "strategy": self.build_strategy(job),
+                                           "baseImage": self._base_image(job), "requirements": lines,
+                                           "constraints": constraints}
+            if local_sources.ARCHIVE in files:
+                packed = await asyncio.to_thread(local_sources.read, files[local_sources.ARCHIVE])
+                places = {f"{local_sources.BUILD_DIR}/{place}": path for path, place in packed.places.items()}
+                local_hashes = {image_path: packed.hashes[path] for image_path, path in places.items()}
+        else:
+            environment = {"kind": "image",
+                           "image": spec.get("podConfig", {}).get("containerImage") or self.runner_image}
+        taken = started or isotime()
+        if probe.get("error"):
+            record: dict[str, Any] = {"apiVersion": envrec.API_VERSION, "kind": envrec.KIND, "takenAt": taken,
+                                      "environment": environment, "error": str(probe["error"])[:300]}
+        else:
+            record = envrec.shape(probe, environment=environment, tool={}, taken_at=taken, local_hashes=local_hashes)
+            for dist in record["distributions"]:  # the image's copy of a local path, by the server's path
+                src = dist.get("source") or {}
+                path = str(src.get("path") or "").rstrip("/")
+                if src.get("kind") == "local" and path in places:
+                    src["path"] = places[path]
+        record["tool"] = await asyncio.to_thread(envrec.tool_identity)
+        return record
 
     # -- health ------------------------------------------------------------------------------
     async def _crd_state(self) -> tuple[bool, str | None]:

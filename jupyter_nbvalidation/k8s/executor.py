@@ -297,6 +297,18 @@ class ValidationExecutor:
             deleted.add(name)
             await self.children.delete(PODS, ns, name, self.children.pods())
 
+    async def environment_probe(self, job: Job) -> tuple[dict[str, Any], str | None] | None:
+        """(the probe document its runner printed before the notebook ran, the Pod's start
+        time), from the validation Pod's log; None before the runner printed it or once the
+        Pod is gone."""
+        pod = await self.children.mine(PODS, self.children.pods(), job,
+                                       obj.validation_pod_name(job["metadata"]["name"], validation_attempt(job)))
+        if pod is None:
+            return None
+        log = await self.children.container_log(pod, obj.RUNNER_CONTAINER)
+        doc = res.environment_from_log(log) if log is not None else None
+        return None if doc is None else (doc, (pod.get("status") or {}).get("startTime"))
+
     async def executed_notebook(self, job: Job) -> dict[str, Any] | None:
         pod = await self.children.mine(PODS, self.children.pods(), job,
                                        obj.validation_pod_name(job["metadata"]["name"], validation_attempt(job)))

@@ -404,6 +404,7 @@ def runner_command(plan: ValidationPlan, *, print_executed: bool, progress: bool
     cmd += plan.runner_args
     if print_executed:
         cmd.append("--print-executed")
+    cmd.append("--print-environment")  # the job's environment record, read from the Pod's log
     if progress:
         cmd.append("--progress")
     # the job's variables go to the kernel only (the runner builds the kernel's

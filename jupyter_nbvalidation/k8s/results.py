@@ -18,6 +18,7 @@ from typing import Any, cast
 # the runner's report is read where it is written (one protocol module)
 from ..documents import RunnerResult
 from ..runner.protocol import decode_executed as decode_executed
+from ..runner.protocol import environment_from_log as environment_from_log
 from ..runner.protocol import parse_log as parse_log
 from ..runner.protocol import parse_summary
 from ..vocabulary import CellStatus, Phase, ResultReason

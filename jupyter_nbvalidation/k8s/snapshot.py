@@ -113,6 +113,26 @@ class Snapshots:
             binary[local_sources.ARCHIVE] = base64.b64decode(packed)
         return cm.get("data") or {}, binary
 
+    async def files(self, job: Job) -> dict[str, bytes]:
+        """The files stored with the job at submit, by the names the service gave them
+        (``notebook.ipynb``, ``requirements.txt``, ``inputs/<path>`` ...); empty when the
+        snapshot is gone (the change summary reads them)."""
+        cm_name = (job["metadata"].get("annotations") or {}).get(obj.INPUT_ANNOTATION) or \
+            obj.input_configmap_name(job["metadata"]["name"])
+        cm = await self.children.read(CONFIGMAPS, None, self.children.ns(job), cm_name)
+        if cm is None:
+            return {}
+        data, binary = cm.get("data") or {}, cm.get("binaryData") or {}
+        out = {k: v.encode() for k, v in data.items() if k != obj.INPUTS_INDEX}
+        for key, path in obj.inputs_index(data):
+            if key in binary:
+                out[f"{obj.INPUTS_PREFIX}{path}"] = base64.b64decode(binary[key])
+            elif key in data:  # an input file with the bytes of a text file stored once
+                out[f"{obj.INPUTS_PREFIX}{path}"] = data[key].encode()
+        if local_sources.ARCHIVE in binary:
+            out[local_sources.ARCHIVE] = base64.b64decode(binary[local_sources.ARCHIVE])
+        return out
+
     def forget(self, uid: str) -> None:
         """Nothing is kept per job (the engine's plan holds what was read)."""
 

@@ -29,10 +29,18 @@ from typing import Any, Sequence
 
 from .. import compare as _compare
 from ..vocabulary import ResultReason
-from . import hygiene
+from . import hygiene, probe
 from .environment import RUN_ID_VAR
 from .execute import DEFAULT_CELL_TIMEOUT
-from .protocol import RESULT_PREFIX, executed_line, exit_code, progress_line, result_line, write_termination_log
+from .protocol import (
+    RESULT_PREFIX,
+    environment_line,
+    executed_line,
+    exit_code,
+    progress_line,
+    result_line,
+    write_termination_log,
+)
 from .sandbox import SCRATCH_PATHS
 from .verdict import _atomic_write_text, error_result, run_notebook
 
@@ -141,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
                         '"scratch": {"/tmp": folder, "/var/tmp": folder} bound there (else a tmpfs)}')
     p.add_argument("--termination-log", default=None, help="also write a summary of at most 4096 bytes here")
     p.add_argument("--progress", action="store_true", help="print one NBVALIDATION-PROGRESS line per executed cell")
+    p.add_argument("--print-environment", action="store_true",
+                   help="first print what is installed in the kernel's interpreter (its probe document, gzip + "
+                        "base64) on one NBVALIDATION-ENVIRONMENT line: a Kubernetes job's environment record")
     p.add_argument("--print-executed", action="store_true",
                    help="also print the executed notebook (gzip + base64) on one NBVALIDATION-EXECUTED line "
                         "before the result line, for where only the logs come back (a Kubernetes Pod)")
@@ -240,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def progress(event: dict[str, Any]) -> None:
         _emit(progress_line(event))
 
+    if args.print_environment:  # before any cell runs: what the kernel will import from
+        _emit(environment_line(probe.take(args.python or sys.executable)))
     # this process is the runner: orphans of whatever the kernel starts come back to it
     reaper = hygiene.set_child_subreaper()
     run_id = os.environ.get(RUN_ID_VAR) or uuid.uuid4().hex

@@ -11,6 +11,9 @@ A runner reports through three channels, all produced here and all read here:
   file, the Kubernetes backend from the validation Pod's log);
 * ``NBVALIDATION-EXECUTED <base64 gzip>``, the executed notebook on one line
   (``--print-executed``: where only the logs come back, a Kubernetes Pod);
+* ``NBVALIDATION-ENVIRONMENT <base64 gzip>``, the kernel interpreter's probe
+  document (runner/probe.py) on one line, printed before the notebook runs
+  (``--print-environment``: the environment record of a Kubernetes job);
 * the **termination summary** (``--termination-log``): compact JSON of at most
   4096 bytes, for a container's termination message (:func:`termination_summary`,
   :func:`parse_summary`).
@@ -37,6 +40,7 @@ from .text import truncate, truncate_tail
 RESULT_PREFIX = "NBVALIDATION-RESULT "
 EXECUTED_PREFIX = "NBVALIDATION-EXECUTED "  # base64 of the gzipped executed notebook (--print-executed)
 PROGRESS_PREFIX = "NBVALIDATION-PROGRESS "
+ENVIRONMENT_PREFIX = "NBVALIDATION-ENVIRONMENT "  # base64 of the gzipped probe document (--print-environment)
 
 # the result document's verdict and reasons, and a cell's status: the one vocabulary
 SUCCEEDED = Phase.SUCCEEDED
@@ -188,7 +192,23 @@ def executed_line(notebook_bytes: bytes) -> str:
     return EXECUTED_PREFIX + base64.b64encode(gzip.compress(notebook_bytes)).decode("ascii")
 
 
+def environment_line(probe: dict[str, Any]) -> str:
+    return ENVIRONMENT_PREFIX + base64.b64encode(gzip.compress(json.dumps(probe).encode())).decode("ascii")
+
+
 # --- reading ----------------------------------------------------------------------
+
+
+def environment_from_log(text: str) -> dict[str, Any] | None:
+    """The probe document of the first ``NBVALIDATION-ENVIRONMENT`` line, or None."""
+    for line in text.splitlines():
+        if line.startswith(ENVIRONMENT_PREFIX):
+            try:
+                doc = json.loads(gzip.decompress(base64.b64decode(line[len(ENVIRONMENT_PREFIX):].strip())))
+            except (ValueError, OSError, EOFError):
+                return {"error": "the runner's environment line cannot be read"}
+            return doc if isinstance(doc, dict) else None
+    return None
 
 
 def parse_log(text: str) -> tuple[dict[str, Any] | None, str | None]:

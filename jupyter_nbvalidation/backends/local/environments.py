@@ -10,7 +10,6 @@ import configparser
 import contextlib
 import dataclasses
 import hashlib
-import importlib.metadata
 import json
 import os
 import re
@@ -51,16 +50,7 @@ from .disk import (
 )
 from .state import LocalState
 
-
-def tool_identity() -> dict[str, str]:
-    """This tool, as an environment record names it: its version and a digest of
-    its sources (the verdict cache's runner identity)."""
-    try:
-        version = importlib.metadata.version("jupyter-nbvalidation")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
-    return {"name": "jupyter-nbvalidation", "version": version,
-            "sources": verdict_cache.runner_identity()[:16]}
+tool_identity = envrec.tool_identity  # the record's tool, as the local backend's package exported it
 
 
 def uv_refresh_args(local_paths: list[str]) -> list[str]:
