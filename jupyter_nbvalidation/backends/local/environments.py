@@ -29,6 +29,7 @@ from ...documents import Job, JobSpec
 from ...model import build_enabled, isotime, parse_time
 from ...plan import ValidationPlan, requirements_key, requirements_of, requirements_sentence
 from ...priority import deprioritize
+from ...redaction import scrub
 from ...requirements import Requirements
 from ...runner import hygiene
 from ...tasks import cancel_and_wait, wait_within
@@ -339,7 +340,7 @@ class EnvironmentsRoom(LocalState):
                     line = await proc.stdout.readline()
                     if not line:
                         return
-                    log.write(reqmod.redact(line.decode("utf-8", "replace"), values))
+                    log.write(scrub(line.decode("utf-8", "replace"), values))
                     log.flush()
 
             pumping = asyncio.ensure_future(pump())
