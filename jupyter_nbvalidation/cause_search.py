@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .environment_record import normalize
+from .redaction import MASK
 
 FAIL, PASS, UNRESOLVED = "fail", "pass", "unresolved"
 
@@ -71,10 +72,10 @@ def requirement_line(dist: Mapping[str, Any]) -> tuple[str, str | None]:
     if kind == "vcs":
         vcs, url, commit = src.get("vcs", "git"), str(src.get("url", "")), src.get("commit", "")
         line = f"{name} @ {vcs}+{url}" + (f"@{commit}" if commit else "")
-        return line, ("its URL's credentials are not kept: the line may not install" if "***" in url else None)
+        return line, ("its URL's credentials are not kept: the line may not install" if MASK in url else None)
     if kind == "url":
         url = str(src.get("url", ""))
-        return f"{name} @ {url}", ("its URL's credentials are not kept: the line may not install" if "***" in url
+        return f"{name} @ {url}", ("its URL's credentials are not kept: the line may not install" if MASK in url
                                    else None)
     return f"{name}=={version}", None
 

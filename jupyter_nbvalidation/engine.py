@@ -26,7 +26,7 @@ from .backends.base import FAILED, RUNNING, SUCCEEDED, Backend, Observation
 from .documents import Job, JobStatus, Progress, Transition, ValidationStatus
 from .env_notes import environment_sentence, missing_module_hint
 from .errors import InputRejected, PermanentFailure, TemporaryFailure
-from .events import EventRecorder, scrub, transition_event_name
+from .events import EventRecorder, transition_event_name
 from .model import (
     ALLOWED_TRANSITIONS,
     CANCEL_ANNOTATION,
@@ -49,6 +49,7 @@ from .model import (
     validation_attempt,
 )
 from .plan import Timeouts, ValidationPlan, make_plan, missing_file_hint, timeouts
+from .redaction import scrub
 from .store.base import Conflict, NotFound
 from .tasks import cancel_all, cancel_and_wait, wait_within
 

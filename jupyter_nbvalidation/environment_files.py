@@ -104,6 +104,7 @@ from urllib.parse import urlsplit
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no annotations (types-PyYAML is not installed)
 
 from .environment_record import normalize
+from .redaction import mask_urls
 from .requirements import MAX_FILE_BYTES, RequirementsError, read_confined
 
 FIELD = "spec.podConfig.buildConfig.requirementsFile"
@@ -553,13 +554,13 @@ class _Sources:
     def lines(self) -> tuple[list[str], list[str]]:
         """(option lines, words for the origin). The one index every index package comes
         from replaces the default (--index-url); otherwise each is an --extra-index-url."""
-        from .requirements import ALLOWED_OPTIONS, mask_credentials
+        from .requirements import ALLOWED_OPTIONS
 
         out = [f"--find-links {shlex.quote(link)}" for link in self.links]
         notes = []
         option = "--index-url" if len(self.indexes) == 1 and not self.default else "--extra-index-url"
         for url in self.indexes:
-            shown = mask_credentials(url)
+            shown = mask_urls(url)
             if option in ALLOWED_OPTIONS:
                 out.append(f"{option} {shlex.quote(url)}")
                 notes.append(f"index {shown}")
@@ -742,8 +743,6 @@ def _uv_error(stderr: str, code: int) -> str:
 def _uv_export(folder: str, what: str, extras: list[str] | None = None) -> str:
     """``uv export`` of the project in ``folder`` (its uv.lock as it is: --frozen never
     resolves, --offline never fetches; no uv configuration but the project's own)."""
-    from .requirements import mask_credentials
-
     uv = uv_binary()
     if not uv:
         raise RequirementsError(FIELD, f"{what}: reading it needs uv, which is not installed here")
@@ -761,7 +760,7 @@ def _uv_export(folder: str, what: str, extras: list[str] | None = None) -> str:
         raise RequirementsError(FIELD, f"{what}: uv cannot be run to read it ({e.strerror})") from None
     if proc.returncode != 0:
         error = _uv_error(proc.stderr.decode("utf-8", "replace"), proc.returncode)
-        raise RequirementsError(FIELD, bounded(mask_credentials(f"{what}: uv cannot export it: {error}")))
+        raise RequirementsError(FIELD, bounded(mask_urls(f"{what}: uv cannot export it: {error}")))
     return str(proc.stdout.decode("utf-8", "replace"))
 
 

@@ -26,8 +26,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .cause_search import option_lines, requirement_line
-
-MASK = "***"
+from .redaction import MASK
 
 
 class NoLock(Exception):

@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any
 
+from .redaction import mask_urls
 from .runner.probe import MAX_PROBE_BYTES, PROBE, PROBE_TIMEOUT  # the runner in a Pod takes it too
 from .tasks import wait_within
 
@@ -52,14 +53,6 @@ def _cut(value: Any) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]*@")
-
-
-def mask_url(url: str) -> str:
-    """``https://user:TOKEN@host/...`` → ``https://***@host/...``."""
-    return _USERINFO.sub(r"\1***@", url)
-
-
 def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -68,7 +61,7 @@ def source_of(direct_url: dict[str, Any] | None, local_hashes: dict[str, str]) -
     """Where a distribution came from, from its PEP 610 ``direct_url.json``."""
     if not isinstance(direct_url, dict) or not isinstance(direct_url.get("url"), str):
         return {"kind": "index"}
-    url = mask_url(direct_url["url"])
+    url = mask_urls(direct_url["url"])
     if isinstance(direct_url.get("vcs_info"), dict):
         vcs = direct_url["vcs_info"]
         return {"kind": "vcs", "url": _cut(url), "vcs": _cut(vcs.get("vcs", "")), "commit": _cut(vcs.get("commit_id", ""))}

@@ -19,23 +19,11 @@ from typing import Any, Awaitable, Callable
 
 from .documents import Event, Job
 from .model import REASON_ACTIONS, isotime
+from .redaction import scrub
 from .tasks import cancel_all
 
 REPORTING_CONTROLLER = "nbvalidation.dev/notebook-validation-controller"
 NOTE_LIMIT = 1024
-
-_SECRET_PATTERNS = [
-    re.compile(r"(?i)(token|password|passwd|secret|authorization|api[_-]?key)(\s*[=:]\s*|\s+)([^\s,;'\"&]+)"),
-    re.compile(r"(?i)(https?://)([^/\s:@]+):([^/\s@]+)@"),
-]
-
-
-def scrub(text: str) -> str:
-    """Remove credentials from free text (URLs with user:password, key=value)."""
-    text = _SECRET_PATTERNS[0].sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
-    text = _SECRET_PATTERNS[1].sub(lambda m: f"{m.group(1)}***:***@", text)
-    return text
-
 
 def truncate_bytes(text: str, limit: int = NOTE_LIMIT) -> str:
     raw = text.encode("utf-8")

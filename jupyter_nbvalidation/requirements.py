@@ -52,6 +52,7 @@ from typing import Any, Iterator, Mapping, NoReturn
 
 from .local_sources import ARCHIVE as LOCAL_ARCHIVE
 from .local_sources import Packed
+from .redaction import MASK, mask_urls, userinfo
 
 SYSTEM_PACKAGES_TXT = "apt.txt"  # the snapshot's file of Requirements.system_packages
 INTERPRETER_JSON = "interpreter.json"  # the snapshot's file of Requirements.interpreter_wanted()
@@ -68,7 +69,6 @@ SOURCE_ANNOTATION = "nbvalidation.dev/requirements-source"
 # where the requirements came from (Requirements.origin), stored with the job at submit
 ORIGIN_ANNOTATION = "nbvalidation.dev/environment-origin"
 SECRET_ENV_PREFIX = "NBV_SECRET_"
-MASK = "***"
 
 # option -> takes a value. The options a requirements file (or list entry) may carry.
 ALLOWED_OPTIONS: dict[str, bool] = {
@@ -121,7 +121,6 @@ _LONG_OPTIONS = sorted({*(o for o in ALLOWED_OPTIONS if o.startswith("--")), *PE
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9._,\s-]*\])?")
 _SPEC_REST = re.compile(r"^[\sA-Za-z0-9._*,<>=!~()\[\]'\";:/+@-]*$")
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s]*)@")
 _ARCHIVE = (".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tar", ".zip")
 REMOTE_SCHEMES = ("http", "https", "git+https", "git+http", "hg+https", "svn+https", "bzr+https")
 _PLACEHOLDER = re.compile(r"\$\{" + SECRET_ENV_PREFIX + r"(\d+)\}")
@@ -234,23 +233,6 @@ class Requirements:
 
 def _text(lines: list[str]) -> str:
     return "".join(f"{ln}\n" for ln in lines)
-
-
-def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
-    """``text`` with the given secret values and any URL credentials masked."""
-    for s in sorted(set(filter(None, secrets)), key=len, reverse=True):
-        text = text.replace(s, MASK)
-    return re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s:]*):([^/?#@\s]+)@", rf"\1\2:{MASK}@", text)
-
-
-def mask_credentials(text: str) -> str:
-    """``text`` (a message) with the user-info of every URL in it masked as the
-    display lines mask it: ``scheme://user:***@``, ``scheme://***@`` (a token alone)."""
-    def sub(m: re.Match[str]) -> str:
-        user, sep, _ = m.group(2).partition(":")
-        return f"{m.group(1)}{user}:{MASK}@" if sep else f"{m.group(1)}{MASK}@"
-
-    return re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s]+)@", sub, text)
 
 
 # --- safe reading ----------------------------------------------------------------
@@ -387,23 +369,14 @@ class _Collector:
 
     def redact_url(self, url: str, where: str) -> tuple[str, str]:
         """(build form, display form) of a URL: credentials become a placeholder / ***."""
-        m = _USERINFO.match(url)
-        if not m:
+        info = userinfo(url)
+        if info is None or not info.secret:
             return url, url
-        scheme, info = m.group(1), m.group(2)
-        user, sep, password = info.partition(":")
-        secret = password if sep else user
-        if not secret:
-            return url, url
-        if MASK in secret:
+        if MASK in info.secret:
             self.fail(where, f"{MASK} is not a credential (it is how credentials are shown)")
         n = len(self.out.secrets)
-        self.out.secrets.append(secret)
-        placeholder = "${" + f"{SECRET_ENV_PREFIX}{n}" + "}"
-        rest = url[m.end():]
-        if sep:
-            return f"{scheme}{user}:{placeholder}@{rest}", f"{scheme}{user}:{MASK}@{rest}"
-        return f"{scheme}{placeholder}@{rest}", f"{scheme}{MASK}@{rest}"
+        self.out.secrets.append(info.secret)
+        return info.with_secret("${" + f"{SECRET_ENV_PREFIX}{n}" + "}"), info.masked()
 
     def local(self, value: str, base: str, where: str, what: str, *, want_dir: bool | None = None) -> str:
         """A local path (relative to ``base``) or file:// URL: its real path, inside the root."""
@@ -806,7 +779,7 @@ def _discovered(root: str, rel_nb_dir: str, extras: list[str] | None = None, *,
             origin = f"{found.shown} ({ef.PLACE_BINDER}: {got.detail})"
         else:
             origin = f"{found.kind} {found.place} ({found.shown}: {got.detail})"
-        c = _Collector(root, field_name, ef.bounded(mask_credentials(origin)))
+        c = _Collector(root, field_name, ef.bounded(mask_urls(origin)))
         c.seen_files.add(os.path.realpath(path))
         for i, (n, line) in enumerate(got.lines):
             label = got.labels[i] if got.labels else f"entry {i + 1}" if not n else f"line {n}"

@@ -31,6 +31,7 @@ from .model import (
     new_job,
     validate_spec,
 )
+from .redaction import mask_urls, mask_values
 from .requirements import Requirements
 from .store.base import JobStore, NotFound, StoreBroken, StoreError
 from .tasks import cancel_and_wait
@@ -431,7 +432,7 @@ class JobService:
                 raise ApiError(e.status, e.code, e.message, e.field) from None
         bc = spec.get("podConfig", {}).get("buildConfig", {})
         if reqs.secrets and bc.get("requirements"):  # the stored spec never holds a credential
-            bc["requirements"] = [reqmod.redact(r, reqs.secrets) for r in bc["requirements"]]
+            bc["requirements"] = [mask_urls(mask_values(r, reqs.secrets)) for r in bc["requirements"]]
         env = await self.backend.verdict_environment(spec, reqs)
         key = None if env is None else await asyncio.to_thread(self._verdict_key, spec, files, nb_path, env)
         return spec, files, nb_path, reqs, env, key

@@ -108,7 +108,7 @@ def test_sources_credentials_and_bounds():
         "kind": "local", "path": "/r/pkg", "editable": True, "contentHash": "abc"}
     src = envrec.source_of({"url": "https://alice:s3cret@example.org/p-1.0.tar.gz",
                             "archive_info": {"hashes": {"sha256": "00ff"}}}, hashes)
-    assert src == {"kind": "url", "url": "https://***@example.org/p-1.0.tar.gz", "hashes": {"sha256": "00ff"}}
+    assert src == {"kind": "url", "url": "https://alice:***@example.org/p-1.0.tar.gz", "hashes": {"sha256": "00ff"}}
     assert "s3cret" not in json.dumps(src)
     vcs = envrec.source_of({"url": "https://TOKEN@github.com/o/r", "vcs_info": {"vcs": "git", "commit_id": "1a2b"}},
                            hashes)

@@ -13,6 +13,7 @@ Job builder for the other test modules.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -198,15 +199,18 @@ async def test_openshift_failure_is_carried_into_status_and_a_warning(openshift_
     bname = f"{obj.build_job_name(name)}-1"
     await wait_object(admin, BUILDS.path(env.ns, bname))
     await build_status(admin, env.ns, bname, phase, reason="DockerBuildFailed",
-                       message="Docker build strategy has failed.", logSnippet="ERROR: No matching distribution")
+                       message="Docker build strategy has failed.",
+                       logSnippet="ERROR: No matching distribution; fatal: https://ghp_T0KEN@git.example/o/r")
     done = await env.terminal(name)
     st = done["status"]
     assert st["phase"] == Phase.FAILED and st["reason"] == Reason.BUILD_FAILED
     assert "DockerBuildFailed: Docker build strategy has failed." in st["message"]
     assert "No matching distribution" in st["buildStatus"]["message"]
+    assert "https://***@git.example/o/r" in st["buildStatus"]["message"]  # a token alone: redaction.scrub
     events = await events_of(admin, env.ns, done["metadata"]["uid"])
     assert reasons(events) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_FAILED]
     assert events[-1]["type"] == "Warning" and "DockerBuildFailed" in events[-1]["note"]
+    assert "ghp_T0KEN" not in json.dumps(done) and "ghp_T0KEN" not in json.dumps(events)
 
 
 @pytest.mark.asyncio

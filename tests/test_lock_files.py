@@ -20,6 +20,7 @@ from helpers import run_repo as run
 from jupyter_nbvalidation import environment_files as ef
 from jupyter_nbvalidation import requirements as reqmod
 from jupyter_nbvalidation.plan import requirements_sentence
+from jupyter_nbvalidation.redaction import mask_urls
 
 NB = "repo/notebooks/nb.ipynb"
 FIELD = "spec.podConfig.buildConfig.requirementsFile"
@@ -456,7 +457,7 @@ def test_uv_export_is_bounded_in_time(repo, monkeypatch):
 def test_uvs_error_line_and_masked_credentials():
     stderr = ("warning: something\nerror: Failed to fetch `https://user:S3CRET@host/simple/x`\n"
               "  cause: HTTP status 401 from https://T0KEN@host/simple\n  cause: more\n  cause: and more\n")
-    text = reqmod.mask_credentials(ef._uv_error(stderr, 2))
+    text = mask_urls(ef._uv_error(stderr, 2))
     assert text == "Failed to fetch `https://user:***@host/simple/x`: HTTP status 401 from https://***@host/simple: more"
     assert ef._uv_error("thread 'main' panicked at src/x.rs:1:1:\nboom\n", 101) == \
         "uv stopped with an internal error (a panic) reading it"

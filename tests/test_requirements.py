@@ -25,6 +25,7 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation import requirements as reqmod
 from jupyter_nbvalidation.model import Phase, Reason
+from jupyter_nbvalidation.redaction import scrub
 
 
 async def refused(jp_fetch, body) -> tuple[int, dict]:
@@ -187,8 +188,9 @@ def test_the_checker_on_its_own(tmp_path):
     assert "S3CR3T" not in json.dumps(key) and set(key["local"]) == {pkg}
     (root / "nb" / "pkg" / "m.py").write_text("x = 2\n")
     assert r.cache_key_material()["local"][pkg] != key["local"][pkg]
-    assert reqmod.redact("GET https://alice:S3CR3T-pw@example.com/ x S3CR3T-pw", ["S3CR3T-pw"]) == \
+    assert scrub("GET https://alice:S3CR3T-pw@example.com/ x S3CR3T-pw", ["S3CR3T-pw"]) == \
         "GET https://alice:***@example.com/ x ***"
+    assert scrub("GET https://TOKEN123@example.com/x") == "GET https://***@example.com/x"  # not given: masked too
 
 
 # --- real builds -------------------------------------------------------------------

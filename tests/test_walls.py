@@ -65,7 +65,7 @@ def _is(name: str, *prefixes: str) -> bool:
 
 # what the engine may know: the ports and the pure core
 ENGINE_MAY_IMPORT = ("backends.base", "store.base", "model", "events", "tasks", "errors", "timeline", "plan",
-                     "env_notes", "vocabulary", "documents")
+                     "env_notes", "vocabulary", "documents", "redaction")
 SERVICE_LAYER = ("service", "handlers", "app", "cli", "magic", "client", "openapi", "render", "batch", "reports",
                  "pytest_plugin")
 
@@ -114,11 +114,12 @@ def test_the_ports_and_the_core_import_no_backend(path: Path) -> None:
     assert not wrong, f"{path.relative_to(PKG)} imports an implementation: {sorted(wrong)}"
 
 
-@pytest.mark.parametrize("name", ["vocabulary", "documents", "spec_table"])
+@pytest.mark.parametrize("name", ["vocabulary", "documents", "spec_table", "redaction"])
 def test_the_vocabulary_and_the_document_types_need_only_the_standard_library(name: str) -> None:
     """The phases, reasons, spec table and document shapes are shared by the runner (in an
     image beside nbclient and nbformat only), the server and the lab's generators. The
-    spec table is a leaf: documents takes the spec's TypedDicts from it."""
+    spec table is a leaf: documents takes the spec's TypedDicts from it. The one masker
+    of credentials (redaction) is pure and a leaf too: everything that shows text uses it."""
     names = _imports(PKG / f"{name}.py")
     wrong = {n for n in names if n.split(".")[0] not in sys.stdlib_module_names and n != "__future__"
              and not n.startswith("__future__.")

@@ -4,13 +4,14 @@ the cause"): the installer's own error lines (uv's ``error: No solution found â€
 ``ERROR: â€¦`` lines), in whole words, then the step and a short tail of its output cut
 at a line boundary. The whole log stays where the build wrote it (``/buildlog``).
 Nothing here reads more than the log the build wrote, already redacted
-(``LocalBackend._run_step``); ``secrets`` are masked again all the same."""
+(``LocalBackend._run_step``); it is scrubbed again all the same (``secrets`` and
+any URL user-info or ``key=value`` credential, :func:`redaction.scrub`)."""
 
 from __future__ import annotations
 
 import re
 
-from .. import requirements as reqmod
+from ..redaction import scrub
 
 CAUSE_LIMIT = 600  # characters of the installer's own error lines
 TAIL_LIMIT = 240  # characters of the step's last lines that are not the cause
@@ -79,4 +80,4 @@ def summary(log: str, command: str, code: int, secrets: list[str] | tuple[str, .
         message = f"{text} ({said}" + (f"; last lines: {' | '.join(tail)})" if tail else ")")
     else:
         message = f"{said}: {' | '.join(tail)}" if tail else said
-    return reqmod.redact(message, list(secrets))
+    return scrub(message, secrets)

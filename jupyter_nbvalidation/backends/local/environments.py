@@ -28,6 +28,7 @@ from ...documents import Job, JobSpec
 from ...model import build_enabled, isotime, parse_time
 from ...plan import ValidationPlan, requirements_key, requirements_of, requirements_sentence
 from ...priority import deprioritize
+from ...redaction import scrub
 from ...requirements import Requirements
 from ...runner import hygiene
 from ...tasks import cancel_and_wait, wait_within
@@ -51,6 +52,7 @@ from .disk import (
 from .state import LocalState
 
 tool_identity = envrec.tool_identity  # the record's tool, as the local backend's package exported it
+LOG_LINE_LIMIT = 2**20  # a build command's line longer than this reaches the log in pieces
 
 
 def uv_refresh_args(local_paths: list[str]) -> list[str]:
@@ -311,36 +313,46 @@ class EnvironmentsRoom(LocalState):
     async def _run_step(self, build: _Build, argv: list[str], log: Any, secrets: dict[str, str] | None = None) -> int:
         """One build command. ``secrets``: index credentials, given to the
         command through its environment only (the requirements file holds
-        ``${NBV_SECRET_<n>}``); its output then goes through a filter that
-        masks them before anything reaches the log."""
-        log.write(f"$ {' '.join(argv)}\n")
+        ``${NBV_SECRET_<n>}``). Its output goes through the scrubber
+        (:func:`redaction.scrub`: those values, URL user-info, ``key=value``)
+        before anything reaches the log, with or without ``secrets``: a URL
+        of the server's own configuration may carry a credential too."""
+        values = list((secrets or {}).values())
+        log.write(scrub(f"$ {' '.join(argv)}\n", values))
         log.flush()
         proc = await asyncio.create_subprocess_exec(
-            *self._niced(argv), stdout=asyncio.subprocess.PIPE if secrets else log,
+            *self._niced(argv), stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
             start_new_session=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
                                          "PIP_NO_INPUT": "1", "VIRTUAL_ENV": "", **(secrets or {})})
-        if secrets:
-            values = list(secrets.values())
 
-            async def pump() -> None:
-                assert proc.stdout is not None
-                while True:
-                    line = await proc.stdout.readline()
-                    if not line:
-                        return
-                    log.write(reqmod.redact(line.decode("utf-8", "replace"), values))
-                    log.flush()
+        def write(data: bytes) -> None:
+            text = data.decode("utf-8", "replace")
+            log.write("".join(scrub(line, values) for line in text.splitlines(keepends=True)))
+            log.flush()
 
-            pumping = asyncio.ensure_future(pump())
-            try:
-                code = await self._wait_step(build, proc)
-            finally:
-                with contextlib.suppress(Exception):
-                    await wait_within(pumping, 5)
-                pumping.cancel()
-            return code
-        return await self._wait_step(build, proc)
+        async def pump() -> None:
+            """Whole lines to the log (a line longer than LOG_LINE_LIMIT in pieces): never
+            stops reading, so the command never blocks on a full pipe."""
+            assert proc.stdout is not None
+            pending = b""
+            while chunk := await proc.stdout.read(2**16):
+                pending += chunk
+                cut = pending.rfind(b"\n") + 1 or (len(pending) if len(pending) > LOG_LINE_LIMIT else 0)
+                if cut:
+                    write(pending[:cut])
+                    pending = pending[cut:]
+            if pending:
+                write(pending)
+
+        pumping = asyncio.ensure_future(pump())
+        try:
+            code = await self._wait_step(build, proc)
+        finally:
+            with contextlib.suppress(Exception):
+                await wait_within(pumping, 5)
+            pumping.cancel()
+        return code
 
     async def _wait_step(self, build: _Build, proc: asyncio.subprocess.Process) -> int:
         build.proc = proc

@@ -22,8 +22,8 @@ from typing import Any
 from ...backends import build_failure
 from ...backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
 from ...documents import Job
-from ...events import scrub
 from ...model import build_attempt
+from ...redaction import scrub
 from ...runner.text import strip_ansi
 from .. import objects as obj
 from .. import results as res

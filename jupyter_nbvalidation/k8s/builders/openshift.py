@@ -25,8 +25,8 @@ from typing import Any
 
 from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
 from ...documents import Job
-from ...events import scrub
 from ...model import isotime
+from ...redaction import scrub
 from .. import objects as obj
 from ..children import NotOurs, api_failure
 from ..client import KubeApiError, Resource

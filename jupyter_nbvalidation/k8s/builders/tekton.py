@@ -18,8 +18,8 @@ from typing import Any
 
 from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
 from ...documents import Job
-from ...events import scrub
 from ...model import isotime
+from ...redaction import scrub
 from .. import objects as obj
 from ..children import IMAGE_ANNOTATION, NotOurs
 from ..client import Resource
