@@ -4,7 +4,8 @@ root travel with each job (local_sources.py); the validation Pod's runner prints
 had, which is the job's environment record. Green with the old wheels, red once new ones appear:
 the change summary names the two upgrades and no cell change, the lock of the green job pins the
 old versions, and the server's search (the lab's Find the cause) names nbvdrifta alone, each step
-a probe job built as an image of its own pins (the same pins, the same image: reused).
+a probe job built as an image of its own pins; asked again, every step reuses the image built for
+the same pins.
 
 Run: ``bash tools/cluster/up.sh && .venv/bin/python -m pytest tests/test_k8s_real_drift.py``
 """
@@ -80,5 +81,15 @@ def test_drift_is_recorded_summarised_pinned_and_bisected_on_the_real_node(real_
         # the steps were probes: the notebook's jobs are still its two
         listed = api.request("GET", "jobs", params={"notebook": "proj/nb.ipynb"})["items"]
         assert [j["metadata"]["name"] for j in listed] == [r, g]
+
+        # asked again, the search meets the same pins: every step's image is the one built before
+        doc = api.request("POST", f"jobs/{r}/bisect", {}, params={"maxSteps": 6})
+        while doc["state"] == "running" and time.monotonic() < deadline + 2 * WAIT:
+            time.sleep(2)
+            doc = api.request("GET", f"jobs/{r}/bisect")
+        assert doc["state"] == "finished" and doc["result"]["culprits"] == result["culprits"], json.dumps(doc)
+        for step in doc["steps"]:
+            reasons = [t.get("reason") for t in (job_of(api, step["job"]).get("status") or {}).get("transitions", [])]
+            assert "BuildReused" in reasons, (step["job"], reasons)
     finally:
         server.stop()
