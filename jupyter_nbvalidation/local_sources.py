@@ -52,11 +52,22 @@ def _places(paths: list[str]) -> dict[str, str]:
     return {p: os.path.relpath(p, top).replace(os.sep, "/") for p in unique}
 
 
-def pack(paths: list[str]) -> Packed:
-    """The archive of ``paths`` (absolute real paths, checked inside the root at submit).
-    Raises PackError when it would be over :data:`MAX_BYTES`, or a link in a folder points
-    out of it (the build could not follow it)."""
+def _private(path: str, private: frozenset[str]) -> bool:
+    return any(path == q or path.startswith(q.rstrip(os.sep) + os.sep) for q in private)
+
+
+def pack(paths: list[str], private: frozenset[str] = frozenset()) -> Packed:
+    """The archive of ``paths`` (absolute real paths, checked inside the root at submit),
+    never with anything under ``private`` (the server's own dirs: its Jupyter runtime and
+    data dirs, which hold its tokens, the kubeconfig, credential dirs; Backend.private_paths),
+    should a packed folder hold them. Raises PackError when it would be over
+    :data:`MAX_BYTES`, a link in a folder points out of it (the build could not follow it),
+    or a path to pack is itself private."""
     from .requirements import tree_hash, walk_tree
+
+    mine = [p for p in paths if _private(os.path.realpath(p), private)]
+    if mine:
+        raise PackError(f"{mine[0]} is one of the server's own folders (or inside one): it never travels with a job")
 
     places = _places(paths)
     hashes = {p: tree_hash(p) for p in places}
@@ -70,6 +81,8 @@ def pack(paths: list[str]) -> Packed:
                 continue
             _add(tar, place, directory=True)
             for rel, full, st in walk_tree(path):
+                if _private(os.path.realpath(full) if st is not None else full, private):
+                    continue  # the server's own (its tokens): never in a job's archive
                 name = f"{place}/{rel}".replace(os.sep, "/").replace("/./", "/")
                 if st is None:
                     target = os.readlink(full)

@@ -334,7 +334,7 @@ class JobService:
                            "(list packages from an index)", field)
         if reqs.local_paths and self.backend.capabilities.local_paths_travel:  # read now, once: what is built
             try:
-                reqs.packed = local_sources.pack(reqs.local_paths)
+                reqs.packed = local_sources.pack(reqs.local_paths, self.backend.private_paths())
             except (local_sources.PackError, OSError, ValueError) as e:
                 status = e.status if isinstance(e, local_sources.PackError) else 400
                 raise ApiError(status, "TooLarge" if status == 413 else "InvalidRequirements",

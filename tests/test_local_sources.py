@@ -160,3 +160,22 @@ async def test_the_image_recipe_carries_the_archive_and_apt_txt_and_its_tag_foll
     from jupyter_nbvalidation.errors import InputRejected
     with pytest.raises(InputRejected, match="did not travel"):
         await images._recipe(f"base@{digest}", unpacked)
+
+
+def test_the_servers_own_folders_never_travel(tmp_path):
+    """A packed project that holds the server's runtime dir (its token files) or a kubeconfig: they
+    are left out (Backend.private_paths); packing a private folder itself is refused."""
+    proj = _project(tmp_path)
+    runtime = proj / ".local" / "share" / "jupyter" / "runtime"
+    runtime.mkdir(parents=True)
+    (runtime / "jpserver-1.json").write_text('{"token": "s3cret"}')
+    (proj / "kubeconfig").write_text("token: s3cret\n")
+    private = frozenset({str(runtime.parent.parent), str(proj / "kubeconfig")})
+    packed = local_sources.pack([str(proj)], private)
+    with tarfile.open(fileobj=io.BytesIO(packed.data)) as tar:
+        names = tar.getnames()
+        blob = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
+    assert not [n for n in names if "jupyter" in n or "kubeconfig" in n] and b"s3cret" not in blob
+    assert "proj/pkg/__init__.py" in names
+    with pytest.raises(local_sources.PackError, match="never travels"):
+        local_sources.pack([str(runtime)], private)
