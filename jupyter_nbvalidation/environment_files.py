@@ -44,7 +44,8 @@ same checks as a requirements file):
   dependencies by their PyPI name where that is the same project
   (``numpy=1.26`` becomes ``numpy==1.26.*``, ``numpy>=1.2`` stays, a build
   string is dropped, :data:`CONDA_RENAMED` names the few that differ);
-  ``python`` and ``pip`` are dropped (the server's interpreter is used);
+  ``python`` and ``pip`` are not installed (a ``python`` version is what the
+  repository asks of the interpreter: :func:`python_requirement`);
   conda-only packages (:data:`CONDA_ONLY`, :data:`CONDA_ONLY_PREFIXES`) are
   not installed and are named in the origin. This is not conda: channels
   are ignored and nothing is installed from them;
@@ -284,6 +285,8 @@ class Read:
     # the environments the lock declares it is valid for (PEP 751 environments, uv.lock
     # supported-markers): checked at submit against the build's Python (service)
     supported: list[str] | None = None
+    # environment.yml: the Python its dependencies ask for (python=3.10), as a PEP 440 specifier
+    python: str | None = None
 
 
 def conda_to_pip(spec: str) -> str | None:
@@ -336,6 +339,7 @@ def read_environment_yml(path: str, root: str, what: str) -> Read:
     lines: list[tuple[int, str]] = []
     pip_lines: list[tuple[int, str]] = []
     skipped: list[str] = []
+    python: str | None = None
     conda = 0
     has_pip = False
     for i, dep in enumerate(deps):
@@ -359,6 +363,11 @@ def read_environment_yml(path: str, root: str, what: str) -> Read:
             name = _CONDA_SPEC.match(dep.strip())
             if name and conda_only(name.group(1)):
                 skipped.append(name.group(1))
+            elif name and name.group(1).lower() == "python" and name.group(2).strip():
+                try:  # conda's match spec for python, read as pip would read it of a package
+                    python = conda_to_pip("x " + name.group(2).strip())[1:].strip()  # type: ignore[index]
+                except ValueError as e:
+                    raise RequirementsError(FIELD, f"{where}: {dep!r} {e}") from None
             continue
         lines.append((0, req))
         conda += 1
@@ -369,7 +378,7 @@ def read_environment_yml(path: str, root: str, what: str) -> Read:
     detail = " and ".join(parts)
     if skipped:
         detail += f"; not installed (conda-only): {', '.join(skipped)}"
-    return Read(lines + pip_lines, detail, skipped)
+    return Read(lines + pip_lines, detail, skipped, python=python)
 
 
 def read_pipfile_lock(path: str, root: str, what: str) -> Read:
@@ -959,7 +968,8 @@ def declared_extras(folder: str, root: str) -> list[str] | None:
 def python_requirement(found: Discovered, root: str) -> tuple[str, str] | None:
     """The Python version the repository asks for, as a PEP 440 specifier and
     where it says so: ``runtime.txt`` beside the chosen file (repo2docker's
-    ``python-3.X[.Y]``), else the chosen pyproject.toml's ``requires-python``.
+    ``python-3.X[.Y]``), else the chosen pyproject.toml's ``requires-python`` (a lock's
+    own), or environment.yml's ``python`` dependency (conda's ``python=3.10``: 3.10.*).
     None when it asks for none. Raises :class:`RequirementsError` for a
     runtime.txt that names no Python version (repo2docker's R runtimes included:
     not available here)."""
@@ -976,6 +986,9 @@ def python_requirement(found: Discovered, root: str) -> tuple[str, str] | None:
                                                    "this tool can use (expected python-3.X or python-3.X.Y)"))
         spec = f"=={m.group(1)}.{m.group(2)}" + (f".{m.group(3)}" if m.group(3) else ".*")
         return spec, f"runtime.txt ({shown})"
+    if found.kind in ("environment.yml", "environment.yaml"):
+        wanted = read_environment_yml(found.path, root, found.where).python
+        return (wanted, f"{found.shown}'s python") if wanted else None
     if found.kind in ("pyproject.toml", "uv.lock"):
         # uv.lock: its project's requires-python (the lock's own, written from it, else)
         pyproject = found.path if found.kind == "pyproject.toml" else os.path.join(folder, "pyproject.toml")

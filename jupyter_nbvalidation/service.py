@@ -286,11 +286,18 @@ class JobService:
         version = self.backend.build_python_version()
         if version is None:  # known only once the build runs (Kubernetes: the image checks it, objects.py)
             return
-        if not wanted.contains(version, prereleases=True):
-            raise ApiError(400, "InvalidRequirements",
-                           f"{field}: {where} asks for Python {spec}; environments here are built with Python "
-                           f"{version} (c.LocalBackend.python names the interpreter), so the notebook cannot be "
-                           "validated here as its repository declares it", field)
+        if wanted.contains(version, prereleases=True):
+            return
+        others = self.backend.build_pythons()
+        fits = [(path, v) for path, v in others if wanted.contains(v, prereleases=True)]
+        if fits:  # the build picks it (backends/local/environments.py); every verdict says so
+            reqs.origin = f"{reqs.origin}; Python {fits[0][1]} ({fits[0][0]}), as {where} asks"
+            return
+        here = ", ".join([version, *(v for _, v in others if v != version)])
+        raise ApiError(400, "InvalidRequirements",
+                       f"{field}: {where} asks for Python {spec}; environments here are built with Python {here} "
+                       "(c.LocalBackend.python, c.LocalBackend.pythons), so the notebook cannot be validated here as "
+                       "its repository declares it", field)
 
     def _check_supported_environments(self, reqs: "reqmod.Requirements") -> None:
         """A lock file valid only for some environments (PEP 751 ``environments``, uv.lock's

@@ -451,3 +451,52 @@ def test_binder_files_that_are_not_packages_are_named_not_run(repo):
     got = collect(repo, NB)
     assert got.display_lines == ["six"]
     assert got.origin.endswith("; not run here: apt.txt (system packages), postBuild"), got.origin
+
+
+def _another_python() -> tuple[str, str]:
+    """An interpreter on PATH whose version is not this one's (this machine kind has Debian's
+    /usr/bin/python3 beside the Python the venv is made from)."""
+    here = ".".join(map(str, sys.version_info[:3]))
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        for name in ("python3", "python3.11", "python3.12", "python3.13"):
+            path = os.path.join(folder, name)
+            if os.access(path, os.X_OK):
+                out = subprocess.run([path, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                                     capture_output=True, text=True, timeout=60)
+                if out.returncode == 0 and out.stdout.strip() != here:
+                    return path, out.stdout.strip()
+    pytest.fail(f"no interpreter on PATH other than Python {here}: this test needs two (Debian's python3 is one)")
+
+
+def test_the_python_a_repository_asks_for_is_picked_among_those_here(tmp_path):
+    """runtime.txt asks for a Python that LocalBackend.python is not: the environment is built with
+    the interpreter here that fits (LocalBackend.pythons: python3* on PATH by default), the kernel
+    runs it, and the verdict says so; environment.yml's python= is read the same way."""
+    other, version = _another_python()
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    write_notebook(repo / "nb.ipynb", ["import platform, six\nprint(platform.python_version())"])
+    (repo / "requirements.txt").write_text("six\n")
+    (repo / "runtime.txt").write_text(f"python-{version}\n")
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-rt")}
+    data = str(tmp_path / "data")
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "repo", "--local", "--data-dir", data, "-o", "json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [row] = json.loads(proc.stdout)
+    assert f"Python {version} (" in row["environment"] and "as runtime.txt (repo/runtime.txt) asks" \
+        in row["environment"], row
+    shown = subprocess.run([JUPYTER, "nbvalidation", "describe", "--local", "--data-dir", data, row["job"],
+                            "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL, env=env)
+    assert json.loads(shown.stdout)["environment"]["python"]["version"] == version, shown.stdout[-2000:]
+
+    (repo / "runtime.txt").unlink()
+    (repo / "requirements.txt").unlink()
+    (repo / "environment.yml").write_text("name: x\ndependencies:\n  - python=3.9\n  - six\n")
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "repo", "--local", "--data-dir", data, "-o", "json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [row] = json.loads(proc.stdout)
+    assert "repo/environment.yml's python asks for Python ==3.9.*; environments here are built with Python " \
+        in row["firstFailure"], row

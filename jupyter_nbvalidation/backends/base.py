@@ -187,6 +187,13 @@ class Backend(LoggingConfigurable):
         known here (a base image's Python is known only once it runs)."""
         return None
 
+    def build_pythons(self) -> list[tuple[str, str]]:
+        """(path, version) of the other base interpreters environments can be built with,
+        one of which the build picks when the repository asks for a Python that
+        :meth:`build_python_version` is not. Runs interpreters: called in a worker thread.
+        Default: none."""
+        return []
+
     def build_strategy(self, job: Job) -> str:
         """The build strategy this job will use (recorded in buildStatus)."""
         raise NotImplementedError

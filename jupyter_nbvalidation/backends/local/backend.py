@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -56,6 +57,10 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
                             "(default: <jupyter data dir>/nbvalidation).").tag(config=True)
     python = Unicode(help="Base interpreter of built environments (default: the base interpreter "
                           "of this server's Python).").tag(config=True)
+    pythons = List(Unicode(), help="Other base interpreters environments may be built with: when a repository "
+                                   "asks for a Python (runtime.txt, requires-python, environment.yml's python) that "
+                                   "LocalBackend.python is not, the first of these that fits builds its environment. "
+                                   "Default: every python3 and python3.N found on PATH.").tag(config=True)
     unbuilt_python = Unicode(help="Interpreter whose kernel validates jobs that disable their build "
                                   "(default: this server's own, which has ipykernel).").tag(config=True)
     build_tool = Enum(["auto", "uv", "venv"], default_value="auto",
@@ -157,6 +162,7 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
         self._build_slots = asyncio.Semaphore(self.max_parallel_builds or 10**6)
         self._run_slots = asyncio.Semaphore(self.max_parallel_validations or 10**6)
         self._python_version: str | None = None
+        self._interpreters: list[tuple[str, str]] | None = None  # (path, version) of self.pythons, asked once
         self._keys: dict[str, str] = {}
         self.identity = new_identity()
         self.elector: StoreLeaseElector | None = None
@@ -240,6 +246,38 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
         out, _ = await proc.communicate()
         self._python_version = out.decode().strip() or "unknown"
+        if self._interpreters is None:
+            await asyncio.to_thread(self.build_pythons)
+
+    def _candidate_pythons(self) -> list[str]:
+        if self.pythons:
+            return list(self.pythons)
+        found: list[str] = []
+        for folder in os.environ.get("PATH", "").split(os.pathsep):
+            with contextlib.suppress(OSError):
+                for name in sorted(os.listdir(folder or ".")):
+                    if re.fullmatch(r"python3(\.\d+)?", name) and os.access(os.path.join(folder, name), os.X_OK):
+                        found.append(os.path.join(folder, name))
+        return found
+
+    def build_pythons(self) -> list[tuple[str, str]]:
+        """(path, version) of the other base interpreters environments can be built with
+        (LocalBackend.pythons), each asked its version once; one per version, the first
+        found. Runs interpreters: in a worker thread, or at start."""
+        if self._interpreters is None:
+            got: dict[str, str] = {}
+            for path in self._candidate_pythons():
+                try:
+                    out = subprocess.run([path, "-I", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3]) "
+                                          "if sys.implementation.name == 'cpython' else None"],
+                                         capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+                except (OSError, subprocess.TimeoutExpired):
+                    continue
+                version = out.stdout.strip()
+                if out.returncode == 0 and re.fullmatch(r"3\.\d+\.\d+", version):
+                    got.setdefault(version, path)
+            self._interpreters = [(path, version) for version, path in got.items()]
+        return self._interpreters
 
     def build_python_version(self) -> str | None:
         """Called in a worker thread (service._collect): before start() has read it, the

@@ -149,10 +149,32 @@ class EnvironmentsRoom(LocalState):
         for suffix in (".pid", ".requirements.txt", ".constraints.txt", ".owner.json"):
             (envs / f"{base}{suffix}").unlink(missing_ok=True)
 
-    def _env_key_of(self, requirements_key: str) -> str:
+    def _interpreter_for(self, python_requires: tuple[str, str] | None) -> tuple[str, str | None] | None:
+        """(path, version) of the base interpreter an environment is built with: LocalBackend.python,
+        unless the repository asks for a Python it is not (runtime.txt, requires-python,
+        environment.yml's python): then the first of LocalBackend.pythons that fits (their
+        versions read at start); None when none does (checked at submit: a 400 there)."""
+        default = (self.python, self._python_version)
+        if python_requires is None:
+            return default
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            wanted = SpecifierSet(python_requires[0])
+        except InvalidSpecifier:
+            return default  # refused at submit; a job stored before that check keeps its interpreter
+        if self._python_version and wanted.contains(self._python_version, prereleases=True):
+            return default
+        for path, version in self._interpreters or []:
+            if wanted.contains(version, prereleases=True):
+                return path, version
+        return None
+
+    def _env_key_of(self, requirements_key: str, python_requires: tuple[str, str] | None = None) -> str:
+        python, version = self._interpreter_for(python_requires) or (self.python, self._python_version)
         ident = {
-            "python": os.path.realpath(self.python),
-            "version": self._python_version,
+            "python": os.path.realpath(python),
+            "version": version,
             "requirements": requirements_key,
             "kernel": sorted(self.kernel_packages),
         }
@@ -161,14 +183,15 @@ class EnvironmentsRoom(LocalState):
     def _unplanned_env_key(self, job: Job) -> str:
         """The environment of a job this process has no plan for (another
         process reconciles it): from its snapshot, as its plan would have it."""
-        return self._env_key_of(requirements_key(requirements_of(job, self._snapshot(job))))
+        reqs = requirements_of(job, self._snapshot(job))
+        return self._env_key_of(requirements_key(reqs), reqs.python_requires)
 
     def env_key(self, plan: ValidationPlan) -> str:
         """The environment of a plan here: this interpreter, its version and
         the kernel packages + the plan's requirements key (the requirement
         lines and the content of every local path they name, so editing a
         local package rebuilds)."""
-        return self._env_key_of(plan.requirements_key)
+        return self._env_key_of(plan.requirements_key, plan.requirements.python_requires)
 
     async def verdict_environment(self, spec: JobSpec, requirements: Requirements) -> str | None:
         """The kernel's environment as the verdict cache keys it (verdict_cache):
@@ -182,7 +205,7 @@ class EnvironmentsRoom(LocalState):
                 key = requirements_key(requirements) if build_enabled(spec) else None
             except (OSError, ValueError):
                 return None
-            return self._verdict_environment(key)
+            return self._verdict_environment(key, requirements.python_requires)
 
         return await asyncio.to_thread(identity)
 
@@ -201,11 +224,12 @@ class EnvironmentsRoom(LocalState):
         built, validated = parse_time(await asyncio.to_thread(self.environment_built_at, reference)), parse_time(started)
         return built is not None and validated is not None and built <= validated
 
-    def _verdict_environment(self, requirements_key: str | None) -> str | None:
+    def _verdict_environment(self, requirements_key: str | None,
+                             python_requires: tuple[str, str] | None = None) -> str | None:
         if requirements_key is not None:
             if self._python_version is None:
                 return None
-            return "built:" + self._env_key_of(requirements_key)
+            return "built:" + self._env_key_of(requirements_key, python_requires)
         dists = verdict_cache.installed_distributions(self.unbuilt_python)
         return None if dists is None else f"unbuilt:{os.path.realpath(self.unbuilt_python)}:{dists}"
 
@@ -391,6 +415,14 @@ class EnvironmentsRoom(LocalState):
     async def _build_in(self, build: _Build, key: str, requirements: Requirements, strategy: str,
                         log_path: str, tmp: Path, started: str) -> Observation:
         text, constraints = requirements.build_files()  # ${NBV_SECRET_<n>} where credentials go
+        chosen = self._interpreter_for(requirements.python_requires)
+        if chosen is None:  # refused at submit; the interpreters here changed since
+            spec, where = requirements.python_requires or ("", "")
+            here = ", ".join(sorted({v for _, v in self._interpreters or []} | {self._python_version or "?"}))
+            return Observation(FAILED, message=f"{where} asks for Python {spec}; environments here are built "
+                                               f"with Python {here} (LocalBackend.python, LocalBackend.pythons)",
+                               started_at=started, finished_at=isotime(), log_path=log_path, strategy=strategy)
+        base_python = chosen[0]
 
         owner_file = tmp.parent / f"{tmp.name}.owner.json"
 
@@ -414,15 +446,17 @@ class EnvironmentsRoom(LocalState):
         build.pid_file = pid_file
         py = str(tmp / "bin" / "python")
         if strategy == "uv":
-            steps = [[self.uv_path, "venv", "--quiet", "--python", self.python, str(tmp)],
+            steps = [[self.uv_path, "venv", "--quiet", "--python", base_python, str(tmp)],
                      [self.uv_path, "pip", "install", "--python", py, "-r", str(req_file), *c_args, *refresh]]
         else:
-            steps = [[self.python, "-m", "venv", str(tmp)],
+            steps = [[base_python, "-m", "venv", str(tmp)],
                      [py, "-m", "pip", "install", "--no-input", "-r", str(req_file), *c_args]]
         steps.append([py, "-c", "import ipykernel, sys; print('kernel ready:', sys.executable)"])
         try:
             with open(log_path, "w", encoding="utf-8") as log:
-                log.write(f"# environment {key} ({strategy}) from {self.python}\n"
+                log.write(f"# environment {key} ({strategy}) from {base_python}"
+                          + (f" (Python {chosen[1]}, as {requirements.python_requires[1]} asks)"
+                             if base_python != self.python and requirements.python_requires else "") + "\n"
                           f"# requirements ({requirements.origin}): "
                           f"{', '.join(requirements.display_lines) or '(none)'}\n"
                           + (f"# constraints: {', '.join(requirements.display_constraints)}\n"
@@ -448,7 +482,7 @@ class EnvironmentsRoom(LocalState):
         def publish() -> None:
             marker = {"key": key, "requirements": requirements.display_lines,
                       "constraints": requirements.display_constraints,
-                      "local": requirements.cache_key_material()["local"], "strategy": strategy, "python": self.python,
+                      "local": requirements.cache_key_material()["local"], "strategy": strategy, "python": base_python,
                       "startTime": started, "completionTime": isotime(), "log": log_path}
             (tmp / ENV_MARKER).write_text(json.dumps(marker, indent=1))
             target = self.env_dir(key)

@@ -50,6 +50,7 @@ class LocalState:
     _build_slots: asyncio.Semaphore
     _run_slots: asyncio.Semaphore
     _python_version: str | None
+    _interpreters: list[tuple[str, str]] | None  # LocalBackend.pythons: (path, version), asked once
     _keys: dict[str, str]  # env key by job uid
     last_gc: dict[str, Any] | None
     _forkserver: RunnerForkServer | None
@@ -76,6 +77,9 @@ class LocalState:
         raise NotImplementedError
 
     async def _check_python(self) -> None:
+        raise NotImplementedError
+
+    def build_pythons(self) -> list[tuple[str, str]]:
         raise NotImplementedError
 
     async def sandbox_state(self) -> dict[str, Any]:
