@@ -129,6 +129,13 @@ def python_change(before: dict[str, Any] | None, after: dict[str, Any] | None) -
     return {"from": fa, "to": fb} if fa != fb else None
 
 
+def base_image_change(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, str] | None:
+    """The base image a built image came from (Kubernetes: by digest), when it moved."""
+    a = ((before or {}).get("environment") or {}).get("baseImage")
+    b = ((after or {}).get("environment") or {}).get("baseImage")
+    return {"from": a, "to": b} if a and b and a != b else None
+
+
 def summarize(before: Side, after: Side) -> dict[str, Any]:
     """The structured summary of ``after`` against ``before`` (its last success)."""
     req_old, req_new = _lines(before.files.get("requirements.txt")), _lines(after.files.get("requirements.txt"))
@@ -154,6 +161,7 @@ def summarize(before: Side, after: Side) -> dict[str, Any]:
         "spec": sorted(k for k in set(spec_a) | set(spec_b) if spec_a.get(k) != spec_b.get(k)),
         "packages": package_changes(before.record, after.record),
         "python": python_change(before.record, after.record),
+        "baseImage": base_image_change(before.record, after.record),
         "environmentChanged": None if env_a is None or env_b is None else env_a != env_b,
     }
     summary["sentence"] = sentence(summary)
@@ -175,6 +183,8 @@ def sentence(summary: dict[str, Any]) -> str:
             parts.append(shown + (f" (+{total - 6} more package changes)" if total > 6 else ""))
     if summary.get("python"):
         parts.append(f"Python {summary['python']['from']} → {summary['python']['to']}")
+    if summary.get("baseImage"):
+        parts.append(f"base image {summary['baseImage']['from']} → {summary['baseImage']['to']}")
     if summary["requirements"]["changed"]:
         parts.append("requirements changed (" + ", ".join(summary["requirements"]["lines"][:4]) + ")")
     if summary["golden"]:

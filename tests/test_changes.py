@@ -64,6 +64,16 @@ def test_packages_python_and_the_sentence():
                              "the golden notebook changed; input files changed; cells edited 1")
     no_record = changes.summarize(before, _side("nb-4", _nb("import pandas"), None))
     assert no_record["packages"] is None and "environments not compared" in no_record["sentence"]
+    # a built image's base (Kubernetes records it by digest): named when it moved, not otherwise
+    moved_base = _rec(pandas="2.2.3", numpy="2.1.0", six="1.16.0", old="1")
+    moved_base["environment"] = {"kind": "built", "baseImage": "reg/base@sha256:bbb"}
+    before.record["environment"] = {"kind": "built", "baseImage": "reg/base@sha256:aaa"}
+    s = changes.summarize(before, _side("nb-5", _nb("import pandas"), moved_base,
+                                        **{"requirements.txt": b"pandas\nnumpy\n", "inputs/data.csv": b"1"}))
+    assert s["baseImage"] == {"from": "reg/base@sha256:aaa", "to": "reg/base@sha256:bbb"}
+    assert s["sentence"] == ("base image reg/base@sha256:aaa → reg/base@sha256:bbb; no cell changed; same "
+                             "packages"), s["sentence"]
+    assert changes.summarize(before, before)["baseImage"] is None
 
 
 async def test_a_new_release_of_an_unpinned_dependency_is_named_and_no_cell_changed(jp_fetch, jp_serverapp,

@@ -50,6 +50,7 @@ def test_drift_is_recorded_summarised_pinned_and_bisected_on_the_real_node(real_
         versions = {d["name"]: d["version"] for d in record["distributions"]}
         assert versions["nbvdrifta"] == versions["nbvdriftb"] == "1.0" and "ipykernel" in versions, versions
         assert record["python"]["version"].startswith("3."), record["python"]
+        assert "@sha256:" in record["environment"]["baseImage"], record["environment"]  # what it was built FROM
         lock = api.request("GET", f"jobs/{g}/lock", raw=True)
         assert "nbvdrifta==1.0" in lock and "nbvdriftb==1.0" in lock and f"--find-links {proj}/wheels" in lock, lock
 

@@ -522,7 +522,8 @@ class KubernetesBackend(Backend):
             # the image's digest: the same content, the same image (reused), the same key
             environment: dict[str, Any] = {"kind": "built", "key": reference.rpartition("@")[2] or reference,
                                            "image": reference, "strategy": self.build_strategy(job),
-                                           "baseImage": self._base_image(job), "requirements": lines,
+                                           "baseImage": str(probe.get("baseImage") or self._base_image(job)),
+                                           "requirements": lines,
                                            "constraints": constraints}
             if local_sources.ARCHIVE in files:
                 packed = await asyncio.to_thread(local_sources.read, files[local_sources.ARCHIVE])

@@ -7,9 +7,11 @@ Standard library only."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from typing import Any
 
+BASE_IMAGE_VAR = "NBV_BASE_IMAGE"  # set by the image build (k8s/objects.py): FROM, by digest when resolved
 MAX_PROBE_BYTES = 4 * 2**20
 PROBE_TIMEOUT = 120.0
 
@@ -69,4 +71,6 @@ def take(python: str, timeout: float = PROBE_TIMEOUT) -> dict[str, Any]:
         doc = None
     if not isinstance(doc, dict):
         return {"error": f"{python} printed something other than the list of its distributions"}
+    if os.environ.get(BASE_IMAGE_VAR):  # an image this tool built: what it was built FROM
+        doc["baseImage"] = os.environ[BASE_IMAGE_VAR][:300]
     return doc
