@@ -31,7 +31,7 @@ from .model import (
     new_job,
     validate_spec,
 )
-from .redaction import mask_urls, mask_values
+from .redaction import mask_urls, mask_values, scrub
 from .requirements import Requirements
 from .store.base import JobStore, NotFound, StoreBroken, StoreError
 from .tasks import cancel_and_wait
@@ -673,7 +673,9 @@ class JobService:
             if not (building and build_enabled(job["spec"])):
                 raise ApiError(404, "NotFound", f"job {name!r} has no build log")
             log = ""  # the build is about to start: its log is empty so far
-        data = log.encode("utf-8")
+        # masked here for every backend, line by line: a whole line masks the same on every read,
+        # so the offsets of the lines already served hold (the local one masks as it writes too)
+        data = "".join(scrub(line) for line in log.splitlines(keepends=True)).encode("utf-8")
         offset = min(offset, len(data))
         chunk = data[offset:]
         if building:  # a line still being written (and a character cut in two) waits for the next read
