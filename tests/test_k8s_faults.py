@@ -484,6 +484,55 @@ async def test_a_build_the_registry_refused_is_retried_in_a_fresh_build_job(env,
     assert "connection refused" in note and "sha256" not in note
 
 
+@pytest.mark.parametrize("log", [PUSH_REFUSED, None], ids=["with-its-log", "log-gone"])
+@pytest.mark.asyncio
+async def test_a_push_refused_after_the_digest_was_written_is_the_registrys_fault(env, admin, aio_admin, log):
+    """kaniko writes ``--digest-file`` (the termination message) once the image is built, then
+    pushes: a push the registry refused ends the Pod with exit 1 and only the digest as its
+    message (seen in CI on the real node, as BuildFailed: a false failure). Its log names the
+    registry; without the log it is still the push's fault, retried, never BuildFailed."""
+    from k8s_support import DIGEST
+
+    kubelet = env.backend.children.container_log
+
+    async def container_log(pod, container, **query):  # the kubelet's part: kaniko's output
+        return log if container == obj.BUILD_CONTAINER else await kubelet(pod, container, **query)
+
+    env.backend.children.container_log = container_log
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    await run_build_attempt(admin, aio_admin, env.ns, name, 0, ok=False, output=DIGEST)
+    await run_build_attempt(admin, aio_admin, env.ns, name, 1, ok=True)
+    pod = await wait_object(admin, pod_path(env, name))
+    await harness.complete_pod(aio_admin, env.ns, pod["metadata"]["name"], message=summary(),
+                               container=obj.RUNNER_CONTAINER)
+    st = (await env.terminal(name))["status"]
+    assert (st["phase"], st["buildRetries"]) == (Phase.SUCCEEDED, 1), st
+    evs = await events_of(admin, env.ns, uid)
+    assert reasons(evs) == [Reason.ACCEPTED, Reason.BUILD_STARTED, "BuildRetried", Reason.BUILD_SUCCEEDED,
+                            Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
+    note = evs[2]["note"]
+    assert note.startswith("The build could not reach the registry registry.test:5000: "), note
+    assert ("connection refused" in note) if log else ("its push to registry.test:5000/" in note), note
+
+
+@pytest.mark.asyncio
+async def test_a_push_kaniko_may_not_make_fails_with_its_words_not_the_digest(env, admin, aio_admin):
+    from k8s_support import DIGEST
+
+    async def container_log(pod, container, **query):
+        return "INFO[0030] Pushing image to registry.test:5000/nbv/env:abc\nerror pushing image: UNAUTHORIZED: " \
+               "authentication required\n"
+
+    env.backend.children.container_log = container_log
+    job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["six"]}})
+    name = job["metadata"]["name"]
+    await run_build_attempt(admin, aio_admin, env.ns, name, 0, ok=False, output=DIGEST)
+    st = (await env.terminal(name))["status"]
+    assert (st["phase"], st["reason"]) == (Phase.FAILED, Reason.BUILD_FAILED) and not st.get("buildRetries"), st
+    assert "UNAUTHORIZED: authentication required" in st["message"] and "sha256:" not in st["message"], st["message"]
+
+
 @pytest.mark.asyncio
 async def test_a_build_whose_requirements_fail_is_not_retried(env, admin, aio_admin):
     job = await env.submit(notebook={"path": "nb.ipynb"}, podConfig={"buildConfig": {"requirements": ["nosuchpkg"]}})

@@ -84,6 +84,18 @@ class JobBuilder(Builder):
             cond = true["Failed"]
             output = await self._failure_output(bj)
             cause = res.registry_fault(output, destination)
+            in_push = cause is None and res.DIGEST_RE.match(output.strip()) is not None
+            if in_push:
+                # kaniko writes the digest file once the image is built, before it pushes: a build
+                # that failed after that failed in the push, never in the requirements. Its log says
+                # why when the kubelet still has it (a refused registry is retried; anything else,
+                # such as a push it may not make, fails with kaniko's words); without the log, it is
+                # the registry's fault, as a push that did not complete is
+                digest, output = output.strip(), await self._log_tail(bj)
+                cause = res.registry_fault(output, destination)
+                if cause is None and not output.strip():
+                    cause = (f"The build could not reach the registry {destination.split('/', 1)[0] or '(unknown)'}: "
+                             f"the image was built ({digest}) but its push to {destination} did not complete")
             if cause is not None:  # not the requirements': the registry was away or refused for now
                 cause = scrub(cause)
                 return Observation(FAILED, strategy="job", started_at=started, message=cause,
@@ -93,6 +105,8 @@ class JobBuilder(Builder):
             if installer:  # the installer's own error first (issue 21), the Job's condition after it
                 message = (f"{build_failure.cut_words(' '.join(installer), build_failure.CAUSE_LIMIT)} "
                            f"(the image build failed: {head.rstrip('.')}; the whole log: GET …/buildlog)")
+            elif in_push:  # kaniko's own words from its log, not the digest it wrote before the push
+                message = f"{head}. The image was built, its push failed: {' '.join(output.split())[-600:]}"
             else:
                 detail = await self._failure_detail(bj)
                 message = head + (f". Builder output: {detail}" if detail else "")
@@ -115,6 +129,14 @@ class JobBuilder(Builder):
             term = res.terminated(pod, obj.BUILD_CONTAINER) or {}
             if term.get("exitCode") not in (None, 0):
                 return strip_ansi(term.get("message") or "")
+        return ""
+
+    async def _log_tail(self, bj: dict[str, Any]) -> str:
+        """The end of the failed builder container's log ('' when the kubelet has none)."""
+        for pod in await self.children.pods_of(bj):
+            term = res.terminated(pod, obj.BUILD_CONTAINER) or {}
+            if term.get("exitCode") not in (None, 0):
+                return strip_ansi(await self.children.container_log(pod, obj.BUILD_CONTAINER, tailLines=40) or "")
         return ""
 
     async def _failure_detail(self, bj: dict[str, Any]) -> str:
