@@ -46,6 +46,10 @@ if ! exists; then
   log "runner image $ref pushed in $((SECONDS - t0)) s"
 fi
 mkdir -p "$CHECKOUT/.cluster"
-{ grep -v '^NBV_BASE_IMAGE=' "$ENV_SRC"; echo "NBV_BASE_IMAGE=$ref"; } > "$CHECKOUT/.cluster/env.tmp"
-if [[ "$CHECKOUT" == "$REPO" ]]; then mv "$CHECKOUT/.cluster/env.tmp" "$ENV_SRC"; else mv "$CHECKOUT/.cluster/env.tmp" "$CHECKOUT/.cluster/env"; fi
+# a temporary file of this run's own, renamed over the env: two runs at once (two pytest workers
+# starting their sessions) each write a whole file, never one the other is reading or writing
+env_tmp="$(mktemp "$CHECKOUT/.cluster/env.XXXXXX")"
+{ grep -v '^NBV_BASE_IMAGE=' "$ENV_SRC"; echo "NBV_BASE_IMAGE=$ref"; } > "$env_tmp"
+chmod 0644 "$env_tmp"
+mv -f "$env_tmp" "$CHECKOUT/.cluster/env"
 echo "$ref"
