@@ -23,22 +23,25 @@ pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster"
 
 # `pytest -n 2 --dist loadgroup` (tools/setup-and-test.sh): the tests of one group run
 # one after another on one worker. A group is a set of modules that share something a
-# second worker would contend for or build again: the one real node (its pull limit,
-# its runner image built once a session), the headless browser and its lab server, the
-# corpus runs (nested pytest -n 2 of their own), and modules whose module- or session-
-# scoped fixtures build venvs, images or clusters a second worker would build again.
+# second worker would contend for or build again: the headless browser and its lab server,
+# the corpus runs (nested pytest -n 2 of their own), and modules whose module- or session-
+# scoped fixtures build venvs, images or servers a second worker would build again. The
+# real node's tests run on both workers (two kaniko builds at a time fit the node); the one
+# module that blocks a part they all use (the registry) is marked `alone`
+# (ALONE_MODULES): lane K runs it after them, in a pytest run of its own (its tests on one
+# worker: MODULE_GROUPED).
 XDIST_GROUPS = {
-    "real-node": ("test_k8s_real_cache", "test_k8s_real_node", "test_k8s_real_params", "test_k8s_real_progress",
-                  "test_k8s_real_reuse", "test_k8s_real_admission", "test_k8s_real_reuse_off", "test_k8s_real_folder"),
     "browser": ("test_ui_e2e", "test_ui_options", "test_ui_ux"),
     "corpus": ("test_corpus", "test_peer_notebooks", "test_nbval_parity"),
 }
-MODULE_GROUPED = ("test_runner", "test_runner_standalone", "test_k8s_progress", "test_k8s_builders", "test_k8s_backend")
+ALONE_MODULES = ("test_k8s_real_registry",)
+MODULE_GROUPED = ("test_k8s_real_registry", "test_runner", "test_runner_standalone", "test_k8s_progress",
+                  "test_k8s_builders", "test_k8s_backend")
 
 
 def xdist_group_of(module: str) -> str | None:
     for group, modules in XDIST_GROUPS.items():
-        if module in modules or (group == "real-node" and module.startswith("test_k8s_real_")):
+        if module in modules:
             return group
     return module if module in MODULE_GROUPED else None
 
@@ -96,6 +99,13 @@ def kubernetes_marker_of(item, module: str) -> str | None:
     return None
 
 
+# tryfirst: pytest-xdist's own hook (--dist loadgroup) reads the xdist_group markers to suffix
+# each node id with its group, so it must see the ones added here. KNOWN GAP: with pytest 9.2 and
+# pytest-xdist 3.8 the suffix is lost all the same (xdist sets ``item._nodeid``; pytest 9.2 reads
+# the structured ``item._id``), so the groups are not kept on one worker today: every test here
+# passes either way (CI runs them so), and the one isolation a test needs, the registry's, is
+# its own pytest run (ALONE_MODULES), not a group.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rpartition(".")[2] if item.module else ""
@@ -105,7 +115,9 @@ def pytest_collection_modifyitems(config, items):
         group = xdist_group_of(module)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
-        if (group in XDIST_GROUPS or module in SLOW_MODULES
+        if module in ALONE_MODULES:
+            item.add_marker(pytest.mark.alone)
+        if (group in XDIST_GROUPS or marker == "cluster" or module in SLOW_MODULES
                 or item.name.partition("[")[0] in SLOW_TESTS.get(module, ())):
             item.add_marker(pytest.mark.slow)
 

@@ -15,7 +15,8 @@ server; the real Job controller runs kaniko, the kubelet runs the Pods.
 - blocked for good: after the last retry the job ends InfrastructureFailed, the message
   naming the registry, never BuildFailed or a cell.
 
-Run: ``bash tools/cluster/up.sh && .venv/bin/python -m pytest tests/test_k8s_real_registry.py``
+Run alone (marker ``alone``: no other test may use the node meanwhile, so no ``-n``):
+``bash tools/cluster/up.sh && .venv/bin/python -m pytest tests/test_k8s_real_registry.py``
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import subprocess
 import time
 import uuid
@@ -109,7 +111,14 @@ class Registry:
 
 
 @pytest_asyncio.fixture
-async def real(real_cluster, tmp_path) -> AsyncIterator[object]:
+async def real(real_cluster, tmp_path, request) -> AsyncIterator[object]:
+    # a block here is a block for every test using the node: none may run beside these (CI saw
+    # another worker's build refused by it, and this module's own tests refused by each other)
+    others = sorted({i.module.__name__.rpartition(".")[2] for i in request.session.items if i.module
+                     and i.module.__name__.rpartition(".")[2].startswith("test_k8s_real_")} - {__name__.rpartition(".")[2]})
+    assert not (os.environ.get("PYTEST_XDIST_WORKER") and others), (
+        "the registry tests block the node's registry: run them in a pytest run of their own "
+        f"(`pytest -m alone`, as tools/setup-and-test.sh does), not beside {others}")
     registry = Registry(real_cluster.env["NBV_REGISTRY_HOST"])
     ns = real_cluster.namespace()
     stack = contextlib.AsyncExitStack()
