@@ -674,13 +674,18 @@ class JobService:
                 raise ApiError(404, "NotFound", f"job {name!r} has no build log")
             log = ""  # the build is about to start: its log is empty so far
         # masked here for every backend, line by line: a whole line masks the same on every read,
-        # so the offsets of the lines already served hold (the local one masks as it writes too)
-        data = "".join(scrub(line) for line in log.splitlines(keepends=True)).encode("utf-8")
+        # so the offsets of the lines already served hold (the local one masks as it writes too);
+        # a long log is masked off the event loop
+        data = (await asyncio.to_thread(_masked_log, log) if len(log) > 65536 else _masked_log(log))
         offset = min(offset, len(data))
         chunk = data[offset:]
         if building:  # a line still being written (and a character cut in two) waits for the next read
             chunk = chunk[: chunk.rfind(b"\n") + 1]
         return BuildLogChunk(chunk, not building, offset + len(chunk))
+
+
+def _masked_log(log: str) -> bytes:
+    return "".join(scrub(line) for line in log.splitlines(keepends=True)).encode("utf-8")
 
 
 @dataclass

@@ -200,3 +200,24 @@ def test_kubernetes_builders_and_client_import_the_masker_from_redaction() -> No
         sources = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                    and any(a.name == "scrub" for a in n.names)}
         assert sources == {"redaction"}, (rel, sources)
+
+
+@pytest.mark.parametrize("lines", [10, 5000])  # a short log is masked in place, a long one (> 64 KiB) off the loop
+def test_the_service_serves_a_build_log_masked_line_by_line(lines: int) -> None:
+    from jupyter_nbvalidation.service import JobService
+
+    log = "".join(f"step {i}: pip install --index-url https://alice:pw{i}@host/simple pkg\n" for i in range(lines))
+    job = {"metadata": {"name": "j"}, "spec": {"notebook": {"path": "n.ipynb"}}, "status": {"phase": "Succeeded"}}
+
+    async def get(name: str) -> dict:
+        return job
+
+    async def build_log(j: dict) -> str:
+        return log
+
+    service = SimpleNamespace(get=get, backend=SimpleNamespace(build_log=build_log))
+    chunk = asyncio.run(JobService.build_log(service, "j", 0))  # type: ignore[arg-type]
+    text = chunk.data.decode()
+    assert chunk.complete and chunk.next_offset == len(chunk.data)
+    assert "pw" not in text and text.count("https://alice:***@host/simple") == lines, text[:200]
+    assert (len(log) > 65536) == (lines == 5000)
