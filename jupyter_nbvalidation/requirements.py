@@ -925,9 +925,12 @@ def for_build(job: Mapping[str, Any], reqs: Requirements) -> Requirements:
 def of_job(job: dict[str, Any], snapshot: str | None, constraints: str | None) -> Requirements:
     """A job's requirements from its stored snapshot (checked and flattened
     at submit, credentials shown as ***; see requirements.py). A job stored
-    before the snapshot held the spec list falls back to the list."""
+    before the snapshot held the spec list falls back to the list, and so does
+    one created around the server (kubectl) for its constraints: never ignored."""
     bc = job["spec"].get("podConfig", {}).get("buildConfig", {})
     stored = ((job.get("metadata") or {}).get("annotations") or {}).get(ORIGIN_ANNOTATION)
+    if constraints is None and bc.get("constraints"):
+        constraints = "".join(f"{c}\n" for c in bc["constraints"])
     if bc.get("requirements"):
         origin = "spec.podConfig.buildConfig.requirements"
         if snapshot is None:
@@ -935,6 +938,8 @@ def of_job(job: dict[str, Any], snapshot: str | None, constraints: str | None) -
     elif snapshot is not None:
         # a job stored before the origin was: today's text for the two sources it could have had
         origin = stored or bc.get("requirementsFile") or "requirements.txt beside the notebook"
+    elif constraints:  # constraints alone: over the kernel's own install
+        origin = stored or CONSTRAINTS_FIELD
     else:
         return Requirements(origin=stored or "no requirements declared")
     return from_snapshot(snapshot, constraints, origin)

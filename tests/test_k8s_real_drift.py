@@ -5,7 +5,8 @@ had, which is the job's environment record. Green with the old wheels, red once 
 the change summary names the two upgrades and no cell change, the lock of the green job pins the
 old versions, and the server's search (the lab's Find the cause) names nbvdrifta alone, each step
 a probe job built as an image of its own pins; asked again, every step reuses the image built for
-the same pins.
+the same pins; ``run --constraints-from-last-success`` against the server is green again (the
+image build installs with pip's -c).
 
 Run: ``bash tools/cluster/up.sh && .venv/bin/python -m pytest tests/test_k8s_real_drift.py``
 """
@@ -13,6 +14,10 @@ Run: ``bash tools/cluster/up.sh && .venv/bin/python -m pytest tests/test_k8s_rea
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -22,6 +27,7 @@ from jupyter_nbvalidation.model import Phase
 
 pytestmark = pytest.mark.cluster
 
+JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 WAIT = 600.0  # a kaniko build on a loaded 2-core machine, then the Pods
 
 
@@ -92,5 +98,21 @@ def test_drift_is_recorded_summarised_pinned_and_bisected_on_the_real_node(real_
         for step in doc["steps"]:
             reasons = [t.get("reason") for t in (job_of(api, step["job"]).get("status") or {}).get("transitions", [])]
             assert "BuildReused" in reasons, (step["job"], reasons)
+
+        # pin what passed: the CLI against this server, with the last success's versions as
+        # constraints (pip's -c in the image build), is green while the 2.0 wheels are there
+        kept = subprocess.run([JUPYTER, "nbvalidation", "run", "proj/nb.ipynb", "--constraints-from-last-success",
+                               "-o", "json", "--server", server.url], cwd=server.root, capture_output=True,
+                              text=True, timeout=2 * WAIT, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "JUPYTER_TOKEN": server.token})
+        assert kept.returncode == 0, kept.stdout + kept.stderr
+        assert f"versions of its last success (job {g}" in kept.stderr, kept.stderr
+        assert json.loads(kept.stdout)[0]["verdict"] == "Succeeded", kept.stdout
+        newest = api.request("GET", "jobs", params={"notebook": "proj/nb.ipynb"})["items"][0]
+        assert newest["metadata"]["name"] not in (r, g)
+        assert {"nbvdrifta==1.0", "nbvdriftb==1.0"} <= set(newest["spec"]["podConfig"]["buildConfig"]["constraints"])
+        pinned = api.request("GET", f"jobs/{newest['metadata']['name']}/environment")
+        assert {d["name"]: d["version"] for d in pinned["distributions"]}["nbvdrifta"] == "1.0", pinned
+        assert "nbvdrifta==1.0" in pinned["environment"]["constraints"], pinned["environment"]
     finally:
         server.stop()

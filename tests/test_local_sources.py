@@ -153,6 +153,13 @@ async def test_the_image_recipe_carries_the_archive_and_apt_txt_and_its_tag_foll
     assert with_apt.context["apt.txt"] == b"jq\n" and "xargs -a /tmp/nbv-build/apt.txt apt-get" in with_apt.dockerfile
     assert with_apt.dockerfile.index("apt-get") < with_apt.dockerfile.index("python3 -m venv")
     assert with_apt.tag != first.tag
+    constrained = reqs()
+    constrained.display_constraints = constrained.constraints = ["numpy==2.2.6"]
+    pinned = await images._recipe(f"base@{digest}", constrained)
+    assert pinned.context["constraints.txt"] == b"numpy==2.2.6\n" and "constraints.txt" not in first.context
+    assert "-r /tmp/nbv-build/requirements.txt -c /tmp/nbv-build/constraints.txt;" in pinned.dockerfile
+    assert " constraints.txt /tmp/nbv-build/" in pinned.dockerfile.split("COPY ", 1)[1].split("\n", 1)[0]
+    assert "-c /tmp/nbv-build" not in first.dockerfile and pinned.tag != first.tag  # pins: another image
     (proj / "pkg" / "__init__.py").write_text("X = 9\n")
     assert (await images._recipe(f"base@{digest}", reqs())).tag != first.tag
     assert "Dockerfile" in obj.build_context("", "", "")

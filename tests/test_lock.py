@@ -152,14 +152,12 @@ def test_the_lock_of_the_last_success_turns_a_drifted_notebook_green_again(tmp_p
 
 
 def test_a_backend_without_constraints_refuses_the_field_naming_it(tmp_path):
-    """Kubernetes takes no constraints yet: the spec's list is a 400 naming it at submit, and a
-    resource created around the server (kubectl) is refused by the backend before anything is built."""
-    import asyncio
+    """A backend that does not declare constraint_files: the spec's list is a 400 naming it at
+    submit, never ignored. Kubernetes declares it (its image build installs with pip's -c)."""
     from types import SimpleNamespace
 
     from jupyter_nbvalidation import requirements as reqmod
     from jupyter_nbvalidation.backends.base import Capabilities
-    from jupyter_nbvalidation.errors import InputRejected
     from jupyter_nbvalidation.k8s.backend import KubernetesBackend
     from jupyter_nbvalidation.service import ApiError, JobService
 
@@ -168,12 +166,24 @@ def test_a_backend_without_constraints_refuses_the_field_naming_it(tmp_path):
                                                                             "constraints": ["six<2"]}}}
     reqs = reqmod.collect(spec, str(tmp_path), str(tmp_path / "nb.ipynb"))
     assert reqs.display_constraints == ["six<2"] and reqs.display_lines == ["six"]
-    service = SimpleNamespace(backend=SimpleNamespace(name="kubernetes", capabilities=Capabilities()))
+    service = SimpleNamespace(backend=SimpleNamespace(name="toy", capabilities=Capabilities()))
     with pytest.raises(ApiError) as e:
         JobService._check_requirement_features(service, reqs)  # type: ignore[arg-type]
     assert e.value.status == 400 and e.value.field == "spec.podConfig.buildConfig.constraints"
-    assert "the kubernetes backend does not take constraints yet" in e.value.message
-    plan = SimpleNamespace(requirements=reqmod.Requirements(origin="x"), build=True, detected="")
-    with pytest.raises(InputRejected) as r:
-        asyncio.run(KubernetesBackend.prepare(SimpleNamespace(), {"spec": spec}, plan))  # type: ignore[arg-type]
-    assert r.value.field == "spec.podConfig.buildConfig.constraints"
+    assert "the toy backend does not take constraints yet" in e.value.message
+    assert KubernetesBackend.capabilities.constraint_files
+    k8s = SimpleNamespace(backend=SimpleNamespace(name="kubernetes", capabilities=KubernetesBackend.capabilities))
+    JobService._check_requirement_features(k8s, reqs)  # type: ignore[arg-type]
+
+
+def test_constraints_of_a_resource_created_around_the_server_are_read_from_its_spec():
+    """A job created with kubectl has no snapshot: its spec's constraints are still applied."""
+    from jupyter_nbvalidation import requirements as reqmod
+
+    bc = {"requirements": ["six"], "constraints": ["six==1.16.0"]}
+    reqs = reqmod.of_job({"spec": {"podConfig": {"buildConfig": bc}}}, None, None)
+    assert reqs.display_lines == ["six"] and reqs.display_constraints == ["six==1.16.0"]
+    alone = reqmod.of_job({"spec": {"podConfig": {"buildConfig": {"constraints": ["six<2"]}}}}, None, None)
+    assert alone.display_constraints == ["six<2"] and alone.origin == reqmod.CONSTRAINTS_FIELD
+    stored = reqmod.of_job({"spec": {"podConfig": {"buildConfig": bc}}}, "six\n", "six==1.15.0\n")
+    assert stored.display_constraints == ["six==1.15.0"]  # the snapshot, checked at submit, wins

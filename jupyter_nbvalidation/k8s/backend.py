@@ -48,7 +48,7 @@ from ..documents import Job, JobSpec
 from ..errors import InputRejected
 from ..model import GROUP, PLURAL, VERSION, WORKDIR_ANNOTATION, SpecError, build_enabled, isotime, spec_fields
 from ..plan import Snapshot, ValidationPlan
-from ..requirements import CONSTRAINTS_FIELD, INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
+from ..requirements import INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
 from ..store.base import StoreError
 from . import objects as obj
 from .builders import BUILDERS, STRATEGIES, Builder, BuildInputs, BuildSettings, BuildSite, builders_for
@@ -82,7 +82,7 @@ class KubernetesBackend(Backend):
     name = "kubernetes"
     # the kernel runs in a Pod, where the server's files are not: the notebook's folder travels
     capabilities = Capabilities(folder_in_snapshot=True, local_requirement_paths=True, local_paths_travel=True,
-                                system_packages=True, environment_records=True)
+                                system_packages=True, environment_records=True, constraint_files=True)
     store: KubernetesJobStore  # made in __init__
 
     namespace = Unicode(help="The one namespace jobs and their children live in (default: the pod's "
@@ -400,12 +400,6 @@ class KubernetesBackend(Backend):
     async def prepare(self, job: Job, plan: ValidationPlan) -> str:
         # the plan's requirements were checked at submit (requirements.py; this backend refuses
         # local paths and credentials there, so the display lines are the build lines)
-        if ((job["spec"].get("podConfig") or {}).get("buildConfig") or {}).get("constraints"):
-            raise InputRejected(f"{CONSTRAINTS_FIELD}: not supported by the kubernetes backend yet.",
-                                CONSTRAINTS_FIELD)
-        if plan.requirements.constraints:
-            raise InputRejected("Constraints files (-c) are not supported by the kubernetes backend yet.",
-                                "spec.podConfig.buildConfig.requirementsFile")
         if not plan.build:
             return f"{plan.detected}; build disabled."
         return f"{plan.detected}; image build on {self._base_image(job)}."

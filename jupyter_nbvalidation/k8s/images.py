@@ -168,7 +168,7 @@ class Images:
     async def _recipe(self, base: str, requirements: Requirements) -> "_Recipe":
         """What an image of ``requirements`` (their display lines: this backend takes no
         credential; their local paths packed in the snapshot, unpacked where the lines
-        name them; apt.txt's packages) on ``base`` is built from, and its tag."""
+        name them; their constraints; apt.txt's packages) on ``base`` is built from, and its tag."""
         s = self.settings
         digest, problem = await self.base_digest(base)
         from_ = f"{strip_tag(base)}@{digest}" if digest else base
@@ -185,15 +185,17 @@ class Images:
                                 "spec.podConfig.buildConfig.requirements")
         system = list(requirements.system_packages)
         interpreter = requirements.interpreter_wanted()
+        constraints = "".join(f"{ln}\n" for ln in requirements.display_constraints)  # pip's -c over the install
 
         def made() -> _Recipe:  # reads the runner's files and compresses the context: not on the event loop
             docker_file = obj.dockerfile(from_, local_paths=packed is not None, system_packages=bool(system),
-                                         interpreter=bool(interpreter))
+                                         interpreter=bool(interpreter), constraints=bool(constraints))
             reqs_txt = obj.build_requirements(list(s.kernel_requirements), lines)
             context = obj.build_context(docker_file, reqs_txt,
                                         obj.runner_requirements_txt(list(s.runner_requirements)),
                                         local_paths=None if packed is None else packed.data,
-                                        system_packages=system, interpreter=interpreter)
+                                        system_packages=system, interpreter=interpreter,
+                                        constraints_txt=constraints or None)
             files = [context[k] for k in sorted(context) if k != obj.RUNNER_TAR]
             runner = [f"{p}\0".encode() + v for p, v in sorted(obj.runner_files().items())]
             content = obj.content_hash(*files, *runner, length=32)
@@ -207,7 +209,7 @@ class Images:
     async def built_environment(self, base: str, requirements: Requirements) -> str | None:
         """The verdict cache's identity of the image a build of ``requirements``
         on ``base`` would push now: its content tag in the registry (base image
-        digest, Dockerfile, requirements, their local paths and system packages, runner);
+        digest, Dockerfile, requirements, constraints, their local paths and system packages, runner);
         None when the base image's digest is not known (its tag may move) or there
         is no registry."""
         r = await self._recipe(base, requirements)

@@ -21,7 +21,7 @@ from .. import local_sources
 from ..documents import Job
 from ..environment_files import APT_TXT
 from ..model import API_VERSION, GROUP, KIND
-from ..plan import ValidationPlan
+from ..plan import CONSTRAINTS_TXT, ValidationPlan
 from ..requirements import INTERPRETER_JSON
 from ..runner.probe import BASE_IMAGE_VAR
 from .store import JOB_LABEL
@@ -207,7 +207,7 @@ if envs and not any(Marker(m).evaluate() for m in envs[0]):
 
 
 def dockerfile(base_image: str, *, local_paths: bool = False, system_packages: bool = False,
-               interpreter: bool = False) -> str:
+               interpreter: bool = False, constraints: bool = False) -> str:
     """FROM the base image (by digest when it could be resolved); the runner in
     a venv of its own (``/opt/nbv-runner``: created with nbclient and nbformat
     unless the base image has it; the runner package of this server copied in);
@@ -218,10 +218,14 @@ def dockerfile(base_image: str, *, local_paths: bool = False, system_packages: b
     name them first. ``system_packages``: the packages of the repository's
     ``apt.txt`` (:data:`APT_TXT`, one a line) installed first, as repo2docker does.
     ``interpreter``: the kernel's Python checked first against what the repository
-    asks of it (:data:`INTERPRETER_CHECK_PY` over ``interpreter.json``)."""
+    asks of it (:data:`INTERPRETER_CHECK_PY` over ``interpreter.json``). ``constraints``:
+    the kernel's install is constrained by :data:`CONSTRAINTS_TXT` (pip's ``-c``), as
+    the local backend's ``uv pip install -c`` is."""
     rp, kp = RUNNER_PYTHON, KERNEL_PYTHON
     extra = (f" {local_sources.ARCHIVE}" if local_paths else "") + (f" {APT_TXT}" if system_packages else "") + \
-        (f" {INTERPRETER_CHECK} {INTERPRETER_JSON}" if interpreter else "")
+        (f" {INTERPRETER_CHECK} {INTERPRETER_JSON}" if interpreter else "") + \
+        (f" {CONSTRAINTS_TXT}" if constraints else "")
+    with_constraints = f" -c /tmp/nbv-build/{CONSTRAINTS_TXT}" if constraints else ""
     check = (f"    {kp} /tmp/nbv-build/{INTERPRETER_CHECK} /tmp/nbv-build/{INTERPRETER_JSON}; \\\n"
              if interpreter else "")
     apt = (
@@ -250,7 +254,7 @@ def dockerfile(base_image: str, *, local_paths: bool = False, system_packages: b
         f"    if [ ! -x {kp} ]; then python3 -m venv {KERNEL_VENV}; fi; \\\n"
         f"{check}"
         f"{unpack}"
-        f"    {kp} $pipi -r /tmp/nbv-build/requirements.txt; \\\n"
+        f"    {kp} $pipi -r /tmp/nbv-build/requirements.txt{with_constraints}; \\\n"
         f"    {kp} -c 'import ipykernel_launcher'; \\\n"
         "    rm -rf /tmp/nbv-build\n"
     )
@@ -313,7 +317,7 @@ def deterministic_tar(files: dict[str, bytes]) -> bytes:
 
 def build_context(docker_file: str, requirements_txt: str, runner_reqs_txt: str, *,
                   local_paths: bytes | None = None, system_packages: list[str] | None = None,
-                  interpreter: dict[str, Any] | None = None) -> dict[str, bytes]:
+                  interpreter: dict[str, Any] | None = None, constraints_txt: str | None = None) -> dict[str, bytes]:
     """The files of a build context (flat names: ConfigMap keys)."""
     out = {"Dockerfile": docker_file.encode(), "requirements.txt": requirements_txt.encode(),
            "runner-requirements.txt": runner_reqs_txt.encode(), RUNNER_TAR: deterministic_tar(runner_files())}
@@ -324,6 +328,8 @@ def build_context(docker_file: str, requirements_txt: str, runner_reqs_txt: str,
     if interpreter:
         out[INTERPRETER_CHECK] = INTERPRETER_CHECK_PY.encode()
         out[INTERPRETER_JSON] = json.dumps(interpreter, sort_keys=True).encode()
+    if constraints_txt:
+        out[CONSTRAINTS_TXT] = constraints_txt.encode()
     return out
 
 
