@@ -19,7 +19,7 @@ from jupyter_nbvalidation.backends.local import LocalBackend  # noqa: E402
 from jupyter_nbvalidation.engine import Engine  # noqa: E402
 from jupyter_nbvalidation.service import JobService  # noqa: E402
 
-pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster"]
+pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster", "xdist_group_ids"]
 
 # `pytest -n 2 --dist loadgroup` (tools/setup-and-test.sh): the tests of one group run
 # one after another on one worker. A group is a set of modules that share something a
@@ -100,11 +100,9 @@ def kubernetes_marker_of(item, module: str) -> str | None:
 
 
 # tryfirst: pytest-xdist's own hook (--dist loadgroup) reads the xdist_group markers to suffix
-# each node id with its group, so it must see the ones added here. KNOWN GAP: with pytest 9.2 and
-# pytest-xdist 3.8 the suffix is lost all the same (xdist sets ``item._nodeid``; pytest 9.2 reads
-# the structured ``item._id``), so the groups are not kept on one worker today: every test here
-# passes either way (CI runs them so), and the one isolation a test needs, the registry's, is
-# its own pytest run (ALONE_MODULES), not a group.
+# each node id with its group, so it must see the ones added here (and tests/xdist_group_ids.py
+# keeps that suffix with pytest 9.2, which drops it). The one isolation a test needs, the
+# registry's, is its own pytest run (ALONE_MODULES), not a group.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
