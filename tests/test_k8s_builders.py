@@ -121,10 +121,11 @@ async def env_factory(kube_apiserver, k8s_namespace, tmp_path):
 # the harness as the Tekton controller
 
 
-async def tekton_status(admin, ns, resource, name, status: str, reason: str, message: str = "", results=None):
+async def tekton_status(admin, ns, resource, name, status: str, reason: str, message: str = "", results=None,
+                        **extra):
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     st = {"startTime": now, "conditions": [{"type": "Succeeded", "status": status, "reason": reason,
-                                            "message": message, "lastTransitionTime": now}]}
+                                            "message": message, "lastTransitionTime": now}], **extra}
     if status != "Unknown":
         st["completionTime"] = now
     if results is not None:
@@ -211,6 +212,53 @@ async def test_openshift_failure_is_carried_into_status_and_a_warning(openshift_
     assert reasons(events) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_FAILED]
     assert events[-1]["type"] == "Warning" and "DockerBuildFailed" in events[-1]["note"]
     assert "ghp_T0KEN" not in json.dumps(done) and "ghp_T0KEN" not in json.dumps(events)
+
+
+@pytest.mark.asyncio
+async def test_openshift_push_refused_is_retried_as_build_2_and_the_true_verdict_follows(openshift_crds, env_factory,
+                                                                                         admin, aio_admin):
+    """A Build that failed in its push (status.reason PushImageToRegistryFailed) is the registry's fault,
+    not the requirements': the engine retries, the builder instantiates Build 2, never BuildFailed."""
+    env = await env_factory(default_build_strategy="openshift")
+    name = (await env.submit(notebook={"path": "nb.ipynb"}))["metadata"]["name"]
+    bc_name = obj.build_job_name(name)
+    await wait_object(admin, BUILDS.path(env.ns, f"{bc_name}-1"))
+    await build_status(admin, env.ns, f"{bc_name}-1", "Failed", reason="PushImageToRegistryFailed",
+                       message="Failed to push the image to the registry.",
+                       logSnippet='error: dial tcp 10.0.0.2:5000: connect: connection refused')
+    retrying = await wait_phase(env, name, Phase.BUILDING)
+    await wait_object(admin, BUILDS.path(env.ns, f"{bc_name}-2"), timeout=60)
+    bc = await admin.request("GET", BUILDCONFIGS.path(env.ns, bc_name))
+    dest = bc["spec"]["output"]["to"]["name"]
+    await build_status(admin, env.ns, f"{bc_name}-2", "Complete", outputDockerImageReference=dest,
+                       output={"to": {"imageDigest": DIGEST}})
+    await wait_phase(env, name, Phase.VALIDATION_RUNNING)
+    await run_validation(admin, aio_admin, env.ns, name)
+    done = await env.terminal(name)
+    st = done["status"]
+    assert (st["phase"], st.get("buildRetries")) == (Phase.SUCCEEDED, 1), st
+    got = reasons(await events_of(admin, env.ns, done["metadata"]["uid"]))
+    assert got == [Reason.ACCEPTED, Reason.BUILD_STARTED, "BuildRetried", *BUILD_OK[2:]], got
+    assert retrying["status"]["phase"] == Phase.BUILDING
+    builds = (await admin.request("GET", BUILDS.path(env.ns)))["items"]
+    assert sorted(b["metadata"]["name"] for b in builds) == [f"{bc_name}-1", f"{bc_name}-2"]
+
+
+def test_an_openshift_build_failed_by_the_registry_or_its_pod_is_a_fault_its_own_failure_is_not():
+    store = SimpleNamespace(kube=None, pods=None, build_jobs=None, extra={})
+    builder = OpenShiftBuilder(BuildSite(children=Children(store, "ns"), settings=BuildSettings(), inputs=None))
+
+    def observed(reason):
+        build = {"metadata": {"name": "nvj-x-build-1"},
+                 "status": {"phase": "Failed", "reason": reason, "message": "m https://T0K@r.example/x"}}
+        return asyncio.run(builder.observe("ns", build))
+
+    for reason in ("PushImageToRegistryFailed", "BuildPodEvicted", "BuildPodDeleted", "CannotCreateBuildPod"):
+        obs = observed(reason)
+        assert obs.fault is not None and obs.fault.transient and reason in obs.message, (reason, obs)
+        assert "T0K" not in obs.message and "not in its build" in obs.message
+    for reason in ("DockerBuildFailed", "GenericBuildFailed", "OutOfMemoryKilled", None):
+        assert observed(reason).fault is None, reason
 
 
 @pytest.mark.asyncio
@@ -314,6 +362,55 @@ async def test_tekton_taskrun_by_task_name(tekton_crds, env_factory, admin, aio_
     done = await env.terminal(name)
     assert done["status"]["phase"] == Phase.SUCCEEDED
     assert done["status"]["buildStatus"]["imageReference"] == f"{REGISTRY}/env@{DIGEST}"
+
+
+PUSH_REFUSED_BY_BUILDAH = (
+    "STEP 9/9: RUN set -e; ...\nCOMMIT registry.test/env:abc\n"
+    'Error: pushing image "registry.test/env:abc" to "docker://registry.test/env:abc": writing blob: '
+    'Patch "https://registry.test/v2/env/blobs/uploads/0f": dial tcp 10.0.0.2:5000: connect: connection refused\n')
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kind", ["TaskRun", "PipelineRun"])
+async def test_tekton_push_refused_is_retried_as_a_new_run(tekton_crds, env_factory, admin, aio_admin, monkeypatch,
+                                                           kind):
+    """A run whose failed step's log says the registry refused the push (buildah's words) is the
+    registry's fault: retried as run ``-build-r1``, and the true verdict follows; a failed step whose
+    log is the requirements' stays BuildFailed (test_tekton_failure_reason_and_message: no log)."""
+    env = await env_factory(tekton_run_kind=kind, tekton_task="buildah-ns")
+    resource = TASKRUNS if kind == "TaskRun" else PIPELINERUNS
+    asked = []
+
+    async def container_log(pod, container, **query):  # the kubelet's log of the failed step (fault injection)
+        asked.append((pod["metadata"]["name"], container, query))
+        return PUSH_REFUSED_BY_BUILDAH
+
+    monkeypatch.setattr(env.backend.build_site.children, "container_log", container_log)
+    name = (await env.submit(notebook={"path": "nb.ipynb"}))["metadata"]["name"]
+    first = obj.build_job_name(name)
+    run = await wait_object(admin, resource.path(env.ns, first))
+    steps = {"podName": f"{first}-pod", "steps": [{"name": "build", "container": "step-build",
+                                                   "terminated": {"exitCode": 1, "reason": "Error"}}]}
+    if kind == "PipelineRun":  # the failed step is in the run's TaskRun
+        tr_name = f"{first}-build"
+        await admin.request("POST", TASKRUNS.path(env.ns), body={
+            "apiVersion": "tekton.dev/v1", "kind": "TaskRun", "metadata": {"name": tr_name, "namespace": env.ns},
+            "spec": {"taskRef": {"kind": "Task", "name": "buildah-ns"}}})
+        await tekton_status(admin, env.ns, TASKRUNS, tr_name, "False", "Failed", "step build exited 1", **steps)
+        steps = {"childReferences": [{"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "name": tr_name,
+                                      "pipelineTaskName": "build"}]}
+    await tekton_status(admin, env.ns, resource, first, "False", "Failed", '"step-build" exited with code 1', **steps)
+    retry = await wait_object(admin, resource.path(env.ns, obj.build_job_name(name, 1)), timeout=60)
+    assert asked and asked[0] == (f"{first}-pod", "step-build", {"tailLines": 40}), asked
+    image = run["spec"]["params"][0]["value"]
+    await tekton_status(admin, env.ns, resource, retry["metadata"]["name"], "True", "Succeeded",
+                        results={"IMAGE_URL": image, "IMAGE_DIGEST": DIGEST})
+    await run_validation(admin, aio_admin, env.ns, name)
+    done = await env.terminal(name)
+    st = done["status"]
+    assert (st["phase"], st.get("buildRetries")) == (Phase.SUCCEEDED, 1), st
+    got = reasons(await events_of(admin, env.ns, done["metadata"]["uid"]))
+    assert got == [Reason.ACCEPTED, Reason.BUILD_STARTED, "BuildRetried", *BUILD_OK[2:]], got
 
 
 @pytest.mark.asyncio

@@ -10,7 +10,10 @@ instantiated once (``POST buildconfigs/<name>/instantiate``).
   ``status.output.to.imageDigest``, falling back to the ImageStreamTag's
   image name when the digest is not set;
 - cancel: ``status.cancelled: true`` on the Build (what ``oc cancel-build``
-  does).
+  does);
+- a Build that failed for the cluster's or the registry's reason
+  (:data:`INFRASTRUCTURE_REASONS`: its push, its Pod) is a transient Fault, never
+  BuildFailed; the retry instantiates the BuildConfig again (Build n+1).
 
 ``instantiate`` is not idempotent: before calling it the builder looks for a
 Build of the BuildConfig (live, not from the cache) and uses the
@@ -23,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
+from ...backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
 from ...documents import Job
-from ...model import isotime
+from ...model import build_attempt, isotime
 from ...redaction import scrub
 from .. import objects as obj
 from ..children import NotOurs, api_failure
@@ -39,6 +42,19 @@ IMAGESTREAMTAGS = Resource("image.openshift.io/v1", "imagestreamtags")
 BC_LABEL = "openshift.io/build-config.name"
 BUILD_NUMBER = "openshift.io/build.number"
 TERMINAL = ("Complete", "Failed", "Error", "Cancelled")
+# a failed Build's status.reason (openshift/api build/v1) when the registry or the cluster, not the
+# Dockerfile or the requirements, ended it: retried as a fault, never the build's verdict
+INFRASTRUCTURE_REASONS = {
+    "PushImageToRegistryFailed": "its push to the registry failed",
+    "PullBuilderImageFailed": "the builder or base image could not be pulled",
+    "FetchSourceFailed": "its build context could not be fetched",
+    "CannotCreateBuildPod": "its Pod could not be created",
+    "BuildPodDeleted": "its Pod was deleted",
+    "BuildPodEvicted": "its Pod was evicted",
+    "BuildPodExists": "its Pod already existed",
+    "NoBuildContainerStatus": "its Pod reported no container status",
+    "CannotRetrieveServiceAccount": "its service account could not be read",
+}
 
 
 class OpenShiftBuilder(Builder):
@@ -120,6 +136,19 @@ class OpenShiftBuilder(Builder):
                     if inf is not None:
                         inf.put(build)
                     builds = [build]
+            elif len(builds) <= build_attempt(job) and (builds[-1].get("status") or {}).get("phase") in TERMINAL:
+                # a retry after a fault: Build n+1 of the same BuildConfig (looked for live first:
+                # instantiate is not idempotent)
+                builds = await self._builds_of(ns, bc_name, live=True)
+                if len(builds) <= build_attempt(job):
+                    bc = await self.kube.request("GET", BUILDCONFIGS.path(ns, bc_name))
+                    build = await self.instantiate(ns, bc)
+                    build.setdefault("apiVersion", "build.openshift.io/v1")
+                    build.setdefault("kind", "Build")
+                    inf = self.informer()
+                    if inf is not None:
+                        inf.put(build)
+                    builds = [*builds, build]
         except NotOurs as e:
             return self.refused(e)
         except KubeApiError as e:
@@ -135,6 +164,11 @@ class OpenShiftBuilder(Builder):
             return Observation(RUNNING, strategy=self.strategy, started_at=started,
                                message=f"OpenShift {what} is {phase}.")
         finished = st.get("completionTimestamp") or isotime()
+        if phase in ("Failed", "Error") and st.get("reason") in INFRASTRUCTURE_REASONS:
+            cause = scrub(f"The OpenShift {what} failed, not in its build: {INFRASTRUCTURE_REASONS[st['reason']]} "
+                          f"({st['reason']}{': ' + str(st['message']) if st.get('message') else ''})")[:1000]
+            return Observation(FAILED, strategy=self.strategy, started_at=started, finished_at=finished,
+                               message=cause, fault=Fault(cause, True))
         if phase != "Complete":
             message = f"{st.get('reason') or phase}: {st.get('message') or 'the OpenShift ' + what + ' ' + phase.lower()}"
             if st.get("logSnippet"):

@@ -9,20 +9,25 @@ name in the job's namespace -- never the deprecated ClusterTask.
   ``CONTEXT``;
 - done when ``status.conditions[type=Succeeded]`` is True/False; results
   ``IMAGE_URL`` + ``IMAGE_DIGEST`` give the digest-pinned reference;
-- cancel: ``spec.status: Cancelled`` (``TaskRunCancelled`` for a TaskRun).
+- cancel: ``spec.status: Cancelled`` (``TaskRunCancelled`` for a TaskRun);
+- a run that failed on the registry (its failed step's log says so, as a kaniko
+  build Job's does: ``results.registry_fault``) is a transient Fault, never
+  BuildFailed; the retry is a new run, ``nvj-<job>-build-r<n>``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...backends.base import FAILED, RUNNING, SUCCEEDED, Observation
+from ...backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
 from ...documents import Job
-from ...model import isotime
+from ...model import build_attempt, isotime
 from ...redaction import scrub
+from ...runner.text import strip_ansi
 from .. import objects as obj
+from .. import results as res
 from ..children import IMAGE_ANNOTATION, NotOurs
-from ..client import Resource
+from ..client import KubeApiError, Resource
 from .base import Builder, BuildInputs, BuildSite, Watched, condition, pinned
 
 PIPELINERUNS = Resource("tekton.dev/v1", "pipelineruns")
@@ -52,7 +57,7 @@ class TektonBuilder(Builder):
         b = self.settings
         ns = job["metadata"]["namespace"]
         name = job["metadata"]["name"]
-        meta = obj._meta(job, obj.build_job_name(name), "build")
+        meta = obj._meta(job, obj.build_job_name(name, build_attempt(job)), "build")
         meta["annotations"] = {IMAGE_ANNOTATION: inputs.destination}
         source = {"name": "source", "configMap": {"name": obj.build_context_name(name)}}
         workspaces = [source]
@@ -90,12 +95,12 @@ class TektonBuilder(Builder):
 
         try:
             run = await self.children.ensure(self.resource, self.informer(), job,
-                                             obj.build_job_name(job["metadata"]["name"]), body)
+                                             obj.build_job_name(job["metadata"]["name"], build_attempt(job)), body)
         except NotOurs as e:
             return self.refused(e)
-        return self.observe(run)
+        return await self.observe(run)
 
-    def observe(self, run: dict[str, Any]) -> Observation:
+    async def observe(self, run: dict[str, Any]) -> Observation:
         st = run.get("status") or {}
         started = st.get("startTime")
         cond = condition(run, "Succeeded")
@@ -106,6 +111,11 @@ class TektonBuilder(Builder):
                                message=f"Building with {what}{detail}.")
         finished = st.get("completionTime") or cond.get("lastTransitionTime") or isotime()
         if cond["status"] == "False":
+            cause = await self._registry_fault(run)
+            if cause is not None:  # not the requirements': the registry was away or refused for now
+                cause = scrub(cause)
+                return Observation(FAILED, strategy=self.strategy, started_at=started, finished_at=finished,
+                                   message=cause, fault=Fault(cause, True))
             message = f"{cond.get('reason') or 'Failed'}: {cond.get('message') or what + ' failed'}"
             return Observation(FAILED, strategy=self.strategy, started_at=started, finished_at=finished,
                                message=scrub(message)[:1000])
@@ -121,7 +131,39 @@ class TektonBuilder(Builder):
         return Observation(SUCCEEDED, strategy=self.strategy, reference=pinned(url, digest), started_at=started,
                            finished_at=finished, message=f"Pushed {url} ({what}).")
 
+    async def _registry_fault(self, run: dict[str, Any]) -> str | None:
+        """The registry fault its failed step's log names (the tail the kubelet still
+        has), or None: another cause, or no log to tell (then it is the build's failure,
+        as the run's condition says). A PipelineRun's failed step is in its TaskRuns."""
+        destination = (run["metadata"].get("annotations") or {}).get(IMAGE_ANNOTATION, "")
+        ns = run["metadata"].get("namespace") or ""
+        task_runs = [run]
+        if self.kind == "PipelineRun":
+            task_runs = []
+            for ref in (run.get("status") or {}).get("childReferences") or []:
+                if ref.get("kind") == "TaskRun" and ref.get("name"):
+                    try:
+                        task_runs.append(await self.kube.request("GET", TASKRUNS.path(ns, ref["name"])))
+                    except KubeApiError as e:
+                        self.log.debug("nbvalidation: TaskRun %s of %s: %s", ref["name"], run["metadata"]["name"], e)
+        for tr in task_runs:
+            st = tr.get("status") or {}
+            pod = st.get("podName")
+            for step in st.get("steps") or []:
+                term = step.get("terminated") or {}
+                if not pod or term.get("exitCode") in (None, 0):
+                    continue
+                container = step.get("container") or f"step-{step.get('name')}"
+                log = await self.children.container_log({"metadata": {"namespace": ns, "name": pod}}, container,
+                                                        tailLines=40)
+                cause = res.registry_fault(strip_ansi(log or ""), destination)
+                if cause is not None:
+                    return cause
+        return None
+
     async def cancel(self, job: Job) -> None:
+        """Cancel the run of the current attempt (an earlier one has ended: that is why there is a retry)."""
         value = "Cancelled" if self.kind == "PipelineRun" else "TaskRunCancelled"
-        await self.children.patch(self.resource, self.children.ns(job), obj.build_job_name(job["metadata"]["name"]),
+        await self.children.patch(self.resource, self.children.ns(job),
+                                  obj.build_job_name(job["metadata"]["name"], build_attempt(job)),
                                   {"spec": {"status": value}}, self.informer(), f"cancelling {self.resource.plural}")
