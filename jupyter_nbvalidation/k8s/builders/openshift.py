@@ -92,6 +92,16 @@ class OpenShiftBuilder(Builder):
         return await self.kube.request("POST", BUILDCONFIGS.path(ns, name, "instantiate"), body={
             "kind": "BuildRequest", "apiVersion": "build.openshift.io/v1", "metadata": {"name": name}})
 
+    async def _new_build(self, ns: str, bc: dict[str, Any]) -> dict[str, Any]:
+        """Instantiate the BuildConfig and put the new Build in the cache."""
+        build = await self.instantiate(ns, bc)
+        build.setdefault("apiVersion", "build.openshift.io/v1")
+        build.setdefault("kind", "Build")
+        inf = self.informer()
+        if inf is not None:
+            inf.put(build)
+        return build
+
     async def _builds_of(self, ns: str, bc_name: str, live: bool) -> list[dict[str, Any]]:
         inf = self.informer()
         if not live and inf is not None and inf.usable:
@@ -129,26 +139,14 @@ class OpenShiftBuilder(Builder):
                 bc = await self.children.ensure(BUILDCONFIGS, None, job, bc_name, body)
                 builds = await self._builds_of(ns, bc_name, live=True)
                 if not builds:
-                    build = await self.instantiate(ns, bc)
-                    build.setdefault("apiVersion", "build.openshift.io/v1")
-                    build.setdefault("kind", "Build")
-                    inf = self.informer()
-                    if inf is not None:
-                        inf.put(build)
-                    builds = [build]
+                    builds = [await self._new_build(ns, bc)]
             elif len(builds) <= build_attempt(job) and (builds[-1].get("status") or {}).get("phase") in TERMINAL:
                 # a retry after a fault: Build n+1 of the same BuildConfig (looked for live first:
                 # instantiate is not idempotent)
                 builds = await self._builds_of(ns, bc_name, live=True)
                 if len(builds) <= build_attempt(job):
                     bc = await self.kube.request("GET", BUILDCONFIGS.path(ns, bc_name))
-                    build = await self.instantiate(ns, bc)
-                    build.setdefault("apiVersion", "build.openshift.io/v1")
-                    build.setdefault("kind", "Build")
-                    inf = self.informer()
-                    if inf is not None:
-                        inf.put(build)
-                    builds = [*builds, build]
+                    builds = [*builds, await self._new_build(ns, bc)]
         except NotOurs as e:
             return self.refused(e)
         except KubeApiError as e:
