@@ -399,7 +399,8 @@ class KubernetesBackend(Backend):
 
     async def prepare(self, job: Job, plan: ValidationPlan) -> str:
         # the plan's requirements were checked at submit (requirements.py; this backend refuses
-        # local paths and credentials there, so the display lines are the build lines)
+        # index credentials there, so the display lines are the build lines; local paths travel
+        # packed, and constraints go into the image build as pip's -c)
         if not plan.build:
             return f"{plan.detected}; build disabled."
         return f"{plan.detected}; image build on {self._base_image(job)}."
