@@ -82,7 +82,8 @@ class JobBuilder(Builder):
                                message=f"Pushed {destination}.")
         if "Failed" in true:
             cond = true["Failed"]
-            output = await self._failure_output(bj)
+            failed = await self._failed_builder(bj)
+            output = strip_ansi(failed[1].get("message") or "") if failed else ""  # the log's tail, as kept
             cause = res.registry_fault(output, destination)
             in_push = cause is None and res.DIGEST_RE.match(output.strip()) is not None
             if in_push:
@@ -91,7 +92,7 @@ class JobBuilder(Builder):
                 # why when the kubelet still has it (a refused registry is retried; anything else,
                 # such as a push it may not make, fails with kaniko's words); without the log, it is
                 # the registry's fault, as a push that did not complete is
-                digest, output = output.strip(), await self._log_tail(bj)
+                digest, output = output.strip(), await self._log_tail(failed[0] if failed else None)
                 cause = res.registry_fault(output, destination)
                 if cause is None and not output.strip():
                     cause = (f"The build could not reach the registry {destination.split('/', 1)[0] or '(unknown)'}: "
@@ -122,22 +123,20 @@ class JobBuilder(Builder):
                 return digest
         return None
 
-    async def _failure_output(self, bj: dict[str, Any]) -> str:
-        """The failed builder's output as the kubelet kept it (its termination
-        message: the log's tail), lines kept, colours stripped."""
+    async def _failed_builder(self, bj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The build Pod whose builder container failed, with that container's termination
+        record (its message: the log's tail as the kubelet kept it); None when there is none."""
         for pod in await self.children.pods_of(bj):
             term = res.terminated(pod, obj.BUILD_CONTAINER) or {}
             if term.get("exitCode") not in (None, 0):
-                return strip_ansi(term.get("message") or "")
-        return ""
+                return pod, term
+        return None
 
-    async def _log_tail(self, bj: dict[str, Any]) -> str:
+    async def _log_tail(self, pod: dict[str, Any] | None) -> str:
         """The end of the failed builder container's log ('' when the kubelet has none)."""
-        for pod in await self.children.pods_of(bj):
-            term = res.terminated(pod, obj.BUILD_CONTAINER) or {}
-            if term.get("exitCode") not in (None, 0):
-                return strip_ansi(await self.children.container_log(pod, obj.BUILD_CONTAINER, tailLines=40) or "")
-        return ""
+        if pod is None:
+            return ""
+        return strip_ansi(await self.children.container_log(pod, obj.BUILD_CONTAINER, tailLines=40) or "")
 
     async def _failure_detail(self, bj: dict[str, Any]) -> str:
         for pod in await self.children.pods_of(bj):
