@@ -11,7 +11,7 @@
 #           cluster harness -> tools/cluster/up.sh -> pytest -m "(k8s or cluster) and not alone" -n 2
 #           (the real node's tests and the kube-apiserver + etcd harness's) -> pytest -m alone (the
 #           registry faults, which block the registry every real-node test uses: nothing beside them)
-#   lane L (foreground): Chromium, the venv -> pytest -m "not k8s and not cluster" (-n 2; with
+#   lane L (foreground): Chromium, the venv -> pytest -m "not k8s and not cluster" (-n 3; with
 #           NBV_TESTBIN on an empty folder, so a test that needs the binaries and is not marked
 #           fails) -> lint (ruff, mypy, eslint, prettier) and jest
 # The markers come from what a test uses (tests/conftest.py kubernetes_marker_of). Every part runs;
@@ -117,7 +117,9 @@ fi
 L_RC=0
 step "lane L: pytest -m \"not k8s and not cluster\" (no Kubernetes binary needed; the Go builds go on)"
 mkdir -p "$T/no-testbin"
-NBV_TESTBIN="$T/no-testbin" "${PYTEST[@]}" -n "${NBV_PYTEST_WORKERS:-2}" --dist loadgroup \
+# three workers on two cores: its tests wait on kernels, servers and builds a third of the time
+# (a -n 2 run of the inner tier left 34 % of the CPU idle; docs/benchmarks.md, stop 34)
+NBV_TESTBIN="$T/no-testbin" "${PYTEST[@]}" -n "${NBV_LANE_L_WORKERS:-3}" --dist loadgroup \
   -m "not k8s and not cluster" || L_RC=1
 
 step "lane L: lint: ruff, mypy, eslint, prettier (configured in pyproject.toml and labextension/)"
