@@ -127,6 +127,16 @@ SLOW_TESTS = {
 }
 
 
+def pytest_configure(config):
+    """The browser tests' folder exists before any test runs. This checkout is the source of
+    the project's editable install, and every folder in it is in the identity of the unbuilt
+    environment (verdict_cache.source_digest): the verdict cache key of the `--no-build` jobs
+    of tests run by this interpreter. A folder that appeared mid-run (test-artifacts/, made
+    when a browser test ends) made such a test's second run a cache miss where it asserts
+    Unchanged (the fresh verdict was right; the assertion of a hit failed)."""
+    (Path(__file__).resolve().parents[1] / "test-artifacts").mkdir(exist_ok=True)
+
+
 # What a test needs of Kubernetes, marked from what it uses (not by hand): `cluster`, the real
 # node (tools/cluster/up.sh); `k8s`, the kube-apiserver + etcd harness (tools/testbin/build.sh).
 # tools/setup-and-test.sh runs `-m "not k8s and not cluster"` while the Go builds run, with

@@ -27,18 +27,36 @@ PKG = Path(__file__).resolve().parents[1] / "jupyter_nbvalidation"
 SAME = {"Unchanged": "Succeeded"}  # a cache hit stands for the Succeeded job it names
 
 
+def frozen_site(folder: Path) -> Path:
+    """This interpreter's packages in ``folder``, but this project as a copy of its code
+    instead of its editable install: the editable install's source is the checkout, whose
+    every folder is in the unbuilt environment's identity (verdict_cache.source_digest), and
+    other tests (the browser's artifacts) and the cluster's set-up (.cluster) add folders to
+    it while these tests run. A copy keeps the key ours, so a cache miss here is the cache's."""
+    folder.mkdir()
+    for sp in map(Path, site.getsitepackages()):
+        for entry in sp.iterdir():
+            if entry.name.startswith(("jupyter_nbvalidation", "_editable_impl_jupyter_nbvalidation", "__editable__")) \
+                    or (folder / entry.name).exists():
+                continue
+            (folder / entry.name).symlink_to(entry)
+    shutil.copytree(PKG, folder / "jupyter_nbvalidation", ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def python(tmp_path_factory) -> Path:
-    """A venv's interpreter seeing this one's packages, with ``mylib`` installed editable:
-    a ``.pth`` naming its source folder and a dist-info whose direct_url.json says editable."""
+    """A venv's interpreter seeing this one's packages (this project as a copy:
+    ``frozen_site``), with ``mylib`` installed editable: a ``.pth`` naming its source
+    folder and a dist-info whose direct_url.json says editable."""
     base = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], check=True, timeout=120)
     py = base / "venv" / "bin" / "python"
     [sp] = json.loads(subprocess.run([str(py), "-c", "import site, json; print(json.dumps(site.getsitepackages()))"],
                                      capture_output=True, text=True, check=True).stdout)
     sp = Path(sp)
-    theirs = "".join(f"import site; site.addsitedir({p!r})\n" for p in site.getsitepackages())
-    (sp / "zz_project.pth").write_text(theirs)
+    # a path line (not an import line): the kernel's sandbox shows the folders such lines name
+    (sp / "zz_project.pth").write_text(f"{frozen_site(base / 'site')}\n")
     src = base / "src"
     (src / "mylib").mkdir(parents=True)
     (src / "mylib" / "__init__.py").write_text("VALUE = 1\n")
