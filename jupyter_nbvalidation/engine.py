@@ -902,7 +902,7 @@ class Engine:
                 bs["duration"] = format_duration((finished - started).total_seconds())
 
         if ok:
-            reason = Reason.BUILD_REUSED if obs.extra.get("reused") else Reason.BUILD_SUCCEEDED
+            reason = Reason.BUILD_REUSED if obs.reused else Reason.BUILD_SUCCEEDED
             await self._move(job, Phase.BUILDING, Phase.BUILD_COMPLETE, reason,
                              f"Environment ready: {obs.reference}. {obs.message}".strip(), record)
         else:
@@ -935,8 +935,8 @@ class Engine:
         self._post_notices(job, obs)
         if obs.state == RUNNING:
             delay = max(0.05, deadline - time.time())
-            wait = await self._write_progress(job, obs.extra.get("progress"))
-            poll = obs.extra.get("progressPoll")  # a backend that reads progress only when asked (a Pod's log)
+            wait = await self._write_progress(job, obs.progress)
+            poll = obs.progress_poll  # a backend that reads progress only when asked (a Pod's log)
             return min(x for x in (delay, wait, poll) if x is not None)
         if obs.state == FAILED and obs.fault is not None:
             return await self._fault(job, Phase.VALIDATION_RUNNING, obs)
@@ -989,7 +989,7 @@ class Engine:
             if result.get("comparisonResult") is not None:
                 st["comparisonResult"] = result["comparisonResult"]
             st["failedCellIndex"] = result.get("failedCellIndex")
-            ended: Progress | None = obs.extra.get("progress")
+            ended: Progress | None = obs.progress
             if ended:  # as the run ended: done/total
                 st["progress"] = {**ended, "updatedAt": isotime()}
 

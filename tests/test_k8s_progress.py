@@ -337,7 +337,7 @@ async def test_no_progress_when_turned_off(kube_apiserver, k8s_namespace, tmp_pa
         job = await env.submit(notebook={"path": "nb.ipynb"}, **NOBUILD)
         body = env.backend.executor.pod(job, "img", await plan_for(env.backend, job))
         assert "--progress" not in body["spec"]["containers"][0]["command"]
-        assert await env.backend.executor.progress(job["metadata"]["uid"], pod()) == {}
+        assert await env.backend.executor.progress(job["metadata"]["uid"], pod()) == (None, None)
     finally:
         await env.engine.stop()
     assert json.dumps(env.backend.executor.settings.progress_interval) == "0.0"

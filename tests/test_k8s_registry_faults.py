@@ -123,7 +123,7 @@ async def test_the_reuse_lookup_with_the_registry_away_is_a_transient_fault_nami
         assert await im.reused(inputs(reg.host), "job") is None
         reg.status = 200
         obs = await im.reused(inputs(reg.host), "job")
-        assert obs is not None and obs.extra.get("reused") and obs.reference == f"{reg.host}/nbv/env@{DIGEST}"
+        assert obs is not None and obs.reused and obs.reference == f"{reg.host}/nbv/env@{DIGEST}"
         reg.status = 401  # refused: build, as without reuse (not retried)
         assert await im.reused(inputs(reg.host), "job") is None
     finally:

@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar
 from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
-from ..documents import Job, JobSpec, RunnerResult
+from ..documents import Job, JobSpec, Progress, RunnerResult
 from ..plan import Snapshot, ValidationPlan
 from ..requirements import Requirements
 from ..store.base import JobStore
@@ -70,7 +70,16 @@ class Observation:
     log_path: str | None = None
     strategy: str | None = None
     result: RunnerResult | None = None  # validation: the runner's result document
-    extra: dict[str, Any] = field(default_factory=dict)  # e.g. reused, progress, progressPoll
+    #: build: an image already in the registry stands for this build (nothing was built)
+    reused: bool = False
+    #: validation: the cells run so far (status.progress without updatedAt), when the runner said any
+    progress: Progress | None = None
+    #: validation, RUNNING: ask again within this many seconds (a backend that reads progress only
+    #: when asked, from a Pod's log; or the deadline of a wait)
+    progress_poll: float | None = None
+    #: validation, RUNNING: the run adopted from an earlier engine died; the next ``ensure_validation``
+    #: starts it again (local backend)
+    again: bool = False
     fault: Fault | None = None  # FAILED only: not the notebook's failure (see Fault)
     notices: list[Notice] = field(default_factory=list)  # posted once per job (see Notice)
 

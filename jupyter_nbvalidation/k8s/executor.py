@@ -23,8 +23,8 @@ reports the SIGTERM it got as a failed cell):
 While the Pod runs, its runner (``--progress``) reports each cell in its log;
 the executor reads the log's new lines at most once per
 ``PodSettings.progress_interval`` (``progress.py``) and hands the progress to
-the engine (``Observation.extra["progress"]``, and ``"progressPoll"``: when to
-ask again), which writes ``status.progress``."""
+the engine (``Observation.progress``, and ``progress_poll``: when to ask
+again), which writes ``status.progress``."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
-from ..documents import Job, RunnerResult
+from ..documents import Job, Progress, RunnerResult
 from ..errors import InputRejected
 from ..model import Phase, ResultReason, build_enabled, isotime, validation_attempt
 from ..plan import ValidationPlan
@@ -165,17 +165,16 @@ class ValidationExecutor:
                 return Observation(RUNNING, reference=image, started_at=outcome.started_at, message=(
                     f"The validation Pod {pod_name} waits for its image {wait.image or image} ({wait.reason}: "
                     f"{wait.message or 'no message'}); the kubelet retries the pull for {max(0.0, left):.0f} s more."),
-                    extra={"progressPoll": max(0.05, left)})  # to end the wait at the deadline
+                    progress_poll=max(0.05, left))  # to end the wait at the deadline
+            progress, poll = await self.progress(uid, pod, attempt)
             return Observation(RUNNING, message=f"Validating in pod {pod_name}.", reference=image,
-                               started_at=outcome.started_at, extra=await self.progress(uid, pod, attempt))
+                               started_at=outcome.started_at, progress=progress, progress_poll=poll)
         result, log = await self._result(pod, outcome)
         ok = outcome.exit_code == 0 and result.get("verdict") == Phase.SUCCEEDED
         observation = Observation(SUCCEEDED if ok else FAILED, message=result.get("message") or "",
                                   result=result, reference=image, started_at=outcome.started_at,
                                   finished_at=outcome.finished_at or isotime())
-        final = await self.final_progress(uid, pod, log)
-        if final is not None:
-            observation.extra["progress"] = final
+        observation.progress = await self.final_progress(uid, pod, log)
         self._finished[uid] = (attempt, observation)
         return observation
 
@@ -226,8 +225,8 @@ class ValidationExecutor:
         kept = self._progress.pop(uid, None)
         snap = kept[1].snapshot() if kept is not None and kept[0] == attempt else None
         if snap is not None:
-            snap.update(currentCellIndex=None, currentCellStartedAt=None)
-            observation.extra["progress"] = snap
+            snap["currentCellIndex"] = snap["currentCellStartedAt"] = None
+            observation.progress = snap
         self._pull_since.pop(uid, None)
         self._finished[uid] = (attempt, observation)
         self.log.info("nbvalidation: validation attempt %d of job uid %s: %s (%s)", attempt, uid, cause,
@@ -242,27 +241,24 @@ class ValidationExecutor:
             self.log.debug("nbvalidation: progress of pod %s not read: %s", pod["metadata"]["name"], e)
             return None
 
-    async def progress(self, uid: str, pod: dict[str, Any], attempt: int = 0) -> dict[str, Any]:
-        """``Observation.extra`` of a running Pod: the progress read from its log so
-        far (read again when ``progress_interval`` has passed) and when to ask again."""
+    async def progress(self, uid: str, pod: dict[str, Any], attempt: int = 0) -> tuple[Progress | None, float | None]:
+        """A running Pod's ``Observation.progress`` (read from its log so far, again when
+        ``progress_interval`` has passed) and ``progress_poll`` (when to ask again)."""
         interval = self.settings.progress_interval
         if interval <= 0:
-            return {}
+            return None, None
         kept = self._progress.get(uid)
         if kept is None or kept[0] != attempt:  # a new attempt: its own run, its own records
             kept = self._progress[uid] = (attempt, PodProgress())
         state = kept[1]
         if state.due(interval):
             await state.read(pod, obj.RUNNER_CONTAINER, lambda q: self._read_log(pod, q))
-        extra: dict[str, Any] = {}
-        snap = state.snapshot()
-        if snap is not None:
-            extra["progress"] = snap
+        poll = None
         if state.instance is not None:  # started: its log grows (a Pod not started wakes the engine when it starts)
-            extra["progressPoll"] = max(0.05, interval - (time.monotonic() - state.read_at))
-        return extra
+            poll = max(0.05, interval - (time.monotonic() - state.read_at))
+        return state.snapshot(), poll
 
-    async def final_progress(self, uid: str, pod: dict[str, Any], log: str | None) -> dict[str, Any] | None:
+    async def final_progress(self, uid: str, pod: dict[str, Any], log: str | None) -> Progress | None:
         """The progress as the run ended (kept at the terminal phase): from the
         whole log when it holds the run from its start, else after one last read."""
         if self.settings.progress_interval <= 0:

@@ -253,7 +253,7 @@ class Images:
         repository = inputs.destination.rsplit(":", 1)[0]
         now = isotime()
         return Observation(SUCCEEDED, reference=f"{repository}@{digest}", strategy=strategy,
-                           started_at=now, finished_at=now, extra={"reused": True},
+                           started_at=now, finished_at=now, reused=True,
                            message=f"Reused {inputs.destination} from the registry (same base image digest, "
                                    "requirements and runner); no build ran.")
 
@@ -355,7 +355,7 @@ class Images:
         # creationTimestamp is in whole seconds: shared only when that second ended before the failure
         if submitted is None or submitted.timestamp() + 1 > failed_at:
             return None
-        return dataclasses.replace(obs, extra=dict(obs.extra), notices=[], message=(
+        return dataclasses.replace(obs, notices=[], message=(
             f"{obs.message} (the build of this image for job {builder}, which failed while this job waited for "
             "it; not built again)"))
 

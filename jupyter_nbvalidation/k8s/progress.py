@@ -39,8 +39,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
+from ..documents import Progress
 from ..runner.protocol import PROGRESS_PLAN, PROGRESS_PREFIX, ProgressReader, parse_progress
 
 READ_LIMIT = 256 * 1024  # bytes of log one progress read may bring (limitBytes)
@@ -97,8 +98,8 @@ class PodProgress:
     def due(self, interval: float) -> bool:
         return time.monotonic() - self.read_at >= interval
 
-    def snapshot(self) -> dict[str, Any] | None:
-        return self.reader.snapshot()
+    def snapshot(self) -> Progress | None:
+        return cast("Progress | None", self.reader.snapshot())
 
     def restart(self, instance: str | None) -> None:
         """Another run of the container: its records start the progress afresh."""
@@ -159,7 +160,7 @@ class PodProgress:
                 self.position, self.same = _next_second(max(stamps)), 0
         return changed
 
-    def final(self, whole_log: str | None) -> dict[str, Any] | None:
+    def final(self, whole_log: str | None) -> Progress | None:
         """The progress as the run ended: from the whole log when it still holds
         the run's first record, else what was read along the way."""
         if holds_run_start(whole_log):
@@ -167,4 +168,4 @@ class PodProgress:
             reader = ProgressReader()
             reader.feed_text(whole_log)
             self.reader = reader
-        return self.reader.snapshot()
+        return self.snapshot()

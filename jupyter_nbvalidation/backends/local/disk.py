@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeGuard, cast
 
 from ... import verdict_cache
-from ...documents import RunnerResult
+from ...documents import Progress, RunnerResult
 from ...model import Phase
 from ...runner import hygiene
 from ...runner.protocol import ProgressReader
@@ -150,11 +150,10 @@ def _tail(path: str, lines: int) -> str:
     return " | ".join(content[-lines:])[-800:]
 
 
-def _progress_extra(run: _Run) -> dict[str, Any]:
-    """``Observation.extra`` carrying the run's progress (``status.progress``
-    without ``updatedAt``), when its runner has reported any."""
-    snap = run.progress.snapshot()
-    return {"progress": snap} if snap is not None else {}
+def _progress_of(run: _Run) -> Progress | None:
+    """The run's progress for ``Observation.progress`` (``status.progress`` without
+    ``updatedAt``), when its runner has reported any."""
+    return cast("Progress | None", run.progress.snapshot())
 
 
 def _attempt_of(run_dir: Path) -> int:

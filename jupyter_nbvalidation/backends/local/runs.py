@@ -34,7 +34,7 @@ from .disk import (
     RUNNER_COMMAND,
     _attempt_of,
     _observation_from_result,
-    _progress_extra,
+    _progress_of,
     _read_json,
     _Run,
     _tail,
@@ -58,14 +58,14 @@ class RunsRoom(LocalState):
         if run is not None and run.attempt < attempt:  # a retry: the failed attempt is discarded
             await self.cancel_validation(job)
             run = None
-        if run is not None and run.task.done() and run.adopted and run.task.result().extra.get("again"):
+        if run is not None and run.task.done() and run.adopted and run.task.result().again:
             del self._runs[uid]  # the adopted run will never finish: this engine runs it again
             run = None
         if run is not None:
             if run.task.done():
                 return run.task.result()
             return Observation(RUNNING, message="Validating.", started_at=run.started_at, reference=reference,
-                               extra=_progress_extra(run))
+                               progress=_progress_of(run))
 
         try:
             run_dir, state = await asyncio.to_thread(self._locate, job, attempt)
@@ -165,7 +165,7 @@ class RunsRoom(LocalState):
                     await self._read_progress(run, run.run_dir / "runner.log")
                     obs = _observation_from_result(result or {}, meta.get("startTime"),
                                                    meta.get("completionTime"), reference, run.run_dir)
-                    obs.extra.update(_progress_extra(run))
+                    obs.progress = _progress_of(run)
                     return obs
                 if state == "failed":
                     ended = await asyncio.to_thread(_read_json, run.run_dir / "run.json") or {}
@@ -175,7 +175,7 @@ class RunsRoom(LocalState):
                                        finished_at=ended.get("completionTime"), reference=reference,
                                        message=fault.cause, fault=fault)
                 if state == "dead":
-                    return Observation(RUNNING, reference=reference, extra={"again": True})
+                    return Observation(RUNNING, reference=reference, again=True)
                 await asyncio.sleep(ADOPT_POLL)
         finally:
             self._notify(name)
@@ -299,9 +299,9 @@ class RunsRoom(LocalState):
                 tail = await asyncio.to_thread(_tail, str(log_path), 8)
                 fault = await asyncio.to_thread(fault_of_exit, code, tail, run.run_dir)
                 return Observation(FAILED, started_at=run.started_at, finished_at=finished, reference=reference,
-                                   message=fault.cause, extra=_progress_extra(run), fault=fault)
+                                   message=fault.cause, progress=_progress_of(run), fault=fault)
             obs = _observation_from_result(result, run.started_at, finished, reference, run.run_dir)
-            obs.extra.update(_progress_extra(run))
+            obs.progress = _progress_of(run)
             return obs
 
     async def _keep_outputs(self, job: Job, run_dir: Path) -> None:
