@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from .. import local_sources
 from ..documents import Job
 from ..environment_files import APT_TXT
-from ..model import API_VERSION, GROUP, KIND
+from ..model import API_VERSION, GROUP, KIND, build_attempt
 from ..plan import CONSTRAINTS_TXT, ValidationPlan
 from ..requirements import INTERPRETER_JSON
 from ..runner.probe import BASE_IMAGE_VAR
@@ -69,8 +69,13 @@ def build_context_name(job_name: str) -> str:
 
 def build_job_name(job_name: str, attempt: int = 0) -> str:
     """The build object of an attempt (``model.build_attempt``): ``nvj-<job>-build``,
-    retry n after a transient fault ``nvj-<job>-build-r<n>`` (Job builds)."""
+    retry n after a transient fault ``nvj-<job>-build-r<n>`` (Job and Tekton builds)."""
     return child_name(job_name, "build" if attempt <= 0 else f"build-r{attempt}")
+
+
+def current_build_name(job: Job) -> str:
+    """The build object (a Job builder's Job, a Tekton run) of the job's current build attempt."""
+    return build_job_name(job["metadata"]["name"], build_attempt(job))
 
 
 def validation_pod_name(job_name: str, attempt: int = 0) -> str:

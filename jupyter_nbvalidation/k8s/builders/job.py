@@ -50,7 +50,7 @@ class JobBuilder(Builder):
     async def started(self, job: Job) -> bool:
         """Whether the build Job of ``job`` exists (then no reuse check is due)."""
         return await self.children.read(JOBS, self.children.build_jobs(), self.children.ns(job),
-                                        obj.build_job_name(job["metadata"]["name"], build_attempt(job))) is not None
+                                        obj.current_build_name(job)) is not None
 
     async def ensure(self, job: Job) -> Observation:
         async def body() -> dict[str, Any]:
@@ -60,7 +60,7 @@ class JobBuilder(Builder):
 
         try:
             bj = await self.children.ensure(JOBS, self.children.build_jobs(), job,
-                                            obj.build_job_name(job["metadata"]["name"], build_attempt(job)), body)
+                                            obj.current_build_name(job), body)
         except NotOurs as e:
             return self.refused(e)
         return await self.observe(bj)
@@ -161,7 +161,7 @@ class JobBuilder(Builder):
         """The builder container's log: what kaniko wrote so far while the build
         Pod runs, all of it afterwards (None before the Pod started)."""
         bj = await self.children.mine(JOBS, self.children.build_jobs(), job,
-                                      obj.build_job_name(job["metadata"]["name"], build_attempt(job)))
+                                      obj.current_build_name(job))
         if bj is None:
             return None
         for pod in await self.children.pods_of(bj):

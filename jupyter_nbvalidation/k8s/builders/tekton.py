@@ -21,7 +21,7 @@ from typing import Any
 
 from ...backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
 from ...documents import Job
-from ...model import build_attempt, isotime
+from ...model import isotime
 from ...redaction import scrub
 from ...runner.text import strip_ansi
 from .. import objects as obj
@@ -57,7 +57,7 @@ class TektonBuilder(Builder):
         b = self.settings
         ns = job["metadata"]["namespace"]
         name = job["metadata"]["name"]
-        meta = obj._meta(job, obj.build_job_name(name, build_attempt(job)), "build")
+        meta = obj._meta(job, obj.current_build_name(job), "build")
         meta["annotations"] = {IMAGE_ANNOTATION: inputs.destination}
         source = {"name": "source", "configMap": {"name": obj.build_context_name(name)}}
         workspaces = [source]
@@ -95,7 +95,7 @@ class TektonBuilder(Builder):
 
         try:
             run = await self.children.ensure(self.resource, self.informer(), job,
-                                             obj.build_job_name(job["metadata"]["name"], build_attempt(job)), body)
+                                             obj.current_build_name(job), body)
         except NotOurs as e:
             return self.refused(e)
         return await self.observe(run)
@@ -165,5 +165,5 @@ class TektonBuilder(Builder):
         """Cancel the run of the current attempt (an earlier one has ended: that is why there is a retry)."""
         value = "Cancelled" if self.kind == "PipelineRun" else "TaskRunCancelled"
         await self.children.patch(self.resource, self.children.ns(job),
-                                  obj.build_job_name(job["metadata"]["name"], build_attempt(job)),
+                                  obj.current_build_name(job),
                                   {"spec": {"status": value}}, self.informer(), f"cancelling {self.resource.plural}")
