@@ -30,6 +30,7 @@ from ..local_faults import fault_of_result
 RUNNER_COMMAND = [sys.executable, "-m", "jupyter_nbvalidation.runner"]
 ENV_MARKER = ".nbvalidation-env.json"
 LAST_USE = ".last-use"
+RETIRED_PREFIX = ".retired-"  # an environment changed since its build, out of sight (environments.py)
 RECORD_FILE = "environment.json"  # environment_record.py: in a built environment, and per job
 ADOPT_POLL = 0.5  # seconds between looks at a run or build another engine started
 PROGRESS_POLL = 0.5  # seconds between reads of a running runner's log (its progress records)

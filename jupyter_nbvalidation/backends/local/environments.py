@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import time
 import tomllib
 import uuid
@@ -33,13 +34,14 @@ from ...requirements import Requirements
 from ...runner import hygiene
 from ...tasks import cancel_and_wait, wait_within
 from .. import build_failure
-from ..base import FAILED, RUNNING, SUCCEEDED, Observation
+from ..base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
 from ..local_faults import fault_of_build, fault_of_oserror, is_no_space
 from .disk import (
     ADOPT_POLL,
     ENV_MARKER,
     LAST_USE,
     RECORD_FILE,
+    RETIRED_PREFIX,
     _Build,
     _read_json,
     _read_text,
@@ -98,6 +100,38 @@ def _local_package_name(path: str) -> str | None:
         return None
     return envrec.normalize(name)
 
+
+
+# written into a built environment by this backend, not by what runs in it (the environment record and
+# its atomic write's temporary files start with "." or are named here)
+_OWN_FILES = frozenset({ENV_MARKER, LAST_USE, RECORD_FILE})
+
+
+def env_fingerprint(path: str | Path) -> str:
+    """What a kernel could change of a built environment, as one digest: the path,
+    size, modification time and mode of every file, link and folder in it. Left
+    out: ``__pycache__`` folders (bytecode the interpreter writes for the sources
+    beside it) and this backend's own files at the top (marker, last use, record).
+    A notebook that installs or writes into its environment (``%pip install``, a
+    module written to site-packages) changes it; a shared environment so changed
+    would let the next job of the same requirements pass on what it never
+    declared, so it is never handed on (:meth:`EnvironmentsRoom._use_env`)."""
+    root = os.fspath(path)
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        rel = os.path.relpath(dirpath, root)
+        for name in dirnames + sorted(filenames):
+            if rel == "." and (name in _OWN_FILES or name.startswith(f".{RECORD_FILE}.")):
+                continue
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except FileNotFoundError:
+                continue
+            is_dir = stat.S_ISDIR(st.st_mode)
+            size, mtime = (0, 0) if is_dir else (st.st_size, st.st_mtime_ns)  # a folder's times move with its pycs
+            h.update(f"{rel}/{name}\0{st.st_mode}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
 
 
 class EnvironmentsRoom(LocalState):
@@ -254,6 +288,16 @@ class EnvironmentsRoom(LocalState):
         key = self._keys[uid] = self.env_key(plan)
         strategy = self.build_strategy(job)
         rec = self._job_build.get(uid)
+        if rec is None and await asyncio.to_thread(self._env_ready, key) \
+                and not await asyncio.to_thread(self._env_intact, key):
+            # changed since its build (a notebook installed or wrote into it): never handed on
+            others = await self._env_users(key, uid)
+            if others:  # a rename would pull it from under their kernels: once they are done
+                return Observation(FAILED, finished_at=isotime(), strategy=strategy, fault=Fault(
+                    f"The cached environment {key} changed since it was built (a notebook run in it installed "
+                    f"or wrote files there) and {', '.join(others)} still run in it; a fresh one is built "
+                    "when they are done.", transient=True))
+            await asyncio.to_thread(self._retire_env, key, "before a job would have reused it")
         if rec is None and await asyncio.to_thread(self._use_env, key):
             marker = await asyncio.to_thread(self._read_marker, key)
             return Observation(SUCCEEDED, reference=str(self.env_dir(key)), finished_at=isotime(),
@@ -326,6 +370,32 @@ class EnvironmentsRoom(LocalState):
                                message="Reused the environment another server or CLI built.",
                                log_path=marker.get("log"), strategy=marker.get("strategy", strategy))
         return await self._build(build, requirements, strategy, log_path)
+
+    def _env_intact(self, key: str) -> bool:
+        """Whether the environment is as its build left it (its fingerprint; one built
+        before fingerprints were recorded cannot say so, and counts as changed)."""
+        recorded = self._read_marker(key).get("fingerprint")
+        return bool(recorded) and recorded == env_fingerprint(self.env_dir(key))
+
+    async def _env_users(self, key: str, uid: str) -> list[str]:
+        """The other unfinished jobs validating in (or about to validate in) the environment."""
+        path = str(self.env_dir(key))
+        return sorted(j["metadata"]["name"] for j in await self.store.list_active()
+                      if j["metadata"]["uid"] != uid
+                      and ((j.get("status") or {}).get("buildStatus") or {}).get("imageReference") == path)
+
+    def _retire_env(self, key: str, when: str) -> None:
+        """Out of sight at once (one rename: no job picks it up from now on, and the next
+        build of its key publishes beside nothing); removed by the next collection that
+        finds no job active. Never fails."""
+        gone = self.root / "envs" / f"{RETIRED_PREFIX}{key}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(self.env_dir(key), gone)
+        except OSError:
+            return  # retired or evicted meanwhile
+        self.log.warning("nbvalidation: environment %s changed since it was built (noticed %s: something run "
+                         "in it installed or wrote files there); retired, the next job of its requirements "
+                         "builds a fresh one", key, when)
 
     def _read_marker(self, key: str) -> dict[str, Any]:
         try:
@@ -480,10 +550,12 @@ class EnvironmentsRoom(LocalState):
             await asyncio.to_thread(pid_file.unlink, True)
 
         def publish() -> None:
+            fingerprint = env_fingerprint(tmp)  # after the last step; the marker is left out of it
             marker = {"key": key, "requirements": requirements.display_lines,
                       "constraints": requirements.display_constraints,
                       "local": requirements.cache_key_material()["local"], "strategy": strategy, "python": base_python,
-                      "startTime": started, "completionTime": isotime(), "log": log_path}
+                      "startTime": started, "completionTime": isotime(), "log": log_path,
+                      "fingerprint": fingerprint}
             (tmp / ENV_MARKER).write_text(json.dumps(marker, indent=1))
             target = self.env_dir(key)
             try:

@@ -16,7 +16,7 @@ from typing import Any
 from ...documents import Job
 from ...model import build_enabled, isotime, parse_time
 from ...store.base import NotFound as NotFoundError
-from .disk import ENV_MARKER, LAST_USE, _dir_bytes, isotime_of
+from .disk import ENV_MARKER, LAST_USE, RETIRED_PREFIX, _dir_bytes, isotime_of
 from .state import LocalState
 
 
@@ -106,6 +106,11 @@ class RetentionRoom(LocalState):
             shutil.rmtree(d, ignore_errors=True)
         return removed
 
+    def _remove_retired_envs(self) -> None:
+        envs = self.root / "envs"
+        for d in envs.glob(f"{RETIRED_PREFIX}*") if envs.is_dir() else ():
+            shutil.rmtree(d, ignore_errors=True)
+
     async def collect(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict[str, Any]:
         """Retention (finished jobs older than ``job_ttl``) and the environment
         cache cap (least recently used first, never one in use); returns what
@@ -134,6 +139,8 @@ class RetentionRoom(LocalState):
         await asyncio.to_thread(sweep_copies)
         uids = await self.store.all_uids()
         report["orphanDirs"] = await asyncio.to_thread(self._sweep_orphan_job_dirs, uids)
+        if not await self.store.list_active():  # no kernel can still run in a retired environment
+            await asyncio.to_thread(self._remove_retired_envs)
         entries = await asyncio.to_thread(self._env_entries)
         total = sum(e["bytes"] for e in entries)
         if cap and cap > 0 and total > cap:

@@ -23,7 +23,7 @@ from ...runner import hygiene
 from ...runner.environment import forkserver_environment, runner_environment
 from ...tasks import cancel_and_wait
 from .. import workcopy
-from ..base import FAILED, RUNNING, Observation
+from ..base import FAILED, RUNNING, Fault, Observation
 from ..forkserver import ForkedRunner, RunnerForkServer
 from ..local_faults import fault_of_exit, fault_of_oserror, is_no_space
 from .disk import (
@@ -95,6 +95,12 @@ class RunsRoom(LocalState):
                 return Observation(FAILED, reference=reference, finished_at=isotime(),
                                    message=f"The environment recorded at BuildComplete ({reference}) is missing "
                                            "or incomplete; refusing to validate elsewhere.")
+            if not await asyncio.to_thread(self._env_intact, Path(reference).name):
+                return Observation(FAILED, reference=reference, finished_at=isotime(), fault=Fault(
+                    f"The environment recorded at BuildComplete ({reference}) changed after it was built (a run of "
+                    "another notebook in it installed or wrote files there); this job's verdict could rest on "
+                    "that, so it is not validated in it. Validate again: a fresh environment is built.",
+                    transient=False))
             python = str(Path(reference) / "bin" / "python")
         else:
             python = self.unbuilt_python

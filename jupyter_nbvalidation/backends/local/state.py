@@ -108,6 +108,9 @@ class LocalState:
     def _touch_env(reference: str | None) -> None:
         raise NotImplementedError
 
+    def _env_intact(self, key: str) -> bool:
+        raise NotImplementedError
+
     # -- RunsRoom's (runs.py) --------------------------------------------------------
     def _working_folder(self, job: Job) -> tuple[str | None, str | None, str | None]:
         raise NotImplementedError
