@@ -97,7 +97,10 @@ step "Python environment (.venv) with the project and its test extras"
 # no filter pipe here: a failing pip install must fail the run
 .venv/bin/python -m pip install -q --disable-pip-version-check uv
 # builds the JupyterLab extension (jlpm install + jlpm build:prod in labextension/)
-.venv/bin/uv pip install --python .venv/bin/python -e ".[test]"
+# bytecode compiled once here (~10 s): every server, kernel, CLI and worker the tests start would
+# otherwise compile what it imports again, where PYTHONDONTWRITEBYTECODE is set (this machine kind)
+.venv/bin/uv pip install --compile-bytecode --python .venv/bin/python -e ".[test]"
+.venv/bin/python -m compileall -q jupyter_nbvalidation tests >/dev/null
 export PATH="$ROOT/.venv/bin:$PATH"
 jupyter labextension list 2>&1 | grep -i nbvalidation
 jupyter server extension list 2>&1 | grep -i -A2 "jupyter_nbvalidation"
