@@ -65,7 +65,9 @@ SLOW_TESTS = {
                              "test_a_20000_cell_job_is_listed_as_a_small_summary",
                              "test_serving_the_notebook_of_a_50_mb_cell_keeps_the_server_small_and_responsive"),
     "test_build_log_stream": ("test_build_log_grows_while_building_then_completes",),
-    "test_env_integrity": ("test_a_notebook_that_writes_into_its_environment_does_not_pass_the_next_one",),
+    "test_env_integrity": ("test_a_notebook_that_writes_into_its_environment_does_not_pass_the_next_one",
+                           "test_a_job_that_would_reuse_an_environment_changed_by_a_running_one_waits_then_gets_"
+                           "a_fresh_one"),
     "test_changes": ("test_a_new_release_of_an_unpinned_dependency_is_named_and_no_cell_changed",
                      "test_run_says_what_changed_under_a_notebook_that_turned_red"),
     "test_cli": ("test_follow_build_log", "test_progress_and_cancelled_wording", "test_with_a_running_server",

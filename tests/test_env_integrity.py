@@ -8,17 +8,23 @@ fresh twin's. Real CLI runs, real virtual environments and kernels."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
+import pytest
+from conftest import make_local
+from helpers import write_notebook
 
 from jupyter_nbvalidation.backends.local import ENV_MARKER, LAST_USE, RECORD_FILE
 from jupyter_nbvalidation.backends.local.environments import env_fingerprint
+from jupyter_nbvalidation.model import Phase, Reason
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
@@ -109,3 +115,74 @@ def test_the_fingerprint_sees_what_a_kernel_can_change_and_not_what_running_writ
         after = env_fingerprint(env)
         assert after != before
         before = after
+
+
+async def _until(local, name: str, ok, timeout: float = 180.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = await local.store.get(name)
+        if ok(job.get("status") or {}):
+            return job
+        assert time.monotonic() < deadline, f"{name}: {job.get('status')}"
+        await asyncio.sleep(0.1)
+
+
+def _writer(root: Path, go: Path, write_first: bool) -> str:
+    """A notebook that writes a module into its environment's site-packages, before or after
+    waiting for ``go`` (a file the test makes)."""
+    wait = f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.05)"
+    write_notebook(root / "writer.ipynb", [WRITES, wait] if write_first else [wait, WRITES])
+    return "writer.ipynb"
+
+
+@pytest.mark.asyncio
+async def test_a_job_that_would_reuse_an_environment_changed_by_a_running_one_waits_then_gets_a_fresh_one(tmp_path):
+    """The writer has written and still runs: no rename under its kernel; the reader's build is
+    retried (a transient fault) until the writer is done, then gets a fresh environment and the
+    fresh twin's verdict."""
+    local = make_local(tmp_path, max_retries=20, retry_backoff=0.2, max_backoff=1.0)
+    await local.engine.start()
+    try:
+        root, go = local.root, local.root / "go"
+        (root / "requirements.txt").write_text("six==1.16.0\n")
+        writer = (await local.submit(notebook={"path": _writer(root, go, write_first=True)}))["metadata"]["name"]
+        await _until(local, writer, lambda st: (st.get("progress") or {}).get("cellsDone", 0) >= 1)
+        write_notebook(root / "reader.ipynb", ["import six", IMPORTS])
+        reader = (await local.submit(notebook={"path": "reader.ipynb"}))["metadata"]["name"]
+        await _until(local, reader, lambda st: (st.get("buildRetries") or 0) >= 1)
+        go.touch()
+        done = {n: await local.engine.wait_for_terminal(n, 300) for n in (writer, reader)}
+        assert done[writer]["status"]["phase"] == Phase.SUCCEEDED, done[writer]["status"]
+        st = done[reader]["status"]
+        assert st["phase"] == Phase.FAILED and st["reason"] == Reason.VALIDATION_FAILED, st
+        assert "nbv_undeclared" in json.dumps(st.get("results") or st), st
+        envs = local.backend.root / "envs"
+        assert len([d for d in envs.iterdir() if d.name.startswith(".retired-")]) == 1
+    finally:
+        await local.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_job_whose_environment_changed_while_it_waited_for_its_run_is_not_validated_in_it(tmp_path):
+    """The reader reused the environment while it was intact, then waited for its turn (one
+    validation at a time) while the writer wrote into it: it ends InfrastructureFailed, saying
+    so, and runs no cell (without the look before its kernel starts it passed)."""
+    local = make_local(tmp_path, backend_kw={"max_parallel_validations": 1})
+    await local.engine.start()
+    try:
+        root, go = local.root, local.root / "go"
+        (root / "requirements.txt").write_text("six==1.16.0\n")
+        writer = (await local.submit(notebook={"path": _writer(root, go, write_first=False)}))["metadata"]["name"]
+        await _until(local, writer, lambda st: st.get("phase") == Phase.VALIDATION_RUNNING)
+        write_notebook(root / "reader.ipynb", ["import six", IMPORTS])
+        reader = (await local.submit(notebook={"path": "reader.ipynb"}))["metadata"]["name"]
+        await _until(local, reader, lambda st: bool((st.get("buildStatus") or {}).get("imageReference")))
+        go.touch()
+        done = {n: await local.engine.wait_for_terminal(n, 300) for n in (writer, reader)}
+        assert done[writer]["status"]["phase"] == Phase.SUCCEEDED, done[writer]["status"]
+        st = done[reader]["status"]
+        assert st["phase"] == Phase.FAILED and st["reason"] == Reason.INFRASTRUCTURE_FAILED, st
+        assert "changed after it was built" in st["message"], st
+        assert not st.get("results"), st
+    finally:
+        await local.engine.stop()

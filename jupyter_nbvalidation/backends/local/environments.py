@@ -115,7 +115,8 @@ def env_fingerprint(path: str | Path) -> str:
     A notebook that installs or writes into its environment (``%pip install``, a
     module written to site-packages) changes it; a shared environment so changed
     would let the next job of the same requirements pass on what it never
-    declared, so it is never handed on (:meth:`EnvironmentsRoom._use_env`)."""
+    declared, so it is never handed on (:meth:`EnvironmentsRoom.ensure_build`,
+    and the runs' last look before a kernel starts, runs.py)."""
     root = os.fspath(path)
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):

@@ -95,12 +95,6 @@ class RunsRoom(LocalState):
                 return Observation(FAILED, reference=reference, finished_at=isotime(),
                                    message=f"The environment recorded at BuildComplete ({reference}) is missing "
                                            "or incomplete; refusing to validate elsewhere.")
-            if not await asyncio.to_thread(self._env_intact, Path(reference).name):
-                return Observation(FAILED, reference=reference, finished_at=isotime(), fault=Fault(
-                    f"The environment recorded at BuildComplete ({reference}) changed after it was built (a run of "
-                    "another notebook in it installed or wrote files there); this job's verdict could rest on "
-                    "that, so it is not validated in it. Validate again: a fresh environment is built.",
-                    transient=False))
             python = str(Path(reference) / "bin" / "python")
         else:
             python = self.unbuilt_python
@@ -243,6 +237,14 @@ class RunsRoom(LocalState):
                            plan: ValidationPlan) -> Observation:
         async with self._run_slots:
             run.started_at = isotime()
+            # the last look before the kernel starts (a job may have waited for its slot meanwhile)
+            if reference is not None and not await asyncio.to_thread(self._env_intact, Path(reference).name):
+                return Observation(FAILED, started_at=run.started_at, reference=reference, finished_at=isotime(),
+                                   fault=Fault(f"The environment recorded at BuildComplete ({reference}) changed "
+                                               "after it was built (a run of another notebook in it installed or "
+                                               "wrote files there); this job's verdict could rest on that, so it "
+                                               "is not validated in it. Validate again: a fresh environment is "
+                                               "built.", transient=False))
             sandboxed = (await self.sandbox_state())["enabled"]
             argv = self.runner_argv(job, run.run_dir, python, plan)
             log_path = run.run_dir / "runner.log"
