@@ -13,7 +13,7 @@
 #           registry faults, which block the registry every real-node test uses: nothing beside them)
 #   lane L (foreground): Chromium, the venv -> pytest -m "not k8s and not cluster" (-n 3; with
 #           NBV_TESTBIN on an empty folder, so a test that needs the binaries and is not marked
-#           fails) -> lint (ruff, mypy, eslint, prettier) and jest
+#           fails), and beside it lint (ruff, mypy, eslint, prettier) and jest
 # The markers come from what a test uses (tests/conftest.py kubernetes_marker_of). Every part runs;
 # the run fails when any part fails. The cluster is torn down (tools/cluster/down.sh, which fails
 # when anything is left on the host) when this script exits. The 30 slowest tests of each pytest
@@ -24,6 +24,7 @@ ROOT=$PWD
 step() { printf '\n=== %s (%s, +%ds)\n' "$1" "$(date +%H:%M:%S)" "$SECONDS"; }
 T="$(mktemp -d)"
 K_PID=""
+LINT_PID=""
 cluster_is_up() { ip link show nbv0 >/dev/null 2>&1 || [ -e "${NBV_CLUSTER_STATE:-/var/tmp/nbv-node}" ]; }  # its bridge, or its state dir
 kill_tree() { # pid: it and everything below it
   local c
@@ -33,6 +34,7 @@ kill_tree() { # pid: it and everything below it
 cleanup() {
   local rc=$?
   if [ -n "$K_PID" ]; then kill_tree "$K_PID"; wait "$K_PID" 2>/dev/null || true; fi
+  if [ -n "$LINT_PID" ]; then kill_tree "$LINT_PID"; wait "$LINT_PID" 2>/dev/null || true; fi
   if cluster_is_up; then
     step "tear the real cluster down (tools/cluster/down.sh)"
     bash tools/cluster/down.sh || { echo "setup-and-test: tools/cluster/down.sh left something behind" >&2; rc=1; }
@@ -118,6 +120,21 @@ fi
 
 # ---- lane L (foreground) -----------------------------------------------------------------------
 L_RC=0
+# lint and jest beside lane L's tests, not after them: single-threaded, they would hold one core
+# while the other idles once lane K is done (about 30 s at the end of the run). node_modules is
+# made here, before any browser test reads it.
+(cd labextension && jlpm install)
+step "lane L: lint (ruff, mypy, eslint, prettier) and jest, in the background (their own log)"
+lint_and_jest() {
+  local rc=0
+  ruff check . || rc=1
+  mypy || rc=1
+  (cd labextension && jlpm lint && jlpm prettier:check) || rc=1
+  (cd labextension && jlpm test) || rc=1
+  return "$rc"
+}
+lint_and_jest >"$T/lint.log" 2>&1 &
+LINT_PID=$!
 step "lane L: pytest -m \"not k8s and not cluster\" (no Kubernetes binary needed; the Go builds go on)"
 mkdir -p "$T/no-testbin"
 # three workers on two cores: its tests wait on kernels, servers and builds a third of the time
@@ -125,13 +142,10 @@ mkdir -p "$T/no-testbin"
 NBV_TESTBIN="$T/no-testbin" "${PYTEST[@]}" -n "${NBV_LANE_L_WORKERS:-3}" --dist loadgroup \
   -m "not k8s and not cluster" || L_RC=1
 
-step "lane L: lint: ruff, mypy, eslint, prettier (configured in pyproject.toml and labextension/)"
-ruff check . || L_RC=1
-mypy || L_RC=1
-(cd labextension && jlpm install && jlpm lint && jlpm prettier:check) || L_RC=1
-
-step "lane L: frontend unit tests (jest)"
-(cd labextension && jlpm install && jlpm test) || L_RC=1
+step "lane L: lint and jest (configured in pyproject.toml and labextension/)"
+wait "$LINT_PID" || L_RC=1
+LINT_PID=""
+cat "$T/lint.log"
 
 step "lane L: done; wait for lane K (the real node)"
 K_RC=0; wait "$K_PID" || K_RC=$?
