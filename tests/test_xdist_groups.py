@@ -50,4 +50,3 @@ def test_the_slow_tests_are_dealt_first(request):
     end on a slow test dealt last while the other workers idle."""
     slow = [item.get_closest_marker("slow") is not None for item in request.session.items]
     assert slow == sorted(slow, reverse=True)
-    assert len(request.session.items) < 50 or (any(slow) and not all(slow)), "a whole run has both kinds"
