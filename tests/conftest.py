@@ -177,11 +177,6 @@ def pytest_collection_modifyitems(config, items):
         if (group in XDIST_GROUPS or marker == "cluster" or module in SLOW_MODULES
                 or item.name.partition("[")[0] in SLOW_TESTS.get(module, ())):
             item.add_marker(pytest.mark.slow)
-    # the slow tests first (a stable sort: collection order within each part). xdist hands the
-    # groups out first (largest first), then the ungrouped tests one by one in this order, to
-    # whichever worker is free: a run that dealt a slow test last ended on it while the other
-    # workers idled; dealt first, the quick ones fill the gaps at the end.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture

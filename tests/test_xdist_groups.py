@@ -43,10 +43,3 @@ def test_a_groups_tests_run_on_one_worker(tmp_path):
         seen.setdefault(group, set()).add(worker)
     assert sum(1 for _ in out.read_text().splitlines()) == 18
     assert all(len(workers) == 1 for workers in seen.values()), seen
-
-
-def test_the_slow_tests_are_dealt_first(request):
-    """tests/conftest.py puts the slow tests ahead of the quick ones, so that a run does not
-    end on a slow test dealt last while the other workers idle."""
-    slow = [item.get_closest_marker("slow") is not None for item in request.session.items]
-    assert slow == sorted(slow, reverse=True)
