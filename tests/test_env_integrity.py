@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import nbformat
 import pytest
 from conftest import make_local
 from helpers import write_notebook
@@ -34,12 +33,6 @@ WRITES = ("import os, sysconfig\n"
 IMPORTS = "import nbv_undeclared\nprint(nbv_undeclared.VALUE)"
 
 
-def _notebook(path: Path, *sources: str) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
-    nbformat.write(nb, path)
-
-
 def _run(project: Path, data: Path, *notebooks: str) -> dict[str, dict]:
     proc = subprocess.run([JUPYTER, "nbvalidation", "run", *notebooks, "--local", "--data-dir", str(data),
                            "--no-cache", "-j", "1", "-o", "json"], cwd=project, capture_output=True, text=True,
@@ -53,9 +46,9 @@ def test_a_notebook_that_writes_into_its_environment_does_not_pass_the_next_one(
     project = tmp_path / "project"
     project.mkdir()
     (project / "requirements.txt").write_text("six==1.16.0\n")
-    _notebook(project / "writes.ipynb", "import six", WRITES)
-    _notebook(project / "imports.ipynb", "import six", IMPORTS)
-    _notebook(project / "plain.ipynb", "import six\nprint(six.__version__)")
+    write_notebook(project / "writes.ipynb", ["import six", WRITES])
+    write_notebook(project / "imports.ipynb", ["import six", IMPORTS])
+    write_notebook(project / "plain.ipynb", ["import six\nprint(six.__version__)"])
 
     # the fresh twin: the importing notebook alone, in an environment nothing ran in
     twin = _run(project, tmp_path / "twin-data", "imports.ipynb")["imports.ipynb"]
