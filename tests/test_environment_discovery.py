@@ -500,3 +500,44 @@ def test_the_python_a_repository_asks_for_is_picked_among_those_here(tmp_path):
     [row] = json.loads(proc.stdout)
     assert "repo/environment.yml's python asks for Python ==3.9.*; environments here are built with Python " \
         in row["firstFailure"], row
+
+
+@pytest.mark.asyncio
+async def test_the_other_pythons_are_asked_only_when_a_job_needs_one(tmp_path):
+    """LocalBackend.pythons are run to ask their versions only when a repository asks for a
+    Python the base interpreter is not, once per process, off the event loop: never at start
+    and never for a job that asks for none (every python3* on PATH is a pyenv shell script on
+    some machines, a second of CPU per server, CLI and in-process run). The job that asks is
+    built with the interpreter that answered and the verdict says so."""
+    from conftest import make_local
+
+    from jupyter_nbvalidation.model import Phase
+
+    probes = tmp_path / "probes.log"
+    other = tmp_path / "bin" / "python3.99"
+    other.parent.mkdir()
+    # answers the version question as Python 3.99.0 (logged); anything else is this interpreter
+    other.write_text(f"#!/bin/sh\ncase \"$*\" in *sys.version_info*cpython*) echo probe >> {probes}; "
+                     f"echo 3.99.0; exit 0;; esac\nexec {sys.executable} \"$@\"\n")
+    other.chmod(0o755)
+    env = make_local(tmp_path, backend_kw={"pythons": [str(other)]})
+    await env.engine.start()
+    try:
+        write_notebook(env.root / "plain" / "nb.ipynb", ["print(1)"])
+        (env.root / "plain" / "requirements.txt").write_text("six\n")
+        done = await env.run(notebook={"path": "plain/nb.ipynb"})
+        assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
+        assert not probes.exists(), "an interpreter of LocalBackend.pythons was run for a job that needs none"
+
+        (env.root / "asks" / ".git").mkdir(parents=True)
+        write_notebook(env.root / "asks" / "nb.ipynb", ["import six"])
+        (env.root / "asks" / "requirements.txt").write_text("six\n")
+        (env.root / "asks" / "runtime.txt").write_text("python-3.99\n")
+        done = await env.run(notebook={"path": "asks/nb.ipynb"})
+        assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
+        assert "Python 3.99.0" in json.dumps(done["status"]), done["status"]
+        done = await env.run(notebook={"path": "asks/nb.ipynb"})
+        assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
+        assert probes.read_text().splitlines() == ["probe"], "asked more than once in one process"
+    finally:
+        await env.engine.stop()

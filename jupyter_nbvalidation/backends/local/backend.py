@@ -246,24 +246,51 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
         out, _ = await proc.communicate()
         self._python_version = out.decode().strip() or "unknown"
-        if self._interpreters is None:
-            await asyncio.to_thread(self.build_pythons)
+        # the other interpreters (LocalBackend.pythons) are not asked here: only a job whose
+        # repository asks for a Python this one is not needs them (_know_pythons_for)
 
     def _candidate_pythons(self) -> list[str]:
         if self.pythons:
             return list(self.pythons)
         found: list[str] = []
+        seen: set[str] = set()
         for folder in os.environ.get("PATH", "").split(os.pathsep):
             with contextlib.suppress(OSError):
                 for name in sorted(os.listdir(folder or ".")):
-                    if re.fullmatch(r"python3(\.\d+)?", name) and os.access(os.path.join(folder, name), os.X_OK):
-                        found.append(os.path.join(folder, name))
+                    path = os.path.join(folder, name)
+                    if re.fullmatch(r"python3(\.\d+)?", name) and os.access(path, os.X_OK):
+                        real = os.path.realpath(path)  # /bin/python3 and /usr/bin/python3.11: asked once
+                        if real not in seen:
+                            seen.add(real)
+                            found.append(path)
         return found
+
+    def _wants_other_python(self, python_requires: tuple[str, str] | None) -> bool:
+        """Whether a repository asks for a Python that ``python`` (read at start) is not."""
+        if python_requires is None:
+            return False
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            wanted = SpecifierSet(python_requires[0])
+        except InvalidSpecifier:
+            return False  # refused at submit
+        return not (self._python_version and wanted.contains(self._python_version, prereleases=True))
+
+    async def _know_pythons_for(self, python_requires: tuple[str, str] | None) -> None:
+        """Ask the other interpreters their versions, in a thread, once, when a job needs
+        one: before any key of such a job is computed on the event loop. Not at start:
+        every python3* on PATH is run to ask it, about a second of CPU and two of wall time
+        where pyenv's shims (shell scripts) are on PATH, which every server, CLI and
+        in-process run would pay for the few jobs that ask for another Python."""
+        if self._interpreters is None and self._wants_other_python(python_requires):
+            await asyncio.to_thread(self.build_pythons)
 
     def build_pythons(self) -> list[tuple[str, str]]:
         """(path, version) of the other base interpreters environments can be built with
         (LocalBackend.pythons), each asked its version once; one per version, the first
-        found. Runs interpreters: in a worker thread, or at start."""
+        found. Runs interpreters: in a worker thread (``_know_pythons_for``, the submit's
+        checks), never on the event loop."""
         if self._interpreters is None:
             got: dict[str, str] = {}
             for path in self._candidate_pythons():

@@ -190,16 +190,14 @@ class EnvironmentsRoom(LocalState):
         environment.yml's python): then the first of LocalBackend.pythons that fits (their
         versions read at start); None when none does (checked at submit: a 400 there)."""
         default = (self.python, self._python_version)
-        if python_requires is None:
-            return default
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        if not self._wants_other_python(python_requires):
+            return default  # also an invalid one: refused at submit; a job stored before that check keeps it
+        assert python_requires is not None
+        from packaging.specifiers import SpecifierSet
 
-        try:
-            wanted = SpecifierSet(python_requires[0])
-        except InvalidSpecifier:
-            return default  # refused at submit; a job stored before that check keeps its interpreter
-        if self._python_version and wanted.contains(self._python_version, prereleases=True):
-            return default
+        wanted = SpecifierSet(python_requires[0])
+        if self._interpreters is None:  # asked on first need: in a thread (callers on the loop await
+            self.build_pythons()        # _know_pythons_for first)
         for path, version in self._interpreters or []:
             if wanted.contains(version, prereleases=True):
                 return path, version
@@ -278,6 +276,7 @@ class EnvironmentsRoom(LocalState):
         return self._read_marker(path.name).get("completionTime") or None
 
     async def prepare(self, job: Job, plan: ValidationPlan) -> str:
+        await self._know_pythons_for(plan.requirements.python_requires)
         self._keys[job["metadata"]["uid"]] = self.env_key(plan)
         return f"{plan.detected}."
 
@@ -286,6 +285,7 @@ class EnvironmentsRoom(LocalState):
 
     async def ensure_build(self, job: Job, plan: ValidationPlan) -> Observation:
         uid = job["metadata"]["uid"]
+        await self._know_pythons_for(plan.requirements.python_requires)
         key = self._keys[uid] = self.env_key(plan)
         strategy = self.build_strategy(job)
         rec = self._job_build.get(uid)

@@ -82,6 +82,12 @@ class LocalState:
     def build_pythons(self) -> list[tuple[str, str]]:
         raise NotImplementedError
 
+    def _wants_other_python(self, python_requires: tuple[str, str] | None) -> bool:
+        raise NotImplementedError
+
+    async def _know_pythons_for(self, python_requires: tuple[str, str] | None) -> None:
+        raise NotImplementedError
+
     async def sandbox_state(self) -> dict[str, Any]:
         raise NotImplementedError
 
