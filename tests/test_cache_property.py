@@ -41,7 +41,17 @@ def frozen_site(folder: Path) -> Path:
                 continue
             (folder / entry.name).symlink_to(entry)
     shutil.copytree(PKG, folder / "jupyter_nbvalidation", ignore=shutil.ignore_patterns("__pycache__"))
+    compile_bytecode(folder / "jupyter_nbvalidation")
     return folder
+
+
+def compile_bytecode(package: Path) -> None:
+    """A copy's bytecode, once: where PYTHONDONTWRITEBYTECODE is set (this machine kind) every
+    CLI, fork server and runner started from the copy would compile what it imports, every
+    time. Bytecode is not in the verdict cache's key (verdict_cache.EXCLUDED_DIRS), and an
+    edited module's bytecode is stale by its source's mtime and size, so Python compiles it again."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True, timeout=300,
+                   stdout=subprocess.DEVNULL)
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +177,7 @@ def test_after_a_change_of_the_tools_own_code_run_gives_the_fresh_verdict(python
     copy = tmp_path / "tool"
     shutil.copytree(PKG, copy / "jupyter_nbvalidation",
                     ignore=shutil.ignore_patterns("__pycache__", "labextension", "static"))
+    compile_bytecode(copy / "jupyter_nbvalidation")
     env = {"PYTHONPATH": str(copy)}
     assert run(python, tmp_path, env=env) == {"nbs/golden/nb.ipynb": "Succeeded"}
     assert run(python, tmp_path, env=env) == {"nbs/golden/nb.ipynb": "Unchanged"}

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import JUPYTER, building, write_notebook
+from helpers import JUPYTER, NOBUILD, building, write_notebook
 from helpers import run_repo as run
 
 from jupyter_nbvalidation import environment_files as ef
@@ -524,8 +524,7 @@ async def test_the_other_pythons_are_asked_only_when_a_job_needs_one(tmp_path):
     await env.engine.start()
     try:
         write_notebook(env.root / "plain" / "nb.ipynb", ["print(1)"])
-        (env.root / "plain" / "requirements.txt").write_text("six\n")
-        done = await env.run(notebook={"path": "plain/nb.ipynb"})
+        done = await env.run(notebook={"path": "plain/nb.ipynb"}, podConfig=NOBUILD)
         assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
         assert not probes.exists(), "an interpreter of LocalBackend.pythons was run for a job that needs none"
 
