@@ -52,6 +52,11 @@ if cluster_is_up; then
 fi
 
 PYTEST=(python -m pytest -ra -p no:cacheprovider --durations=30)
+# Python writes its bytecode, as on a developer's machine: this machine kind sets
+# PYTHONDONTWRITEBYTECODE, so every kernel of an environment the tests build, and every process
+# started from a copy of the package, compiled what it imported each time it started (the product
+# leaves __pycache__ out of every key and fingerprint). Measured: docs/benchmarks.md, stop 37.
+unset PYTHONDONTWRITEBYTECODE
 
 # ---- lane K: Go builds -> the cluster -> the real-node tests (background, its own log) ----------
 lane_k() {
