@@ -188,7 +188,7 @@ class EnvironmentsRoom(LocalState):
         """(path, version) of the base interpreter an environment is built with: LocalBackend.python,
         unless the repository asks for a Python it is not (runtime.txt, requires-python,
         environment.yml's python): then the first of LocalBackend.pythons that fits (their
-        versions read at start); None when none does (checked at submit: a 400 there)."""
+        versions asked on first need); None when none does (checked at submit: a 400 there)."""
         default = (self.python, self._python_version)
         if not self._wants_other_python(python_requires):
             return default  # also an invalid one: refused at submit; a job stored before that check keeps it
