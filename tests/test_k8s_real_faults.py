@@ -69,9 +69,11 @@ def delete_mid_cell(setup, cells: list[str], slow_index: int) -> tuple[str, dict
     # what a client sees meanwhile: never a verdict from the deleted Pod
     done = wait(lambda: (lambda j: j if (j.get("status") or {}).get("phase") in Phase.TERMINAL else None)(
         job_of(api, name)), WAIT, f"job {name} to end")
-    # every transition's event (a retry's is posted before the terminal one); the tests count them
-    evs = wait(lambda: (lambda e: e if len(e) >= len(done["status"]["transitions"]) else None)(
-        api.request("GET", f"jobs/{name}/events")["items"]), 30, f"the events of {name}")
+    # every transition's event; the terminal one is posted after the status that ends the job,
+    # so wait for it (counting alone returned early once: the retry's event made up the number)
+    final = done["status"]["transitions"][-1]["reason"]
+    evs = wait(lambda: (lambda e: e if final in reasons(e) else None)(
+        api.request("GET", f"jobs/{name}/events")["items"]), 30, f"the {final} event of {name}")
     print(f"{name}: deletion -> verdict {time.monotonic() - deleted_at:.1f} s")
     return name, done, evs
 
