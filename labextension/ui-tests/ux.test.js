@@ -370,10 +370,9 @@ describe('the lab as a data scientist meets it', () => {
       await dialog.waitFor({ timeout: 30_000 });
       await dialog.locator('input[id$="-golden"]').fill('golden.ipynb');
       await dialog.locator('input[type="checkbox"][id$="-build"]').uncheck();
-      const before = await page
-        .locator(`${PANEL} .jp-NBValidation-jobFullName`)
-        .textContent()
-        .catch(() => null);
+      // the job shown before, if any (read now: textContent() would wait out its timeout for none)
+      const shown = page.locator(`${PANEL} .jp-NBValidation-jobFullName`);
+      const before = (await shown.count()) ? await shown.first().textContent() : null;
       await dialog.locator('button.jp-mod-accept').click();
       // the new job is shown (not the previous verdict)
       await page.waitForFunction(
