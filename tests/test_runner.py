@@ -383,6 +383,65 @@ def test_sigterm_stops_the_run_and_the_kernel(tmp_path, sandbox):
     assert_all_gone(nbformat.read(executed_path, as_version=4), tmp_path, sandbox)
 
 
+# a child of the kernel that takes 1.2 s to end once terminated (and ignores being asked again)
+_SLOW_CHILD = """import signal, sys, time
+def bye(*_):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(1.2)
+    open(sys.argv[1], "w").write("ended")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_kernel_that_lingers_after_its_shutdown_reply_is_stopped_after_its_own_shutdown(tmp_path):
+    """ipykernel 7 sometimes hangs after it has replied to shutdown_request (its control thread
+    waits out a 10 s flush), and jupyter_client terminates a kernel only half of
+    ``shutdown_wait_time`` after the request. ``stop_kernel`` waits for the kernel to say it has
+    ended what it started (its child below gets the 1.2 s it takes), then KERNEL_EXIT_GRACE, then
+    terminates, then kills: never ``shutdown_wait_time`` (60 s here, 5 s by default). The kernel
+    below would live on for 300 s: Python waits for its thread at exit, and it ignores SIGTERM."""
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from jupyter_nbvalidation.runner import execute
+
+    ended = tmp_path / "child-ended"
+    cell = (f"import signal, subprocess, sys, threading, time\n"
+            f"child = subprocess.Popen([sys.executable, '-c', {_SLOW_CHILD!r}, {str(ended)!r}], stdout=subprocess.PIPE, text=True)\n"
+            f"assert child.stdout.readline() == 'ready\\n'\n"
+            f"signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            f"threading.Thread(target=time.sleep, args=(300,)).start()\n")
+
+    async def main() -> tuple[float, bool, list[str]]:
+        km = AsyncKernelManager(kernel_name="python3", shutdown_wait_time=60)
+        await km.start_kernel(cwd=str(tmp_path))
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+            errors: list[str] = []
+            reply = await kc.execute_interactive(cell, timeout=60, output_hook=lambda m: errors.append(
+                m["content"].get("evalue", "")) if m["header"]["msg_type"] == "error" else None)
+            assert reply["content"]["status"] == "ok", errors
+            started = time.monotonic()
+            await execute.stop_kernel(km, kc)
+            return time.monotonic() - started, await km.is_alive(), errors
+        finally:
+            kc.stop_channels()
+            if await km.is_alive():
+                await km.shutdown_kernel(now=True)
+            await km.cleanup_resources()
+
+    elapsed, alive, errors = asyncio.run(main())
+    assert not alive
+    assert ended.is_file() and ended.read_text() == "ended", "the kernel's child was killed before the kernel had ended it"
+    assert elapsed < execute.SHUTDOWN_ACTIONS_LIMIT + 4 * execute.KERNEL_EXIT_GRACE + 5, elapsed
+
+
 # --- the kernel's interpreter and working directory --------------------------------------------
 
 
