@@ -121,7 +121,10 @@ def _fake_env(envs: Path, key: str, mib: int, last_use: float) -> Path:
 @pytest.mark.asyncio
 async def test_lru_eviction_never_removes_an_environment_in_use(local, notebook):
     local.backend.env_min_idle = 0
-    nb = notebook("slow.ipynb", ["import time\ntime.sleep(60)", "print('done')"])
+    # the job runs until the test lets it go (the project root is in the kernel's view)
+    release = local.root / "release"
+    nb = notebook("slow.ipynb", [f"import os, time\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.05)",
+                                 "print('done')"])
     job = await local.submit(notebook={"path": nb})  # builds a real environment
     name = job["metadata"]["name"]
     for _ in range(9000):
@@ -146,6 +149,8 @@ async def test_lru_eviction_never_removes_an_environment_in_use(local, notebook)
     # a cap nothing can meet: still never the one in use
     report = await local.backend.collect(job_ttl=0, env_cache_max_bytes=1)
     assert [e["key"] for e in report["envs"]] == [c.name] and real.is_dir()
+    assert (await local.store.get(name))["status"]["phase"] == Phase.VALIDATION_RUNNING  # in use all along
+    release.touch()
     done = await local.engine.wait_for_terminal(name, 900)
     assert done["status"]["phase"] == Phase.SUCCEEDED  # validated in its environment to the end
     # once no job uses it, it is evicted like any other
