@@ -215,6 +215,16 @@ def make_local_package(folder: Path, value: int) -> None:
     (folder / "mylocalpkg" / "__init__.py").write_text(f"VALUE = {value}\n")
 
 
+def held_setup_py(release: Path, name: str, module: str, limit: float = 600) -> str:
+    """A setup.py that builds ``name`` (one module, ``module``) once ``release`` exists (at most
+    ``limit`` s later): a build that lasts exactly until the test has seen what it looks for."""
+    return (f"import os, time\nfrom setuptools import setup\n"
+            f"deadline = time.monotonic() + {limit!r}\n"
+            f"while not os.path.exists({str(release)!r}) and time.monotonic() < deadline:\n"
+            f"    time.sleep(0.05)\n"
+            f"setup(name={name!r}, version='0.1', py_modules=[{module!r}])\n")
+
+
 def cell_outputs(nb: dict) -> list[str]:
     """Each cell's outputs; consecutive stream outputs of one stream joined (the kernel may send one
     print as two messages, "more v1" then "\n", as it did once in CI; JupyterLab shows them joined)."""

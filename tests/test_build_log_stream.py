@@ -1,7 +1,7 @@
 """The build log is served while the environment builds (GET /jobs/{name}/buildlog
 with ?offset and the X-Build-Log-* headers), through a real Jupyter server, the
-real local backend and a real (uv) build of a local package whose setup.py takes
-a few seconds."""
+real local backend and a real (uv) build of a local package whose setup.py waits
+until the test has seen the log partial."""
 
 from __future__ import annotations
 
@@ -10,25 +10,19 @@ import json
 import time
 
 import pytest
+from helpers import held_setup_py, rest_wait_terminal, write_notebook
 from helpers import rest_call as call
-from helpers import rest_wait_terminal, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.model import Phase
 
-SLOW_SETUP = """\
-import time
-from setuptools import setup
-time.sleep({seconds})
-setup(name="nbv-slowpkg", version="0.1", py_modules=["nbv_slowpkg"])
-"""
-
 
 @pytest.fixture
 def slow_build(jp_root_dir):
+    """The build lasts until ``jp_root_dir / "release-build"`` exists (the test makes it)."""
     pkg = jp_root_dir / "slowpkg"
     pkg.mkdir()
-    (pkg / "setup.py").write_text(SLOW_SETUP.format(seconds=6))
+    (pkg / "setup.py").write_text(held_setup_py(jp_root_dir / "release-build", "nbv-slowpkg", "nbv_slowpkg"))
     (pkg / "nbv_slowpkg.py").write_text("VALUE = 42\n")
     write_notebook(jp_root_dir / "uses_slow.ipynb", ["import nbv_slowpkg", "print(nbv_slowpkg.VALUE)"])
     (jp_root_dir / "requirements.txt").write_text("./slowpkg\n")
@@ -60,6 +54,7 @@ async def test_build_log_grows_while_building_then_completes(jp_fetch, slow_buil
     assert nxt == len(body) and body.endswith(b"\n")  # whole lines only while the build runs
     assert b"kernel ready" not in body  # the build has not got there yet
 
+    (slow_build / "release-build").touch()
     done = await rest_wait_terminal(jp_fetch, name, 300)
     assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
     whole, complete, end = await _log(jp_fetch, name)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import write_notebook
+from helpers import held_setup_py, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
@@ -135,30 +135,45 @@ def test_input_files_and_refused_requirements(folder, tmp_path):
 
 def test_follow_build_log(server_proc):
     """Through a real server: submit --wait --follow-build-log prints the build log while it builds.
-    (The package's setup.py sleeps 10 s at each of uv's calls: the build outlasts the CLI's own
-    start on a loaded machine, so "printed while Building" is not a race; 5 s failed once under load.)"""
+    The package's setup.py waits until this test has read a line of the build log and the Building
+    phase from the CLI, so those can only have been printed while the build ran."""
     server = server_proc().start()
-    env = {"JUPYTER_RUNTIME_DIR": str(server.runtime)}
+    release = server.root / "release-build"
     pkg = server.root / "slowpkg"
     pkg.mkdir()
-    (pkg / "setup.py").write_text("import time\nfrom setuptools import setup\ntime.sleep(10)\n"
-                                  "setup(name='nbv-slowpkg-cli', version='0.1', py_modules=['nbv_slowpkg_cli'])\n")
+    (pkg / "setup.py").write_text(held_setup_py(release, "nbv-slowpkg-cli", "nbv_slowpkg_cli"))
     (pkg / "nbv_slowpkg_cli.py").write_text("VALUE = 7\n")
     (server.root / "requirements.txt").write_text("./slowpkg\n")
     write_notebook(server.root / "nb.ipynb", ["import nbv_slowpkg_cli", "print(nbv_slowpkg_cli.VALUE)"])
-    done = cli("submit", "nb.ipynb", "--wait", "--follow-build-log", cwd=server.root, env=env, timeout=900)
+    proc = subprocess.Popen([JUPYTER, "nbvalidation", "submit", "nb.ipynb", "--wait", "--follow-build-log"],
+                            cwd=server.root, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(server.runtime)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            # (the first log lines may come before the CLI's look sees the Building phase)
+            if not release.exists() and any(ln.startswith("  build | $ ") for ln in lines) \
+                    and any(" Building " in ln for ln in lines) \
+                    and not any(" ValidationRunning " in ln or " BuildComplete " in ln for ln in lines):
+                release.touch()
+        proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = "\n".join(lines)
+    assert release.exists(), f"no build log printed while Building:\n{out}"
     # (the verdict is not what this checks: on a machine loaded far past its cores a fresh
     # environment's first kernel start can exceed its 120 s startup timeout)
-    assert done.returncode in (0, 1), done.stderr + done.stdout
-    lines = done.stdout.splitlines()
+    assert proc.returncode in (0, 1), out
     first_log = next(i for i, ln in enumerate(lines) if ln.startswith("  build | $ "))
     building = next(i for i, ln in enumerate(lines) if " Building " in ln)
     # the phase after Building: the CLI prints a phase line, then the log's rest, at each look
     after = next(i for i, ln in enumerate(lines) if " ValidationRunning " in ln or " BuildComplete " in ln)
-    # printed while it built, not once it ended (the first lines may come before the CLI's look
-    # sees the Building phase: the build starts as the phase is written)
-    assert first_log < after and building < after, done.stdout
-    assert any(ln.startswith("  build | kernel ready") for ln in lines), done.stdout
+    assert first_log < after and building < after, out
+    assert any(ln.startswith("  build | kernel ready") for ln in lines), out
 
 
 def test_progress_and_cancelled_wording(server_proc):
