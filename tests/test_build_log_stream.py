@@ -38,23 +38,24 @@ async def _log(jp_fetch, name, offset=0):
 async def test_build_log_grows_while_building_then_completes(jp_fetch, slow_build):
     job = await call(jp_fetch, "jobs", method="POST", body={"notebook": {"path": "uses_slow.ipynb"}})
     name = job["metadata"]["name"]
-    partial = None
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        cur = await call(jp_fetch, "jobs", name)
-        phase = cur["status"].get("phase")
-        assert phase not in Phase.TERMINAL, f"the build ended before its log was seen partial: {cur['status']}"
-        body, complete, nxt = await _log(jp_fetch, name)
-        if phase == Phase.BUILDING and complete == "false" and b"pip install" in body:
-            partial = (body, nxt)
-            break
-        await asyncio.sleep(0.2)
-    assert partial is not None, "no partial build log during Building"
-    body, nxt = partial
-    assert nxt == len(body) and body.endswith(b"\n")  # whole lines only while the build runs
-    assert b"kernel ready" not in body  # the build has not got there yet
-
-    (slow_build / "release-build").touch()
+    try:
+        partial = None
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            cur = await call(jp_fetch, "jobs", name)
+            phase = cur["status"].get("phase")
+            assert phase not in Phase.TERMINAL, f"the build ended before its log was seen partial: {cur['status']}"
+            body, complete, nxt = await _log(jp_fetch, name)
+            if phase == Phase.BUILDING and complete == "false" and b"pip install" in body:
+                partial = (body, nxt)
+                break
+            await asyncio.sleep(0.2)
+        assert partial is not None, "no partial build log during Building"
+        body, nxt = partial
+        assert nxt == len(body) and body.endswith(b"\n")  # whole lines only while the build runs
+        assert b"kernel ready" not in body  # the build has not got there yet
+    finally:  # whatever happened above, the build is not left waiting
+        (slow_build / "release-build").touch()
     done = await rest_wait_terminal(jp_fetch, name, 300)
     assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
     whole, complete, end = await _log(jp_fetch, name)

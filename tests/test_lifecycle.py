@@ -127,30 +127,32 @@ async def test_lru_eviction_never_removes_an_environment_in_use(local, notebook)
                                  "print('done')"])
     job = await local.submit(notebook={"path": nb})  # builds a real environment
     name = job["metadata"]["name"]
-    for _ in range(9000):
-        job = await local.store.get(name)
-        if job["status"].get("phase") == Phase.VALIDATION_RUNNING:
-            break
-        assert job["status"].get("phase") not in Phase.TERMINAL, job["status"]
-        await asyncio.sleep(0.1)
-    real = Path(job["status"]["buildStatus"]["imageReference"])
-    envs = real.parent
-    now = time.time()
-    os.utime(real / ".last-use", (now - 9000, now - 9000))  # the least recently used of all
-    a = _fake_env(envs, "a" * 20, 2, now - 3000)
-    b = _fake_env(envs, "b" * 20, 2, now - 2000)
-    c = _fake_env(envs, "c" * 20, 2, now - 1000)
-    real_bytes = sum(e["bytes"] for e in local.backend._env_entries() if e["key"] == real.name)
-    # room for the real one and one fake: the two least recently used fakes go, the real one stays
-    report = await local.backend.collect(job_ttl=0, env_cache_max_bytes=real_bytes + 3 * 2**20)
-    assert [e["key"] for e in report["envs"]] == [a.name, b.name]
-    assert real.is_dir() and c.is_dir() and not a.exists() and not b.exists()
-    assert not list(envs.glob(".evict-*"))
-    # a cap nothing can meet: still never the one in use
-    report = await local.backend.collect(job_ttl=0, env_cache_max_bytes=1)
-    assert [e["key"] for e in report["envs"]] == [c.name] and real.is_dir()
-    assert (await local.store.get(name))["status"]["phase"] == Phase.VALIDATION_RUNNING  # in use all along
-    release.touch()
+    try:
+        for _ in range(9000):
+            job = await local.store.get(name)
+            if job["status"].get("phase") == Phase.VALIDATION_RUNNING:
+                break
+            assert job["status"].get("phase") not in Phase.TERMINAL, job["status"]
+            await asyncio.sleep(0.1)
+        real = Path(job["status"]["buildStatus"]["imageReference"])
+        envs = real.parent
+        now = time.time()
+        os.utime(real / ".last-use", (now - 9000, now - 9000))  # the least recently used of all
+        a = _fake_env(envs, "a" * 20, 2, now - 3000)
+        b = _fake_env(envs, "b" * 20, 2, now - 2000)
+        c = _fake_env(envs, "c" * 20, 2, now - 1000)
+        real_bytes = sum(e["bytes"] for e in local.backend._env_entries() if e["key"] == real.name)
+        # room for the real one and one fake: the two least recently used fakes go, the real one stays
+        report = await local.backend.collect(job_ttl=0, env_cache_max_bytes=real_bytes + 3 * 2**20)
+        assert [e["key"] for e in report["envs"]] == [a.name, b.name]
+        assert real.is_dir() and c.is_dir() and not a.exists() and not b.exists()
+        assert not list(envs.glob(".evict-*"))
+        # a cap nothing can meet: still never the one in use
+        report = await local.backend.collect(job_ttl=0, env_cache_max_bytes=1)
+        assert [e["key"] for e in report["envs"]] == [c.name] and real.is_dir()
+        assert (await local.store.get(name))["status"]["phase"] == Phase.VALIDATION_RUNNING  # in use all along
+    finally:  # whatever happened above, the job is not left waiting
+        release.touch()
     done = await local.engine.wait_for_terminal(name, 900)
     assert done["status"]["phase"] == Phase.SUCCEEDED  # validated in its environment to the end
     # once no job uses it, it is evicted like any other
