@@ -161,7 +161,7 @@ async def test_build_then_validate_full_sequence(env, admin, aio_admin, runner_o
     dest = next(a.split("=", 1)[1] for a in args if a.startswith("--destination="))
     assert dest.startswith(f"{REGISTRY}/env:u") and len(dest.rsplit(":", 1)[1]) == 32
     assert {"--dockerfile=Dockerfile", "--context=tar:///workspace/context.tar.gz", "--log-format=text",
-            "--digest-file=/dev/termination-log"} <= set(args)
+            "--digest-file=/dev/termination-log", "--cleanup"} <= set(args)
     assert ctr["terminationMessagePolicy"] == "FallbackToLogsOnError" and ctr["image"] == env.backend.builder_image
     for o in (bj, ctx):
         assert o["metadata"]["labels"]["nbvalidation.dev/job"] == name

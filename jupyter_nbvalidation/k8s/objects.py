@@ -366,10 +366,13 @@ def build_job(job: Job, *, builder_image: str, destination: str, deadline_second
     (``--digest-file=/dev/termination-log``)."""
     name = job["metadata"]["name"]
     # the context is the tar (regular files once unpacked), the Dockerfile is
-    # found in it; plain-text logs (no ANSI colours in failure messages)
+    # found in it; the base image the executor unpacked into its container is
+    # deleted once the image is built (--cleanup): the finished Pod stays as the
+    # build's evidence (its log) without holding a whole image's files on the
+    # node's disk; plain-text logs (no ANSI colours in failure messages)
     args = [f"--context=tar://{WORKSPACE}/{CONTEXT_TAR}", "--dockerfile=Dockerfile",
-            f"--destination={destination}", "--digest-file=/dev/termination-log", "--log-format=text",
-            *(extra_args or [])]
+            f"--destination={destination}", "--digest-file=/dev/termination-log", "--cleanup",
+            "--log-format=text", *(extra_args or [])]
     mounts = [{"name": "context", "mountPath": WORKSPACE, "readOnly": True}]
     volumes: list[dict[str, Any]] = [{"name": "context", "configMap": {
         "name": build_context_name(name), "items": [{"key": CONTEXT_TAR, "path": CONTEXT_TAR}]}}]
