@@ -133,7 +133,9 @@ step "lane L: lint (ruff, mypy, eslint, prettier) and jest, in the background (t
 lint_and_jest() {
   local rc=0
   ruff check . || rc=1
-  mypy || rc=1
+  # mypy's cache in ~/.cache, not in the clean checkout: with a warm HOME it checks only what
+  # changed (a module's cache entry is re-used only while its source's hash matches), 19 s -> 3 s CPU
+  MYPY_CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/nbv-mypy" mypy || rc=1
   (cd labextension && jlpm lint && jlpm prettier:check) || rc=1
   (cd labextension && jlpm test) || rc=1
   return "$rc"
