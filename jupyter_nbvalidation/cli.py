@@ -1127,10 +1127,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # run as a program (not imported into another process)
-        from .runner.cli import _skip_slow_optional_imports
-
-        _skip_slow_optional_imports()  # seconds of jsonschema import time nbformat's schema never uses
     args = parser().parse_args(argv)
     try:
         rc: int = args.func(args)  # a cmd_* function (set_defaults in parser())

@@ -22,8 +22,8 @@ Modules, by concern:
 # the modules of the package the runner needs beside runner/ itself (pure, standard
 # library only): what an image's runner venv must hold (k8s/objects.runner_files);
 # tests/test_runner_standalone.py holds this list to the runner's imports
-SHARED_MODULES = ("__init__.py", "_version.py", "compare.py", "markers.py", "priority.py", "tasks.py",
-                  "vocabulary.py")
+SHARED_MODULES = ("__init__.py", "_version.py", "compare.py", "deferred_imports.py", "markers.py", "priority.py",
+                  "tasks.py", "vocabulary.py")
 
 from ..vocabulary import ResultReason  # noqa: E402
 from .cli import build_parser, main  # noqa: E402

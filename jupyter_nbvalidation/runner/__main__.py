@@ -2,8 +2,7 @@
 
 import sys
 
-from .cli import _skip_slow_optional_imports, main
+from .cli import main
 
 if __name__ == "__main__":
-    _skip_slow_optional_imports()
     sys.exit(main())

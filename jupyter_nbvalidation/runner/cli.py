@@ -304,17 +304,3 @@ def _emit_executed(path: str) -> None:
     except OSError:
         return  # nothing was executed (e.g. the kernel never started)
     _emit(executed_line(data))
-
-
-def _skip_slow_optional_imports() -> None:
-    """Keep jsonschema from importing ``rfc3987_syntax`` in this process.
-
-    When that optional package is installed, ``import jsonschema`` (pulled in by
-    nbformat) builds its Lark grammar at import time: about a second of CPU on every
-    run. It only backs the ``iri`` / ``iri-reference`` format checks, which the
-    notebook schema does not use. Only done when running as a program, never when
-    this module is imported into another process.
-    """
-    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
-
-

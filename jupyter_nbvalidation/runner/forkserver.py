@@ -227,7 +227,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from .cli import _skip_slow_optional_imports
-
-    _skip_slow_optional_imports()
     sys.exit(main())
