@@ -19,7 +19,12 @@ const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts')
 // generous: a first build on a loaded 2-core machine can take minutes
 const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 600_000);
 
-/** A PEP 517 backend (no downloads) that takes ~12 s to build a one-module wheel. */
+/**
+ * A PEP 517 backend (no downloads) of a one-module wheel that holds the build twice, until the
+ * test has read the build log so far (it makes <lab root>/buildlog-release-<step>; at most 600 s):
+ * in the metadata hook (the version is dynamic, so the installer asks for it) and in the wheel
+ * hook, with the installer's "Building" lines written between the two.
+ */
 const SLOW_BACKEND = `import base64, hashlib, io, os, time, zipfile
 
 NAME, VERSION = "slowpkg", "0.1"
@@ -27,12 +32,19 @@ DIST = f"{NAME}-{VERSION}.dist-info"
 METADATA = f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n"
 
 
+def held(step):
+    release = os.path.join(os.getcwd(), "..", "..", f"buildlog-release-{step}")  # the hooks run in slowpkg/
+    deadline = time.monotonic() + 600
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def get_requires_for_build_wheel(config_settings=None):
     return []
 
 
 def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
-    time.sleep(6)
+    held(1)
     os.makedirs(os.path.join(metadata_directory, DIST), exist_ok=True)
     with open(os.path.join(metadata_directory, DIST, "METADATA"), "w") as f:
         f.write(METADATA)
@@ -40,7 +52,7 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    time.sleep(6)
+    held(2)
     files = {
         f"{NAME}.py": "VALUE = 42\\n",
         f"{DIST}/METADATA": METADATA,
@@ -84,7 +96,7 @@ const FILES = {
     '',
     '[project]',
     'name = "slowpkg"',
-    'version = "0.1"',
+    'dynamic = ["version"]',
     ''
   ].join('\n'),
   'buildlog/slowpkg/slowbackend.py': SLOW_BACKEND,
@@ -425,23 +437,41 @@ describe('the lab as a data scientist meets it', () => {
       true,
       'the build log is collapsed while building'
     );
-    // read the log as the panel shows it until the build ends; it must grow while Building
+    // read the log as the panel shows it until the build ends; it must grow while Building. The
+    // build waits at two steps (SLOW_BACKEND) until the log shown so far has been read here: a
+    // panel that showed the log only once the build ended would never release it
     const seen = [];
-    for (;;) {
-      const phase = await page
-        .locator(`${PANEL} .jp-NBValidation-verdict`)
-        .getAttribute('data-phase');
-      const text = await log.locator('.jp-NBValidation-buildLogText').textContent();
-      if (phase !== 'Building') {
-        break;
+    const released = new Set();
+    const release = step => {
+      if (!released.has(step)) {
+        fs.writeFileSync(path.join(lab.root, `buildlog-release-${step}`), '');
+        released.add(step);
       }
-      if (!seen.length || seen[seen.length - 1].length !== text.length) {
-        seen.push(text);
-        if (seen.length === 2) {
-          await shot('ux-build-log-live-panel.png', page.locator(PANEL));
+    };
+    try {
+      for (;;) {
+        const phase = await page
+          .locator(`${PANEL} .jp-NBValidation-verdict`)
+          .getAttribute('data-phase');
+        const text = await log.locator('.jp-NBValidation-buildLogText').textContent();
+        if (phase !== 'Building') {
+          break;
         }
+        if (!seen.length || seen[seen.length - 1].length !== text.length) {
+          seen.push(text);
+          if (seen.length === 2) {
+            await shot('ux-build-log-live-panel.png', page.locator(PANEL));
+          }
+        }
+        const shown = seen.filter(t => t.trim() && !t.startsWith('Waiting')).length;
+        for (let step = 1; step <= Math.min(shown, 2); step++) {
+          release(step);
+        }
+        await page.waitForTimeout(300);
       }
-      await page.waitForTimeout(300);
+    } finally {
+      release(1);
+      release(2);
     }
     console.log(`# build log lengths seen while Building: ${seen.map(t => t.length).join(' → ')}`);
     const grown = seen.filter(t => t.trim() && !t.startsWith('Waiting'));
@@ -648,23 +678,43 @@ describe('the lab as a data scientist meets it', () => {
     assert.equal(await badgeOf('current.ipynb').getAttribute('data-verdict'), 'succeeded');
     // the golden copy was never validated itself: no badge
     assert.equal(await badgeOf('golden.ipynb').count(), 0);
-    // live: a job started from outside shows running, then its verdict
+    // live: a job started from outside shows running, then its verdict. Its cell waits for a file
+    // the test makes once it has seen the running badge: a job over before the file browser's
+    // next look would never be shown running (it was, once, in a run on a quiet machine)
+    const releaseFile = path.join(lab.root, 'outside-release');
+    fs.writeFileSync(
+      path.join(lab.root, 'outside', 'live.ipynb'),
+      notebook([
+        [
+          'code',
+          'import os, time\n' +
+            'deadline = time.monotonic() + 600\n' +
+            `while not os.path.exists(${JSON.stringify(releaseFile)}) and time.monotonic() < deadline:\n` +
+            '    time.sleep(0.05)\n' +
+            'print("released")'
+        ]
+      ])
+    );
     await goTo('outside');
     assert.equal(await badgeOf('outside.ipynb').getAttribute('data-verdict'), 'succeeded');
-    const created = await rest('POST', 'nbvalidation/api/v1/jobs', {
-      notebook: { path: 'outside/outside.ipynb' },
-      podConfig: { buildConfig: { enabled: false } }
-    });
-    assert.equal(created.status, 201);
+    try {
+      const created = await rest('POST', 'nbvalidation/api/v1/jobs', {
+        notebook: { path: 'outside/live.ipynb' },
+        podConfig: { buildConfig: { enabled: false } }
+      });
+      assert.equal(created.status, 201);
+      await page
+        .locator(
+          `#filebrowser .jp-DirListing-item[title^="Name: live.ipynb"] .jp-NBValidation-fbBadge[data-verdict="running"]`
+        )
+        .waitFor({ state: 'attached', timeout: 30_000 });
+      await shot('ux-file-browser-badges.png');
+    } finally {
+      fs.writeFileSync(releaseFile, '');
+    }
     await page
       .locator(
-        `#filebrowser .jp-DirListing-item[title^="Name: outside.ipynb"] .jp-NBValidation-fbBadge[data-verdict="running"]`
-      )
-      .waitFor({ state: 'attached', timeout: 30_000 });
-    await shot('ux-file-browser-badges.png');
-    await page
-      .locator(
-        `#filebrowser .jp-DirListing-item[title^="Name: outside.ipynb"] .jp-NBValidation-fbBadge[data-verdict="succeeded"]`
+        `#filebrowser .jp-DirListing-item[title^="Name: live.ipynb"] .jp-NBValidation-fbBadge[data-verdict="succeeded"]`
       )
       .waitFor({ state: 'attached', timeout: JOB_TIMEOUT });
   });
