@@ -2,7 +2,8 @@
 # Build (once; cached in $CACHE) the images of the real single-node cluster:
 #   pause   registry.k8s.io/pause:3.10          a static Go program (pause/main.go)
 #   kaniko  nbv.local/kaniko-executor:v1.24.0   the executor of tools/testbin/build-node.sh
-#   venvs   nbv.local/base:venvs                Debian minbase + python3 + two venvs:
+#   venvs   nbv.local/base:venvs                Debian minbase, slim (no docs, manual pages or
+#           translations), + python3 + two venvs:
 #           /opt/nbv-kernel (the kernel's interpreter, with ipykernel and its dependencies only, as
 #           in a Jupyter base image: a build's `pip install` finds the kernel there and adds the
 #           notebook's requirements) and /opt/nbv-runner (nbclient,
@@ -88,6 +89,17 @@ build_venvs() {
   debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
     "$SUITE" "$r" "${mirror:-http://deb.debian.org/debian}" > "$CACHE/debootstrap.log" 2>&1 \
     || { tail -20 "$CACHE/debootstrap.log" >&2; die "debootstrap failed (log: $CACHE/debootstrap.log)"; }
+  # slim, as Debian's and Python's -slim images are: no documentation (but the copyright files),
+  # manual pages or translations, now or in what apt-get installs later (a repository's apt.txt).
+  # A kaniko build unpacks and snapshots the whole base image each time: 2 300 files fewer.
+  printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+    'path-exclude /usr/share/man/*' 'path-exclude /usr/share/info/*' 'path-exclude /usr/share/locale/*' \
+    'path-include /usr/share/locale/locale.alias' > "$r/etc/dpkg/dpkg.cfg.d/nbv-slim"
+  find "$r/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+  find "$r/usr/share/doc" -mindepth 1 -depth -type d -empty -delete
+  find "$r/usr/share/locale" -mindepth 1 ! -type d ! -name locale.alias -delete
+  find "$r/usr/share/locale" -mindepth 1 -depth -type d -empty -delete
+  rm -rf "$r"/usr/share/man/* "$r"/usr/share/info/*
   cp "$HOST_CA" "$r/etc/ssl/certs/ca-certificates.crt"
   pip_conf > "$r/etc/pip.conf"
   cp /etc/resolv.conf "$r/etc/resolv.conf"
