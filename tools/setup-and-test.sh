@@ -8,11 +8,9 @@
 # Two lanes, so that the cold Go builds (most of a cold run's fixed cost) overlap the tests that
 # do not need them:
 #   lane K (background): the Go builds of the Kubernetes binaries -> the fresh-host test of the
-#           cluster harness -> tools/cluster/up.sh -> pytest -m "cluster and not alone" -n 2 (the real
-#           node's tests) -> pytest -m alone (the registry faults, which block the registry every
-#           real-node test uses: nothing beside them). Beside it, as soon as the first Go builds
-#           (kube-apiserver, etcd, kubectl) are done: pytest -m "k8s and not cluster" -n 1 (the
-#           kube-apiserver + etcd harness's tests, which need no node), while the node's binaries build
+#           cluster harness -> tools/cluster/up.sh -> pytest -m "(k8s or cluster) and not alone" -n 2
+#           (the real node's tests and the kube-apiserver + etcd harness's) -> pytest -m alone (the
+#           registry faults, which block the registry every real-node test uses: nothing beside them)
 #   lane L (foreground): Chromium, the venv -> pytest -m "not k8s and not cluster" (-n 3; with
 #           NBV_TESTBIN on an empty folder, so a test that needs the binaries and is not marked
 #           fails), and beside it lint (ruff, mypy, eslint, prettier) and jest
@@ -64,14 +62,8 @@ unset PYTHONDONTWRITEBYTECODE
 lane_k() {
   set -euo pipefail
   step "lane K: Go builds of the Kubernetes test binaries started (cached in ~/.cache/nbv-testbin)"
-  # the harness's binaries first: their exit status in go-harness.rc starts the harness's tests
-  ( rc=0; bash tools/testbin/build.sh >"$T/go.log" 2>&1 || rc=$?; echo "$rc" >"$T/go-harness.rc"
-    [ "$rc" -eq 0 ] && bash tools/testbin/build-node.sh >>"$T/go.log" 2>&1 ) &
+  ( bash tools/testbin/build.sh && bash tools/testbin/build-node.sh ) >"$T/go.log" 2>&1 &
   local go_pid=$! go_rc=0 prep_rc=0
-  HARNESS_PID=""
-  # a lane K that stops early (a failed step) stops the harness's tests too
-  trap 'if [ -n "$HARNESS_PID" ]; then kill_tree "$HARNESS_PID"; fi' EXIT
-  if [ "$#" -eq 0 ]; then harness_tests >"$T/harness.log" 2>&1 & HARNESS_PID=$!; fi
   # one dpkg at a time: lane L installs Chromium first
   until [ -f "$T/apt.done" ]; do sleep 1; done
   step "lane K: the cluster's Debian packages and its Go-free images (tools/cluster/up.sh --prepare)"
@@ -79,11 +71,7 @@ lane_k() {
   step "lane K: wait for the Go builds (kube-apiserver, etcd, kubectl, kubelet, controller manager, scheduler, kaniko)"
   wait "$go_pid" || go_rc=$?
   cat "$T/go.log"
-  if [ "$go_rc" -ne 0 ]; then
-    echo "setup-and-test: the Go builds failed (exit $go_rc), see above" >&2
-    [ -z "$HARNESS_PID" ] || { wait "$HARNESS_PID" || true; HARNESS_PID=""; cat "$T/harness.log"; }
-    return "$go_rc"
-  fi
+  if [ "$go_rc" -ne 0 ]; then echo "setup-and-test: the Go builds failed (exit $go_rc), see above" >&2; return "$go_rc"; fi
   [ "$prep_rc" -eq 0 ] || { echo "setup-and-test: up.sh --prepare failed (exit $prep_rc)" >&2; return "$prep_rc"; }
   step "lane K: the cluster harness on a host without its parts (tools/cluster/test-fresh-host.sh)"
   bash tools/cluster/test-fresh-host.sh
@@ -93,28 +81,12 @@ lane_k() {
   until [ -f "$T/venv.done" ]; do sleep 2; done   # lane L makes the venv
   export PATH="$ROOT/.venv/bin:$PATH"
   local rc=0
-  step "lane K: pytest -m \"cluster and not alone\" (the real node's tests, two workers)"
-  "${PYTEST[@]}" -n 2 --dist loadgroup -m "cluster and not alone" || rc=1
+  step "lane K: pytest -m \"(k8s or cluster) and not alone\" (the real node's tests and the harness's, two workers)"
+  "${PYTEST[@]}" -n 2 --dist loadgroup -m "(k8s or cluster) and not alone" || rc=1
   step "lane K: pytest -m alone (the registry faults: they block the registry every other real-node test uses)"
   "${PYTEST[@]}" -m alone || rc=1
-  step "lane K: wait for the harness's tests (pytest -m \"k8s and not cluster\"), their log:"
-  wait "$HARNESS_PID" || rc=1
-  HARNESS_PID=""
-  cat "$T/harness.log"
   step "lane K: done"
   return "$rc"
-}
-# beside lane K: the kube-apiserver + etcd harness's tests, once their binaries are built (with
-# the cold Go builds, while the node's binaries build; they need no node: they play its parts)
-harness_tests() {
-  set -euo pipefail
-  until [ -f "$T/go-harness.rc" ]; do sleep 1; done
-  local go_rc; go_rc="$(cat "$T/go-harness.rc")"
-  [ "$go_rc" -eq 0 ] || { echo "setup-and-test: the harness's Go builds failed (exit $go_rc)" >&2; return "$go_rc"; }
-  until [ -f "$T/venv.done" ]; do sleep 2; done   # lane L makes the venv
-  export PATH="$ROOT/.venv/bin:$PATH"
-  step "lane K beside: pytest -m \"k8s and not cluster\" (the kube-apiserver + etcd harness's tests, one worker)"
-  "${PYTEST[@]}" -n 1 --dist loadgroup -m "k8s and not cluster"
 }
 lane_k "$@" >"$T/lane-k.log" 2>&1 &
 K_PID=$!
