@@ -581,16 +581,29 @@ describe('the lab as a data scientist meets it', () => {
     const texts = new Set();
     const bar = new Set();
     let elapsed = [];
+    const deadline = Date.now() + JOB_TIMEOUT;
     for (;;) {
-      const phase = await page
-        .locator(`${PANEL} .jp-NBValidation-verdict`)
-        .getAttribute('data-phase');
-      if (phase !== 'ValidationRunning') {
+      assert.ok(Date.now() < deadline, `still ValidationRunning after ${JOB_TIMEOUT} ms`);
+      // the phase, the progress text and the status bar read at one moment, without waiting: a
+      // count() and then a textContent() of the progress text waited 30 s for an element that the
+      // job's end had removed in between (a full CI run, stop 40)
+      const now = await page.evaluate(panel => {
+        const text = sel => {
+          const el = document.querySelector(sel);
+          return el ? el.textContent.trim() : null;
+        };
+        const verdict = document.querySelector(`${panel} .jp-NBValidation-verdict`);
+        return {
+          phase: verdict ? verdict.getAttribute('data-phase') : null,
+          progress: text(`${panel} .jp-NBValidation-progressText`),
+          bar: text('.jp-NBValidation-statusButton')
+        };
+      }, PANEL);
+      if (now.phase !== null && now.phase !== 'ValidationRunning') {
         break;
       }
-      const progress = page.locator(`${PANEL} .jp-NBValidation-progressText`);
-      if (await progress.count()) {
-        const t = (await progress.textContent()).trim();
+      if (now.phase === 'ValidationRunning' && now.progress !== null) {
+        const t = now.progress;
         texts.add(t.replace(/, [\d.]+s\)$/, ')'));
         const m = /^Cell 3 running .*, ([\d.]+)s\)$/.exec(t);
         if (m) {
@@ -600,7 +613,9 @@ describe('the lab as a data scientist meets it', () => {
           await shot('ux-cell-progress-panel.png', page.locator(PANEL));
         }
       }
-      bar.add((await page.locator('.jp-NBValidation-statusButton').textContent()).trim());
+      if (now.phase === 'ValidationRunning' && now.bar !== null) {
+        bar.add(now.bar);
+      }
       await page.waitForTimeout(250);
     }
     console.log(`# progress seen: ${[...texts].join(' | ')}`);
