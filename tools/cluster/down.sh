@@ -27,24 +27,27 @@ if [[ ! -f "$B/.done" ]]; then
   rm -rf "$B"; snapshot_host "$B"
 fi
 
-stop_pidfile() { # name [timeout]
-  local f="$RUN/$1.pid" pid t=${2:-20}
-  [[ -f "$f" ]] || return 0
-  pid="$(cat "$f")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    local n=0
-    while kill -0 "$pid" 2>/dev/null && (( n < t * 10 )); do sleep 0.1; n=$((n + 1)); done
-    kill -0 "$pid" 2>/dev/null && { log "$1 ($pid) ignored SIGTERM: SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; sleep 0.2; }
-  fi
-  rm -f "$f"
+stop_pidfiles() { # name...: SIGTERM to each at once, then wait up to 20 s for all, SIGKILL the rest
+  # (each takes about 2 s to exit; one after the other, the five took 11 s of every teardown)
+  local name pid n=0 names=() pids=()
+  for name in "$@"; do
+    [[ -f "$RUN/$name.pid" ]] || continue
+    pid="$(cat "$RUN/$name.pid")"
+    if kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid" 2>/dev/null || true; names+=("$name"); pids+=("$pid"); fi
+  done
+  while (( n < 200 )) && [[ ${#pids[@]} -gt 0 ]] && kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+  for n in "${!pids[@]}"; do
+    kill -0 "${pids[$n]}" 2>/dev/null || continue
+    log "${names[$n]} (${pids[$n]}) ignored SIGTERM: SIGKILL"; kill -KILL "${pids[$n]}" 2>/dev/null || true; sleep 0.2
+  done
+  for name in "$@"; do rm -f "$RUN/$name.pid"; done
 }
 
 # 1. Pods first, while kubelet + containerd run: the kubelet stops each sandbox and the bridge
 #    plugin removes its veth, IP and NAT chain.
 if pid_alive kube-apiserver && pid_alive kubelet; then
   kc delete jobs --all -A --wait=false >/dev/null 2>&1 || true
-  stop_pidfile kube-controller-manager   # no controller re-creates anything now
+  stop_pidfiles kube-controller-manager   # no controller re-creates anything now
   kc delete pods --all -A --grace-period=2 --wait=false >/dev/null 2>&1 || true
   n=0
   while (( n < 60 )) && [[ -n "$(kc get pods -A -o name 2>/dev/null)" ]]; do sleep 0.5; n=$((n + 1)); done
@@ -54,13 +57,13 @@ if pid_alive kube-apiserver && pid_alive kubelet; then
 fi
 
 log "pods deleted ($((SECONDS - T0)) s)"
-# 2. processes, in reverse start order
-for p in kube-controller-manager kube-scheduler kubelet kube-apiserver etcd; do stop_pidfile "$p"; done
+# 2. processes: the Kubernetes ones together, then what they stood on (etcd, containerd) together
+stop_pidfiles kube-controller-manager kube-scheduler kubelet kube-apiserver
 # containers still running (none normally): kill their tasks through containerd, then stop it
 if pid_alive containerd; then
   for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s KILL "$c" >/dev/null 2>&1 || true; done
 fi
-stop_pidfile containerd
+stop_pidfiles etcd containerd
 log "processes stopped ($((SECONDS - T0)) s)"
 # containerd-shim-runc-v2 processes of THIS containerd (their command line has -address $CTR_SOCK)
 for pid in $(state_pids); do
