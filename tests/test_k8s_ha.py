@@ -116,8 +116,9 @@ async def one_leader(a: K8sServer, b: K8sServer):
     async def leaders():
         hs = [await asyncio.to_thread(s.health) for s in (a, b)]
         lead = [s for s, h in zip((a, b), hs, strict=True) if h["engine"]["leading"]]
-        # and the follower has read the Lease at least once (it campaigns every retry_period)
-        seen = all(h["leader"]["holder"] for h in hs)
+        # and the follower has read the Lease at least once (it campaigns every retry_period); a
+        # server whose backend has not started yet answers without "leader" (not yet, either)
+        seen = all((h.get("leader") or {}).get("holder") for h in hs)
         return (lead, hs) if len(lead) == 1 and seen else None
 
     (leader,), hs = await until(leaders, what="exactly one leader, known to both")
