@@ -49,7 +49,7 @@ import k8s_harness as harness  # noqa: E402
 from helpers import write_notebook  # noqa: E402
 
 from jupyter_nbvalidation.engine import Engine  # noqa: E402
-from jupyter_nbvalidation.k8s import objects as obj  # noqa: E402
+import jupyter_nbvalidation.k8s.objects as obj  # noqa: E402
 from jupyter_nbvalidation.k8s.backend import KubernetesBackend  # noqa: E402
 from jupyter_nbvalidation.k8s.client import JOBS, PODS, connect  # noqa: E402
 from jupyter_nbvalidation.runner import termination_summary  # noqa: E402

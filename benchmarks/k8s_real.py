@@ -43,7 +43,7 @@ from helpers import write_notebook  # noqa: E402
 from k8s_reaction import RequestCounter, pct  # noqa: E402
 
 from jupyter_nbvalidation.engine import Engine  # noqa: E402
-from jupyter_nbvalidation.k8s import objects as obj  # noqa: E402
+import jupyter_nbvalidation.k8s.objects as obj  # noqa: E402
 from jupyter_nbvalidation.k8s.backend import KubernetesBackend  # noqa: E402
 from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, KubeApiError, connect  # noqa: E402
 from jupyter_nbvalidation.model import Phase, parse_time  # noqa: E402

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jupyter_nbvalidation.runner import sandbox  # noqa: E402
+import jupyter_nbvalidation.runner.sandbox as sandbox  # noqa: E402
 from jupyter_nbvalidation.runner.verdict import run_notebook  # noqa: E402
 
 

@@ -4,15 +4,15 @@ its golden outputs?"""
 
 from typing import Any
 
-from ._version import __version__
-from .deferred_imports import defer_rfc3987_syntax
+from jupyter_nbvalidation._version import __version__
+from jupyter_nbvalidation.deferred_imports import defer_rfc3987_syntax
 
 # before anything of this package imports nbformat (so jsonschema): 1.2 s of CPU per process
 defer_rfc3987_syntax()
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
-    from .app import NBValidation
+    from jupyter_nbvalidation.app import NBValidation
 
     return [{"module": "jupyter_nbvalidation", "app": NBValidation}]
 
@@ -22,7 +22,7 @@ def _jupyter_labextension_paths() -> list[dict[str, Any]]:
 
 
 def load_ipython_extension(ipython: Any) -> None:  # %load_ext jupyter_nbvalidation
-    from .magic import load_ipython_extension as load
+    from jupyter_nbvalidation.magic import load_ipython_extension as load
 
     load(ipython)
 

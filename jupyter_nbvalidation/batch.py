@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
-from .client import ClientError
+from jupyter_nbvalidation.client import ClientError
 
 Json = dict[str, Any]  # a job, a spec, a notebook: JSON objects
 

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from . import cause_search as cs
-from .cli import (
+import jupyter_nbvalidation.cause_search as cs
+from jupyter_nbvalidation.cli import (
     EXIT_ERROR,
     EXIT_FAILED,
     EXIT_INFRASTRUCTURE,
@@ -34,9 +34,9 @@ from .cli import (
     interrupt_signals,
     newest_job,
 )
-from .client import ClientError
-from .model import Phase, is_terminal
-from .vocabulary import Reason
+from jupyter_nbvalidation.client import ClientError
+from jupyter_nbvalidation.model import Phase, is_terminal
+from jupyter_nbvalidation.vocabulary import Reason
 
 INTERRUPT_GRACE = 3.0
 

@@ -21,12 +21,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from .cli import ServiceCalls
-from .client import ClientError
-from .model import Phase
+from jupyter_nbvalidation.cli import ServiceCalls
+from jupyter_nbvalidation.client import ClientError
+from jupyter_nbvalidation.model import Phase
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from jupyter_nbvalidation.service import JobService
 
 MAX_STEPS_LIMIT = 50
 KEPT = 100  # searches remembered (the oldest finished ones are forgotten first)
@@ -50,7 +50,7 @@ class Bisections:
     async def start(self, name: str, max_steps: int, step_timeout: float | None = None) -> tuple[bool, dict[str, Any]]:
         """(started now, the search's document). A search already running for the job is
         answered as it is; a finished one is started again."""
-        from .service import ApiError
+        from jupyter_nbvalidation.service import ApiError
 
         job = await self.service.get(name)
         if (job.get("status") or {}).get("phase") != Phase.FAILED:
@@ -78,7 +78,7 @@ class Bisections:
             loop.call_soon_threadsafe(doc["steps"].append, step)
 
         def search() -> dict[str, Any]:
-            from . import bisect_cmd
+            import jupyter_nbvalidation.bisect_cmd as bisect_cmd
 
             try:
                 return bisect_cmd.search(ServiceCalls(self.service, loop), job["spec"]["notebook"]["path"], name,

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .environment_record import normalize
-from .redaction import MASK
+from jupyter_nbvalidation.environment_record import normalize
+from jupyter_nbvalidation.redaction import MASK
 
 FAIL, PASS, UNRESOLVED = "fail", "pass", "unresolved"
 

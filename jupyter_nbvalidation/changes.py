@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .environment_record import normalize
+from jupyter_nbvalidation.environment_record import normalize
 
 MAX_LISTED = 50  # cells, packages, lines, files named per kind (counts stay whole)
 SPEC_IGNORED = ("notebook",)  # the same notebook by definition

@@ -23,15 +23,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping, Protocol, TypeVar, cast
 
-from . import render
-from .client import ClientError, ServerClient, find_server
-from .documents import Job
-from .errors import Conflict, NotFound, StoreBroken, StoreError
-from .model import Phase, Reason, build_enabled, is_terminal
-from .spec_table import cli_options
+import jupyter_nbvalidation.render as render
+from jupyter_nbvalidation.client import ClientError, ServerClient, find_server
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.errors import Conflict, NotFound, StoreBroken, StoreError
+from jupyter_nbvalidation.model import Phase, Reason, build_enabled, is_terminal
+from jupyter_nbvalidation.spec_table import cli_options
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from jupyter_nbvalidation.service import JobService
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
 FOLLOW_POLL = 0.5  # seconds between two looks at a job being followed
@@ -116,7 +116,7 @@ class ServiceCalls:
         self.service, self.loop = service, loop
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        from .service import ApiError
+        from jupyter_nbvalidation.service import ApiError
 
         try:
             return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
@@ -149,7 +149,7 @@ class ServiceCalls:
         there); ``stop``, once set, ends the wait (ClientError)."""
         from concurrent.futures import wait as wait_for
 
-        from .service import ApiError
+        from jupyter_nbvalidation.service import ApiError
 
         running = asyncio.run_coroutine_threadsafe(
             self.service.wait_for_terminal(name, timeout, cast("Callable[[Job], None]", on_update)), self.loop)
@@ -168,7 +168,7 @@ class InProcess(ServiceCalls):
     """The same operations as the REST API, on the local data dir, in this process."""
 
     def __init__(self, root_dir: str, data_dir: str | None = None, backend_config: dict[str, Any] | None = None):
-        from .composition import local_service
+        from jupyter_nbvalidation.composition import local_service
 
         self.loop = asyncio.new_event_loop()
         # the CLI is itself the user's batch work, as pytest --nbmake is: its runners and
@@ -209,7 +209,7 @@ class InProcess(ServiceCalls):
                 self._thread = None
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        from .service import ApiError
+        from jupyter_nbvalidation.service import ApiError
 
         try:
             if self._thread is not None:
@@ -258,7 +258,7 @@ class InProcess(ServiceCalls):
 
     async def _follow_log(self, name: str, follower: Follower) -> None:
         """The build log as it grows, while this process's engine runs the job."""
-        from .service import ApiError
+        from jupyter_nbvalidation.service import ApiError
 
         while True:
             job = await self.service.get(name)
@@ -276,7 +276,7 @@ class InProcess(ServiceCalls):
 
     def check_spec(self, spec: dict[str, Any]) -> dict[str, Any]:
         """The spec as this process's service would take it, or ClientError (exit 2)."""
-        from .service import ApiError
+        from jupyter_nbvalidation.service import ApiError
 
         try:
             return cast(Json, self.service.check_spec(spec))
@@ -300,7 +300,7 @@ class InProcess(ServiceCalls):
         job is cancelled (its runner and kernel end), waited for at most INTERRUPT_GRACE s,
         the lease handed back at once, then :class:`SubmitInterrupted`; a second signal ends
         the process at once."""
-        from .batch import INTERRUPT_GRACE
+        from jupyter_nbvalidation.batch import INTERRUPT_GRACE
 
         async def go() -> dict[str, Any]:
             await self.service.start()
@@ -469,7 +469,7 @@ def parameter_value(text: str) -> Any:
 def read_sanitizer_file(path: str) -> list[dict[str, Any]]:
     """An nbval sanitizer file as ``comparisonConfig.sanitizers`` entries; a
     ClientError (exit 2) naming the file and the line when it cannot be read."""
-    from .compare import SanitizerFileError, parse_sanitizer_file
+    from jupyter_nbvalidation.compare import SanitizerFileError, parse_sanitizer_file
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -589,7 +589,7 @@ def last_success_constraints(api: Remote | InProcess, path: str) -> tuple[list[s
     no pins, and the sentence says so (the notebook is validated as declared). A last
     success whose environment has no lock is an error (ClientError): asked to keep its
     versions, validating without them would not be what was asked."""
-    from . import environment_lock
+    import jupyter_nbvalidation.environment_lock as environment_lock
 
     job = last_success(api, path)
     if job is None:
@@ -794,9 +794,9 @@ def _ready_keep_outputs(args: argparse.Namespace, api: Remote | InProcess, keep:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import batch
-    from .model import SpecError, validate_spec
-    from .reports import console
+    import jupyter_nbvalidation.batch as batch
+    from jupyter_nbvalidation.model import SpecError, validate_spec
+    import jupyter_nbvalidation.reports.console as console
 
     if args.jobs is not None and args.jobs < 1:
         raise ClientError(f"-j/--jobs {args.jobs}: give at least 1")
@@ -869,11 +869,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if isinstance(api, InProcess):
             api.close()
     if args.junitxml:
-        from .reports import junit
+        import jupyter_nbvalidation.reports.junit as junit
 
         junit.write(outcomes, args.junitxml, wall=time.monotonic() - started)
     if args.html:
-        from .reports import html
+        import jupyter_nbvalidation.reports.html as html
 
         html.write(outcomes, args.html)
     if args.output_dir:
@@ -936,7 +936,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from . import bisect_cmd
+    import jupyter_nbvalidation.bisect_cmd as bisect_cmd
 
     return bisect_cmd.cmd_bisect(args)
 
@@ -1014,7 +1014,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from .k8s.install import install
+    from jupyter_nbvalidation.k8s.install import install
 
     return install(namespace=args.namespace, print_only=args.print, kubeconfig=args.kubeconfig)
 

@@ -50,7 +50,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from .markers import cell_markers, cell_source, cell_tags
+from jupyter_nbvalidation.markers import cell_markers, cell_source, cell_tags
 
 EXACT = "exact"
 NORMALIZED = "normalized"

@@ -15,9 +15,9 @@ from typing import Any
 from traitlets import Enum, Float, Int, Type
 from traitlets.config import Config, LoggingConfigurable
 
-from .backends.base import Backend
-from .engine import Engine
-from .service import JobService
+from jupyter_nbvalidation.backends.base import Backend
+from jupyter_nbvalidation.engine import Engine
+from jupyter_nbvalidation.service import JobService
 
 
 class NBValidationSettings(LoggingConfigurable):
@@ -60,7 +60,7 @@ def make_backend(kind: str, cls: type[Backend] | None, parent: Any) -> Backend:
         return cls(parent=parent)
     if kind == "kubernetes":
         try:
-            from .k8s.backend import KubernetesBackend
+            from jupyter_nbvalidation.k8s.backend import KubernetesBackend
         except ModuleNotFoundError as e:
             if (e.name or "").split(".")[0] not in ("kubernetes", "aiohttp", "pydantic"):
                 raise
@@ -68,7 +68,7 @@ def make_backend(kind: str, cls: type[Backend] | None, parent: Any) -> Backend:
                                f"(no module {e.name}): pip install 'jupyter-nbvalidation[kubernetes]'") from None
 
         return KubernetesBackend(parent=parent)
-    from .backends.local import LocalBackend
+    from jupyter_nbvalidation.backends.local import LocalBackend
 
     return LocalBackend(parent=parent)
 
@@ -121,7 +121,7 @@ def local_service(root_dir: str, data_dir: str | None = None, backend_config: di
     machine's Jupyter config and then ``data_dir`` and ``backend_config`` over it."""
     import logging
 
-    from .backends.local import LocalBackend
+    from jupyter_nbvalidation.backends.local import LocalBackend
 
     config = jupyter_config() if config is None else config
     settings = NBValidationSettings(config=config)

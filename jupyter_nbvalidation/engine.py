@@ -22,12 +22,12 @@ import random
 import time
 from typing import Any, Callable, Union, cast
 
-from .backends.base import FAILED, RUNNING, SUCCEEDED, Backend, Observation
-from .documents import Job, JobStatus, Progress, Transition, ValidationStatus
-from .env_notes import environment_sentence, missing_module_hint
-from .errors import InputRejected, PermanentFailure, TemporaryFailure
-from .events import EventRecorder, transition_event_name
-from .model import (
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Backend, Observation
+from jupyter_nbvalidation.documents import Job, JobStatus, Progress, Transition, ValidationStatus
+from jupyter_nbvalidation.env_notes import environment_sentence, missing_module_hint
+from jupyter_nbvalidation.errors import InputRejected, PermanentFailure, TemporaryFailure
+from jupyter_nbvalidation.events import EventRecorder, transition_event_name
+from jupyter_nbvalidation.model import (
     ALLOWED_TRANSITIONS,
     CANCEL_ANNOTATION,
     BuildPhase,
@@ -48,10 +48,10 @@ from .model import (
     utcnow,
     validation_attempt,
 )
-from .plan import Timeouts, ValidationPlan, make_plan, missing_file_hint, timeouts
-from .redaction import scrub
-from .store.base import Conflict, NotFound
-from .tasks import cancel_all, cancel_and_wait, wait_within
+from jupyter_nbvalidation.plan import Timeouts, ValidationPlan, make_plan, missing_file_hint, timeouts
+from jupyter_nbvalidation.redaction import scrub
+from jupyter_nbvalidation.store.base import Conflict, NotFound
+from jupyter_nbvalidation.tasks import cancel_all, cancel_and_wait, wait_within
 
 
 class _Again:

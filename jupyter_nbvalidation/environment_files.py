@@ -104,9 +104,9 @@ from urllib.parse import urlsplit
 
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no annotations (types-PyYAML is not installed)
 
-from .environment_record import normalize
-from .redaction import mask_urls
-from .requirements import MAX_FILE_BYTES, RequirementsError, read_confined
+from jupyter_nbvalidation.environment_record import normalize
+from jupyter_nbvalidation.redaction import mask_urls
+from jupyter_nbvalidation.requirements import MAX_FILE_BYTES, RequirementsError, read_confined
 
 FIELD = "spec.podConfig.buildConfig.requirementsFile"
 MAX_ORIGIN_CHARS = 1000  # the origin is stored with the job (an annotation): bounded
@@ -563,7 +563,7 @@ class _Sources:
     def lines(self) -> tuple[list[str], list[str]]:
         """(option lines, words for the origin). The one index every index package comes
         from replaces the default (--index-url); otherwise each is an --extra-index-url."""
-        from .requirements import ALLOWED_OPTIONS
+        from jupyter_nbvalidation.requirements import ALLOWED_OPTIONS
 
         out = [f"--find-links {shlex.quote(link)}" for link in self.links]
         notes = []
@@ -838,7 +838,7 @@ def read_uv_lock(path: str, root: str, what: str, extras: list[str] | None = Non
         lock = _parse_toml(got[0].decode("utf-8"), what)
     except UnicodeDecodeError:
         raise RequirementsError(FIELD, f"{what}: is not UTF-8 text") from None
-    from .requirements import _logical_lines
+    from jupyter_nbvalidation.requirements import _logical_lines
 
     lines = _logical_lines(exported)
     listed = lock.get("package")

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .cause_search import option_lines, requirement_line
-from .redaction import MASK
+from jupyter_nbvalidation.cause_search import option_lines, requirement_line
+from jupyter_nbvalidation.redaction import MASK
 
 
 class NoLock(Exception):

@@ -20,9 +20,13 @@ import json
 import re
 from typing import Any
 
-from .redaction import mask_urls
-from .runner.probe import MAX_PROBE_BYTES, PROBE, PROBE_TIMEOUT  # the runner in a Pod takes it too
-from .tasks import wait_within
+from jupyter_nbvalidation.redaction import mask_urls
+from jupyter_nbvalidation.runner.probe import ( # the runner in a Pod takes it too
+    MAX_PROBE_BYTES,
+    PROBE,
+    PROBE_TIMEOUT,
+)
+from jupyter_nbvalidation.tasks import wait_within
 
 KIND = "EnvironmentRecord"
 API_VERSION = "nbvalidation.dev/v1"
@@ -35,7 +39,7 @@ def tool_identity() -> dict[str, str]:
     its sources (the verdict cache's runner identity)."""
     import importlib.metadata
 
-    from .verdict_cache import runner_identity
+    from jupyter_nbvalidation.verdict_cache import runner_identity
 
     try:
         version = importlib.metadata.version("jupyter-nbvalidation")

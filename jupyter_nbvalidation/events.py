@@ -17,10 +17,10 @@ import time
 import zlib
 from typing import Any, Awaitable, Callable
 
-from .documents import Event, Job
-from .model import REASON_ACTIONS, isotime
-from .redaction import scrub
-from .tasks import cancel_all
+from jupyter_nbvalidation.documents import Event, Job
+from jupyter_nbvalidation.model import REASON_ACTIONS, isotime
+from jupyter_nbvalidation.redaction import scrub
+from jupyter_nbvalidation.tasks import cancel_all
 
 REPORTING_CONTROLLER = "nbvalidation.dev/notebook-validation-controller"
 NOTE_LIMIT = 1024

@@ -13,10 +13,10 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
-from .composition import NBValidationSettings
-from .model import is_terminal
-from .openapi import openapi_document
-from .service import MAX_BODY_BYTES, ApiError, JobService, dumps, loads_strict, store_api_error
+from jupyter_nbvalidation.composition import NBValidationSettings
+from jupyter_nbvalidation.model import is_terminal
+from jupyter_nbvalidation.openapi import openapi_document
+from jupyter_nbvalidation.service import MAX_BODY_BYTES, ApiError, JobService, dumps, loads_strict, store_api_error
 
 PREFIX = "nbvalidation/api/v1"
 AUTH_RESOURCE = "nbvalidation"
@@ -256,7 +256,7 @@ class BisectHandler(BaseHandler):
     @authorized
     @api
     async def post(self, name: str) -> None:
-        from .bisect_runs import MAX_STEPS_LIMIT
+        from jupyter_nbvalidation.bisect_runs import MAX_STEPS_LIMIT
 
         started, doc = await self.service.bisect_start(name, self.int_arg("maxSteps", 12, 1, MAX_STEPS_LIMIT))
         self.send(doc, 202 if started else 200)

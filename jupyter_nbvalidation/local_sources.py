@@ -63,7 +63,7 @@ def pack(paths: list[str], private: frozenset[str] = frozenset()) -> Packed:
     should a packed folder hold them. Raises PackError when it would be over
     :data:`MAX_BYTES`, a link in a folder points out of it (the build could not follow it),
     or a path to pack is itself private."""
-    from .requirements import tree_hash, walk_tree
+    from jupyter_nbvalidation.requirements import tree_hash, walk_tree
 
     mine = [p for p in paths if _private(os.path.realpath(p), private)]
     if mine:

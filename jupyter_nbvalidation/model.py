@@ -17,59 +17,59 @@ import re
 import uuid
 from typing import Any, Mapping, cast
 
-from .compare import check_backtracking, check_output_selector
-from .documents import Job, JobSpec, JobStatus
-from .spec_table import ENV_NAME_PATTERN as ENV_NAME_PATTERN
-from .spec_table import INT64 as INT64
-from .spec_table import LABEL_KEY_PATTERN as LABEL_KEY_PATTERN
-from .spec_table import LABEL_VALUE_PATTERN as LABEL_VALUE_PATTERN
-from .spec_table import MAX_DURATION_CHARS as MAX_DURATION_CHARS
-from .spec_table import MAX_DURATION_SECONDS as MAX_DURATION_SECONDS
-from .spec_table import MAX_ENV_ITEMS as MAX_ENV_ITEMS
-from .spec_table import MAX_ENV_NAME_CHARS as MAX_ENV_NAME_CHARS
-from .spec_table import MAX_ENV_TOTAL_BYTES as MAX_ENV_TOTAL_BYTES
-from .spec_table import MAX_ENV_VALUE_CHARS as MAX_ENV_VALUE_CHARS
-from .spec_table import MAX_INPUT_PATTERN_CHARS as MAX_INPUT_PATTERN_CHARS
-from .spec_table import MAX_INPUT_PATTERNS as MAX_INPUT_PATTERNS
-from .spec_table import MAX_LABEL_VALUE_CHARS as MAX_LABEL_VALUE_CHARS
-from .spec_table import MAX_MAP_ITEMS as MAX_MAP_ITEMS
-from .spec_table import MAX_OUTPUT_BYTES as MAX_OUTPUT_BYTES
-from .spec_table import MAX_PARAMETER_DEPTH as MAX_PARAMETER_DEPTH
-from .spec_table import MAX_PARAMETER_NAME_CHARS as MAX_PARAMETER_NAME_CHARS
-from .spec_table import MAX_PARAMETERS as MAX_PARAMETERS
-from .spec_table import MAX_PARAMETERS_BYTES as MAX_PARAMETERS_BYTES
-from .spec_table import MAX_PATTERN_CHARS as MAX_PATTERN_CHARS
-from .spec_table import MAX_PATTERNS as MAX_PATTERNS
-from .spec_table import MAX_QUANTITY as MAX_QUANTITY
-from .spec_table import MAX_QUANTITY_CHARS as MAX_QUANTITY_CHARS
-from .spec_table import MAX_REQUIREMENT_CHARS as MAX_REQUIREMENT_CHARS
-from .spec_table import MAX_REQUIREMENTS_ITEMS as MAX_REQUIREMENTS_ITEMS
-from .spec_table import MAX_SANITIZER_SECTION_CHARS as MAX_SANITIZER_SECTION_CHARS
-from .spec_table import MAX_SANITIZERS as MAX_SANITIZERS
-from .spec_table import MAX_STRING_CHARS as MAX_STRING_CHARS
-from .spec_table import MAX_TOLERANCE as MAX_TOLERANCE
-from .spec_table import MAX_TOLERATION_CHARS as MAX_TOLERATION_CHARS
-from .spec_table import PARAMETER_NAME_PATTERN as PARAMETER_NAME_PATTERN
-from .spec_table import QUANTITY_PATTERN as QUANTITY_PATTERN
-from .spec_table import TAINT_EFFECTS as TAINT_EFFECTS
-from .spec_table import TOLERATION_OPERATORS as TOLERATION_OPERATORS
-from .spec_table import validator_schema
+from jupyter_nbvalidation.compare import check_backtracking, check_output_selector
+from jupyter_nbvalidation.documents import Job, JobSpec, JobStatus
+from jupyter_nbvalidation.spec_table import ENV_NAME_PATTERN as ENV_NAME_PATTERN
+from jupyter_nbvalidation.spec_table import INT64 as INT64
+from jupyter_nbvalidation.spec_table import LABEL_KEY_PATTERN as LABEL_KEY_PATTERN
+from jupyter_nbvalidation.spec_table import LABEL_VALUE_PATTERN as LABEL_VALUE_PATTERN
+from jupyter_nbvalidation.spec_table import MAX_DURATION_CHARS as MAX_DURATION_CHARS
+from jupyter_nbvalidation.spec_table import MAX_DURATION_SECONDS as MAX_DURATION_SECONDS
+from jupyter_nbvalidation.spec_table import MAX_ENV_ITEMS as MAX_ENV_ITEMS
+from jupyter_nbvalidation.spec_table import MAX_ENV_NAME_CHARS as MAX_ENV_NAME_CHARS
+from jupyter_nbvalidation.spec_table import MAX_ENV_TOTAL_BYTES as MAX_ENV_TOTAL_BYTES
+from jupyter_nbvalidation.spec_table import MAX_ENV_VALUE_CHARS as MAX_ENV_VALUE_CHARS
+from jupyter_nbvalidation.spec_table import MAX_INPUT_PATTERN_CHARS as MAX_INPUT_PATTERN_CHARS
+from jupyter_nbvalidation.spec_table import MAX_INPUT_PATTERNS as MAX_INPUT_PATTERNS
+from jupyter_nbvalidation.spec_table import MAX_LABEL_VALUE_CHARS as MAX_LABEL_VALUE_CHARS
+from jupyter_nbvalidation.spec_table import MAX_MAP_ITEMS as MAX_MAP_ITEMS
+from jupyter_nbvalidation.spec_table import MAX_OUTPUT_BYTES as MAX_OUTPUT_BYTES
+from jupyter_nbvalidation.spec_table import MAX_PARAMETER_DEPTH as MAX_PARAMETER_DEPTH
+from jupyter_nbvalidation.spec_table import MAX_PARAMETER_NAME_CHARS as MAX_PARAMETER_NAME_CHARS
+from jupyter_nbvalidation.spec_table import MAX_PARAMETERS as MAX_PARAMETERS
+from jupyter_nbvalidation.spec_table import MAX_PARAMETERS_BYTES as MAX_PARAMETERS_BYTES
+from jupyter_nbvalidation.spec_table import MAX_PATTERN_CHARS as MAX_PATTERN_CHARS
+from jupyter_nbvalidation.spec_table import MAX_PATTERNS as MAX_PATTERNS
+from jupyter_nbvalidation.spec_table import MAX_QUANTITY as MAX_QUANTITY
+from jupyter_nbvalidation.spec_table import MAX_QUANTITY_CHARS as MAX_QUANTITY_CHARS
+from jupyter_nbvalidation.spec_table import MAX_REQUIREMENT_CHARS as MAX_REQUIREMENT_CHARS
+from jupyter_nbvalidation.spec_table import MAX_REQUIREMENTS_ITEMS as MAX_REQUIREMENTS_ITEMS
+from jupyter_nbvalidation.spec_table import MAX_SANITIZER_SECTION_CHARS as MAX_SANITIZER_SECTION_CHARS
+from jupyter_nbvalidation.spec_table import MAX_SANITIZERS as MAX_SANITIZERS
+from jupyter_nbvalidation.spec_table import MAX_STRING_CHARS as MAX_STRING_CHARS
+from jupyter_nbvalidation.spec_table import MAX_TOLERANCE as MAX_TOLERANCE
+from jupyter_nbvalidation.spec_table import MAX_TOLERATION_CHARS as MAX_TOLERATION_CHARS
+from jupyter_nbvalidation.spec_table import PARAMETER_NAME_PATTERN as PARAMETER_NAME_PATTERN
+from jupyter_nbvalidation.spec_table import QUANTITY_PATTERN as QUANTITY_PATTERN
+from jupyter_nbvalidation.spec_table import TAINT_EFFECTS as TAINT_EFFECTS
+from jupyter_nbvalidation.spec_table import TOLERATION_OPERATORS as TOLERATION_OPERATORS
+from jupyter_nbvalidation.spec_table import validator_schema
 
 # The vocabulary (phases, reasons, states) lives in vocabulary.py, standard library
 # only, so that the runner shares it; re-exported here, beside the job document.
-from .vocabulary import NOTICE_REASONS as NOTICE_REASONS
-from .vocabulary import REASON_ACTIONS as REASON_ACTIONS
-from .vocabulary import REASON_PHASE as REASON_PHASE
-from .vocabulary import RETRY_REASONS as RETRY_REASONS
-from .vocabulary import VERDICTS as VERDICTS
-from .vocabulary import BuildPhase as BuildPhase
-from .vocabulary import CellStatus as CellStatus
-from .vocabulary import ConditionType as ConditionType
-from .vocabulary import EventReason as EventReason
-from .vocabulary import Phase as Phase
-from .vocabulary import Reason as Reason
-from .vocabulary import ResultReason as ResultReason
-from .vocabulary import RunState as RunState
+from jupyter_nbvalidation.vocabulary import NOTICE_REASONS as NOTICE_REASONS
+from jupyter_nbvalidation.vocabulary import REASON_ACTIONS as REASON_ACTIONS
+from jupyter_nbvalidation.vocabulary import REASON_PHASE as REASON_PHASE
+from jupyter_nbvalidation.vocabulary import RETRY_REASONS as RETRY_REASONS
+from jupyter_nbvalidation.vocabulary import VERDICTS as VERDICTS
+from jupyter_nbvalidation.vocabulary import BuildPhase as BuildPhase
+from jupyter_nbvalidation.vocabulary import CellStatus as CellStatus
+from jupyter_nbvalidation.vocabulary import ConditionType as ConditionType
+from jupyter_nbvalidation.vocabulary import EventReason as EventReason
+from jupyter_nbvalidation.vocabulary import Phase as Phase
+from jupyter_nbvalidation.vocabulary import Reason as Reason
+from jupyter_nbvalidation.vocabulary import ResultReason as ResultReason
+from jupyter_nbvalidation.vocabulary import RunState as RunState
 
 GROUP = "nbvalidation.dev"
 VERSION = "v1alpha1"
@@ -380,7 +380,7 @@ def check_parameters(value: Any, path: str = "parameters") -> dict[str, Any]:
 
 def check_sanitizers(value: Any, path: str = "comparisonConfig.sanitizers") -> list[dict[str, Any]]:
     """``comparisonConfig.sanitizers``: nbval's sanitizer entries ``[{regex, replace, section?}]``."""
-    from .compare import check_sanitizer
+    from jupyter_nbvalidation.compare import check_sanitizer
 
     if not isinstance(value, list):
         raise SpecError(path, "must be a list of {regex, replace} objects")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import model as M
-from ._version import __version__
-from .spec_table import json_schema
+import jupyter_nbvalidation.model as M
+from jupyter_nbvalidation._version import __version__
+from jupyter_nbvalidation.spec_table import json_schema
 
 # the spec's schema is built from the one table (spec_table.py), as the CRD's and the validator's are
 SPEC_SCHEMA = json_schema("openapi")

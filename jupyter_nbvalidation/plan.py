@@ -23,11 +23,11 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import local_sources
-from . import requirements as reqmod
-from .errors import InputRejected
-from .model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled, parse_duration
-from .runner_args import plan_args
+import jupyter_nbvalidation.local_sources as local_sources
+import jupyter_nbvalidation.requirements as reqmod
+from jupyter_nbvalidation.errors import InputRejected
+from jupyter_nbvalidation.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled, parse_duration
+from jupyter_nbvalidation.runner_args import plan_args
 
 NOTEBOOK = "notebook.ipynb"
 GOLDEN = "golden.ipynb"

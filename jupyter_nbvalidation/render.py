@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .environment_record import summary_lines
-from .model import CellStatus, Phase, Reason, format_duration, parse_time, utcnow
-from .runner.text import cell_label, strip_ansi
+from jupyter_nbvalidation.environment_record import summary_lines
+from jupyter_nbvalidation.model import CellStatus, Phase, Reason, format_duration, parse_time, utcnow
+from jupyter_nbvalidation.runner.text import cell_label, strip_ansi
 
 CANCELLED = Reason.CANCELLED  # shown as its own verdict
 # before the engine first looks at a job it has no phase yet: shown as "Pending" (README, "REST API")

@@ -50,9 +50,9 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, NoReturn
 
-from .local_sources import ARCHIVE as LOCAL_ARCHIVE
-from .local_sources import Packed
-from .redaction import MASK, mask_urls, userinfo
+from jupyter_nbvalidation.local_sources import ARCHIVE as LOCAL_ARCHIVE
+from jupyter_nbvalidation.local_sources import Packed
+from jupyter_nbvalidation.redaction import MASK, mask_urls, userinfo
 
 SYSTEM_PACKAGES_TXT = "apt.txt"  # the snapshot's file of Requirements.system_packages
 INTERPRETER_JSON = "interpreter.json"  # the snapshot's file of Requirements.interpreter_wanted()
@@ -738,7 +738,7 @@ def _discovered(root: str, rel_nb_dir: str, extras: list[str] | None = None, *,
     declares its environment in (environment_files.discover, repo2docker's
     order), read and checked line by line like a requirements file; ``extras``
     (``buildConfig.extras``) of the project, when the environment is the project."""
-    from . import environment_files as ef
+    import jupyter_nbvalidation.environment_files as ef
 
     field_name = ef.FIELD
     extras = extras or []
@@ -819,8 +819,8 @@ def _install_project(c: _Collector, base: str, where: str, extras: list[str] | N
     """The project in ``base`` installed (not editable) from its folder, with ``extras``: a local path.
     An extra the project does not declare is refused now (the installer would only warn, and the
     notebook be validated without what was asked for)."""
-    from . import environment_files as ef
-    from .environment_record import normalize
+    import jupyter_nbvalidation.environment_files as ef
+    from jupyter_nbvalidation.environment_record import normalize
 
     if extras:
         known = ef.declared_extras(base, c.root)

@@ -15,13 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from . import changes, local_sources, markers, verdict_cache
-from . import requirements as reqmod
-from .backends.base import Backend
-from .documents import Event, Job, JobSpec
-from .engine import Engine
-from .errors import InputRejected
-from .model import (
+import jupyter_nbvalidation.changes as changes
+import jupyter_nbvalidation.local_sources as local_sources
+import jupyter_nbvalidation.markers as markers
+import jupyter_nbvalidation.verdict_cache as verdict_cache
+import jupyter_nbvalidation.requirements as reqmod
+from jupyter_nbvalidation.backends.base import Backend
+from jupyter_nbvalidation.documents import Event, Job, JobSpec
+from jupyter_nbvalidation.engine import Engine
+from jupyter_nbvalidation.errors import InputRejected
+from jupyter_nbvalidation.model import (
     ROOT_ANNOTATION,
     WORKDIR_ANNOTATION,
     Phase,
@@ -31,14 +34,14 @@ from .model import (
     new_job,
     validate_spec,
 )
-from .redaction import mask_urls, mask_values, scrub
-from .requirements import Requirements
-from .store.base import JobStore, NotFound, StoreBroken, StoreError
-from .tasks import cancel_and_wait
-from .timeline import compute_timeline
+from jupyter_nbvalidation.redaction import mask_urls, mask_values, scrub
+from jupyter_nbvalidation.requirements import Requirements
+from jupyter_nbvalidation.store.base import JobStore, NotFound, StoreBroken, StoreError
+from jupyter_nbvalidation.tasks import cancel_and_wait
+from jupyter_nbvalidation.timeline import compute_timeline
 
 if TYPE_CHECKING:
-    from .bisect_runs import Bisections
+    from jupyter_nbvalidation.bisect_runs import Bisections
 
 INPUTS_PREFIX = "inputs/"  # spec.inputFiles in a job's files: inputs/<path relative to the notebook's folder>
 
@@ -308,7 +311,7 @@ class JobService:
         version = self.backend.build_python_version()
         if version is None:
             return
-        from . import environment_files as ef
+        import jupyter_nbvalidation.environment_files as ef
 
         markers, where = reqs.supported_environments
         if not ef.environments_fit(markers, version):
@@ -589,7 +592,7 @@ class JobService:
     async def lock(self, name: str) -> str:
         """The exact pins of the job's environment as a requirements file
         (environment_lock.lock_text), or 404 saying why there are none."""
-        from . import environment_lock
+        import jupyter_nbvalidation.environment_lock as environment_lock
 
         job = await self.get(name)
         record = await self.environment_record(name)
@@ -604,7 +607,7 @@ class JobService:
             raise ApiError(404, "NotFound", f"the {self.backend.name} backend does not record environments yet, "
                                             "so it cannot bisect")
         if self._bisections is None:
-            from .bisect_runs import Bisections
+            from jupyter_nbvalidation.bisect_runs import Bisections
 
             self._bisections = Bisections(self)
         return self._bisections

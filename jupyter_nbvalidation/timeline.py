@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Mapping, Sequence
 
-from .model import REASON_PHASE, Phase, isotime, parse_time, transition_event_type, utcnow
+from jupyter_nbvalidation.model import REASON_PHASE, Phase, isotime, parse_time, transition_event_type, utcnow
 
 
 def _time(value: Any) -> _dt.datetime | None:

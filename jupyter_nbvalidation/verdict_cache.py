@@ -56,11 +56,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
-from .markers import notebook_opts_out_of_cache
-from .model import Phase
+from jupyter_nbvalidation.markers import notebook_opts_out_of_cache
+from jupyter_nbvalidation.model import Phase
 
 if TYPE_CHECKING:
-    from .backends.base import Backend
+    from jupyter_nbvalidation.backends.base import Backend
 
 ANNOTATION = "nbvalidation.dev/verdict-key"
 VERSION = 3  # of the key's recipe: a change of recipe never matches an older key
@@ -277,7 +277,7 @@ def folder_digest(folder: Path, notebook_text: str, skip: set[Path], root: Path 
 
 def inherited_environment() -> dict[str, str]:
     """The variables a kernel inherits from this process (runner/environment.py)."""
-    from .runner.environment import PASSED_THROUGH
+    from jupyter_nbvalidation.runner.environment import PASSED_THROUGH
 
     return {k: v for k, v in sorted(os.environ.items()) if k in PASSED_THROUGH or k.startswith("LC_")}
 

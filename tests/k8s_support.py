@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from jupyter_nbvalidation.engine import Engine
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.k8s.backend import KubernetesBackend
 from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, Kube, KubeApiError
 from jupyter_nbvalidation.runner import termination_summary

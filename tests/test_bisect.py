@@ -14,7 +14,7 @@ from pathlib import Path
 
 from helpers import make_wheel, write_notebook
 
-from jupyter_nbvalidation import cause_search as cs
+import jupyter_nbvalidation.cause_search as cs
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
@@ -104,7 +104,7 @@ class WithoutRecords:
 def test_a_server_without_records_is_refused_clearly_exit_2(tmp_path, capsys):
     import argparse
 
-    from jupyter_nbvalidation import bisect_cmd
+    import jupyter_nbvalidation.bisect_cmd as bisect_cmd
 
     args = argparse.Namespace(notebook="nb.ipynb", job=None, max_steps=12, step_timeout=None, output="text")
     try:

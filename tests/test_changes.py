@@ -11,7 +11,7 @@ import json
 from helpers import make_wheel, rest_wait_terminal, write_notebook
 from helpers import rest_call as call
 
-from jupyter_nbvalidation import changes
+import jupyter_nbvalidation.changes as changes
 from jupyter_nbvalidation.model import Phase
 from jupyter_nbvalidation.render import changes_block
 

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from jupyter_nbvalidation import compare
+import jupyter_nbvalidation.compare as compare
 from jupyter_nbvalidation.markers import cell_markers, notebook_execution_settings
 
 

@@ -16,7 +16,7 @@ from helpers import rest_call as call
 from helpers import rest_wait_terminal, write_notebook
 from tornado.httpclient import HTTPClientError
 
-from jupyter_nbvalidation import environment_record as envrec
+import jupyter_nbvalidation.environment_record as envrec
 from jupyter_nbvalidation.model import Phase
 from jupyter_nbvalidation.render import environment_block
 
@@ -135,7 +135,7 @@ def test_the_runner_prints_its_kernels_probe_before_the_notebook_runs(tmp_path):
     """--print-environment (a Kubernetes job's record, read from the Pod's log): the probe of the
     kernel's interpreter, on one line before the result; the same document the server's probe
     takes, and an error document, not a crash, when it cannot be taken."""
-    from jupyter_nbvalidation.runner import probe as runner_probe
+    import jupyter_nbvalidation.runner.probe as runner_probe
     from jupyter_nbvalidation.runner.protocol import ENVIRONMENT_PREFIX, environment_from_log, environment_line
 
     write_notebook(tmp_path / "nb.ipynb", ["print(1)"])

@@ -17,7 +17,7 @@ from conftest import make_local
 from helpers import leftover_processes, write_notebook
 
 from jupyter_nbvalidation.backends.forkserver import RunnerForkServer
-from jupyter_nbvalidation.runner import hygiene
+import jupyter_nbvalidation.runner.hygiene as hygiene
 from jupyter_nbvalidation.runner.environment import forkserver_environment, runner_environment
 from jupyter_nbvalidation.vocabulary import Phase
 

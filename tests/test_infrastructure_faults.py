@@ -378,7 +378,7 @@ def test_the_local_classification_of_result_documents(tmp_path):
 
 def test_the_html_report_shows_an_infrastructure_error_apart(tmp_path):
     from jupyter_nbvalidation.batch import Item, Outcome
-    from jupyter_nbvalidation.reports import html
+    import jupyter_nbvalidation.reports.html as html
 
     job = {"metadata": {"name": "nb-1"}, "spec": {"notebook": {"path": "nb.ipynb"}},
            "status": {"phase": "Failed", "reason": "InfrastructureFailed",

@@ -48,7 +48,7 @@ from k8s_support import (
     wait_object,
 )
 
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.k8s.backend import IMAGE_ANNOTATION
 from jupyter_nbvalidation.k8s.client import CONFIGMAPS, EVENTS, JOBS, PODS, Kube, KubeApiError, connect
 from jupyter_nbvalidation.k8s.store import NVJ
@@ -666,7 +666,7 @@ async def test_a_lost_transition_event_is_posted_once_by_the_next_server(kube_ap
 
 
 def test_runner_output_parsing(runner_outputs):
-    from jupyter_nbvalidation.k8s import results as res
+    import jupyter_nbvalidation.k8s.results as res
 
     code, term, stdout = runner_outputs["bad"]
     full, executed = res.parse_log(stdout)
@@ -1367,7 +1367,7 @@ def test_install_print_needs_no_kubernetes_client(tmp_path):
 async def test_oom_killed_container_wins_over_the_runners_dead_kernel(env):
     """A real node: the OOM killer takes the kernel, the runner exits 1 ("kernel
     died"), the container is reported terminated with reason OOMKilled."""
-    from jupyter_nbvalidation.k8s import results as res
+    import jupyter_nbvalidation.k8s.results as res
 
     pod = {"metadata": {"name": "p", "namespace": env.ns}, "status": {"phase": "Failed", "containerStatuses": [
         {"name": obj.RUNNER_CONTAINER, "state": {"terminated": {

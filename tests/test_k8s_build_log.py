@@ -10,7 +10,7 @@ import pytest
 from helpers import write_notebook
 from k8s_support import DIGEST, make_env, start_builder, wait_for
 
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.k8s.client import PODS
 from jupyter_nbvalidation.model import Phase
 

@@ -23,7 +23,7 @@ import pytest_asyncio
 from helpers import write_notebook
 from k8s_support import DIGEST, REGISTRY, WAIT, events_of, make_env, reasons, run_validation, wait_object
 
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.k8s.builders import BuildSettings, BuildSite
 from jupyter_nbvalidation.k8s.builders.openshift import BC_LABEL, BUILD_NUMBER, BUILDCONFIGS, BUILDS, OpenShiftBuilder
 from jupyter_nbvalidation.k8s.builders.tekton import PIPELINERUNS, TASKRUNS

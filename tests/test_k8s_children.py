@@ -11,7 +11,7 @@ import pytest_asyncio
 from k8s_support import make_env
 
 from jupyter_nbvalidation.errors import PermanentFailure, TemporaryFailure
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.k8s.children import NotOurs, api_failure
 from jupyter_nbvalidation.k8s.client import CONFIGMAPS, PODS, KubeApiError
 from jupyter_nbvalidation.store.base import StoreError

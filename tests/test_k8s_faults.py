@@ -33,8 +33,8 @@ from k8s_support import (
     wait_object,
 )
 
-from jupyter_nbvalidation.k8s import objects as obj
-from jupyter_nbvalidation.k8s import results as res
+import jupyter_nbvalidation.k8s.objects as obj
+import jupyter_nbvalidation.k8s.results as res
 from jupyter_nbvalidation.k8s.client import PODS
 from jupyter_nbvalidation.model import Phase, Reason
 

@@ -36,7 +36,7 @@ from k8s_support import (
     wait_object,
 )
 
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.k8s.client import JOBS, PODS, WATCH_OPEN
 from jupyter_nbvalidation.model import Phase, Reason
 

@@ -23,8 +23,8 @@ import pytest
 from helpers import plan_for, write_notebook
 from k8s_support import NOBUILD, make_env, summary, wait_for, wait_object
 
-from jupyter_nbvalidation.k8s import objects as obj
-from jupyter_nbvalidation.k8s import results as res
+import jupyter_nbvalidation.k8s.objects as obj
+import jupyter_nbvalidation.k8s.results as res
 from jupyter_nbvalidation.k8s.client import PODS
 from jupyter_nbvalidation.k8s.progress import PodProgress, container_instance, parse_stamp
 from jupyter_nbvalidation.model import Phase

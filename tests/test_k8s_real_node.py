@@ -21,7 +21,7 @@ import uuid
 import pytest
 from helpers import job_of, phases, reasons, wait, write_notebook
 
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.model import Phase, Reason
 
 pytestmark = pytest.mark.cluster

@@ -12,7 +12,7 @@ import time
 import pytest
 from helpers import write_notebook
 
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.model import Phase
 
 pytestmark = pytest.mark.cluster

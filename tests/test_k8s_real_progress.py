@@ -20,7 +20,7 @@ import uuid
 import pytest
 from helpers import write_notebook
 
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.model import RETRY_REASONS, Phase, Reason, parse_time
 from jupyter_nbvalidation.runner.protocol import TERMINATION_LOG_LIMIT, parse_summary
 

@@ -36,7 +36,7 @@ import pytest
 import pytest_asyncio
 from helpers import write_notebook
 
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.k8s.store import JOB_LABEL
 from jupyter_nbvalidation.model import Phase, Reason
 

@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 from helpers import write_notebook
 
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.k8s.client import JOBS, KubeApiError
 from jupyter_nbvalidation.model import Phase, Reason, build_attempt
 from jupyter_nbvalidation.vocabulary import RETRY_REASONS

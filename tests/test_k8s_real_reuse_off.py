@@ -17,7 +17,7 @@ import uuid
 import pytest
 from helpers import job_of, wait, write_notebook
 
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.model import NOTICE_REASONS, REASON_PHASE, Phase, Reason
 from jupyter_nbvalidation.verdict_cache import ANNOTATION as VERDICT_KEY
 

@@ -15,7 +15,7 @@ from helpers import write_notebook
 from k8s_support import events_of, get_or_none, make_env, reasons, run_builder, run_validation, wait_for
 
 from jupyter_nbvalidation.backends.base import FAILED
-from jupyter_nbvalidation.k8s import objects as obj
+import jupyter_nbvalidation.k8s.objects as obj
 from jupyter_nbvalidation.k8s.builders.base import BuildInputs
 from jupyter_nbvalidation.k8s.client import JOBS
 from jupyter_nbvalidation.k8s.images import Images, ImageSettings

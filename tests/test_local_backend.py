@@ -173,7 +173,7 @@ async def test_jobs_of_one_environment_submitted_at_once_share_one_build(tmp_pat
     job hears when it ends. Two builds used to start (both jobs passed the "is one
     running?" check across an await), and the job on the overwritten record was
     never told: it waited for the engine's resync (300 s) with its environment ready."""
-    from jupyter_nbvalidation import requirements as reqmod
+    import jupyter_nbvalidation.requirements as reqmod
 
     real = reqmod.for_build
 

@@ -9,8 +9,8 @@ import tarfile
 
 import pytest
 
-from jupyter_nbvalidation import local_sources
-from jupyter_nbvalidation import requirements as reqmod
+import jupyter_nbvalidation.local_sources as local_sources
+import jupyter_nbvalidation.requirements as reqmod
 from jupyter_nbvalidation.environment_files import read_apt_txt
 from jupyter_nbvalidation.requirements import RequirementsError, tree_hash
 
@@ -129,7 +129,7 @@ async def test_the_image_recipe_carries_the_archive_and_apt_txt_and_its_tag_foll
     verdict cache's identity) changes with what was packed, as a fresh build would."""
     import logging
 
-    from jupyter_nbvalidation.k8s import objects as obj
+    import jupyter_nbvalidation.k8s.objects as obj
     from jupyter_nbvalidation.k8s.images import Images, ImageSettings
 
     digest = "sha256:" + "a" * 64

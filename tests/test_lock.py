@@ -19,7 +19,7 @@ from helpers import make_wheel, rest_wait_terminal, write_notebook
 from helpers import rest_call as call
 from tornado.httpclient import HTTPClientError
 
-from jupyter_nbvalidation import environment_lock as el
+import jupyter_nbvalidation.environment_lock as el
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
@@ -156,7 +156,7 @@ def test_a_backend_without_constraints_refuses_the_field_naming_it(tmp_path):
     submit, never ignored. Kubernetes declares it (its image build installs with pip's -c)."""
     from types import SimpleNamespace
 
-    from jupyter_nbvalidation import requirements as reqmod
+    import jupyter_nbvalidation.requirements as reqmod
     from jupyter_nbvalidation.backends.base import Capabilities
     from jupyter_nbvalidation.k8s.backend import KubernetesBackend
     from jupyter_nbvalidation.service import ApiError, JobService
@@ -178,7 +178,7 @@ def test_a_backend_without_constraints_refuses_the_field_naming_it(tmp_path):
 
 def test_constraints_of_a_resource_created_around_the_server_are_read_from_its_spec():
     """A job created with kubectl has no snapshot: its spec's constraints are still applied."""
-    from jupyter_nbvalidation import requirements as reqmod
+    import jupyter_nbvalidation.requirements as reqmod
 
     bc = {"requirements": ["six"], "constraints": ["six==1.16.0"]}
     reqs = reqmod.of_job({"spec": {"podConfig": {"buildConfig": bc}}}, None, None)

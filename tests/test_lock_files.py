@@ -17,8 +17,8 @@ import pytest
 from helpers import JUPYTER, building, make_wheel, write_notebook
 from helpers import run_repo as run
 
-from jupyter_nbvalidation import environment_files as ef
-from jupyter_nbvalidation import requirements as reqmod
+import jupyter_nbvalidation.environment_files as ef
+import jupyter_nbvalidation.requirements as reqmod
 from jupyter_nbvalidation.plan import requirements_sentence
 from jupyter_nbvalidation.redaction import mask_urls
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import write_notebook
 
-from jupyter_nbvalidation import compare
+import jupyter_nbvalidation.compare as compare
 from jupyter_nbvalidation.compare import SanitizerFileError, parse_sanitizer_file
 from jupyter_nbvalidation.model import SpecError, validate_spec
 

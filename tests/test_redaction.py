@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from jupyter_nbvalidation import events
-from jupyter_nbvalidation import requirements as reqmod
-from jupyter_nbvalidation.backends import build_failure
+import jupyter_nbvalidation.events as events
+import jupyter_nbvalidation.requirements as reqmod
+import jupyter_nbvalidation.backends.build_failure as build_failure
 from jupyter_nbvalidation.redaction import MASK, mask_urls, mask_values, scrub, userinfo
 
 
@@ -167,7 +167,7 @@ def test_a_build_log_line_is_scrubbed_on_its_way_to_the_log() -> None:
 def test_a_build_log_line_longer_than_the_limit_reaches_the_log_in_pieces(monkeypatch) -> None:
     """The filter never stops reading (the command would block on a full pipe): a line
     without an end goes to the log in pieces, the last piece at the command's end."""
-    from jupyter_nbvalidation.backends.local import environments
+    import jupyter_nbvalidation.backends.local.environments as environments
 
     monkeypatch.setattr(environments, "LOG_LINE_LIMIT", 1000)
     log = io.StringIO()

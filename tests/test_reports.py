@@ -7,9 +7,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from jupyter_nbvalidation import render
+import jupyter_nbvalidation.render as render
 from jupyter_nbvalidation.batch import Item, Outcome
-from jupyter_nbvalidation.reports import console, html, junit
+import jupyter_nbvalidation.reports.console as console
+import jupyter_nbvalidation.reports.html as html
+import jupyter_nbvalidation.reports.junit as junit
 
 ENV = "2 requirements from requirements.txt beside the notebook"
 

@@ -23,7 +23,7 @@ from helpers import rest_call as call
 from helpers import rest_wait_terminal, write_notebook
 from tornado.httpclient import HTTPClientError
 
-from jupyter_nbvalidation import requirements as reqmod
+import jupyter_nbvalidation.requirements as reqmod
 from jupyter_nbvalidation.model import Phase, Reason
 from jupyter_nbvalidation.redaction import scrub
 

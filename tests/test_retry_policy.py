@@ -290,7 +290,7 @@ async def _until_phase(engine: Engine, name: str, phase: str) -> None:
 
 
 async def test_describe_and_the_verdict_line_show_retries_and_the_error(run):
-    from jupyter_nbvalidation import render
+    import jupyter_nbvalidation.render as render
     from jupyter_nbvalidation.timeline import compute_timeline
 
     engine, backend = await run()

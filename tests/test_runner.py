@@ -21,7 +21,7 @@ import nbformat
 import pytest
 from helpers import leftover_processes
 
-from jupyter_nbvalidation import runner
+import jupyter_nbvalidation.runner as runner
 
 FIXTURES = Path(__file__).parent / "notebooks" / "runner"
 RESULT_PREFIX = "NBVALIDATION-RESULT "
@@ -407,7 +407,7 @@ def test_a_kernel_that_lingers_after_its_shutdown_reply_is_stopped_after_its_own
 
     from jupyter_client.manager import AsyncKernelManager
 
-    from jupyter_nbvalidation.runner import execute
+    import jupyter_nbvalidation.runner.execute as execute
 
     ended = tmp_path / "child-ended"
     cell = (f"import signal, subprocess, sys, threading, time\n"

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from helpers import write_notebook
 
-from jupyter_nbvalidation.runner import hygiene
+import jupyter_nbvalidation.runner.hygiene as hygiene
 from jupyter_nbvalidation.runner.protocol import parse_log, termination_summary, write_termination_log
 
 FIXTURES = Path(__file__).parent / "notebooks" / "runner"

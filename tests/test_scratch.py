@@ -316,8 +316,8 @@ def test_the_plan_binds_the_scratch_folders_and_keeps_the_other_rules(tmp_path):
     """Fast, no kernel: the data dir under /tmp (as in these tests), its scratch folder bound
     over /tmp before anything else; shown paths under /tmp bound again; /dev/shm a tmpfs; the
     folders made fresh (a leftover of an earlier try gone) with the real ones' mode bits."""
-    from jupyter_nbvalidation.backends import workcopy
-    from jupyter_nbvalidation.runner import sandbox
+    import jupyter_nbvalidation.backends.workcopy as workcopy
+    import jupyter_nbvalidation.runner.sandbox as sandbox
 
     data = tmp_path / "data"
     run = data / "jobs" / "u" / "run-1"

@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jupyter_nbvalidation import compare, documents, openapi, spec_table
+import jupyter_nbvalidation.compare as compare
+import jupyter_nbvalidation.documents as documents
+import jupyter_nbvalidation.openapi as openapi
+import jupyter_nbvalidation.spec_table as spec_table
 from jupyter_nbvalidation.model import spec_fields
 
 CRD = "jupyter_nbvalidation/k8s/manifests/crd.yaml"

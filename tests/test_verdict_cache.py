@@ -123,7 +123,7 @@ def test_the_cache_through_a_running_server(server_proc):
 
 
 def test_the_runner_and_the_environment_are_in_the_key(monkeypatch, tmp_path):
-    from jupyter_nbvalidation import verdict_cache
+    import jupyter_nbvalidation.verdict_cache as verdict_cache
     from jupyter_nbvalidation.backends.base import Backend
 
     backend = Backend()  # the port's defaults: a backend's name and cell timeout are in the key
@@ -217,7 +217,7 @@ def test_a_symlinked_folder_beside_the_notebook_is_in_the_key(tmp_path):
 
 
 def test_an_editable_install_is_keyed_by_its_source(monkeypatch, tmp_path):
-    from jupyter_nbvalidation import verdict_cache
+    import jupyter_nbvalidation.verdict_cache as verdict_cache
 
     site = tmp_path / "site"
     src = tmp_path / "src" / "mylib"
@@ -241,7 +241,7 @@ def test_an_editable_install_is_keyed_by_its_source(monkeypatch, tmp_path):
 
 def test_the_servers_own_code_is_in_the_key(monkeypatch, tmp_path):
     """Not only the runner: the comparison, the engine and the backends judge a verdict too."""
-    from jupyter_nbvalidation import verdict_cache
+    import jupyter_nbvalidation.verdict_cache as verdict_cache
 
     copy = tmp_path / "pkg"
     shutil.copytree(verdict_cache._PKG, copy, ignore=shutil.ignore_patterns("__pycache__", "labextension", "static"))

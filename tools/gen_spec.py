@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jupyter_nbvalidation import spec_table as T  # noqa: E402
+import jupyter_nbvalidation.spec_table as T  # noqa: E402
 
 CRD = ROOT / "jupyter_nbvalidation" / "k8s" / "manifests" / "crd.yaml"
 TS = ROOT / "labextension" / "src" / "spec.generated.ts"

@@ -39,7 +39,7 @@ def _array(values: list[str]) -> list[str]:
 
 
 def render() -> str:
-    from jupyter_nbvalidation import model
+    import jupyter_nbvalidation.model as model
 
     phases = [_str(p) for p in getattr(model.Phase, "ORDER", [v for _, v in _constants(model.Phase)])]
     terminal = [p for p in phases if p in {_str(t) for t in model.Phase.TERMINAL}]

@@ -26,8 +26,8 @@ import socket
 import sys
 from typing import Any, Callable
 
-from ..runner import hygiene
-from ..tasks import wait_within
+import jupyter_nbvalidation.runner.hygiene as hygiene
+from jupyter_nbvalidation.tasks import wait_within
 
 MODULE = "jupyter_nbvalidation.runner.forkserver"
 READY_TIMEOUT = 60.0  # seconds for the fork server's imports

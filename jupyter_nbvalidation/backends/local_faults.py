@@ -27,8 +27,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from ..vocabulary import CellStatus, ResultReason
-from .base import Fault
+from jupyter_nbvalidation.vocabulary import CellStatus, ResultReason
+from jupyter_nbvalidation.backends.base import Fault
 
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _NO_SPACE_TEXT = re.compile(r"\[Errno (?:28|122)\]|No space left on device|Disk quota exceeded")

@@ -40,27 +40,45 @@ from typing import Any, Callable, Mapping, cast
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default, observe
 
-from .. import environment_record as envrec
-from .. import local_sources, verdict_cache
-from ..backends import workcopy
-from ..backends.base import RUNNING, Backend, Capabilities, Observation, lease_traits
-from ..documents import Job, JobSpec
-from ..errors import InputRejected
-from ..model import GROUP, PLURAL, VERSION, WORKDIR_ANNOTATION, SpecError, build_enabled, isotime, spec_fields
-from ..plan import Snapshot, ValidationPlan
-from ..requirements import INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
-from ..store.base import StoreError
-from . import objects as obj
-from .builders import BUILDERS, STRATEGIES, Builder, BuildInputs, BuildSettings, BuildSite, builders_for
-from .builders.base import strip_tag
-from .builders.discovery import discover
-from .children import IMAGE_ANNOTATION, Children
-from .client import Kube, KubeApiError, default_namespace
-from .executor import PodSettings, ValidationExecutor
-from .images import Images, ImageSettings
-from .leader import LeaseElector, new_identity
-from .snapshot import Snapshots
-from .store import KubernetesJobStore
+import jupyter_nbvalidation.environment_record as envrec
+import jupyter_nbvalidation.local_sources as local_sources
+import jupyter_nbvalidation.verdict_cache as verdict_cache
+import jupyter_nbvalidation.backends.workcopy as workcopy
+from jupyter_nbvalidation.backends.base import RUNNING, Backend, Capabilities, Observation, lease_traits
+from jupyter_nbvalidation.documents import Job, JobSpec
+from jupyter_nbvalidation.errors import InputRejected
+from jupyter_nbvalidation.model import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    WORKDIR_ANNOTATION,
+    SpecError,
+    build_enabled,
+    isotime,
+    spec_fields,
+)
+from jupyter_nbvalidation.plan import Snapshot, ValidationPlan
+from jupyter_nbvalidation.requirements import INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
+from jupyter_nbvalidation.store.base import StoreError
+import jupyter_nbvalidation.k8s.objects as obj
+from jupyter_nbvalidation.k8s.builders import (
+    BUILDERS,
+    STRATEGIES,
+    Builder,
+    BuildInputs,
+    BuildSettings,
+    BuildSite,
+    builders_for,
+)
+from jupyter_nbvalidation.k8s.builders.base import strip_tag
+from jupyter_nbvalidation.k8s.builders.discovery import discover
+from jupyter_nbvalidation.k8s.children import IMAGE_ANNOTATION, Children
+from jupyter_nbvalidation.k8s.client import Kube, KubeApiError, default_namespace
+from jupyter_nbvalidation.k8s.executor import PodSettings, ValidationExecutor
+from jupyter_nbvalidation.k8s.images import Images, ImageSettings
+from jupyter_nbvalidation.k8s.leader import LeaseElector, new_identity
+from jupyter_nbvalidation.k8s.snapshot import Snapshots
+from jupyter_nbvalidation.k8s.store import KubernetesJobStore
 
 __all__ = ["CRD_NAME", "IMAGE_ANNOTATION", "KubernetesBackend"]
 

@@ -25,16 +25,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ..documents import Job
-from ..errors import PermanentFailure, TemporaryFailure
-from ..model import GROUP
-from ..store.base import StoreError
-from . import objects as obj
-from .client import CONFIGMAPS, MERGE_PATCH, PODS, Kube, KubeApiError, Resource
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.errors import PermanentFailure, TemporaryFailure
+from jupyter_nbvalidation.model import GROUP
+from jupyter_nbvalidation.store.base import StoreError
+import jupyter_nbvalidation.k8s.objects as obj
+from jupyter_nbvalidation.k8s.client import CONFIGMAPS, MERGE_PATCH, PODS, Kube, KubeApiError, Resource
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .informer import Informer
-    from .store import KubernetesJobStore
+    from jupyter_nbvalidation.k8s.informer import Informer
+    from jupyter_nbvalidation.k8s.store import KubernetesJobStore
 
 IMAGE_ANNOTATION = f"{GROUP}/image"  # on a build object: the repository:tag it pushes
 # statuses the same request meets again: not worth a retry

@@ -32,7 +32,7 @@ from kubernetes.aio.config.incluster_config import (
     InClusterConfigLoader,
 )
 
-from ..redaction import scrub
+from jupyter_nbvalidation.redaction import scrub
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"

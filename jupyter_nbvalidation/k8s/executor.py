@@ -33,16 +33,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
-from ..documents import Job, Progress, RunnerResult
-from ..errors import InputRejected
-from ..model import Phase, ResultReason, build_enabled, isotime, validation_attempt
-from ..plan import ValidationPlan
-from . import objects as obj
-from . import results as res
-from .children import Children, NotOurs
-from .client import PODS
-from .progress import PodProgress, holds_run_start
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
+from jupyter_nbvalidation.documents import Job, Progress, RunnerResult
+from jupyter_nbvalidation.errors import InputRejected
+from jupyter_nbvalidation.model import Phase, ResultReason, build_enabled, isotime, validation_attempt
+from jupyter_nbvalidation.plan import ValidationPlan
+import jupyter_nbvalidation.k8s.objects as obj
+import jupyter_nbvalidation.k8s.results as res
+from jupyter_nbvalidation.k8s.children import Children, NotOurs
+from jupyter_nbvalidation.k8s.client import PODS
+from jupyter_nbvalidation.k8s.progress import PodProgress, holds_run_start
 
 POD_GRACE_SECONDS = 30  # the runner's own --timeout reports before the pod deadline kills it
 
@@ -51,7 +51,7 @@ def print_executed_supported() -> bool:
     """Whether this version's runner has ``--print-executed`` (pods run the
     same version when built from runner_requirements)."""
     try:
-        from ..runner import build_parser
+        from jupyter_nbvalidation.runner import build_parser
 
         return "--print-executed" in build_parser()._option_string_actions
     except Exception:

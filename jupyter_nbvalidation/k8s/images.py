@@ -13,17 +13,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .. import local_sources
-from ..backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Notice, Observation
-from ..documents import Job
-from ..errors import InputRejected, TemporaryFailure
-from ..model import isotime, parse_time
-from ..plan import ValidationPlan
-from ..requirements import Requirements
-from ..vocabulary import EventReason
-from . import objects as obj
-from .builders.base import BuildInputs, strip_tag
-from .registry import RegistryClient, RegistryError, parse_reference
+import jupyter_nbvalidation.local_sources as local_sources
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Notice, Observation
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.errors import InputRejected, TemporaryFailure
+from jupyter_nbvalidation.model import isotime, parse_time
+from jupyter_nbvalidation.plan import ValidationPlan
+from jupyter_nbvalidation.requirements import Requirements
+from jupyter_nbvalidation.vocabulary import EventReason
+import jupyter_nbvalidation.k8s.objects as obj
+from jupyter_nbvalidation.k8s.builders.base import BuildInputs, strip_tag
+from jupyter_nbvalidation.k8s.registry import RegistryClient, RegistryError, parse_reference
 
 BASE_DIGEST_TTL = 60.0  # seconds a resolved base-image digest is used before asking again
 PROBE_TTL = 5.0  # seconds /health's registry probe is reused

@@ -26,7 +26,7 @@ import random
 import time
 from typing import Any, Callable
 
-from .client import WATCH_OPEN, Kube, KubeApiError
+from jupyter_nbvalidation.k8s.client import WATCH_OPEN, Kube, KubeApiError
 
 OnChange = Callable[[dict[str, Any], bool], None]  # (object, deleted)
 

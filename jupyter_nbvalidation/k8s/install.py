@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no annotations (types-PyYAML is not installed)
 
-from . import MANIFESTS_DIR
+from jupyter_nbvalidation.k8s import MANIFESTS_DIR
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .client import Kube
+    from jupyter_nbvalidation.k8s.client import Kube
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 EXIT_OK, EXIT_FAILED, EXIT_MISSING = 0, 1, 2
@@ -66,7 +66,7 @@ def _collection(doc: dict[str, Any]) -> str:
 
 
 async def _create_or_replace(kube: "Kube", doc: dict[str, Any]) -> str:
-    from .client import KubeApiError
+    from jupyter_nbvalidation.k8s.client import KubeApiError
 
     path = _collection(doc)
     name = doc["metadata"]["name"]
@@ -99,7 +99,7 @@ async def _wait_established(kube: "Kube", name: str, timeout: float) -> bool:
 
 
 async def apply(namespace: str, kubeconfig: str | None, out: Any = sys.stdout, timeout: float = 60.0) -> int:
-    from .client import connect
+    from jupyter_nbvalidation.k8s.client import connect
 
     kube = await connect(kubeconfig)
     try:
@@ -123,7 +123,7 @@ def install(namespace: str | None, print_only: bool, kubeconfig: str | None) -> 
         sys.stdout.write(render(ns))
         return EXIT_OK
     try:
-        from .client import KubeApiError
+        from jupyter_nbvalidation.k8s.client import KubeApiError
     except ImportError as e:
         print(f"error: applying the manifests needs the Kubernetes client, which is not installed ({e}): "
               "pip install 'jupyter-nbvalidation[kubernetes]', or print them with --print and apply "

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..election import Elector, microtime, new_identity
-from .client import Kube, KubeApiError, Resource
+from jupyter_nbvalidation.election import Elector, microtime, new_identity
+from jupyter_nbvalidation.k8s.client import Kube, KubeApiError, Resource
 
 __all__ = ["LEASES", "LeaseElector", "microtime", "new_identity"]
 

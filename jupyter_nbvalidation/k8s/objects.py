@@ -17,14 +17,14 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
-from .. import local_sources
-from ..documents import Job
-from ..environment_files import APT_TXT
-from ..model import API_VERSION, GROUP, KIND, build_attempt
-from ..plan import CONSTRAINTS_TXT, ValidationPlan
-from ..requirements import INTERPRETER_JSON
-from ..runner.probe import BASE_IMAGE_VAR
-from .store import JOB_LABEL
+import jupyter_nbvalidation.local_sources as local_sources
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.environment_files import APT_TXT
+from jupyter_nbvalidation.model import API_VERSION, GROUP, KIND, build_attempt
+from jupyter_nbvalidation.plan import CONSTRAINTS_TXT, ValidationPlan
+from jupyter_nbvalidation.requirements import INTERPRETER_JSON
+from jupyter_nbvalidation.runner.probe import BASE_IMAGE_VAR
+from jupyter_nbvalidation.k8s.store import JOB_LABEL
 
 COMPONENT_LABEL = f"{GROUP}/component"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "jupyter-nbvalidation"}
@@ -297,7 +297,7 @@ def runner_files() -> dict[str, bytes]:
     if _runner_files is None:
         pkg = _PACKAGE_DIR
         if (pkg / "runner" / "__init__.py").is_file():
-            from ..runner import SHARED_MODULES  # the pure modules it imports beside runner/
+            from jupyter_nbvalidation.runner import SHARED_MODULES  # the pure modules it imports beside runner/
 
             paths = [*(pkg / m for m in SHARED_MODULES), *sorted((pkg / "runner").rglob("*.py"))]
         else:

@@ -41,8 +41,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, cast
 
-from ..documents import Progress
-from ..runner.protocol import PROGRESS_PLAN, PROGRESS_PREFIX, ProgressReader, parse_progress
+from jupyter_nbvalidation.documents import Progress
+from jupyter_nbvalidation.runner.protocol import PROGRESS_PLAN, PROGRESS_PREFIX, ProgressReader, parse_progress
 
 READ_LIMIT = 256 * 1024  # bytes of log one progress read may bring (limitBytes)
 

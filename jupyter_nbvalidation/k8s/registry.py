@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from ..tasks import wait_within
+from jupyter_nbvalidation.tasks import wait_within
 
 DOCKER_HUB = "registry-1.docker.io"
 MANIFEST_TYPES = ", ".join([

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 # the runner's report is read where it is written (one protocol module)
-from ..documents import RunnerResult
-from ..runner.protocol import decode_executed as decode_executed
-from ..runner.protocol import environment_from_log as environment_from_log
-from ..runner.protocol import parse_log as parse_log
-from ..runner.protocol import parse_summary
-from ..vocabulary import CellStatus, Phase, ResultReason
+from jupyter_nbvalidation.documents import RunnerResult
+from jupyter_nbvalidation.runner.protocol import decode_executed as decode_executed
+from jupyter_nbvalidation.runner.protocol import environment_from_log as environment_from_log
+from jupyter_nbvalidation.runner.protocol import parse_log as parse_log
+from jupyter_nbvalidation.runner.protocol import parse_summary
+from jupyter_nbvalidation.vocabulary import CellStatus, Phase, ResultReason
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 

@@ -12,19 +12,19 @@ import copy
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .. import local_sources
-from ..documents import Job
-from ..errors import InputRejected, TemporaryFailure
-from ..model import isotime, parse_time, utcnow
-from ..store.base import StoreError
-from ..tasks import wait_within
-from . import objects as obj
-from .children import Children
-from .client import CONFIGMAPS, KubeApiError
-from .store import CREATED_ANNOTATION
+import jupyter_nbvalidation.local_sources as local_sources
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.errors import InputRejected, TemporaryFailure
+from jupyter_nbvalidation.model import isotime, parse_time, utcnow
+from jupyter_nbvalidation.store.base import StoreError
+from jupyter_nbvalidation.tasks import wait_within
+import jupyter_nbvalidation.k8s.objects as obj
+from jupyter_nbvalidation.k8s.children import Children
+from jupyter_nbvalidation.k8s.client import CONFIGMAPS, KubeApiError
+from jupyter_nbvalidation.k8s.store import CREATED_ANNOTATION
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .store import KubernetesJobStore
+    from jupyter_nbvalidation.k8s.store import KubernetesJobStore
 
 SNAPSHOT_GRACE_SECONDS = 60  # a job younger than this may still be getting its snapshot
 

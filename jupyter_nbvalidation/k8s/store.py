@@ -28,12 +28,12 @@ from typing import Any, Awaitable, Callable, cast
 
 from traitlets import Float, Unicode
 
-from ..documents import Event, Job, JobStatus
-from ..model import API_VERSION, GROUP, KIND, PLURAL, Phase
-from ..store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
-from ..tasks import cancel_all, wait_within
-from .client import EVENTS, JOBS, PODS, Kube, KubeApiError, Resource, connect
-from .informer import Informer
+from jupyter_nbvalidation.documents import Event, Job, JobStatus
+from jupyter_nbvalidation.model import API_VERSION, GROUP, KIND, PLURAL, Phase
+from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
+from jupyter_nbvalidation.tasks import cancel_all, wait_within
+from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, Kube, KubeApiError, Resource, connect
+from jupyter_nbvalidation.k8s.informer import Informer
 
 NVJ = Resource(API_VERSION, PLURAL)
 JOB_LABEL = f"{GROUP}/job"  # on every child: the job's name (truncated + hashed when > 63 chars)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model import CellStatus, Phase
-from ..runner.text import cell_label  # the shared human cell numbering
+from jupyter_nbvalidation.model import CellStatus, Phase
+from jupyter_nbvalidation.runner.text import cell_label  # the shared human cell numbering
 
 __all__ = ["Failure", "cell_label", "failure_of"]
 

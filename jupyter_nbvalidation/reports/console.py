@@ -6,9 +6,9 @@ import sys
 import time
 from typing import TextIO
 
-from ..batch import Item, Listener, Outcome
-from ..render import table
-from . import failure_of
+from jupyter_nbvalidation.batch import Item, Listener, Outcome
+from jupyter_nbvalidation.render import table
+from jupyter_nbvalidation.reports import failure_of
 
 MARK = {"Succeeded": "✔", "Unchanged": "=", "Failed": "✘", "Error": "⚠", "Cancelled": "⊘", "Refused": "!"}
 

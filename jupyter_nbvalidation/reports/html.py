@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from html import escape
 
-from ..batch import Outcome
-from ..model import format_duration
-from . import cell_label, failure_of
-from .console import first_failure
+from jupyter_nbvalidation.batch import Outcome
+from jupyter_nbvalidation.model import format_duration
+from jupyter_nbvalidation.reports import cell_label, failure_of
+from jupyter_nbvalidation.reports.console import first_failure
 
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}

@@ -9,9 +9,9 @@ import socket
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
-from ..batch import ERROR, Outcome
-from ..runner.text import strip_ansi
-from . import failure_of
+from jupyter_nbvalidation.batch import ERROR, Outcome
+from jupyter_nbvalidation.runner.text import strip_ansi
+from jupyter_nbvalidation.reports import failure_of
 
 # characters XML 1.0 does not allow (pytest writes them as #x.. too)
 _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

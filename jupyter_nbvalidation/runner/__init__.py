@@ -25,11 +25,11 @@ Modules, by concern:
 SHARED_MODULES = ("__init__.py", "_version.py", "compare.py", "deferred_imports.py", "markers.py", "priority.py",
                   "tasks.py", "vocabulary.py")
 
-from ..vocabulary import ResultReason  # noqa: E402
-from .cli import build_parser, main  # noqa: E402
-from .environment import RUN_ID_VAR, kernel_environment, runner_environment  # noqa: E402
-from .execute import DEFAULT_CELL_TIMEOUT, KERNEL_NAME, OUTPUT_LIMIT  # noqa: E402
-from .protocol import (  # noqa: E402
+from jupyter_nbvalidation.vocabulary import ResultReason  # noqa: E402
+from jupyter_nbvalidation.runner.cli import build_parser, main  # noqa: E402
+from jupyter_nbvalidation.runner.environment import RUN_ID_VAR, kernel_environment, runner_environment  # noqa: E402
+from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT, KERNEL_NAME, OUTPUT_LIMIT  # noqa: E402
+from jupyter_nbvalidation.runner.protocol import (
     EXECUTED_PREFIX,
     FAILED,
     PROGRESS_PREFIX,
@@ -48,8 +48,8 @@ from .protocol import (  # noqa: E402
     termination_summary,
     write_termination_log,
 )
-from .text import strip_ansi, truncate_tail  # noqa: E402
-from .verdict import error_result, run_notebook  # noqa: E402
+from jupyter_nbvalidation.runner.text import strip_ansi, truncate_tail  # noqa: E402
+from jupyter_nbvalidation.runner.verdict import error_result, run_notebook  # noqa: E402
 
 __all__ = [
     "DEFAULT_CELL_TIMEOUT", "EXECUTED_PREFIX", "SHARED_MODULES", "FAILED", "KERNEL_NAME", "OUTPUT_LIMIT", "PROGRESS_PREFIX",

@@ -27,12 +27,13 @@ import sys
 import uuid
 from typing import Any, Sequence
 
-from .. import compare as _compare
-from ..vocabulary import ResultReason
-from . import hygiene, probe
-from .environment import RUN_ID_VAR
-from .execute import DEFAULT_CELL_TIMEOUT
-from .protocol import (
+import jupyter_nbvalidation.compare as _compare
+from jupyter_nbvalidation.vocabulary import ResultReason
+import jupyter_nbvalidation.runner.hygiene as hygiene
+import jupyter_nbvalidation.runner.probe as probe
+from jupyter_nbvalidation.runner.environment import RUN_ID_VAR
+from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT
+from jupyter_nbvalidation.runner.protocol import (
     RESULT_PREFIX,
     environment_line,
     executed_line,
@@ -41,8 +42,8 @@ from .protocol import (
     result_line,
     write_termination_log,
 )
-from .sandbox import SCRATCH_PATHS
-from .verdict import _atomic_write_text, error_result, run_notebook
+from jupyter_nbvalidation.runner.sandbox import SCRATCH_PATHS
+from jupyter_nbvalidation.runner.verdict import _atomic_write_text, error_result, run_notebook
 
 
 class _ArgumentError(Exception):

@@ -18,15 +18,15 @@ import signal
 import time
 from typing import Any, Callable, Mapping
 
-from ..markers import cell_markers, cell_source
-from ..priority import deprioritize, own_niceness
-from ..tasks import wait_within
-from ..vocabulary import ResultReason
-from . import hygiene
-from . import sandbox as _sandbox
-from .environment import kernel_environment
-from .outputs import OutputBudget
-from .protocol import (
+from jupyter_nbvalidation.markers import cell_markers, cell_source
+from jupyter_nbvalidation.priority import deprioritize, own_niceness
+from jupyter_nbvalidation.tasks import wait_within
+from jupyter_nbvalidation.vocabulary import ResultReason
+import jupyter_nbvalidation.runner.hygiene as hygiene
+import jupyter_nbvalidation.runner.sandbox as _sandbox
+from jupyter_nbvalidation.runner.environment import kernel_environment
+from jupyter_nbvalidation.runner.outputs import OutputBudget
+from jupyter_nbvalidation.runner.protocol import (
     PROGRESS_END,
     PROGRESS_PLAN,
     PROGRESS_START,
@@ -35,7 +35,14 @@ from .protocol import (
     STATUS_SUCCESS,
     progress_time,
 )
-from .text import cell_label, fmt_limit, format_seconds, strip_ansi, truncate, truncate_tail
+from jupyter_nbvalidation.runner.text import (
+    cell_label,
+    fmt_limit,
+    format_seconds,
+    strip_ansi,
+    truncate,
+    truncate_tail,
+)
 
 DEFAULT_CELL_TIMEOUT = 600.0
 DEFAULT_STARTUP_TIMEOUT = 120.0

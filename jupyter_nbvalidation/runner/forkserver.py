@@ -109,7 +109,7 @@ def _become_runner(request: dict[str, Any], log_fd: int, close: list[int], start
         os.environ.update(request["env"])
         tempfile.tempdir = None  # found again from this run's TMPDIR
         random.seed()
-        from . import cli
+        import jupyter_nbvalidation.runner.cli as cli
 
         argv = [str(a) for a in request["argv"]]
         sys.argv = [os.path.join(os.path.dirname(cli.__file__), "__main__.py"), *argv]

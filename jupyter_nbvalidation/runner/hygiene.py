@@ -37,7 +37,7 @@ import tempfile
 import time
 from typing import Any, Iterable
 
-from .environment import RUN_ID_VAR
+from jupyter_nbvalidation.runner.environment import RUN_ID_VAR
 
 TEMP_PREFIX = "nbvalidation-"
 OWNER_FILE = "owner.json"

@@ -34,8 +34,8 @@ import os
 import sys
 from typing import Any, Mapping
 
-from ..vocabulary import VERDICTS, CellStatus, Phase, ResultReason
-from .text import truncate, truncate_tail
+from jupyter_nbvalidation.vocabulary import VERDICTS, CellStatus, Phase, ResultReason
+from jupyter_nbvalidation.runner.text import truncate, truncate_tail
 
 RESULT_PREFIX = "NBVALIDATION-RESULT "
 EXECUTED_PREFIX = "NBVALIDATION-EXECUTED "  # base64 of the gzipped executed notebook (--print-executed)

@@ -34,14 +34,14 @@ import time
 import uuid
 from typing import Any, Callable, Mapping
 
-from .. import compare as _compare
-from ..markers import notebook_execution_settings
-from ..vocabulary import ResultReason
-from . import parameters as _parameters
-from .execute import DEFAULT_CELL_TIMEOUT, _Execution
-from .outputs import OutputBudget
-from .protocol import FAILED, SUCCEEDED, write_termination_log
-from .text import cell_label, plural
+import jupyter_nbvalidation.compare as _compare
+from jupyter_nbvalidation.markers import notebook_execution_settings
+from jupyter_nbvalidation.vocabulary import ResultReason
+import jupyter_nbvalidation.runner.parameters as _parameters
+from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT, _Execution
+from jupyter_nbvalidation.runner.outputs import OutputBudget
+from jupyter_nbvalidation.runner.protocol import FAILED, SUCCEEDED, write_termination_log
+from jupyter_nbvalidation.runner.text import cell_label, plural
 
 KERNEL_LOG_LIMIT = 20000  # kernel stdout/stderr copied to our stderr
 _PYTHON_KERNEL_NAME = re.compile(r"^i?python[0-9.]*$", re.IGNORECASE)

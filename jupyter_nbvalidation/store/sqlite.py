@@ -25,10 +25,10 @@ from typing import Any, Callable, TypeVar, cast
 
 from traitlets import Float, Unicode
 
-from ..documents import Event, Job, JobStatus
-from ..model import Phase, isotime
-from ..tasks import cancel_and_wait
-from .base import AlreadyExists, Conflict, JobStore, NotFound, StoreBroken, StoreError
+from jupyter_nbvalidation.documents import Event, Job, JobStatus
+from jupyter_nbvalidation.model import Phase, isotime
+from jupyter_nbvalidation.tasks import cancel_and_wait
+from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreBroken, StoreError
 
 # Ordered migrations: index i brings the schema from version i to i + 1.
 MIGRATIONS: list[list[str]] = [

@@ -25,21 +25,21 @@ another engine by waiting for its outcome, and stops one only when its owner
 is provably dead.
 """
 
-from .backend import LocalBackend
-from .disk import (
-                   ENV_MARKER,
-                   LAST_USE,
-                   RECORD_FILE,
-                   RUNNER_COMMAND,
-                   _Build,
-                   _Run,
-                   folder_refusal,
-                   owner_alive,
-                   proc_start,
-                   process_record,
-                   same_process_alive,
+from jupyter_nbvalidation.backends.local.backend import LocalBackend
+from jupyter_nbvalidation.backends.local.disk import (
+    ENV_MARKER,
+    LAST_USE,
+    RECORD_FILE,
+    RUNNER_COMMAND,
+    _Build,
+    _Run,
+    folder_refusal,
+    owner_alive,
+    proc_start,
+    process_record,
+    same_process_alive,
 )
-from .environments import tool_identity, uv_refresh_args
+from jupyter_nbvalidation.backends.local.environments import tool_identity, uv_refresh_args
 
 __all__ = ["ENV_MARKER", "LAST_USE", "RECORD_FILE", "RUNNER_COMMAND", "LocalBackend", "_Build", "_Run",
            "folder_refusal", "owner_alive", "proc_start", "process_record", "same_process_alive", "tool_identity",

@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard, cast
 
-from ... import verdict_cache
-from ...documents import Progress, RunnerResult
-from ...model import Phase
-from ...runner import hygiene
-from ...runner.protocol import ProgressReader
-from ...tasks import wait_within
-from ..base import FAILED, SUCCEEDED, Observation
-from ..forkserver import ForkedRunner
-from ..local_faults import fault_of_result
+import jupyter_nbvalidation.verdict_cache as verdict_cache
+from jupyter_nbvalidation.documents import Progress, RunnerResult
+from jupyter_nbvalidation.model import Phase
+import jupyter_nbvalidation.runner.hygiene as hygiene
+from jupyter_nbvalidation.runner.protocol import ProgressReader
+from jupyter_nbvalidation.tasks import wait_within
+from jupyter_nbvalidation.backends.base import FAILED, SUCCEEDED, Observation
+from jupyter_nbvalidation.backends.forkserver import ForkedRunner
+from jupyter_nbvalidation.backends.local_faults import fault_of_result
 
 RUNNER_COMMAND = [sys.executable, "-m", "jupyter_nbvalidation.runner"]
 ENV_MARKER = ".nbvalidation-env.json"

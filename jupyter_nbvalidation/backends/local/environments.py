@@ -22,21 +22,21 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ... import environment_record as envrec
-from ... import requirements as reqmod
-from ... import verdict_cache
-from ...documents import Job, JobSpec
-from ...model import build_enabled, isotime, parse_time
-from ...plan import ValidationPlan, requirements_key, requirements_of, requirements_sentence
-from ...priority import deprioritize
-from ...redaction import scrub
-from ...requirements import Requirements
-from ...runner import hygiene
-from ...tasks import cancel_and_wait, wait_within
-from .. import build_failure
-from ..base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
-from ..local_faults import fault_of_build, fault_of_oserror, is_no_space
-from .disk import (
+import jupyter_nbvalidation.environment_record as envrec
+import jupyter_nbvalidation.requirements as reqmod
+import jupyter_nbvalidation.verdict_cache as verdict_cache
+from jupyter_nbvalidation.documents import Job, JobSpec
+from jupyter_nbvalidation.model import build_enabled, isotime, parse_time
+from jupyter_nbvalidation.plan import ValidationPlan, requirements_key, requirements_of, requirements_sentence
+from jupyter_nbvalidation.priority import deprioritize
+from jupyter_nbvalidation.redaction import scrub
+from jupyter_nbvalidation.requirements import Requirements
+import jupyter_nbvalidation.runner.hygiene as hygiene
+from jupyter_nbvalidation.tasks import cancel_and_wait, wait_within
+import jupyter_nbvalidation.backends.build_failure as build_failure
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
+from jupyter_nbvalidation.backends.local_faults import fault_of_build, fault_of_oserror, is_no_space
+from jupyter_nbvalidation.backends.local.disk import (
     ADOPT_POLL,
     ENV_MARKER,
     LAST_USE,
@@ -51,7 +51,7 @@ from .disk import (
     process_record,
     same_process_alive,
 )
-from .state import LocalState
+from jupyter_nbvalidation.backends.local.state import LocalState
 
 tool_identity = envrec.tool_identity  # the record's tool, as the local backend's package exported it
 LOG_LINE_LIMIT = 2**20  # a build command's line longer than this reaches the log in pieces

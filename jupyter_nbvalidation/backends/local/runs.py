@@ -13,20 +13,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ... import requirements as reqmod
-from ... import verdict_cache
-from ...documents import Job
-from ...model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, isotime, validation_attempt
-from ...plan import ValidationPlan
-from ...priority import deprioritize
-from ...runner import hygiene
-from ...runner.environment import forkserver_environment, runner_environment
-from ...tasks import cancel_and_wait
-from .. import workcopy
-from ..base import FAILED, RUNNING, Fault, Observation
-from ..forkserver import ForkedRunner, RunnerForkServer
-from ..local_faults import fault_of_exit, fault_of_oserror, is_no_space
-from .disk import (
+import jupyter_nbvalidation.requirements as reqmod
+import jupyter_nbvalidation.verdict_cache as verdict_cache
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, isotime, validation_attempt
+from jupyter_nbvalidation.plan import ValidationPlan
+from jupyter_nbvalidation.priority import deprioritize
+import jupyter_nbvalidation.runner.hygiene as hygiene
+from jupyter_nbvalidation.runner.environment import forkserver_environment, runner_environment
+from jupyter_nbvalidation.tasks import cancel_and_wait
+import jupyter_nbvalidation.backends.workcopy as workcopy
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, Fault, Observation
+from jupyter_nbvalidation.backends.forkserver import ForkedRunner, RunnerForkServer
+from jupyter_nbvalidation.backends.local_faults import fault_of_exit, fault_of_oserror, is_no_space
+from jupyter_nbvalidation.backends.local.disk import (
     ADOPT_POLL,
     ENV_MARKER,
     PROGRESS_NOTIFY,
@@ -45,7 +45,7 @@ from .disk import (
     process_record,
     same_process_alive,
 )
-from .state import LocalState
+from jupyter_nbvalidation.backends.local.state import LocalState
 
 
 class RunsRoom(LocalState):

@@ -13,11 +13,11 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from ...documents import Job
-from ...plan import Snapshot
-from ...store.sqlite import SQLiteJobStore
-from ..forkserver import RunnerForkServer
-from .disk import _Build, _Run
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.plan import Snapshot
+from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
+from jupyter_nbvalidation.backends.forkserver import RunnerForkServer
+from jupyter_nbvalidation.backends.local.disk import _Build, _Run
 
 
 class LocalState:

@@ -21,10 +21,19 @@ nothing of the backend.
 
 from __future__ import annotations
 
-from .base import Builder, BuildInputs, BuildSettings, BuildSite, Watched, condition, pinned, strip_tag
-from .job import JobBuilder
-from .openshift import OpenShiftBuilder
-from .tekton import TektonBuilder
+from jupyter_nbvalidation.k8s.builders.base import (
+    Builder,
+    BuildInputs,
+    BuildSettings,
+    BuildSite,
+    Watched,
+    condition,
+    pinned,
+    strip_tag,
+)
+from jupyter_nbvalidation.k8s.builders.job import JobBuilder
+from jupyter_nbvalidation.k8s.builders.openshift import OpenShiftBuilder
+from jupyter_nbvalidation.k8s.builders.tekton import TektonBuilder
 
 BUILDERS: dict[str, type[Builder]] = {"job": JobBuilder, "tekton": TektonBuilder, "openshift": OpenShiftBuilder}
 STRATEGIES = ("auto", "job", "kaniko", "tekton", "openshift")  # what podConfig.buildConfig.strategy may say

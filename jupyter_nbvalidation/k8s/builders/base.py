@@ -8,14 +8,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ...backends.base import FAILED, Observation
-from ...documents import Job
-from ...model import isotime
-from ..children import Children, NotOurs
-from ..client import Kube, Resource
+from jupyter_nbvalidation.backends.base import FAILED, Observation
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.model import isotime
+from jupyter_nbvalidation.k8s.children import Children, NotOurs
+from jupyter_nbvalidation.k8s.client import Kube, Resource
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..informer import Informer
+    from jupyter_nbvalidation.k8s.informer import Informer
 
 
 @dataclass

@@ -8,7 +8,7 @@ the reason in one sentence, and every strategy the cluster offers.
 
 from __future__ import annotations
 
-from ..client import Kube, KubeApiError
+from jupyter_nbvalidation.k8s.client import Kube, KubeApiError
 
 
 async def _resources(kube: Kube, group_version: str) -> set[str]:

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...backends import build_failure
-from ...backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
-from ...documents import Job
-from ...model import build_attempt
-from ...redaction import scrub
-from ...runner.text import strip_ansi
-from .. import objects as obj
-from .. import results as res
-from ..children import IMAGE_ANNOTATION, NotOurs
-from ..client import CONFIGMAPS, JOBS
-from .base import Builder
+import jupyter_nbvalidation.backends.build_failure as build_failure
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.model import build_attempt
+from jupyter_nbvalidation.redaction import scrub
+from jupyter_nbvalidation.runner.text import strip_ansi
+import jupyter_nbvalidation.k8s.objects as obj
+import jupyter_nbvalidation.k8s.results as res
+from jupyter_nbvalidation.k8s.children import IMAGE_ANNOTATION, NotOurs
+from jupyter_nbvalidation.k8s.client import CONFIGMAPS, JOBS
+from jupyter_nbvalidation.k8s.builders.base import Builder
 
 
 class JobBuilder(Builder):

@@ -26,15 +26,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
-from ...documents import Job
-from ...model import build_attempt, isotime
-from ...redaction import scrub
-from .. import objects as obj
-from ..children import NotOurs, api_failure
-from ..client import KubeApiError, Resource
-from ..store import JOB_LABEL
-from .base import Builder, BuildInputs, Watched, pinned, strip_tag
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.model import build_attempt, isotime
+from jupyter_nbvalidation.redaction import scrub
+import jupyter_nbvalidation.k8s.objects as obj
+from jupyter_nbvalidation.k8s.children import NotOurs, api_failure
+from jupyter_nbvalidation.k8s.client import KubeApiError, Resource
+from jupyter_nbvalidation.k8s.store import JOB_LABEL
+from jupyter_nbvalidation.k8s.builders.base import Builder, BuildInputs, Watched, pinned, strip_tag
 
 BUILDCONFIGS = Resource("build.openshift.io/v1", "buildconfigs")
 BUILDS = Resource("build.openshift.io/v1", "builds")

@@ -19,16 +19,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
-from ...documents import Job
-from ...model import isotime
-from ...redaction import scrub
-from ...runner.text import strip_ansi
-from .. import objects as obj
-from .. import results as res
-from ..children import IMAGE_ANNOTATION, NotOurs
-from ..client import KubeApiError, Resource
-from .base import Builder, BuildInputs, BuildSite, Watched, condition, pinned
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
+from jupyter_nbvalidation.documents import Job
+from jupyter_nbvalidation.model import isotime
+from jupyter_nbvalidation.redaction import scrub
+from jupyter_nbvalidation.runner.text import strip_ansi
+import jupyter_nbvalidation.k8s.objects as obj
+import jupyter_nbvalidation.k8s.results as res
+from jupyter_nbvalidation.k8s.children import IMAGE_ANNOTATION, NotOurs
+from jupyter_nbvalidation.k8s.client import KubeApiError, Resource
+from jupyter_nbvalidation.k8s.builders.base import Builder, BuildInputs, BuildSite, Watched, condition, pinned
 
 PIPELINERUNS = Resource("tekton.dev/v1", "pipelineruns")
 TASKRUNS = Resource("tekton.dev/v1", "taskruns")
