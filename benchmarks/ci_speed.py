@@ -96,8 +96,8 @@ def has_run_command() -> bool:
 # -- ours, without `run`: the in-process engine, 12 jobs, two validation slots -------------
 async def _engine_main(folder: Path, data: Path, build: bool, parallel: int) -> int:
     from jupyter_nbvalidation.backends.local import LocalBackend
-    from jupyter_nbvalidation.engine import Engine
-    from jupyter_nbvalidation.service import JobService
+    from jupyter_nbvalidation.engine.engine import Engine
+    from jupyter_nbvalidation.service.jobs import JobService
 
     backend = LocalBackend(data_dir=str(data), max_parallel_validations=parallel, max_parallel_builds=parallel)
     engine = Engine(backend, log=logging.getLogger("bench"))

@@ -48,12 +48,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 import k8s_harness as harness  # noqa: E402
 from helpers import write_notebook  # noqa: E402
 
-from jupyter_nbvalidation.engine import Engine  # noqa: E402
-import jupyter_nbvalidation.k8s.objects as obj  # noqa: E402
-from jupyter_nbvalidation.k8s.backend import KubernetesBackend  # noqa: E402
-from jupyter_nbvalidation.k8s.client import JOBS, PODS, connect  # noqa: E402
+import jupyter_nbvalidation.backends.kubernetes.objects as obj  # noqa: E402
+from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
+from jupyter_nbvalidation.backends.kubernetes.client import JOBS, PODS, connect  # noqa: E402
+from jupyter_nbvalidation.engine.engine import Engine  # noqa: E402
 from jupyter_nbvalidation.runner import termination_summary  # noqa: E402
-from jupyter_nbvalidation.service import JobService  # noqa: E402
+from jupyter_nbvalidation.service.jobs import JobService  # noqa: E402
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 OK = termination_summary({"verdict": "Succeeded", "reason": "ValidationSucceeded", "message": "1 code cell ran",

@@ -42,12 +42,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from helpers import write_notebook  # noqa: E402
 from k8s_reaction import RequestCounter, pct  # noqa: E402
 
-from jupyter_nbvalidation.engine import Engine  # noqa: E402
-import jupyter_nbvalidation.k8s.objects as obj  # noqa: E402
-from jupyter_nbvalidation.k8s.backend import KubernetesBackend  # noqa: E402
-from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, KubeApiError, connect  # noqa: E402
-from jupyter_nbvalidation.model import Phase, parse_time  # noqa: E402
-from jupyter_nbvalidation.service import JobService  # noqa: E402
+import jupyter_nbvalidation.backends.kubernetes.objects as obj  # noqa: E402
+from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
+from jupyter_nbvalidation.backends.kubernetes.client import EVENTS, JOBS, PODS, KubeApiError, connect  # noqa: E402
+from jupyter_nbvalidation.core.model import Phase, parse_time  # noqa: E402
+from jupyter_nbvalidation.engine.engine import Engine  # noqa: E402
+from jupyter_nbvalidation.service.jobs import JobService  # noqa: E402
 
 
 def read_env(path: Path) -> dict[str, str]:

@@ -41,12 +41,12 @@ import k8s_harness as harness  # noqa: E402
 from helpers import write_notebook  # noqa: E402
 from k8s_reaction import DIGEST, OK, RequestCounter, pct  # noqa: E402
 
-from jupyter_nbvalidation.engine import Engine  # noqa: E402
-import jupyter_nbvalidation.k8s.objects as obj  # noqa: E402
-from jupyter_nbvalidation.k8s.backend import KubernetesBackend  # noqa: E402
-from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, KubeApiError, connect  # noqa: E402
-from jupyter_nbvalidation.model import Phase  # noqa: E402
-from jupyter_nbvalidation.service import JobService  # noqa: E402
+import jupyter_nbvalidation.backends.kubernetes.objects as obj  # noqa: E402
+from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
+from jupyter_nbvalidation.backends.kubernetes.client import EVENTS, JOBS, PODS, KubeApiError, connect  # noqa: E402
+from jupyter_nbvalidation.core.model import Phase  # noqa: E402
+from jupyter_nbvalidation.engine.engine import Engine  # noqa: E402
+from jupyter_nbvalidation.service.jobs import JobService  # noqa: E402
 
 
 async def wait_get(kube, path: str, timeout: float = 300) -> dict:

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from helpers import write_notebook  # noqa: E402
 
 from jupyter_nbvalidation.backends.local import LocalBackend  # noqa: E402
-from jupyter_nbvalidation.engine import Engine  # noqa: E402
-from jupyter_nbvalidation.model import parse_time  # noqa: E402
-from jupyter_nbvalidation.service import JobService  # noqa: E402
+from jupyter_nbvalidation.core.model import parse_time  # noqa: E402
+from jupyter_nbvalidation.engine.engine import Engine  # noqa: E402
+from jupyter_nbvalidation.service.jobs import JobService  # noqa: E402
 
 SMALL = ["import math", "x = [math.sqrt(i) for i in range(1000)]", "print(sum(x))"]
 

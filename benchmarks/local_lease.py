@@ -113,7 +113,7 @@ def failover(base: Path, n: int) -> None:
 
 def cli(base: Path) -> float:
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "jupyter_nbvalidation.cli", "submit", str(base / "root" / "nb.ipynb"),
+    p = subprocess.run([sys.executable, "-m", "jupyter_nbvalidation.cli.main", "submit", str(base / "root" / "nb.ipynb"),
                         "--wait", "--no-build", "--local", "--root-dir", str(base / "root"),
                         "--data-dir", str(base / "data"), "-o", "json"], capture_output=True, text=True,
                        env={**os.environ, "JUPYTER_RUNTIME_DIR": str(base / "cli-runtime")})

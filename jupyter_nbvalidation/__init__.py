@@ -5,7 +5,7 @@ its golden outputs?"""
 from typing import Any
 
 from jupyter_nbvalidation._version import __version__
-from jupyter_nbvalidation.deferred_imports import defer_rfc3987_syntax
+from jupyter_nbvalidation.core.deferred_imports import defer_rfc3987_syntax
 
 # before anything of this package imports nbformat (so jsonschema): 1.2 s of CPU per process
 defer_rfc3987_syntax()

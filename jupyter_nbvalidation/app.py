@@ -9,9 +9,9 @@ from jupyter_server.extension.application import ExtensionApp
 
 from jupyter_nbvalidation._version import __version__
 from jupyter_nbvalidation.composition import NBValidationSettings, assemble
-from jupyter_nbvalidation.documents import Event, Job
-from jupyter_nbvalidation.engine import Engine
-from jupyter_nbvalidation.service import JobService
+from jupyter_nbvalidation.core.documents import Event, Job
+from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.service.jobs import JobService
 
 EVENT_SCHEMA_ID = "https://nbvalidation.dev/events/job/v1"
 EVENT_SCHEMA = Path(__file__).parent / "event_schemas" / "job.v1.yaml"
@@ -56,7 +56,7 @@ class NBValidation(ExtensionApp, NBValidationSettings):
         })
 
     def initialize_handlers(self) -> None:
-        from jupyter_nbvalidation.handlers import routes
+        from jupyter_nbvalidation.service.handlers import routes
 
         self.handlers.extend(routes())
 

@@ -16,8 +16,8 @@ from traitlets import Enum, Float, Int, Type
 from traitlets.config import Config, LoggingConfigurable
 
 from jupyter_nbvalidation.backends.base import Backend
-from jupyter_nbvalidation.engine import Engine
-from jupyter_nbvalidation.service import JobService
+from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.service.jobs import JobService
 
 
 class NBValidationSettings(LoggingConfigurable):
@@ -60,7 +60,7 @@ def make_backend(kind: str, cls: type[Backend] | None, parent: Any) -> Backend:
         return cls(parent=parent)
     if kind == "kubernetes":
         try:
-            from jupyter_nbvalidation.k8s.backend import KubernetesBackend
+            from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
         except ModuleNotFoundError as e:
             if (e.name or "").split(".")[0] not in ("kubernetes", "aiohttp", "pydantic"):
                 raise

@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import jupyter_nbvalidation.render as render
-from jupyter_nbvalidation.cli import add_spec_options, spec_from_options
-from jupyter_nbvalidation.client import ClientError, ServerClient, running_servers
-from jupyter_nbvalidation.model import Phase, is_terminal
+import jupyter_nbvalidation.cli.render as render
+from jupyter_nbvalidation.cli.main import add_spec_options, spec_from_options
+from jupyter_nbvalidation.clients.http import ClientError, ServerClient, running_servers
+from jupyter_nbvalidation.core.model import Phase, is_terminal
 
 
 class MagicError(Exception):

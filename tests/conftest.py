@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from helpers import write_notebook  # noqa: E402
 
 from jupyter_nbvalidation.backends.local import LocalBackend  # noqa: E402
-from jupyter_nbvalidation.engine import Engine  # noqa: E402
-from jupyter_nbvalidation.service import JobService  # noqa: E402
+from jupyter_nbvalidation.engine.engine import Engine  # noqa: E402
+from jupyter_nbvalidation.service.jobs import JobService  # noqa: E402
 
 pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster", "xdist_group_ids"]
 
@@ -191,7 +191,7 @@ def jp_server_config(tmp_path):
 @pytest_asyncio.fixture
 async def admin(kube_apiserver):
     """A plain-dict client as the admin (the Kubernetes tests' eyes and hands)."""
-    from jupyter_nbvalidation.k8s.client import connect
+    from jupyter_nbvalidation.backends.kubernetes.client import connect
 
     kube = await connect(kube_apiserver.admin_kubeconfig)
     yield kube
@@ -348,7 +348,7 @@ class ServerProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
     def client(self):
-        from jupyter_nbvalidation.client import ServerClient
+        from jupyter_nbvalidation.clients.http import ServerClient
 
         return ServerClient(self.url, self.token, str(self.root))
 

@@ -106,7 +106,7 @@ async def rest_call(jp_fetch, *parts, method="GET", body=None, params=None, raw=
 
 async def rest_wait_terminal(jp_fetch, name, timeout):
     """Poll ``GET /jobs/{name}`` until the job is terminal."""
-    from jupyter_nbvalidation.model import Phase
+    from jupyter_nbvalidation.core.model import Phase
 
     for _ in range(int(timeout / 0.25)):
         job = await rest_call(jp_fetch, "jobs", name)
@@ -119,7 +119,7 @@ async def rest_wait_terminal(jp_fetch, name, timeout):
 async def plan_for(backend, job: dict, *, build_timeout: float = 15 * 60, validation_timeout: float = 30 * 60):
     """The validation plan an engine would hand ``backend`` for ``job`` (plan.make_plan over the
     backend's stored snapshot), for tests that drive a backend without an engine."""
-    from jupyter_nbvalidation.plan import make_plan
+    from jupyter_nbvalidation.core.plan import make_plan
 
     snapshot = await backend.read_snapshot(job)
     return await asyncio.to_thread(make_plan, job, snapshot, build_timeout=build_timeout,
@@ -142,7 +142,7 @@ def wait(predicate: Callable[[], Any], timeout: float, what: str, interval: floa
 def job_of(api: Any, name: str) -> dict:
     """``GET /jobs/{name}`` through a REST client, or {} while a server that just started
     answers 503 (its store is not synced yet: Retry-After)."""
-    from jupyter_nbvalidation.client import ClientError
+    from jupyter_nbvalidation.clients.http import ClientError
 
     try:
         return api.request("GET", f"jobs/{name}")
@@ -270,7 +270,7 @@ def building(tmp_path: Path, job: str) -> str:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     [message] = [e["note"] for e in doc["events"] if e.get("note", "").startswith("Building the environment:")]
-    from jupyter_nbvalidation.requirements import ORIGIN_ANNOTATION
+    from jupyter_nbvalidation.environment.requirements import ORIGIN_ANNOTATION
 
     assert doc["job"]["metadata"]["annotations"][ORIGIN_ANNOTATION] in message
     return message

@@ -11,12 +11,12 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
-from jupyter_nbvalidation.engine import Engine
-import jupyter_nbvalidation.k8s.objects as obj
-from jupyter_nbvalidation.k8s.backend import KubernetesBackend
-from jupyter_nbvalidation.k8s.client import EVENTS, JOBS, PODS, Kube, KubeApiError
+import jupyter_nbvalidation.backends.kubernetes.objects as obj
+from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
+from jupyter_nbvalidation.backends.kubernetes.client import EVENTS, JOBS, PODS, Kube, KubeApiError
+from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.runner import termination_summary
-from jupyter_nbvalidation.service import JobService
+from jupyter_nbvalidation.service.jobs import JobService
 
 try:  # the harness is loaded as a plugin; import it by whichever name is on sys.path
     import k8s_harness as harness

@@ -105,7 +105,7 @@ class Cluster:
 
     def backend(self, namespace: str, registry: str, **traits: Any):
         """A KubernetesBackend on this cluster (in this process), pushing under ``registry``."""
-        from jupyter_nbvalidation.k8s.backend import KubernetesBackend
+        from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
 
         return KubernetesBackend(namespace=namespace, kubeconfig=self.kubeconfig, registry=registry,
                                  base_image=self.env["NBV_BASE_IMAGE"], builder_image=self.env["NBV_BUILDER_IMAGE"],
@@ -118,9 +118,9 @@ class Cluster:
         """An engine + KubernetesBackend + JobService in this process on ``root`` (made), in
         ``namespace`` (a fresh one by default), with an admin client ``kube`` beside it;
         stopped on exit. ``engine``: the Engine's keyword arguments, ``traits`` the backend's."""
-        from jupyter_nbvalidation.engine import Engine
-        from jupyter_nbvalidation.k8s.client import connect
-        from jupyter_nbvalidation.service import JobService
+        from jupyter_nbvalidation.backends.kubernetes.client import connect
+        from jupyter_nbvalidation.engine.engine import Engine
+        from jupyter_nbvalidation.service.jobs import JobService
 
         ns = namespace or self.namespace()
         backend = self.backend(ns, registry, **traits)

@@ -20,11 +20,11 @@ from typing import Any, Callable, ClassVar
 from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
-from jupyter_nbvalidation.documents import Job, JobSpec, Progress, RunnerResult
-from jupyter_nbvalidation.plan import Snapshot, ValidationPlan
-from jupyter_nbvalidation.requirements import Requirements
+from jupyter_nbvalidation.core.documents import Job, JobSpec, Progress, RunnerResult
+from jupyter_nbvalidation.core.plan import Snapshot, ValidationPlan
+from jupyter_nbvalidation.core.vocabulary import RunState
+from jupyter_nbvalidation.environment.requirements import Requirements
 from jupyter_nbvalidation.store.base import JobStore
-from jupyter_nbvalidation.vocabulary import RunState
 
 # what a backend observes of a build or a run (vocabulary.RunState), by the short names the backends use
 RUNNING = RunState.RUNNING

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from jupyter_nbvalidation.redaction import scrub
+from jupyter_nbvalidation.core.redaction import scrub
 
 CAUSE_LIMIT = 600  # characters of the installer's own error lines
 TAIL_LIMIT = 240  # characters of the step's last lines that are not the cause

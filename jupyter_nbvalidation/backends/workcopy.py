@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 from jupyter_nbvalidation.runner.sandbox import SCRATCH_PATHS
-from jupyter_nbvalidation.verdict_cache import EXCLUDED_DIRS, FolderTooLarge, walk_folder
+from jupyter_nbvalidation.verdict.cache import EXCLUDED_DIRS, FolderTooLarge, walk_folder
 
 TREE = "tree"
 SCRATCH = "scratch"  # the sandboxed kernel's /tmp and /var/tmp (make_scratch)

@@ -22,14 +22,15 @@ Modules, by concern:
 # the modules of the package the runner needs beside runner/ itself (pure, standard
 # library only): what an image's runner venv must hold (k8s/objects.runner_files);
 # tests/test_runner_standalone.py holds this list to the runner's imports
-SHARED_MODULES = ("__init__.py", "_version.py", "compare.py", "deferred_imports.py", "markers.py", "priority.py",
-                  "tasks.py", "vocabulary.py")
+SHARED_MODULES = ("__init__.py", "_version.py", "core/__init__.py", "core/deferred_imports.py", "core/priority.py",
+                  "core/tasks.py", "core/vocabulary.py", "verdict/__init__.py", "verdict/compare.py",
+                  "verdict/markers.py")
 
-from jupyter_nbvalidation.vocabulary import ResultReason  # noqa: E402
+from jupyter_nbvalidation.core.vocabulary import ResultReason  # noqa: E402
 from jupyter_nbvalidation.runner.cli import build_parser, main  # noqa: E402
 from jupyter_nbvalidation.runner.environment import RUN_ID_VAR, kernel_environment, runner_environment  # noqa: E402
 from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT, KERNEL_NAME, OUTPUT_LIMIT  # noqa: E402
-from jupyter_nbvalidation.runner.protocol import (
+from jupyter_nbvalidation.runner.protocol import (  # noqa: E402
     EXECUTED_PREFIX,
     FAILED,
     PROGRESS_PREFIX,

@@ -27,10 +27,10 @@ import sys
 import uuid
 from typing import Any, Sequence
 
-import jupyter_nbvalidation.compare as _compare
-from jupyter_nbvalidation.vocabulary import ResultReason
 import jupyter_nbvalidation.runner.hygiene as hygiene
 import jupyter_nbvalidation.runner.probe as probe
+import jupyter_nbvalidation.verdict.compare as _compare
+from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.environment import RUN_ID_VAR
 from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT
 from jupyter_nbvalidation.runner.protocol import (

@@ -18,12 +18,11 @@ import signal
 import time
 from typing import Any, Callable, Mapping
 
-from jupyter_nbvalidation.markers import cell_markers, cell_source
-from jupyter_nbvalidation.priority import deprioritize, own_niceness
-from jupyter_nbvalidation.tasks import wait_within
-from jupyter_nbvalidation.vocabulary import ResultReason
 import jupyter_nbvalidation.runner.hygiene as hygiene
 import jupyter_nbvalidation.runner.sandbox as _sandbox
+from jupyter_nbvalidation.core.priority import deprioritize, own_niceness
+from jupyter_nbvalidation.core.tasks import wait_within
+from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.environment import kernel_environment
 from jupyter_nbvalidation.runner.outputs import OutputBudget
 from jupyter_nbvalidation.runner.protocol import (
@@ -43,6 +42,7 @@ from jupyter_nbvalidation.runner.text import (
     truncate,
     truncate_tail,
 )
+from jupyter_nbvalidation.verdict.markers import cell_markers, cell_source
 
 DEFAULT_CELL_TIMEOUT = 600.0
 DEFAULT_STARTUP_TIMEOUT = 120.0

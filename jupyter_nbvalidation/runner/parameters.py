@@ -26,8 +26,8 @@ import json
 import math
 from typing import Any, Mapping
 
-from jupyter_nbvalidation.compare import INJECTED_PARAMETERS_TAG
-from jupyter_nbvalidation.markers import cell_tags
+from jupyter_nbvalidation.verdict.compare import INJECTED_PARAMETERS_TAG
+from jupyter_nbvalidation.verdict.markers import cell_tags
 
 PARAMETERS_TAG = "parameters"
 REPLACED_NOTE = "an earlier injected-parameters cell: replaced by this job's parameters"

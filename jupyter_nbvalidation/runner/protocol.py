@@ -34,7 +34,7 @@ import os
 import sys
 from typing import Any, Mapping
 
-from jupyter_nbvalidation.vocabulary import VERDICTS, CellStatus, Phase, ResultReason
+from jupyter_nbvalidation.core.vocabulary import VERDICTS, CellStatus, Phase, ResultReason
 from jupyter_nbvalidation.runner.text import truncate, truncate_tail
 
 RESULT_PREFIX = "NBVALIDATION-RESULT "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from jupyter_nbvalidation.compare import truncate  # one truncation rule for runner and comparison
+from jupyter_nbvalidation.verdict.compare import truncate  # one truncation rule for runner and comparison
 
 __all__ = ["cell_label", "fmt_limit", "format_seconds", "plural", "strip_ansi", "truncate", "truncate_tail"]
 

@@ -34,14 +34,14 @@ import time
 import uuid
 from typing import Any, Callable, Mapping
 
-import jupyter_nbvalidation.compare as _compare
-from jupyter_nbvalidation.markers import notebook_execution_settings
-from jupyter_nbvalidation.vocabulary import ResultReason
 import jupyter_nbvalidation.runner.parameters as _parameters
+import jupyter_nbvalidation.verdict.compare as _compare
+from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT, _Execution
 from jupyter_nbvalidation.runner.outputs import OutputBudget
 from jupyter_nbvalidation.runner.protocol import FAILED, SUCCEEDED, write_termination_log
 from jupyter_nbvalidation.runner.text import cell_label, plural
+from jupyter_nbvalidation.verdict.markers import notebook_execution_settings
 
 KERNEL_LOG_LIMIT = 20000  # kernel stdout/stderr copied to our stderr
 _PYTHON_KERNEL_NAME = re.compile(r"^i?python[0-9.]*$", re.IGNORECASE)

@@ -11,8 +11,8 @@ from typing import Callable
 
 from traitlets.config import LoggingConfigurable
 
-from jupyter_nbvalidation.documents import Event, Job, JobStatus
-from jupyter_nbvalidation.errors import AlreadyExists, Conflict, NotFound, StoreBroken, StoreError
+from jupyter_nbvalidation.core.documents import Event, Job, JobStatus
+from jupyter_nbvalidation.core.errors import AlreadyExists, Conflict, NotFound, StoreBroken, StoreError
 
 __all__ = ["AlreadyExists", "Conflict", "JobStore", "NotFound", "StoreBroken", "StoreError"]
 

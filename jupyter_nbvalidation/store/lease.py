@@ -26,8 +26,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jupyter_nbvalidation.election import Elector, microtime, new_identity
-from jupyter_nbvalidation.model import parse_time
+from jupyter_nbvalidation.core.election import Elector, microtime, new_identity
+from jupyter_nbvalidation.core.model import parse_time
 
 __all__ = ["StoreLeaseElector", "microtime", "new_identity"]
 

@@ -25,9 +25,9 @@ from typing import Any, Callable, TypeVar, cast
 
 from traitlets import Float, Unicode
 
-from jupyter_nbvalidation.documents import Event, Job, JobStatus
-from jupyter_nbvalidation.model import Phase, isotime
-from jupyter_nbvalidation.tasks import cancel_and_wait
+from jupyter_nbvalidation.core.documents import Event, Job, JobStatus
+from jupyter_nbvalidation.core.model import Phase, isotime
+from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreBroken, StoreError
 
 # Ordered migrations: index i brings the schema from version i to i + 1.

@@ -11,7 +11,7 @@ export function parseTime(value: string | undefined | null): number | null {
   return Number.isNaN(t) ? null : t;
 }
 
-/** Same rules as jupyter_nbvalidation.model.format_duration. */
+/** Same rules as jupyter_nbvalidation.core.model.format_duration. */
 export function formatDuration(seconds: number): string {
   const s = Math.max(0, Number.isFinite(seconds) ? seconds : 0);
   if (s < 10) {

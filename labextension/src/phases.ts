@@ -1,6 +1,6 @@
 /**
  * Phase order and helpers over the vocabulary generated from
- * jupyter_nbvalidation/model.py (src/vocabulary.ts).
+ * jupyter_nbvalidation/core/model.py (src/vocabulary.ts).
  */
 import { PHASES, Phase, REASON_PHASE, TERMINAL_PHASES } from './vocabulary';
 

@@ -1,7 +1,7 @@
 /**
  * Job specs submitted by the Validate commands, and the checks of what the
  * Options dialog's fields hold (pure: no JupyterLab imports). The checks say
- * in words what the server's spec validation (jupyter_nbvalidation/model.py)
+ * in words what the server's spec validation (jupyter_nbvalidation/core/model.py)
  * would refuse, naming the field, so a typo is caught before anything is
  * submitted; the server stays the judge (its 400 names the spec field, which
  * {@link optionOfSpecField} maps back to the dialog's field).

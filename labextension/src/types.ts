@@ -7,7 +7,7 @@
 export type { Phase } from './vocabulary';
 import type { Phase } from './vocabulary';
 
-/** A job's spec: generated from the server's spec table (jupyter_nbvalidation/spec_table.py). */
+/** A job's spec: generated from the server's spec table (jupyter_nbvalidation/core/spec_table.py). */
 export type { IJobSpec } from './spec.generated';
 import type { IJobSpec } from './spec.generated';
 

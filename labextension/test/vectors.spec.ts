@@ -1,7 +1,7 @@
 /**
  * The one timeline rule: the vectors in tests/vectors/timeline (events +
  * status + now in, the server's /timeline document out) give the same phases
- * here as in jupyter_nbvalidation/timeline.py (tests/test_timeline.py).
+ * here as in jupyter_nbvalidation/core/timeline.py (tests/test_timeline.py).
  * JavaScript times have millisecond precision, the server's microsecond.
  */
 import * as fs from 'fs';

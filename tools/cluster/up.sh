@@ -230,7 +230,7 @@ part kubelet-start kubelet_up
 objects() {
   kc get ns "$NAMESPACE" >/dev/null 2>&1 || kc create ns "$NAMESPACE" >/dev/null
   kc get ns "$SYSTEM_NS" >/dev/null 2>&1 || kc create ns "$SYSTEM_NS" >/dev/null
-  kc apply -f "$REPO/jupyter_nbvalidation/k8s/manifests/crd.yaml" >/dev/null
+  kc apply -f "$REPO/jupyter_nbvalidation/backends/kubernetes/manifests/crd.yaml" >/dev/null
   kc wait --for=condition=Established crd/notebookvalidationjobs.nbvalidation.dev --timeout=60s >/dev/null
   wait_for "default ServiceAccount in $NAMESPACE" 60 "$KUBECTL" --kubeconfig "$P/admin.kubeconfig" -n "$NAMESPACE" get sa default
   wait_for "default ServiceAccount in $SYSTEM_NS" 60 "$KUBECTL" --kubeconfig "$P/admin.kubeconfig" -n "$SYSTEM_NS" get sa default

@@ -20,23 +20,23 @@ from typing import Any, Callable
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
 
-import jupyter_nbvalidation.verdict_cache as verdict_cache
-from jupyter_nbvalidation.documents import Job, JobSpec
-from jupyter_nbvalidation.errors import InputRejected
-from jupyter_nbvalidation.model import ROOT_ANNOTATION, Phase, SpecError, build_enabled, parse_time, spec_fields
-from jupyter_nbvalidation.plan import Snapshot, snapshot_from_files
+import jupyter_nbvalidation.backends.workcopy as workcopy
 import jupyter_nbvalidation.runner.hygiene as hygiene
 import jupyter_nbvalidation.runner.sandbox as sandbox
-from jupyter_nbvalidation.store.lease import StoreLeaseElector, new_identity
-from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
-from jupyter_nbvalidation.tasks import cancel_and_wait
-import jupyter_nbvalidation.backends.workcopy as workcopy
+import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import Backend, Capabilities, lease_traits
-from jupyter_nbvalidation.backends.forkserver import RunnerForkServer
 from jupyter_nbvalidation.backends.local.disk import HOST, _Build, _Run, _terminate, folder_refusal, process_record
 from jupyter_nbvalidation.backends.local.environments import EnvironmentsRoom
+from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
 from jupyter_nbvalidation.backends.local.retention import RetentionRoom
 from jupyter_nbvalidation.backends.local.runs import RunsRoom
+from jupyter_nbvalidation.core.documents import Job, JobSpec
+from jupyter_nbvalidation.core.errors import InputRejected
+from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, Phase, SpecError, build_enabled, parse_time, spec_fields
+from jupyter_nbvalidation.core.plan import Snapshot, snapshot_from_files
+from jupyter_nbvalidation.core.tasks import cancel_and_wait
+from jupyter_nbvalidation.store.lease import StoreLeaseElector, new_identity
+from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 
 UNSUPPORTED_LOCALLY = {
     "podConfig.containerImage": "needs the kubernetes backend (the local backend runs no containers)",

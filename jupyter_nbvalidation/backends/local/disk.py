@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard, cast
 
-import jupyter_nbvalidation.verdict_cache as verdict_cache
-from jupyter_nbvalidation.documents import Progress, RunnerResult
-from jupyter_nbvalidation.model import Phase
 import jupyter_nbvalidation.runner.hygiene as hygiene
-from jupyter_nbvalidation.runner.protocol import ProgressReader
-from jupyter_nbvalidation.tasks import wait_within
+import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import FAILED, SUCCEEDED, Observation
-from jupyter_nbvalidation.backends.forkserver import ForkedRunner
-from jupyter_nbvalidation.backends.local_faults import fault_of_result
+from jupyter_nbvalidation.backends.local.faults import fault_of_result
+from jupyter_nbvalidation.backends.local.forkserver import ForkedRunner
+from jupyter_nbvalidation.core.documents import Progress, RunnerResult
+from jupyter_nbvalidation.core.model import Phase
+from jupyter_nbvalidation.core.tasks import wait_within
+from jupyter_nbvalidation.runner.protocol import ProgressReader
 
 RUNNER_COMMAND = [sys.executable, "-m", "jupyter_nbvalidation.runner"]
 ENV_MARKER = ".nbvalidation-env.json"

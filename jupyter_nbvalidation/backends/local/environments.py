@@ -22,20 +22,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import jupyter_nbvalidation.environment_record as envrec
-import jupyter_nbvalidation.requirements as reqmod
-import jupyter_nbvalidation.verdict_cache as verdict_cache
-from jupyter_nbvalidation.documents import Job, JobSpec
-from jupyter_nbvalidation.model import build_enabled, isotime, parse_time
-from jupyter_nbvalidation.plan import ValidationPlan, requirements_key, requirements_of, requirements_sentence
-from jupyter_nbvalidation.priority import deprioritize
-from jupyter_nbvalidation.redaction import scrub
-from jupyter_nbvalidation.requirements import Requirements
-import jupyter_nbvalidation.runner.hygiene as hygiene
-from jupyter_nbvalidation.tasks import cancel_and_wait, wait_within
 import jupyter_nbvalidation.backends.build_failure as build_failure
+import jupyter_nbvalidation.environment.requirements as reqmod
+import jupyter_nbvalidation.runner.hygiene as hygiene
+import jupyter_nbvalidation.verdict.cache as verdict_cache
+import jupyter_nbvalidation.verdict.environment_record as envrec
 from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
-from jupyter_nbvalidation.backends.local_faults import fault_of_build, fault_of_oserror, is_no_space
 from jupyter_nbvalidation.backends.local.disk import (
     ADOPT_POLL,
     ENV_MARKER,
@@ -51,7 +43,15 @@ from jupyter_nbvalidation.backends.local.disk import (
     process_record,
     same_process_alive,
 )
+from jupyter_nbvalidation.backends.local.faults import fault_of_build, fault_of_oserror, is_no_space
 from jupyter_nbvalidation.backends.local.state import LocalState
+from jupyter_nbvalidation.core.documents import Job, JobSpec
+from jupyter_nbvalidation.core.model import build_enabled, isotime, parse_time
+from jupyter_nbvalidation.core.plan import ValidationPlan, requirements_key, requirements_of, requirements_sentence
+from jupyter_nbvalidation.core.priority import deprioritize
+from jupyter_nbvalidation.core.redaction import scrub
+from jupyter_nbvalidation.core.tasks import cancel_and_wait, wait_within
+from jupyter_nbvalidation.environment.requirements import Requirements
 
 tool_identity = envrec.tool_identity  # the record's tool, as the local backend's package exported it
 LOG_LINE_LIMIT = 2**20  # a build command's line longer than this reaches the log in pieces

@@ -13,11 +13,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from jupyter_nbvalidation.documents import Job
-from jupyter_nbvalidation.model import build_enabled, isotime, parse_time
-from jupyter_nbvalidation.store.base import NotFound as NotFoundError
 from jupyter_nbvalidation.backends.local.disk import ENV_MARKER, LAST_USE, RETIRED_PREFIX, _dir_bytes, isotime_of
 from jupyter_nbvalidation.backends.local.state import LocalState
+from jupyter_nbvalidation.core.documents import Job
+from jupyter_nbvalidation.core.model import build_enabled, isotime, parse_time
+from jupyter_nbvalidation.store.base import NotFound as NotFoundError
 
 
 class RetentionRoom(LocalState):

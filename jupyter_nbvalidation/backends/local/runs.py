@@ -13,19 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import jupyter_nbvalidation.requirements as reqmod
-import jupyter_nbvalidation.verdict_cache as verdict_cache
-from jupyter_nbvalidation.documents import Job
-from jupyter_nbvalidation.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, isotime, validation_attempt
-from jupyter_nbvalidation.plan import ValidationPlan
-from jupyter_nbvalidation.priority import deprioritize
-import jupyter_nbvalidation.runner.hygiene as hygiene
-from jupyter_nbvalidation.runner.environment import forkserver_environment, runner_environment
-from jupyter_nbvalidation.tasks import cancel_and_wait
 import jupyter_nbvalidation.backends.workcopy as workcopy
+import jupyter_nbvalidation.environment.requirements as reqmod
+import jupyter_nbvalidation.runner.hygiene as hygiene
+import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import FAILED, RUNNING, Fault, Observation
-from jupyter_nbvalidation.backends.forkserver import ForkedRunner, RunnerForkServer
-from jupyter_nbvalidation.backends.local_faults import fault_of_exit, fault_of_oserror, is_no_space
 from jupyter_nbvalidation.backends.local.disk import (
     ADOPT_POLL,
     ENV_MARKER,
@@ -45,7 +37,15 @@ from jupyter_nbvalidation.backends.local.disk import (
     process_record,
     same_process_alive,
 )
+from jupyter_nbvalidation.backends.local.faults import fault_of_exit, fault_of_oserror, is_no_space
+from jupyter_nbvalidation.backends.local.forkserver import ForkedRunner, RunnerForkServer
 from jupyter_nbvalidation.backends.local.state import LocalState
+from jupyter_nbvalidation.core.documents import Job
+from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, isotime, validation_attempt
+from jupyter_nbvalidation.core.plan import ValidationPlan
+from jupyter_nbvalidation.core.priority import deprioritize
+from jupyter_nbvalidation.core.tasks import cancel_and_wait
+from jupyter_nbvalidation.runner.environment import forkserver_environment, runner_environment
 
 
 class RunsRoom(LocalState):

@@ -13,11 +13,11 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from jupyter_nbvalidation.documents import Job
-from jupyter_nbvalidation.plan import Snapshot
-from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
-from jupyter_nbvalidation.backends.forkserver import RunnerForkServer
 from jupyter_nbvalidation.backends.local.disk import _Build, _Run
+from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
+from jupyter_nbvalidation.core.documents import Job
+from jupyter_nbvalidation.core.plan import Snapshot
+from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 
 
 class LocalState:

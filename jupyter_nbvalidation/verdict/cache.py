@@ -1,0 +1,337 @@
+"""The verdict cache's key: what a job's verdict depends on, hashed once, here.
+
+A job is stored with its key (annotation ``nbvalidation.dev/verdict-key``, on
+both backends); ``run`` reports a notebook "unchanged" with the name of an
+earlier **Succeeded** job of the same notebook path whose key equals the key its
+inputs have now, and runs nothing. The key covers:
+
+- the validated spec (comparison options, timeouts, kernel env, build options);
+- every file of the job's snapshot by content (the notebook, the golden copy, the
+  requirements as the build reads them, the input files);
+- the kernel's environment, as the backend knows it (``Backend.verdict_environment``):
+  locally, the environment key of a built one (interpreter, requirement lines, local
+  paths' content, kernel packages) or, with the build disabled, the interpreter and
+  every distribution installed in it; on Kubernetes, the content tag of the image a
+  build would push (base image digest, requirement lines, runner) or, with the build
+  disabled, the image by its digest;
+- the runner and the server: every source file of this package (the comparison, the
+  engine, the backends as much as the runner) and the versions of nbclient, nbformat,
+  ipykernel, jupyter_client;
+- what the kernel inherits from this process: the locale (``LANG``, ``LANGUAGE``,
+  ``LC_*``) and ``TZ`` (runner/environment.py passes them through);
+- the backend's defaults a verdict depends on (the per-cell timeout);
+- without spec.inputFiles (the kernel works in a copy of the notebook's own folder,
+  backends/workcopy.py): what ``walk_folder`` gives, the same entries that copy holds:
+  every file in that folder and below it by content, hidden ones included, through
+  symbolic links that stay inside the server's root (a link leaving it, or leading
+  nowhere, by its target only); EXCLUDED_DIRS and virtual environments left out of
+  both; other notebooks only when this one names them;
+- with the build disabled, the source of every editable (``-e``) install of the
+  interpreter (its ``.py`` files and their content), since its name and version stay
+  while its code changes.
+
+Only the **newest** job with the key decides: a hit is that job when it Succeeded; a
+newer Failed, Cancelled or still running job of the same key means the notebook runs.
+
+A hit also needs the earlier job's environment to be the one a run would get now
+(``Backend.same_verdict_environment``: not evicted or built again since, locally; the
+registry still serving the image the job ran, on Kubernetes).
+
+When one of these cannot be known (a backend without an environment key, a
+build-disabled interpreter other than this one, a base image whose digest the
+registry does not give, a folder over the bounds) there is no key, and the
+notebook always runs: never a false "unchanged". Files a
+notebook reads from outside its folder (``../data.csv``: the real files, not
+copied) are not seen: use ``--no-cache`` when they change."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+from jupyter_nbvalidation.core.model import Phase
+from jupyter_nbvalidation.verdict.markers import notebook_opts_out_of_cache
+
+if TYPE_CHECKING:
+    from jupyter_nbvalidation.backends.base import Backend
+
+ANNOTATION = "nbvalidation.dev/verdict-key"
+VERSION = 3  # of the key's recipe: a change of recipe never matches an older key
+MAX_FOLDER_FILES = 5000
+MAX_FOLDER_BYTES = 512 * 2**20
+# Left out of a notebook's folder, by name, in the verdict key AND in the copy the kernel
+# works in (one list, so that the key covers exactly what the notebook can see): version
+# control's metadata, Jupyter's checkpoints, caches a tool rebuilds; virtual environments
+# (a folder holding pyvenv.cfg) too (is_excluded). Hidden files and other hidden folders
+# are in both.
+EXCLUDED_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", ".ipynb_checkpoints", "__pycache__", "node_modules",
+                           ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox"})
+_PKG = Path(__file__).resolve().parents[1]
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+_runner_digest: str | None = None
+
+
+def runner_identity() -> str:
+    """This package's sources (the runner and everything that judges its result: the
+    comparison, the engine, the backends) and the versions of what drives the kernel."""
+    global _runner_digest
+    if _runner_digest is None:
+        h = hashlib.sha256()
+        for p in sorted(_PKG.rglob("*.py")):
+            h.update(p.relative_to(_PKG).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+        for dist in ("nbclient", "nbformat", "ipykernel", "jupyter_client"):
+            try:
+                h.update(f"{dist}={importlib.metadata.version(dist)}\0".encode())
+            except importlib.metadata.PackageNotFoundError:
+                h.update(f"{dist}=-\0".encode())
+        _runner_digest = h.hexdigest()
+    return _runner_digest
+
+
+def installed_distributions(python: str) -> str | None:
+    """Every distribution (name and version) of ``python``'s environment, when it is
+    this interpreter (otherwise None: not known without running it). From the
+    ``NAME-VERSION.dist-info`` folder names on ``sys.path``: a few directory
+    listings, not a read of every distribution's metadata."""
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        return None
+    seen = []
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for n in names:
+            path = Path(entry or ".") / n
+            if n.endswith((".dist-info", ".egg-info")):
+                seen.append(f"{entry}/{n}")
+                source = _editable_source(path)
+            elif n.endswith(".egg-link"):  # a setuptools develop install: its first line is the source
+                try:
+                    source = Path(path.read_text(encoding="utf-8").splitlines()[0].strip())
+                except (OSError, IndexError):
+                    return None
+            else:
+                continue
+            if source is not None:
+                digest = source_digest(source)
+                if digest is None:
+                    return None  # an editable source too big to read: not known
+                seen.append(f"{entry}/{n} -e {source} {digest}")
+    return _sha("\n".join(sorted(seen)).encode())
+
+
+def _editable_source(dist_info: Path) -> Path | None:
+    """The source folder of an editable install (PEP 610 ``direct_url.json``), or None."""
+    try:
+        info = json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    url = info.get("url") or ""
+    if not (info.get("dir_info") or {}).get("editable") or not url.startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlparse
+
+    return Path(unquote(urlparse(url).path))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a notebook's folder as the kernel may see it (``walk_folder``)."""
+
+    rel: str  # '/'-separated, relative to the folder
+    kind: str  # "dir", "file", "again" (a folder reached before: a link cycle, a second link),
+    #            "link" (a symbolic link not followed: it leaves the root, or leads nowhere)
+    path: str  # the path as walked (through links)
+    real: str  # the real path ("link": the link's target, absolute)
+    size: int = 0
+
+
+class FolderTooLarge(Exception):
+    def __init__(self, files: int, nbytes: int):
+        super().__init__(f"over {files} files or {nbytes} bytes")
+        self.files, self.nbytes = files, nbytes
+
+
+def is_excluded(name: str, path: str) -> bool:
+    """A folder left out of both the verdict key and the kernel's copy: a name of
+    EXCLUDED_DIRS or a virtual environment (it holds ``pyvenv.cfg``)."""
+    return name in EXCLUDED_DIRS or os.path.isfile(os.path.join(path, "pyvenv.cfg"))
+
+
+def walk_folder(folder: str | Path, root: str | Path | None = None,
+                skip: frozenset[str] | set[str] = frozenset()) -> Iterator[Entry]:
+    """What a notebook working in ``folder`` can see there: every entry, depth first in
+    name order, symbolic links followed while they stay in ``root`` (the folder itself
+    when None), a folder reached twice (a link cycle) given once and then as "again";
+    EXCLUDED_DIRS, virtual environments, the real paths in ``skip`` and special files
+    (sockets, FIFOs, devices) left out. The ONE walk of the verdict key and of the
+    kernel's copy of the folder (backends/workcopy.py): both see the same entries. A
+    folder that cannot be listed is given, empty."""
+    folder = os.fspath(folder)
+    top = os.path.realpath(folder)
+    confine = os.path.realpath(os.fspath(root)) if root is not None else top
+    visited = {top}
+    stack = [(folder, "")]
+    while stack:
+        dirpath, rel_dir = stack.pop()
+        try:
+            with os.scandir(dirpath) as it:
+                names = sorted(e.name for e in it)
+        except PermissionError:
+            continue  # a folder its owner cannot list: nothing in it is readable to the kernel either
+        subdirs = []
+        for name in names:
+            path = os.path.join(dirpath, name)
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            real = os.path.realpath(path)
+            if real in skip:
+                continue
+            if os.path.islink(path) and (real != confine and not real.startswith(confine + os.sep)
+                                         or not os.path.exists(path)):
+                target = os.path.join(os.path.realpath(dirpath), os.readlink(path))
+                yield Entry(rel, "link", path, os.path.normpath(target))
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if is_excluded(name, path):
+                    continue
+                if real in visited:
+                    yield Entry(rel, "again", path, real)
+                    continue
+                visited.add(real)
+                yield Entry(rel, "dir", path, real)
+                subdirs.append((path, rel))
+            elif stat.S_ISREG(st.st_mode):
+                yield Entry(rel, "file", path, real, st.st_size)
+        stack.extend(reversed(subdirs))
+
+
+def folder_size(folder: str | Path, root: str | Path | None, skip: frozenset[str] | set[str],
+                max_files: int, max_bytes: int) -> tuple[int, int]:
+    """(files, bytes) of what ``walk_folder`` gives, from ``stat`` only; FolderTooLarge
+    as soon as either passes its bound."""
+    files = total = 0
+    for e in walk_folder(folder, root, skip):
+        if e.kind == "file":
+            files += 1
+            total += e.size
+            if files > max_files or total > max_bytes:
+                raise FolderTooLarge(files, total)
+    return files, total
+
+
+def _tree_digest(folder: Path, keep: Callable[[Path], bool], root: Path | None = None,
+                 skip: frozenset[str] | set[str] = frozenset()) -> str | None:
+    """The entries of ``walk_folder`` (the files ``keep`` accepts, by relative path and
+    content; folders, links not followed and folders reached twice by what they are).
+    None over the bounds or on a read error."""
+    h = hashlib.sha256()
+    count = total = 0
+    try:
+        for e in walk_folder(folder, root, skip):
+            if e.kind != "file":
+                h.update(f"{e.rel}\0{e.kind} {e.real if e.kind != 'dir' else ''}\0".encode())
+                continue
+            if not keep(Path(e.path)):
+                continue
+            data = Path(e.path).read_bytes()
+            count += 1
+            total += len(data)
+            if count > MAX_FOLDER_FILES or total > MAX_FOLDER_BYTES:
+                return None
+            h.update(e.rel.encode() + b"\0" + _sha(data).encode() + b"\0")
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def source_digest(folder: Path) -> str | None:
+    """The ``.py`` files of an editable install's source folder, by content."""
+    return _tree_digest(folder, lambda path: path.suffix == ".py")
+
+
+def folder_digest(folder: Path, notebook_text: str, skip: set[Path], root: Path | None = None,
+                  skip_real: frozenset[str] | set[str] = frozenset()) -> str | None:
+    """The content of every file under ``folder`` the kernel could read from it (its copy
+    holds exactly what ``walk_folder`` gives); another notebook only when this one names
+    it (``%run other.ipynb``)."""
+    return _tree_digest(folder, lambda path: path.resolve() not in skip
+                        and not (path.suffix == ".ipynb" and path.name not in notebook_text), root, skip_real)
+
+
+def inherited_environment() -> dict[str, str]:
+    """The variables a kernel inherits from this process (runner/environment.py)."""
+    from jupyter_nbvalidation.runner.environment import PASSED_THROUGH
+
+    return {k: v for k, v in sorted(os.environ.items()) if k in PASSED_THROUGH or k.startswith("LC_")}
+
+
+def opts_out(notebook: bytes) -> bool:
+    """The notebook's metadata says ``"nbvalidation": {"cache": false}``."""
+    try:
+        nb = json.loads(notebook)
+    except ValueError:
+        return False
+    return isinstance(nb, dict) and notebook_opts_out_of_cache(nb)
+
+
+def _counted(name: str, spec: dict[str, Any], files: dict[str, bytes]) -> bool:
+    """Whether a job file is part of the key. The notebook's folder that travels with a job
+    (``inputs/...`` without ``spec.inputFiles``: the Kubernetes backend) counts as the local
+    folder does in :func:`folder_digest`: another notebook only when this one names it."""
+    if spec.get("inputFiles") or not (name.startswith("inputs/") and name.endswith(".ipynb")):
+        return True
+    return name.rsplit("/", 1)[-1] in files.get("notebook.ipynb", b"").decode("utf-8", "replace")
+
+
+def verdict_key(spec: dict[str, Any], files: dict[str, bytes], environment: str | None, *, workdir: Path | None,
+                notebook_path: Path | None, backend: Backend, root: Path | None = None) -> str | None:
+    """The key of a job about to be submitted, or None when it cannot be known or the
+    notebook opts out (``metadata.nbvalidation.cache`` false: it always runs)."""
+    if environment is None or opts_out(files.get("notebook.ipynb", b"")):
+        return None
+    parts: dict[str, Any] = {
+        "recipe": VERSION,
+        "spec": spec,
+        "files": {name: _sha(data) for name, data in sorted(files.items()) if _counted(name, spec, files)},
+        "environment": environment,
+        "runner": runner_identity(),
+        "inherited": inherited_environment(),
+        "backend": {"name": backend.name, "defaultCellTimeout": backend.default_cell_timeout},
+    }
+    if workdir is not None:
+        skip = {notebook_path.resolve()} if notebook_path else set()
+        text = files.get("notebook.ipynb", b"").decode("utf-8", "replace")
+        private = backend.private_paths()  # e.g. a data dir inside the folder
+        digest = folder_digest(workdir, text, skip, root, private)
+        if digest is None:
+            return None
+        parts["folder"] = digest
+    return _sha(json.dumps(parts, sort_keys=True, default=str).encode())
+
+
+def has_key(job: Mapping[str, Any], key: str) -> bool:
+    """A job submitted with this verdict key."""
+    return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION) == key
+
+
+def matches(job: Mapping[str, Any], key: str) -> bool:
+    """A job that can stand for a notebook with this key: Succeeded, same key. Only the
+    newest job with the key may stand (JobService.unchanged)."""
+    return (job.get("status") or {}).get("phase") == Phase.SUCCEEDED and has_key(job, key)

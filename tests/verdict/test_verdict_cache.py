@@ -1,0 +1,281 @@
+"""The verdict cache of `jupyter nbvalidation run`: an unchanged notebook is reported with
+its earlier Succeeded job and nothing runs; editing the notebook, its golden copy, its
+requirements, a file in its folder, the spec or the environment it was validated in runs
+exactly that one again; a Failed job never stands in; the same through a running server.
+Real kernels and environments; counted by the jobs in the data dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+from helpers import write_notebook
+
+JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+
+
+def run(folder: Path, *args: str) -> tuple[int, dict[str, dict]]:
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "nbs", "--golden-suffix", ".golden", "-j", "2",
+                           "--local", "--data-dir", str(folder / "data"), "-o", "json", *args],
+                          cwd=folder, capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(folder / "no-servers")})
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return proc.returncode, {row["notebook"]: row for row in json.loads(proc.stdout)}
+
+
+def jobs(folder: Path) -> int:
+    return len(list((folder / "data" / "jobs").iterdir()))
+
+
+def ran(rows: dict[str, dict]) -> set[str]:
+    return {nb for nb, row in rows.items() if row["verdict"] != "Unchanged"}
+
+
+def test_unchanged_notebooks_run_nothing_and_each_edit_reruns_exactly_its_notebook(tmp_path):
+    nbs = tmp_path / "nbs"
+    write_notebook(nbs / "x" / "nb.ipynb", ["print('x')"])
+    golden = nbformat.read(nbs / "x" / "nb.ipynb", as_version=4)
+    golden.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="x\n")]
+    nbformat.write(golden, str(nbs / "x" / "nb.golden.ipynb"))
+    write_notebook(nbs / "y" / "nb.ipynb", ["import six\nprint(six.__name__)"])
+    (nbs / "y" / "requirements.txt").write_text("six\n")
+    write_notebook(nbs / "z" / "nb.ipynb", ["print(open('data.csv').read())"])
+    (nbs / "z" / "data.csv").write_text("a,b\n")
+    write_notebook(nbs / "w" / "fails.ipynb", ["raise ValueError('never cached')"])
+    everything = {"nbs/x/nb.ipynb", "nbs/y/nb.ipynb", "nbs/z/nb.ipynb", "nbs/w/fails.ipynb"}
+
+    code, rows = run(tmp_path)
+    assert code == 1 and ran(rows) == everything and jobs(tmp_path) == 4
+    first = {nb: row["job"] for nb, row in rows.items()}
+    assert rows["nbs/x/nb.ipynb"]["verdict"] == "Succeeded", rows["nbs/x/nb.ipynb"]  # the golden comparison passes
+
+    # nothing changed: the three that succeeded are unchanged, with their earlier job; the failed one runs
+    code, rows = run(tmp_path)
+    assert ran(rows) == {"nbs/w/fails.ipynb"} and jobs(tmp_path) == 5
+    for nb in everything - {"nbs/w/fails.ipynb"}:
+        assert rows[nb]["verdict"] == "Unchanged" and rows[nb]["job"] == first[nb]
+
+    def touch_metadata(path: Path) -> None:
+        nb = nbformat.read(path, as_version=4)
+        nb.metadata["edited"] = nb.metadata.get("edited", 0) + 1
+        nbformat.write(nb, str(path))
+
+    edits = [
+        ("nbs/x/nb.ipynb", lambda: touch_metadata(nbs / "x" / "nb.golden.ipynb")),
+        ("nbs/y/nb.ipynb", lambda: (nbs / "y" / "requirements.txt").write_text("six>=1.0\n")),
+        ("nbs/z/nb.ipynb", lambda: (nbs / "z" / "data.csv").write_text("a,b\n1,2\n")),
+        ("nbs/x/nb.ipynb", lambda: touch_metadata(nbs / "x" / "nb.ipynb")),
+    ]
+    count = jobs(tmp_path)
+    for notebook, edit in edits:
+        edit()
+        code, rows = run(tmp_path)
+        assert ran(rows) == {notebook, "nbs/w/fails.ipynb"}, (notebook, rows)
+        count += 2
+        assert jobs(tmp_path) == count
+        assert rows[notebook]["verdict"] == "Succeeded", rows
+
+    # the environment y was validated in is evicted: built again, it may resolve six to another
+    # version, so y runs again (in the new environment, which then stands for it)
+    [y_env] = [d for d in (tmp_path / "data" / "envs").iterdir()
+               if json.loads((d / ".nbvalidation-env.json").read_text())["requirements"] == ["six>=1.0"]]
+    shutil.rmtree(y_env)
+    code, rows = run(tmp_path)
+    assert ran(rows) == {"nbs/y/nb.ipynb", "nbs/w/fails.ipynb"}, rows
+    assert rows["nbs/y/nb.ipynb"]["verdict"] == "Succeeded" and y_env.is_dir()
+    count += 2
+
+    # --no-cache runs every one
+    code, rows = run(tmp_path, "--no-cache")
+    assert ran(rows) == everything and jobs(tmp_path) == count + 4
+
+
+def test_the_cache_through_a_running_server(server_proc):
+    """The same lookup made by the server (POST unchanged): the CLI's run through it."""
+    server = server_proc().start()
+    write_notebook(server.root / "a" / "one.ipynb", ["print(1)"])
+    write_notebook(server.root / "a" / "two.ipynb", ["raise ValueError('two')"])
+
+    def run_here(*args: str) -> dict[str, dict]:
+        proc = subprocess.run([JUPYTER, "nbvalidation", "run", "a", "--no-build", "-j", "2", "-o", "json", *args],
+                              cwd=server.root, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "JUPYTER_RUNTIME_DIR": str(server.runtime)})
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        return {row["notebook"]: row for row in json.loads(proc.stdout)}
+
+    def server_jobs() -> int:
+        return len(server.client().request("GET", "jobs", params={"limit": 500})["items"])
+
+    first = run_here()
+    assert ran(first) == {"a/one.ipynb", "a/two.ipynb"} and server_jobs() == 2
+    again = run_here()
+    assert ran(again) == {"a/two.ipynb"} and server_jobs() == 3
+    assert again["a/one.ipynb"]["verdict"] == "Unchanged" and again["a/one.ipynb"]["job"] == first["a/one.ipynb"]["job"]
+    # another spec (a parameter) is another key: both run; then that one is unchanged too
+    assert ran(run_here("-p", "epochs", "1")) == {"a/one.ipynb", "a/two.ipynb"} and server_jobs() == 5
+    assert ran(run_here("-p", "epochs", "1")) == {"a/two.ipynb"}
+    assert ran(run_here("--no-cache")) == {"a/one.ipynb", "a/two.ipynb"}
+
+
+def test_the_runner_and_the_environment_are_in_the_key(monkeypatch, tmp_path):
+    import jupyter_nbvalidation.verdict.cache as verdict_cache
+    from jupyter_nbvalidation.backends.base import Backend
+
+    backend = Backend()  # the port's defaults: a backend's name and cell timeout are in the key
+    args = ({"notebook": {"path": "nb.ipynb"}}, {"notebook.ipynb": b"{}"})
+    key = verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=backend)
+    assert key == verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=backend)
+    assert key != verdict_cache.verdict_key(*args, "built:abd", workdir=None, notebook_path=None, backend=backend)
+    assert verdict_cache.verdict_key(*args, None, workdir=None, notebook_path=None, backend=backend) is None
+    monkeypatch.setattr(verdict_cache, "_runner_digest", "another runner")
+    assert key != verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=backend)
+    # with the build disabled the environment is this interpreter with every distribution in it
+    unbuilt = verdict_cache.installed_distributions(sys.executable)
+    assert unbuilt is not None and verdict_cache.installed_distributions("/usr/bin/false") is None
+    (tmp_path / "site" / "newpkg-1.0.dist-info").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert verdict_cache.installed_distributions(sys.executable) != unbuilt
+
+
+# -- "Unchanged" means a fresh run now gives the same verdict (issue 20): each mutation below
+# made `run` answer Unchanged where `run --no-cache` failed. Real kernels, in-process, no build.
+
+def run_env(folder: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, dict]:
+    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "nbs", "--no-build", "--local",
+                           "--data-dir", str(folder / "data"), "-o", "json", *args],
+                          cwd=folder, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(folder / "no-servers"), **(env or {})})
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return {row["notebook"]: row for row in json.loads(proc.stdout)}
+
+
+def verdict(rows: dict[str, dict]) -> str:
+    [row] = rows.values()
+    return row["verdict"]
+
+
+def test_a_newer_failure_with_the_same_key_is_never_hidden_by_an_older_success(tmp_path):
+    # a file outside the notebook's folder is not in the key (the kernel reads the real
+    # one, through its copy's mirror): the same key can give two verdicts, and the newest
+    # one is the one that stands
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"ok": true}')
+    write_notebook(tmp_path / "nbs" / "nb.ipynb", ["import json\nassert json.load(open('../settings.json'))['ok']"])
+    assert verdict(run_env(tmp_path)) == "Succeeded"
+    assert verdict(run_env(tmp_path)) == "Unchanged"
+    settings.write_text('{"ok": false}')
+    assert verdict(run_env(tmp_path, "--no-cache")) == "Failed"
+    assert verdict(run_env(tmp_path)) == "Failed"  # was Unchanged: the older Succeeded job of the same key
+    settings.write_text('{"ok": true}')
+    assert verdict(run_env(tmp_path)) == "Succeeded"  # runs: the newest with the key failed
+    assert verdict(run_env(tmp_path)) == "Unchanged"
+
+
+def test_a_hidden_file_beside_the_notebook_is_in_the_key(tmp_path):
+    # the kernel's copy of the folder holds hidden files, so the key does too (one walk:
+    # verdict_cache.walk_folder); version control's folder is in neither
+    settings = tmp_path / "nbs" / "hidden" / ".settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{"ok": true}')
+    write_notebook(tmp_path / "nbs" / "nb.ipynb",
+                   ["import json\nassert json.load(open('hidden/.settings.json'))['ok']"])
+    assert verdict(run_env(tmp_path)) == "Succeeded"
+    (tmp_path / "nbs" / ".git").mkdir()
+    (tmp_path / "nbs" / ".git" / "index").write_text("changes with every commit")
+    assert verdict(run_env(tmp_path)) == "Unchanged"
+    settings.write_text('{"ok": false}')
+    assert verdict(run_env(tmp_path)) == "Failed"  # was Unchanged: hidden entries were left out of the key
+
+
+def test_the_locale_and_time_zone_the_kernel_inherits_are_in_the_key(tmp_path):
+    write_notebook(tmp_path / "nbs" / "nb.ipynb", ["import os\nassert os.environ.get('TZ') == 'UTC', os.environ.get('TZ')"])
+    assert verdict(run_env(tmp_path, env={"TZ": "UTC"})) == "Succeeded"
+    assert verdict(run_env(tmp_path, env={"TZ": "UTC"})) == "Unchanged"
+    assert verdict(run_env(tmp_path, "--no-cache", env={"TZ": "America/New_York"})) == "Failed"
+    assert verdict(run_env(tmp_path, env={"TZ": "UTC"})) == "Unchanged"  # its own key's newest job succeeded
+    assert verdict(run_env(tmp_path, env={"TZ": "America/New_York"})) == "Failed"  # was Unchanged
+    assert verdict(run_env(tmp_path, env={"TZ": "UTC", "LC_ALL": "C.UTF-8"})) == "Succeeded"  # another key: runs
+
+
+def test_a_symlinked_folder_beside_the_notebook_is_in_the_key(tmp_path):
+    outside = tmp_path / "shared-data"
+    outside.mkdir()
+    (outside / "value.txt").write_text("1")
+    (tmp_path / "nbs").mkdir()
+    (tmp_path / "nbs" / "data").symlink_to(outside, target_is_directory=True)
+    (outside / "loop").symlink_to(outside, target_is_directory=True)  # a cycle is walked once
+    write_notebook(tmp_path / "nbs" / "nb.ipynb", ["assert open('data/value.txt').read() == '1'"])
+    assert verdict(run_env(tmp_path)) == "Succeeded"
+    assert verdict(run_env(tmp_path)) == "Unchanged"
+    (outside / "value.txt").write_text("2")
+    assert verdict(run_env(tmp_path)) == "Failed"  # was Unchanged: os.walk did not follow the link
+
+
+def test_an_editable_install_is_keyed_by_its_source(monkeypatch, tmp_path):
+    import jupyter_nbvalidation.verdict.cache as verdict_cache
+
+    site = tmp_path / "site"
+    src = tmp_path / "src" / "mylib"
+    src.mkdir(parents=True)
+    (src / "__init__.py").write_text("VALUE = 1\n")
+    info = site / "mylib-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "direct_url.json").write_text(json.dumps({"url": (tmp_path / "src").as_uri(),
+                                                      "dir_info": {"editable": True}}))
+    monkeypatch.syspath_prepend(str(site))
+    before = verdict_cache.installed_distributions(sys.executable)
+    assert before is not None and before == verdict_cache.installed_distributions(sys.executable)
+    (src / "__init__.py").write_text("VALUE = 2\n")  # same name, same version, other code
+    assert verdict_cache.installed_distributions(sys.executable) != before
+    (src / "node_modules").mkdir()
+    (src / "node_modules" / "x.py").write_text("")  # left out, as in a folder's key
+    after = verdict_cache.installed_distributions(sys.executable)
+    (src / "README.md").write_text("not code")
+    assert verdict_cache.installed_distributions(sys.executable) == after
+
+
+def test_the_servers_own_code_is_in_the_key(monkeypatch, tmp_path):
+    """Not only the runner: the comparison, the engine and the backends judge a verdict too."""
+    import jupyter_nbvalidation.verdict.cache as verdict_cache
+
+    copy = tmp_path / "pkg"
+    shutil.copytree(verdict_cache._PKG, copy, ignore=shutil.ignore_patterns("__pycache__", "labextension", "static"))
+    monkeypatch.setattr(verdict_cache, "_PKG", copy)
+    monkeypatch.setattr(verdict_cache, "_runner_digest", None)
+    first = verdict_cache.runner_identity()
+    for module in ("verdict/compare.py", "engine/engine.py", "service/jobs.py"):
+        with open(copy / module, "a", encoding="utf-8") as f:
+            f.write("\n# a change of behaviour\n")
+        monkeypatch.setattr(verdict_cache, "_runner_digest", None)
+        changed = verdict_cache.runner_identity()
+        assert changed != first, module
+        first = changed
+
+
+def test_a_notebook_that_opts_out_always_runs_and_a_wrong_setting_is_refused(tmp_path):
+    # "nbvalidation": {"cache": false} in the notebook's metadata: no verdict key, so never Unchanged
+    write_notebook(tmp_path / "nbs" / "nb.ipynb", ["print('always')"])
+    nb = nbformat.read(tmp_path / "nbs" / "nb.ipynb", as_version=4)
+    nb.metadata["nbvalidation"] = {"cache": False}
+    nbformat.write(nb, str(tmp_path / "nbs" / "nb.ipynb"))
+    assert verdict(run_env(tmp_path)) == "Succeeded"
+    assert verdict(run_env(tmp_path)) == "Succeeded"  # ran again: not Unchanged
+    nb.metadata["nbvalidation"] = {"cache": True}
+    nbformat.write(nb, str(tmp_path / "nbs" / "nb.ipynb"))
+    assert verdict(run_env(tmp_path)) == "Succeeded"
+    assert verdict(run_env(tmp_path)) == "Unchanged"
+    # a value of the wrong type or a key it does not know: refused at submit, naming it; nothing runs
+    for bad, named in (({"cache": "no"}, "metadata.nbvalidation.cache: must be bool"),
+                       ({"cahce": False}, "metadata.nbvalidation.cahce: not a setting")):
+        nb.metadata["nbvalidation"] = bad
+        nbformat.write(nb, str(tmp_path / "nbs" / "nb.ipynb"))
+        proc = subprocess.run([JUPYTER, "nbvalidation", "submit", "nbs/nb.ipynb", "--local",
+                               "--data-dir", str(tmp_path / "data")],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+        assert proc.returncode == 2 and named in proc.stderr, proc.stdout + proc.stderr
