@@ -62,7 +62,8 @@ def configurables() -> list[type]:
             importlib.import_module(module.name)
 
     def subclasses(cls: type) -> list[type]:
-        found = []
+        found: list[type] = []
+        sub: type
         for sub in cls.__subclasses__():
             found += [sub, *subclasses(sub)]
         return found
@@ -153,7 +154,7 @@ def _schema_name(schema: dict[str, Any] | None) -> str:
     if not schema:
         return ""
     if "$ref" in schema:
-        return schema["$ref"].rsplit("/", 1)[-1]
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
     if schema.get("type") == "array" and "items" in schema:
         return f"array of {_schema_name(schema['items'])}"
     kind = str(schema.get("type", "object"))

@@ -45,3 +45,6 @@ html_theme_options = {
     "secondary_sidebar_items": ["page-toc"],
 }
 html_static_path: list[str] = []
+# the pages sit at the top of one toctree, so the theme's section navigation would be empty: the
+# left sidebar shows the whole toctree instead
+html_sidebars = {"**": ["globaltoc.html"]}
