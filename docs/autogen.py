@@ -12,6 +12,7 @@ import argparse
 import importlib
 import json
 import pkgutil
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,16 @@ INTRO = {
 }
 
 
+def _prose(text: str) -> str:
+    """A help string or summary from the code as Markdown text: on one line, and outside its code
+    spans `<` (`<jupyter data dir>` would be raw HTML, shown as nothing) and `*` escaped."""
+    parts = re.split(r"(`+[^`]*?`+)", " ".join(str(text).split()))
+    return "".join(p if p.startswith("`") else re.sub(r"([<*])", r"\\\1", p) for p in parts)
+
+
 def _cell(text: str) -> str:
     """Text fit for one cell of a Markdown table."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return _prose(text).replace("|", "\\|")
 
 
 def _code(text: str) -> str:
@@ -127,7 +135,7 @@ def config_page() -> str:
                 kind += " (" + ", ".join(_code(repr(v)) for v in trait.values) + ")"
             if trait.allow_none:
                 kind += ", or `None`"
-            help_text = " ".join((trait.help or "(no description)").split())
+            help_text = _prose(trait.help or "(no description)")
             lines += [
                 f"### `c.{name}.{trait_name}`",
                 "",
@@ -182,7 +190,7 @@ def rest_page() -> str:
         shared = item.get("parameters", [])
         for method in (m for m in methods if m in item):
             op = item[method]
-            lines += [f"## `{method.upper()} {path}`", "", " ".join(op.get("summary", "").split()), ""]
+            lines += [f"## `{method.upper()} {path}`", "", _prose(op.get("summary", "")), ""]
             params = [_resolve(document, p) for p in [*shared, *op.get("parameters", [])]]
             if params:
                 lines += ["| parameter | in | required | type | meaning |", "| --- | --- | --- | --- | --- |"]
@@ -245,8 +253,11 @@ def _option_line(parser: argparse.ArgumentParser, action: argparse.Action) -> st
         extra.append(f"default `{action.default}`")
     if isinstance(action, argparse._AppendAction) and "repeatable" not in help_text:
         extra.append("repeatable")
+    text = _prose(help_text)
     tail = f" ({'; '.join(extra)})" if extra else ""
-    return f"- {_code(name)}: {' '.join(help_text.split())}{tail}"
+    if not text:
+        return f"- {_code(name)}{tail}"
+    return f"- {_code(name)}: {text}{tail}"
 
 
 def cli_page() -> str:

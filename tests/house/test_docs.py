@@ -223,7 +223,7 @@ def test_the_configuration_reference_lists_every_trait_of_every_configurable():
     assert listed == expected, sorted(listed ^ expected)
     for cls in classes:
         for trait in autogen.own_traits(cls).values():
-            assert " ".join(trait.help.split()) in page, (cls, trait.name)
+            assert autogen._prose(trait.help) in page, (cls, trait.name)  # as Markdown: `<` escaped
 
 
 def test_the_rest_reference_lists_every_path_method_parameter_and_status():
