@@ -796,7 +796,7 @@ def _ready_keep_outputs(args: argparse.Namespace, api: Remote | InProcess, keep:
 def cmd_run(args: argparse.Namespace) -> int:
     import jupyter_nbvalidation.cli.batch as batch
     import jupyter_nbvalidation.cli.reports.console as console
-    from jupyter_nbvalidation.core.model import SpecError, validate_spec
+    from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 
     if args.jobs is not None and args.jobs < 1:
         raise ClientError(f"-j/--jobs {args.jobs}: give at least 1")

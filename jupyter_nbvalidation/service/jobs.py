@@ -27,13 +27,12 @@ from jupyter_nbvalidation.core.model import (
     ROOT_ANNOTATION,
     WORKDIR_ANNOTATION,
     Phase,
-    SpecError,
     build_enabled,
     is_terminal,
     new_job,
-    validate_spec,
 )
 from jupyter_nbvalidation.core.redaction import mask_urls, mask_values, scrub
+from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.core.timeline import compute_timeline
 from jupyter_nbvalidation.engine.engine import Engine

@@ -315,7 +315,7 @@ def test_run_a_repository_whose_pyproject_declares_the_project(tmp_path):
 
 
 def test_extras_are_the_projects_own_and_checked_at_submit(repo):
-    from jupyter_nbvalidation.core.model import SpecError, validate_spec
+    from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 
     def extras(*names: str) -> reqmod.Requirements:
         spec = {"notebook": {"path": NB}, "podConfig": {"buildConfig": {"extras": list(names)}}}
