@@ -354,7 +354,8 @@ def test_a_backend_without_local_paths_refuses_the_project_naming_it(repo):
     from types import SimpleNamespace
 
     from jupyter_nbvalidation.backends.base import Capabilities
-    from jupyter_nbvalidation.service.jobs import ApiError, JobService
+    from jupyter_nbvalidation.service.errors import ApiError
+    from jupyter_nbvalidation.service.jobs import JobService
 
     (repo / "repo" / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
     reqs = collect(repo, NB)
