@@ -184,7 +184,7 @@ class JobService(SnapshotRoom, QueriesRoom, HistoryRoom):
             raise ApiError(404, "NotFound", f"the {self.backend.name} backend does not record environments yet, "
                                             "so it cannot bisect")
         if self._bisections is None:
-            from jupyter_nbvalidation.service.bisections import Bisections
+            from jupyter_nbvalidation.service.bisections import Bisections  # deferred: start-up time of the server
 
             self._bisections = Bisections(self)
         return self._bisections
