@@ -25,7 +25,8 @@ from jupyter_nbvalidation.backends.local import LocalBackend
 from jupyter_nbvalidation.core.events import make_event
 from jupyter_nbvalidation.core.model import REASON_PHASE, Phase, Reason, new_job
 from jupyter_nbvalidation.engine.engine import Engine
-from jupyter_nbvalidation.service.jobs import ApiError, JobService
+from jupyter_nbvalidation.service.errors import ApiError
+from jupyter_nbvalidation.service.jobs import JobService
 from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, NotFound
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 

@@ -315,7 +315,7 @@ def test_run_a_repository_whose_pyproject_declares_the_project(tmp_path):
 
 
 def test_extras_are_the_projects_own_and_checked_at_submit(repo):
-    from jupyter_nbvalidation.core.model import SpecError, validate_spec
+    from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 
     def extras(*names: str) -> reqmod.Requirements:
         spec = {"notebook": {"path": NB}, "podConfig": {"buildConfig": {"extras": list(names)}}}
@@ -354,7 +354,8 @@ def test_a_backend_without_local_paths_refuses_the_project_naming_it(repo):
     from types import SimpleNamespace
 
     from jupyter_nbvalidation.backends.base import Capabilities
-    from jupyter_nbvalidation.service.jobs import ApiError, JobService
+    from jupyter_nbvalidation.service.errors import ApiError
+    from jupyter_nbvalidation.service.jobs import JobService
 
     (repo / "repo" / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
     reqs = collect(repo, NB)

@@ -246,7 +246,8 @@ def test_a_pylock_path_outside_the_server_root_is_refused(repo, tmp_path):
 
 def test_pylock_environments_must_fit_the_build(repo):
     """PEP 751 environments: the lock is valid only there; the service refuses another at submit."""
-    from jupyter_nbvalidation.service.jobs import ApiError, JobService
+    from jupyter_nbvalidation.service.errors import ApiError
+    from jupyter_nbvalidation.service.jobs import JobService
 
     here = ".".join(map(str, sys.version_info[:3]))
     (repo / "repo" / "pylock.toml").write_text('lock-version = "1.0"\nenvironments = ["sys_platform == \'nope\'", '

@@ -71,12 +71,11 @@ from jupyter_nbvalidation.core.model import (
     PLURAL,
     VERSION,
     WORKDIR_ANNOTATION,
-    SpecError,
     build_enabled,
     isotime,
-    spec_fields,
 )
 from jupyter_nbvalidation.core.plan import Snapshot, ValidationPlan
+from jupyter_nbvalidation.core.spec_checks import SpecError, spec_fields
 from jupyter_nbvalidation.environment.requirements import INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
 from jupyter_nbvalidation.store.base import StoreError
 
