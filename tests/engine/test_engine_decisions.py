@@ -22,7 +22,8 @@ from jupyter_nbvalidation.core.errors import InputRejected as InputError
 from jupyter_nbvalidation.core.events import transition_event_name
 from jupyter_nbvalidation.core.model import CANCEL_ANNOTATION, Phase, Reason, isotime, new_job
 from jupyter_nbvalidation.core.tasks import wait_within
-from jupyter_nbvalidation.engine.engine import Engine, new_status
+from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.engine.transitions import new_status
 
 pytestmark = pytest.mark.asyncio
 

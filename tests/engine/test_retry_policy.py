@@ -31,7 +31,8 @@ from jupyter_nbvalidation.core.model import (
     validation_attempt,
 )
 from jupyter_nbvalidation.core.tasks import wait_within
-from jupyter_nbvalidation.engine.engine import Engine, attempt_started_at
+from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.engine.transitions import attempt_started_at
 
 pytestmark = pytest.mark.asyncio
 
