@@ -12,15 +12,17 @@ verdicts and refusals.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from fake_backend import FakeBackend
 from helpers import write_notebook
 from toy_backend import SubprocessBackend
 
-from jupyter_nbvalidation.backends.base import Capabilities
+from jupyter_nbvalidation.backends.base import Backend, Capabilities
 from jupyter_nbvalidation.backends.local import LocalBackend
 from jupyter_nbvalidation.core.events import make_event
 from jupyter_nbvalidation.core.model import REASON_PHASE, Phase, Reason, new_job
@@ -272,3 +274,23 @@ def test_the_toy_backend_is_an_afternoons_work():
     """The issue's bound: a backend that passes this contract in under 200 lines."""
     lines = (Path(__file__).parents[1] / "toy_backend.py").read_text(encoding="utf-8").splitlines()
     assert len(lines) < 200, len(lines)
+
+
+def test_the_port_is_abstract_and_every_backend_supplies_its_required_operations():
+    """Backend (backends/base.py) is an abstract base class: a backend that leaves out a
+    required operation cannot be made, and the local, Kubernetes, fake and toy backends can."""
+    from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
+
+    assert inspect.isabstract(Backend)
+    with pytest.raises(TypeError, match="abstract"):
+        Backend()
+
+    class StartsOnly(Backend):
+        async def start(self, notify):
+            pass
+
+    with pytest.raises(TypeError, match="ensure_validation"):
+        StartsOnly()
+    for backend in (LocalBackend, KubernetesBackend, FakeBackend, SubprocessBackend):
+        assert not inspect.isabstract(backend), (backend.__name__, sorted(backend.__abstractmethods__))
+    assert isinstance(FakeBackend(), Backend)
