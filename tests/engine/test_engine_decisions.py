@@ -189,6 +189,30 @@ async def test_build_complete_without_a_reference_fails_instead_of_validating(ru
     assert backend.called("ensure_validation") == []
 
 
+@pytest.mark.parametrize("recorded", ["nothing", "a reference without BuildComplete", "BuildComplete without a reference"])
+async def test_validation_without_a_recorded_build_fails_instead_of_validating(run, recorded):
+    """A job that builds is in ValidationRunning without both a BuildComplete transition and
+    its environment reference (a status written by something else than this engine): it is
+    never validated (in no environment, or in one no build recorded), it fails."""
+    backend = FakeBackend()
+    name = await _submit(backend)
+    job = await backend.store.get(name)
+    path = [(Phase.INITIALIZING, Reason.ACCEPTED), (Phase.VALIDATION_RUNNING, Reason.VALIDATION_STARTED)]
+    if recorded == "BuildComplete without a reference":
+        path[1:1] = [(Phase.BUILDING, Reason.BUILD_STARTED), (Phase.BUILD_COMPLETE, Reason.BUILD_SUCCEEDED)]
+    for phase, reason in path:
+        status = new_status(job, phase, reason, reason)
+        if recorded == "a reference without BuildComplete":
+            status["buildStatus"] = {"phase": "Complete", "imageReference": "env-9"}
+        job = await backend.store.update_status(name, status, job["metadata"]["resourceVersion"])
+    engine, _ = await run(backend)
+    job = await engine.wait_for_terminal(name, WAIT)
+    assert phases(job) == [phase for phase, _ in path] + [Phase.FAILED]
+    assert job["status"]["reason"] == Reason.VALIDATION_FAILED
+    assert job["status"]["message"] == "No built environment is recorded for this job; refusing to validate."
+    assert backend.called("ensure_validation") == []
+
+
 # -- timeouts and cancellation ---------------------------------------------------------
 
 async def test_a_build_that_runs_too_long_times_out_and_is_cancelled(run):
