@@ -26,7 +26,6 @@ from jupyter_nbvalidation.backends.base import Backend, Capabilities
 from jupyter_nbvalidation.backends.local import LocalBackend
 from jupyter_nbvalidation.core.events import make_event
 from jupyter_nbvalidation.core.model import REASON_PHASE, Phase, Reason, new_job
-from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.service.jobs import ApiError, JobService
 from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, NotFound
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
@@ -162,20 +161,18 @@ NO_BUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
 
 
 @pytest_asyncio.fixture(params=["local", "toy"])
-async def backend_env(request, tmp_path):
+async def backend_env(request, tmp_path, start_engine):
     root = tmp_path / "root"
     root.mkdir()
     if request.param == "local":
         backend = LocalBackend(data_dir=str(tmp_path / "data"))
     else:
         backend = SubprocessBackend(SQLiteJobStore(tmp_path / "jobs.db"), tmp_path / "toy")
-    engine = Engine(backend, log=LOG, resync_period=3600)
+    engine, _ = await start_engine(backend, log=LOG, resync_period=3600)
     env = type("Env", (), {})()
     env.backend, env.engine, env.root, env.base = backend, engine, root, NO_BUILD
     env.service = JobService(engine, backend, str(root))
-    await engine.start()
-    yield env
-    await engine.stop()
+    return env
 
 
 async def _verdict(env, spec: dict, timeout: float = 180, build: bool = False) -> tuple[dict, list[dict]]:

@@ -8,11 +8,11 @@ kernels and SQLite in test_local_backend.py and test_event_rules.py."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
 import pytest
-import pytest_asyncio
 from fake_backend import FakeBackend
 from helpers import phases, reasons
 
@@ -32,27 +32,10 @@ WAIT = 10.0  # an upper bound only: every test finishes in milliseconds when the
 BUILD_PATH = [Phase.INITIALIZING, Phase.BUILDING, Phase.BUILD_COMPLETE, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
 
 
-def _engine(backend: FakeBackend, **kw) -> Engine:
-    kw.setdefault("workers", 2)
-    return Engine(backend, log=logging.getLogger("nbvalidation.test.engine"), **kw)
-
-
-@pytest_asyncio.fixture
-async def run():
-    """run(**engine_kw) -> (engine, backend), started; stopped afterwards."""
-    engines: list[Engine] = []
-
-    async def make(backend: FakeBackend | None = None, **kw) -> tuple[Engine, FakeBackend]:
-        backend = backend or FakeBackend()
-        engine = _engine(backend, **kw)
-        await engine.start()
-        engines.append(engine)
-        return engine, backend
-
-    yield make
-    for engine in engines:
-        if engine.running:
-            await engine.stop()
+@pytest.fixture
+def run(start_engine):
+    """run(backend=None, **engine_kw) -> (engine, backend), started; stopped afterwards (tests/conftest.py)."""
+    return functools.partial(start_engine, log=logging.getLogger("nbvalidation.test.engine"), workers=2)
 
 
 async def _submit(backend: FakeBackend, engine: Engine | None = None, *, build: bool = True,
