@@ -105,6 +105,7 @@ class Engine(WorkQueue, Leadership, Phases, Runs, Admission, Retries, Transition
         self.max_loop_lag = 0.0  # seconds: the longest the event loop was late (stall monitor)
         self._lag_seconds = collections.deque(maxlen=60)  # [second, lag]
 
+    # -- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         await self.store.start()
@@ -160,6 +161,7 @@ class Engine(WorkQueue, Leadership, Phases, Runs, Admission, Retries, Transition
             return 0.0
         newest = self._lag_seconds[-1][0]
         return max(lag for sec, lag in self._lag_seconds if sec > newest - seconds)
+
     # -- helpers for tests and the CLI -----------------------------------------
     async def request_cancel(self, name: str) -> Job:
         job = await self.store.set_annotation(name, CANCEL_ANNOTATION, isotime())
