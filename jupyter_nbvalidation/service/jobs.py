@@ -311,7 +311,7 @@ class JobService:
         version = self.backend.build_python_version()
         if version is None:
             return
-        import jupyter_nbvalidation.environment.files as ef
+        import jupyter_nbvalidation.environment.discovery as ef
 
         markers, where = reqs.supported_environments
         if not ef.environments_fit(markers, version):

@@ -17,7 +17,7 @@ import pytest
 from helpers import JUPYTER, building, make_wheel, write_notebook
 from helpers import run_repo as run
 
-import jupyter_nbvalidation.environment.files as ef
+import jupyter_nbvalidation.environment.kinds.lock_files as ef
 import jupyter_nbvalidation.environment.requirements as reqmod
 from jupyter_nbvalidation.core.plan import requirements_sentence
 from jupyter_nbvalidation.core.redaction import mask_urls
@@ -515,7 +515,7 @@ def test_run_with_a_corrupt_uv_lock_or_a_lock_for_elsewhere_is_refused_and_creat
 
 
 def test_uvs_error_is_read_whole_when_uv_wraps_it():
-    from jupyter_nbvalidation.environment.files import _uv_error
+    from jupyter_nbvalidation.environment.kinds.lock_files import _uv_error
 
     wrapped = ("warning: something first\nerror: The lockfile at `uv.lock` needs to be updated, but `--frozen` was\n"
                "provided\n  Caused by: TOML parse error at line 3,\n  column 1\n\nhint: run uv lock\n")
