@@ -47,11 +47,12 @@ from jupyter_nbvalidation.environment.kinds.base import (
     Kind,
 )
 from jupyter_nbvalidation.environment.kinds.environment_yml import EnvironmentYml
-from jupyter_nbvalidation.environment.kinds.lock_files import PylockToml, UvLock, environments_fit
+from jupyter_nbvalidation.environment.kinds.lock_files import PylockToml, environments_fit
 from jupyter_nbvalidation.environment.kinds.pipfile import Pipfile, PipfileLock
 from jupyter_nbvalidation.environment.kinds.pyproject import Pyproject
 from jupyter_nbvalidation.environment.kinds.requirements_txt import RequirementsTxt
 from jupyter_nbvalidation.environment.kinds.runtime_txt import RuntimeTxt
+from jupyter_nbvalidation.environment.kinds.uv_lock import UvLock
 from jupyter_nbvalidation.environment.reading import FIELD, RequirementsError, bounded, inside, rel
 
 # what the package's other modules take from here (service/jobs.py: environments_fit, bounded)
