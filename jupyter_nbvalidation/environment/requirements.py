@@ -33,10 +33,10 @@ from typing import Any, Mapping, NoReturn
 import jupyter_nbvalidation.environment.discovery as discovery
 from jupyter_nbvalidation.core.redaction import MASK
 from jupyter_nbvalidation.environment.collector import Collector
-from jupyter_nbvalidation.environment.credentials import SECRET_ENV_PREFIX, hold, placeholders, release
 from jupyter_nbvalidation.environment.credentials import held as held_secrets
+from jupyter_nbvalidation.environment.credentials import hold, placeholders, release
 from jupyter_nbvalidation.environment.kinds.pyproject import declared_extras
-from jupyter_nbvalidation.environment.lines import ALLOWED_OPTIONS, logical_lines, split_extras
+from jupyter_nbvalidation.environment.lines import logical_lines, split_extras
 from jupyter_nbvalidation.environment.model import (
     INTERPRETER_JSON,
     ORIGIN_ANNOTATION,
@@ -54,11 +54,11 @@ from jupyter_nbvalidation.environment.reading import (
 )
 from jupyter_nbvalidation.verdict.environment_record import normalize
 
-# what the package's other modules take from here (the module names them; it defines the rest)
-__all__ = ["ALLOWED_OPTIONS", "CONSTRAINTS_FIELD", "EXTRAS_FIELD", "INTERPRETER_JSON", "MASK", "MAX_FILE_BYTES",
-           "ORIGIN_ANNOTATION", "OverLimit", "Requirements", "RequirementsError", "SECRET_ENV_PREFIX",
-           "SOURCE_ANNOTATION", "SYSTEM_PACKAGES_TXT", "collect", "for_build", "from_snapshot", "hold", "of_job",
-           "read_confined", "release", "source_annotation"]
+# the one door of the requirements check: what the package's other modules (and its tests) take from
+# here, whether defined here or in the module of its concern
+__all__ = ["CONSTRAINTS_FIELD", "EXTRAS_FIELD", "INTERPRETER_JSON", "MASK", "MAX_FILE_BYTES", "ORIGIN_ANNOTATION",
+           "OverLimit", "Requirements", "RequirementsError", "SOURCE_ANNOTATION", "SYSTEM_PACKAGES_TXT", "collect",
+           "for_build", "from_snapshot", "hold", "of_job", "read_confined", "release", "source_annotation"]
 
 
 def collect(spec: dict[str, Any], root: str, notebook_real: str, *, system_packages: bool = False) -> Requirements:
