@@ -16,7 +16,7 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-import jupyter_nbvalidation.environment.files as ef
+import jupyter_nbvalidation.environment.discovery as ef
 import jupyter_nbvalidation.environment.local_sources as local_sources
 import jupyter_nbvalidation.environment.requirements as reqmod
 import jupyter_nbvalidation.verdict.cache as verdict_cache
