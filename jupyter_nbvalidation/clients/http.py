@@ -24,7 +24,7 @@ def running_servers() -> list[dict[str, Any]]:
     # the runtime files are read here, as jupyter_server's list_running_servers does:
     # importing jupyter_server.serverapp costs seconds (jupyter_events -> jsonschema
     # format checkers) on every CLI call
-    from jupyter_core.paths import jupyter_runtime_dir
+    from jupyter_core.paths import jupyter_runtime_dir  # deferred: start-up time of the CLI (--server, --local)
 
     runtime = Path(jupyter_runtime_dir())
     try:
