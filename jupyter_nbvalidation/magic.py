@@ -5,7 +5,7 @@
     %nbvalidate other.ipynb --golden golden.ipynb --no-build --timeout 10m --no-wait
     %nbvalidate --abs-tol 1e-6 --rel-tol 0 --ignore-output stream:stderr --cell-timeout 60 -p epochs 1
 
-It takes the spec options of ``jupyter nbvalidation submit`` (``cli.add_spec_options``:
+It takes the spec options of ``jupyter nbvalidation submit`` (``cli.spec_options.add_spec_options``:
 parameters, tolerances, ignored outputs, timeouts, lax mode, sanitizer files, build
 options), with files relative to the kernel's working directory (the notebook's folder).
 
@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import jupyter_nbvalidation.cli.render as render
-from jupyter_nbvalidation.cli.main import add_spec_options, spec_from_options
-from jupyter_nbvalidation.clients.http import ClientError, ServerClient, running_servers
+from jupyter_nbvalidation.cli.spec_options import add_spec_options, spec_from_options
+from jupyter_nbvalidation.clients.base import ClientError
+from jupyter_nbvalidation.clients.http import ServerClient, running_servers
 from jupyter_nbvalidation.core.model import Phase, is_terminal
 
 
@@ -42,7 +43,7 @@ class MagicHelp(MagicError):
 
 def _kernel_id() -> str | None:
     try:
-        from ipykernel.connect import get_connection_file
+        from ipykernel.connect import get_connection_file  # deferred: start-up time (IPython: only in a kernel)
 
         name = Path(get_connection_file()).name
     except Exception:
@@ -179,7 +180,7 @@ def nbvalidate(line: str, display: Any = None, sleep: float = 0.5) -> dict[str, 
 
 
 def _ipython_display() -> Callable[..., Any]:
-    from IPython.display import display as ipy_display
+    from IPython.display import display as ipy_display  # deferred: start-up time (IPython: only in a kernel)
 
     def show(job: dict[str, Any], timeline: dict[str, Any] | None, started: float, handle: Any) -> Any:
         text, html_text = _progress(job, timeline, started)
@@ -193,7 +194,7 @@ def _ipython_display() -> Callable[..., Any]:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    from IPython.core.magic import register_line_magic
+    from IPython.core.magic import register_line_magic  # deferred: start-up time (IPython: only in a kernel)
 
     @register_line_magic("nbvalidate")  # type: ignore[arg-type]
     def _nbvalidate(line: str) -> None:

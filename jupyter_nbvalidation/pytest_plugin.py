@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _spec_args(config: pytest.Config) -> argparse.Namespace:
-    """The pass-through options as the CLI's own parser reads them (cli.add_spec_options)."""
-    from jupyter_nbvalidation.cli.main import add_spec_options
+    """The pass-through options as the CLI's own parser reads them (cli.spec_options.add_spec_options)."""
+    from jupyter_nbvalidation.cli.spec_options import add_spec_options  # deferred: start-up time of every pytest run
 
     p = argparse.ArgumentParser(prog="--nbvalidation-option", add_help=False, exit_on_error=False)
     add_spec_options(p)
@@ -64,8 +65,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "name and .ipynb in its golden copy's name, e.g. .golden")
     if suffix and config.getoption("nbvalidation_golden_self"):
         raise pytest.UsageError("--nbvalidation-golden-suffix and --nbvalidation-golden-self: give one of them")
-    from jupyter_nbvalidation.cli.main import spec_from_options
-    from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
+    from jupyter_nbvalidation.cli.spec_options import spec_from_options  # deferred: start-up time of every pytest run
+    from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec  # deferred: start-up time of every pytest run
 
     options = spec_from_options(_spec_args(config))
     try:  # a bad option is refused once, before anything is collected or submitted
@@ -73,8 +74,6 @@ def pytest_configure(config: pytest.Config) -> None:
     except SpecError as e:
         raise pytest.UsageError(f"spec.{e.field}: {e.reason}") from None
     config.stash[_OPTIONS] = options
-    import signal
-
     def on_sigterm(signum: int, frame: Any) -> None:
         # SIGTERM is a Ctrl-C: the notebook under way is cancelled (batch.Session), the summary
         # so far printed, exit 130 (pytest_sessionfinish)
@@ -95,7 +94,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     if SKIP_PARTS & set(file_path.parts) or any(p.startswith(".") for p in file_path.parts[-2:]):
         return None
-    from jupyter_nbvalidation.cli.batch import is_golden_copy
+    from jupyter_nbvalidation.cli.batch import is_golden_copy  # deferred: start-up time of every pytest run
 
     if is_golden_copy(file_path, config.getoption("nbvalidation_golden_suffix")):
         return None
@@ -120,7 +119,7 @@ class NotebookItem(pytest.Item):
         # validated here, in setup: a job that ended because of a fault that is not the
         # notebook's (InfrastructureFailed, verdict Error) is a pytest *error*, as a broken
         # fixture is, never a failure of the notebook
-        from jupyter_nbvalidation.cli.batch import ERROR
+        from jupyter_nbvalidation.cli.batch import ERROR  # deferred: start-up time of every pytest run
 
         self._outcome = _validate(self)
         # as record_property writes them (JUnit <property>): the environment, and for a verdict
@@ -160,7 +159,7 @@ def failure_text(outcome: Any) -> str:
     """The failing cell first (numbered as JupyterLab shows it: the line pytest's
     JUnit XML and summary lead with), then the notebook, its verdict and job, the
     error with its traceback and the golden differences, the build log's tail."""
-    from jupyter_nbvalidation.cli.reports import failure_of
+    from jupyter_nbvalidation.cli.reports import failure_of  # deferred: start-up time of every pytest run
 
     where = f"{outcome.item.shown}: {outcome.verdict}" + (f" (job {outcome.name})" if outcome.name else "")
     f = failure_of(outcome.job) if outcome.job is not None else None
@@ -185,15 +184,15 @@ def _session(config: pytest.Config, session: pytest.Session) -> Any:
     the others submit and wait for the verdict it records."""
     if _SESSION in config.stash:
         return config.stash[_SESSION]
-    import jupyter_nbvalidation.cli.batch as batch
-    import jupyter_nbvalidation.cli.main as cli
+    import jupyter_nbvalidation.cli.batch as batch  # deferred: start-up time of every pytest run
+    from jupyter_nbvalidation.cli.connect import connect_batch  # deferred: start-up time of every pytest run
 
     paths = [str(i.path.parent.resolve()) for i in session.items if isinstance(i, NotebookItem)]
     folder = os.path.commonpath([str(config.rootpath.resolve()), *paths])
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
     args = argparse.Namespace(server=None, token=None, local=config.getoption("nbvalidation_local"),
                               root_dir=folder, data_dir=config.getoption("nbvalidation_data_dir"))
-    api = cli._connect_batch(args, folder, max(1, workers))
+    api = connect_batch(args, folder, max(1, workers))
     options = config.stash[_OPTIONS]
 
     def make_spec(it: Any) -> dict[str, Any]:
@@ -212,13 +211,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     runs = session.config.stash.get(_SESSION, None)
     if runs is None:
         return
-    import jupyter_nbvalidation.cli.main as cli
+    from jupyter_nbvalidation.clients.in_process import InProcess  # deferred: start-up time of every pytest run
 
     del session.config.stash[_SESSION]
     try:
         runs.close()
     finally:
-        if isinstance(runs.api, cli.InProcess):
+        if isinstance(runs.api, InProcess):
             runs.api.close()
     if runs.interrupted:  # Ctrl-C or SIGTERM: its notebook's job was cancelled; exit 130, as `run` does
         session.exitstatus = 130
@@ -226,7 +225,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def _validate(item: "NotebookItem") -> Any:
     """One notebook through the batch module, as `run` validates it."""
-    import jupyter_nbvalidation.cli.batch as batch
+    import jupyter_nbvalidation.cli.batch as batch  # deferred: start-up time of every pytest run
 
     config, path = item.config, item.path
     suffix = config.getoption("nbvalidation_golden_suffix")

@@ -1,7 +1,7 @@
 """Many notebooks in one command (``jupyter nbvalidation run``, the pytest plugin):
 find them, validate each as its own job, several at a time, and collect what
-each ended with. Jobs are reached only through a :class:`BatchClient`, one shape
-for the CLI's two clients: in this process (``InProcess``: one engine for the whole
+each ended with. Jobs are reached only through a client (clients.base.Client), one
+shape for the CLI's two: in this process (``InProcess``: one engine for the whole
 batch, the data dir's lease as for ``submit``) or through a running server
 (``Remote``); one routine validates a notebook through either."""
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import glob
+import json
 import os
 import signal
 import threading
@@ -18,11 +19,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator
 
-from jupyter_nbvalidation.clients.http import ClientError
-
-Json = dict[str, Any]  # a job, a spec, a notebook: JSON objects
+from jupyter_nbvalidation.clients.base import INTERRUPT_GRACE, Client, ClientError, Json
 
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "node_modules"}
 GLOB_CHARS = set("*?[")
@@ -42,10 +41,6 @@ class Interrupted(Exception):
     def __init__(self, outcomes: list["Outcome"]):
         super().__init__("interrupted")
         self.outcomes = outcomes
-
-
-#: seconds an interrupted batch waits for its cancelled jobs to end (kills included)
-INTERRUPT_GRACE = 3.0
 
 
 @dataclass
@@ -257,35 +252,7 @@ class _Tracker:
             fn(*args)
 
 
-class BatchClient(Protocol):
-    """What a batch needs of a client, in one shape for both: ``cli.InProcess`` (this
-    process's engine, its loop on a thread of its own from ``begin`` to ``end``) and
-    ``cli.Remote`` (a running server's REST API). Every call blocks its caller and may
-    come from any thread; a refusal is a ClientError (status 4xx)."""
-
-    def begin(self) -> None: ...
-
-    def end(self, interrupted: bool = False) -> None: ...
-
-    def unchanged(self, spec: Json) -> Json | None: ...
-
-    def submit(self, spec: Json) -> Json: ...
-
-    def wait(self, name: str, on_update: Callable[[Json], None], timeout: float | None,
-             stop: threading.Event | None = None) -> Json: ...
-
-    def cancel(self, name: str) -> Json: ...
-
-    def timeline(self, name: str) -> Json: ...
-
-    def build_log(self, name: str, offset: int) -> tuple[bytes, bool, int]: ...
-
-    def executed_notebook(self, name: str) -> Json: ...
-
-    def changes(self, name: str) -> Json: ...
-
-
-def run_batch(api: BatchClient, items: list[Item], make_spec: Callable[[Item], Json], options: Options,
+def run_batch(api: Client, items: list[Item], make_spec: Callable[[Item], Json], options: Options,
               listener: Listener | None = None) -> list[Outcome]:
     """Validate every item as its own job, ``options.jobs`` at a time; the outcomes
     in the order of ``items``. With ``options.use_cache``, a notebook whose inputs
@@ -311,7 +278,7 @@ class Session:
     it, on one client for the whole session (the pytest plugin: one item after the
     other); in this process the engine starts once, until ``close``."""
 
-    def __init__(self, api: BatchClient, make_spec: Callable[[Item], Json], options: Options):
+    def __init__(self, api: Client, make_spec: Callable[[Item], Json], options: Options):
         self.api = api
         self.interrupted = False
         self._count = 0
@@ -342,7 +309,7 @@ class _Runs:
     """The one routine for a notebook (on a worker thread, ``options.jobs`` at a time) and
     what an interrupt needs: which item's job is which, which ended."""
 
-    def __init__(self, api: BatchClient, make_spec: Callable[[Item], Json], options: Options, tracker: _Tracker):
+    def __init__(self, api: Client, make_spec: Callable[[Item], Json], options: Options, tracker: _Tracker):
         self.api, self.make_spec, self.options, self.tracker = api, make_spec, options, tracker
         self.stop = threading.Event()  # set by an interrupt: waits end, nothing new is submitted
         self.names: dict[int, str] = {}  # item index -> its job
@@ -487,8 +454,6 @@ def _tail(text: str, lines: int) -> str:
 def save_executed(outcomes: list[Outcome], out_dir: str, root: str) -> list[str]:
     """Each executed notebook into ``out_dir`` at its path as shown (relative to ``root``
     when shown absolute); the files written."""
-    import json
-
     written = []
     for o in outcomes:
         if o.executed is None:

@@ -1,6 +1,7 @@
 """A small synchronous REST client for the CLI and the magic (never used
 inside the server), plus discovery of running Jupyter servers from their
-runtime files."""
+runtime files. The jobs' operations over it, in the shape of every client
+(clients/base.py), are clients/remote.py's ``Remote``."""
 
 from __future__ import annotations
 
@@ -13,14 +14,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from jupyter_nbvalidation.clients.base import ClientError
+
 PREFIX = "nbvalidation/api/v1"
-
-
-class ClientError(Exception):
-    def __init__(self, message: str, status: int | None = None, field: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.field = field
 
 
 def running_servers() -> list[dict[str, Any]]:
@@ -28,7 +24,7 @@ def running_servers() -> list[dict[str, Any]]:
     # the runtime files are read here, as jupyter_server's list_running_servers does:
     # importing jupyter_server.serverapp costs seconds (jupyter_events -> jsonschema
     # format checkers) on every CLI call
-    from jupyter_core.paths import jupyter_runtime_dir
+    from jupyter_core.paths import jupyter_runtime_dir  # deferred: start-up time of the CLI (--server, --local)
 
     runtime = Path(jupyter_runtime_dir())
     try:

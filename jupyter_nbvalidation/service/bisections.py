@@ -1,5 +1,5 @@
 """Bisect in the server (issue 22, the lab's **Find the cause**): ``POST /jobs/{name}/bisect``
-starts the same search ``jupyter nbvalidation bisect`` runs (bisect_cmd.search), here, for
+starts the same search ``jupyter nbvalidation bisect`` runs (why_red.bisect.search), here, for
 a failed job with an earlier success; ``GET`` follows it step by step; ``DELETE`` stops it
 (its running step's job cancelled).
 
@@ -19,24 +19,97 @@ import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import wait as wait_for
+from typing import Any, Callable, Coroutine, Protocol, TypeVar, cast
 
-from jupyter_nbvalidation.cli.main import ServiceCalls
-from jupyter_nbvalidation.clients.http import ClientError
+import jupyter_nbvalidation.why_red.bisect as bisect_search
+from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import Phase
 
-if TYPE_CHECKING:
-    from jupyter_nbvalidation.service.jobs import JobService
+Json = dict[str, Any]
+T = TypeVar("T")
 
 MAX_STEPS_LIMIT = 50
 KEPT = 100  # searches remembered (the oldest finished ones are forgotten first)
 MAX_RUNNING = 4  # searches at once: each holds a thread of its own for its whole length
 
 
+class SearchService(Protocol):
+    """What the searches need of the service (service.jobs.JobService gives it)."""
+
+    async def get(self, name: str) -> Job: ...
+
+    async def list_jobs(self, notebook: str | None, limit: int, continue_token: str | None,
+                        probes: bool = False) -> dict[str, Any]: ...
+
+    async def environment_record(self, name: str) -> dict[str, Any]: ...
+
+    async def since_last_success(self, name: str, max_pages: int = 20) -> dict[str, Any]: ...
+
+    async def submit(self, spec: Any, probe_of: str | None = None) -> Job: ...
+
+    async def cancel(self, name: str) -> Job: ...
+
+    async def wait_for_terminal(self, name: str, timeout: float | None = None,
+                                on_update: Callable[[Job], None] | None = None) -> Job: ...
+
+
+class WaitStopped(Exception):
+    """:meth:`ServiceCalls.wait` ended by its ``stop`` before the job did."""
+
+
+class ServiceCalls:
+    """The job operations over a JobService whose loop runs in another thread than the
+    caller's: each a coroutine scheduled on ``loop`` and waited for in the caller's thread,
+    never on the loop; a refusal is the service's ApiError. What a search needs of a client
+    (why_red.bisect.SearchClient): the server's searches use it as it is, and
+    clients.in_process.InProcess is one with a loop of its own (its refusals ClientErrors,
+    as the REST client's)."""
+
+    def __init__(self, service: SearchService, loop: asyncio.AbstractEventLoop):
+        self.service, self.loop = service, loop
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def get(self, name: str) -> dict[str, Any]:
+        return cast(Json, self._call(self.service.get(name)))
+
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._call(self.service.list_jobs(notebook, limit, None))["items"]
+        return items
+
+    def environment(self, name: str) -> dict[str, Any]:
+        return self._call(self.service.environment_record(name))
+
+    def changes(self, name: str) -> dict[str, Any]:
+        return self._call(self.service.since_last_success(name))
+
+    def submit_probe(self, spec: dict[str, Any], probe_of: str) -> dict[str, Any]:
+        """A probe job for ``probe_of`` (bisect's steps): never the notebook's verdict."""
+        return cast(Json, self._call(self.service.submit(spec, probe_of=probe_of)))
+
+    def cancel(self, name: str) -> dict[str, Any]:
+        return cast(Json, self._call(self.service.cancel(name)))
+
+    def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
+             stop: threading.Event | None = None) -> dict[str, Any]:
+        """The job once it ended, waited for on the loop (``on_update`` sees each change
+        there); ``stop``, once set, ends the wait (:class:`WaitStopped`)."""
+        running = asyncio.run_coroutine_threadsafe(
+            self.service.wait_for_terminal(name, timeout, cast("Callable[[Job], None]", on_update)), self.loop)
+        while not running.done():
+            wait_for([running], timeout=0.25)
+            if not running.done() and stop is not None and stop.is_set():
+                running.cancel()
+                raise WaitStopped(f"stopped waiting for job {name}")
+        return cast(Json, running.result())
+
+
 class Bisections:
     """The server's searches, by failed job name."""
 
-    def __init__(self, service: "JobService"):
+    def __init__(self, service: SearchService):
         self.service = service
         self.runs: dict[str, dict[str, Any]] = {}
         self._stops: dict[str, threading.Event] = {}
@@ -50,7 +123,7 @@ class Bisections:
     async def start(self, name: str, max_steps: int, step_timeout: float | None = None) -> tuple[bool, dict[str, Any]]:
         """(started now, the search's document). A search already running for the job is
         answered as it is; a finished one is started again."""
-        from jupyter_nbvalidation.service.jobs import ApiError
+        from jupyter_nbvalidation.service.jobs import ApiError  # deferred: start-up time of the CLI
 
         job = await self.service.get(name)
         if (job.get("status") or {}).get("phase") != Phase.FAILED:
@@ -78,14 +151,12 @@ class Bisections:
             loop.call_soon_threadsafe(doc["steps"].append, step)
 
         def search() -> dict[str, Any]:
-            import jupyter_nbvalidation.why_red.bisect as bisect_cmd
-
             try:
-                return bisect_cmd.search(ServiceCalls(self.service, loop), job["spec"]["notebook"]["path"], name,
-                                         max_steps, step_timeout, say, current, stop, on_step)
-            except bisect_cmd.Stop as e:
+                return bisect_search.search(ServiceCalls(self.service, loop), job["spec"]["notebook"]["path"], name,
+                                            max_steps, step_timeout, say, current, stop, on_step)
+            except bisect_search.Stop as e:
                 return {"result": "error", "exitCode": e.code, "message": e.message}
-            except ClientError as e:
+            except (ApiError, WaitStopped) as e:
                 if stop.is_set() and current[0] is not None:
                     return {"result": "stopped", "exitCode": 130, "message": f"stopped (step job {current[0]} "
                                                                              "cancelled)", "stepJob": current[0]}

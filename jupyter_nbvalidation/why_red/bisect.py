@@ -1,44 +1,74 @@
-"""``jupyter nbvalidation bisect NOTEBOOK`` (issue 22): which package changes since the
-notebook's last success turned it red.
+"""The search for the cause of a red (issue 22): which package changes since a notebook's
+last success turned it red. ``jupyter nbvalidation bisect`` (cli/bisect.py) and the server's
+**Find the cause** (service/bisections.py) run this one search, each over its own client.
 
 Step 1 validates the notebook as it is now with the last success's exact pins: still red
 means the change is in the notebook. Then cause_search.ddmin searches the changed
 distributions, each step a real validation job submitted as a *probe* of the failing job
 (annotation nbvalidation.dev/probe-of): the notebook's job list, verdict cache and last
-success never show one. Exits: 0 a culprit set found, 1 none (or the notebook itself
-changed), 2 cannot bisect (no earlier success, no environment records, Kubernetes),
-3 the last success's environment cannot be built (or a step ended by infrastructure),
-130 interrupted (the running step's job cancelled).
+success never show one. The result's ``exitCode`` (the command's exit status): 0 a culprit
+set found, 1 none (or the notebook itself changed), 2 cannot bisect (no earlier success, no
+environment records, Kubernetes), 3 the last success's environment cannot be built (or a
+step ended by infrastructure), 130 a step cancelled.
+
+What the search needs of a client it declares here (:class:`SearchClient`); it imports no
+client, no CLI and no service.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import json
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import jupyter_nbvalidation.why_red.cause_search as cs
-from jupyter_nbvalidation.cli.main import (
-    EXIT_ERROR,
-    EXIT_FAILED,
-    EXIT_INFRASTRUCTURE,
-    EXIT_OK,
-    InProcess,
-    Remote,
-    connect,
-    interrupt_signals,
-    newest_job,
-)
-from jupyter_nbvalidation.clients.http import ClientError
-from jupyter_nbvalidation.core.model import Phase, is_terminal
+from jupyter_nbvalidation.core.model import Phase
 from jupyter_nbvalidation.core.vocabulary import Reason
 
-INTERRUPT_GRACE = 3.0
+# the result's exitCode: the exit statuses of the CLI (cli/exits.py has the same numbers)
+EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+
+
+class SearchClient(Protocol):
+    """What the search needs of a client: the CLI's (clients.base.Client: ``Remote``, a
+    server's REST API, or ``InProcess``, this process's engine) or, in the server,
+    service.bisections.ServiceCalls (the service itself). Every call blocks its caller. A
+    refusal raises an exception whose ``status`` is the REST API's (404: not recorded here):
+    the clients' ClientError, the service's ApiError."""
+
+    def get(self, name: str) -> dict[str, Any]: ...
+
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]: ...
+
+    def changes(self, name: str) -> dict[str, Any]: ...
+
+    def environment(self, name: str) -> dict[str, Any]: ...
+
+    def submit_probe(self, spec: dict[str, Any], probe_of: str) -> dict[str, Any]: ...
+
+    def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
+             stop: threading.Event | None = None) -> dict[str, Any]: ...
+
+    def cancel(self, name: str) -> dict[str, Any]: ...
+
+
+class JobLister(Protocol):
+    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]: ...
+
+
+def newest_job(api: JobLister, path: str, phase: str, limit: int = 500) -> dict[str, Any] | None:
+    """The notebook's newest job (a summary) that ended in ``phase`` (probes are not listed), or None."""
+    for job in api.list_jobs(path, limit):
+        if (job.get("status") or {}).get("phase") == phase:
+            return job
+    return None
+
+
+def _not_found(e: Exception) -> bool:
+    """A refusal saying "not here" (404; see SearchClient)."""
+    return getattr(e, "status", None) == 404
 
 
 class Stop(Exception):
@@ -51,7 +81,7 @@ def _phase(job: dict[str, Any]) -> str:
     return str((job.get("status") or {}).get("phase") or "")
 
 
-def _find_failing(api: "SearchClient", path: str, name: str | None) -> dict[str, Any]:
+def _find_failing(api: SearchClient, path: str, name: str | None) -> dict[str, Any]:
     if name:
         job = api.get(name)
         if job["spec"]["notebook"]["path"] != path:
@@ -65,11 +95,11 @@ def _find_failing(api: "SearchClient", path: str, name: str | None) -> dict[str,
     return api.get(found["metadata"]["name"])
 
 
-def _record(api: "SearchClient", name: str) -> dict[str, Any]:
+def _record(api: SearchClient, name: str) -> dict[str, Any]:
     try:
         rec = api.environment(name)
-    except ClientError as e:
-        if e.status == 404:
+    except Exception as e:
+        if _not_found(e):
             raise Stop(EXIT_ERROR, f"cannot bisect: {e}") from None
         raise
     if rec.get("error"):
@@ -89,96 +119,21 @@ def _probe_spec(failing: dict[str, Any], lines: list[str]) -> dict[str, Any]:
     return spec
 
 
-def cmd_bisect(args: argparse.Namespace) -> int:
-    if not Path(args.notebook).is_file():
-        raise ClientError(f"{args.notebook}: no such notebook")
-    if args.max_steps < 1:
-        raise ClientError("--max-steps must be at least 1")
-    api = connect(args, args.notebook)
-    quiet = args.output == "json"
-    try:
-        return _bisect(args, api, quiet)
-    except Stop as e:
-        if quiet:
-            print(json.dumps({"result": "error", "exitCode": e.code, "message": e.message}, indent=2))
-        print(f"bisect: {e.message}", file=sys.stderr)
-        return e.code
-    finally:
-        if isinstance(api, InProcess):
-            api.close()
-
-
-def _bisect(args: argparse.Namespace, api: Remote | InProcess, quiet: bool) -> int:
-    """The command: the search in this process (the engine too, without a server), its
-    steps printed as they end, Ctrl-C cancelling the running step."""
-    path = api.api_path(args.notebook)
-    current: list[str | None] = [None]
-
-    def say(text: str) -> None:
-        if not quiet:
-            print(text, flush=True)
-
-    started = isinstance(api, InProcess)
-    if isinstance(api, InProcess):
-        api.begin()
-    interrupted = False
-    try:
-        with interrupt_signals():
-            try:
-                result = search(api, path, args.job, args.max_steps, args.step_timeout, say, current)
-            except KeyboardInterrupt:
-                interrupted = True
-                return _interrupted(api, current[0])
-    finally:
-        if started and isinstance(api, InProcess):
-            api.end(interrupted=interrupted)
-    if quiet:
-        print(json.dumps(result, indent=2))
-    else:
-        for n in result["notes"]:
-            print(f"note: {n}")
-        print(result["message"])
-    return int(result["exitCode"])
-
-
-class SearchClient(Protocol):
-    """What the search needs of a client, one shape for the three that give it: ``cli.Remote``
-    (a server's REST API), ``cli.InProcess`` (this process's engine) and, in the server,
-    ``cli.ServiceCalls`` (the service itself, in the server). Every call blocks its caller; a refusal
-    is a ClientError."""
-
-    def get(self, name: str) -> dict[str, Any]: ...
-
-    def list_jobs(self, notebook: str | None, limit: int) -> list[dict[str, Any]]: ...
-
-    def changes(self, name: str) -> dict[str, Any]: ...
-
-    def environment(self, name: str) -> dict[str, Any]: ...
-
-    def submit_probe(self, spec: dict[str, Any], probe_of: str) -> dict[str, Any]: ...
-
-    def wait(self, name: str, on_update: Callable[[dict[str, Any]], None], timeout: float | None,
-             stop: threading.Event | None = None) -> dict[str, Any]: ...
-
-    def cancel(self, name: str) -> dict[str, Any]: ...
-
-
 def search(api: SearchClient, path: str, job_name: str | None, max_steps: int, step_timeout: float | None,
            say: Callable[[str], None], current: list[str | None], stop: threading.Event | None = None,
            on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Which package changes since the last success turned ``path``'s failing job (its newest,
     or ``job_name``) red: the result document (``result``, ``exitCode``, ``culprits``, ``steps``,
     ``message`` …; what ``bisect -o json`` prints and ``GET /jobs/{name}/bisect`` serves).
-    ``api``: the blocking job operations (cli.Remote, cli.InProcess, or the server's own,
-    cli.ServiceCalls), called from this thread. ``current[0]`` is the running step's
+    ``api``: the blocking job operations (:class:`SearchClient`), called from this thread. ``current[0]`` is the running step's
     job; ``stop``, once set, ends the wait for it (ClientError: the caller cancels it);
     ``on_step`` sees each step as it ends. Raises Stop when it cannot bisect."""
     failing = _find_failing(api, path, job_name)
     fname = failing["metadata"]["name"]
     try:
         since = api.changes(fname)
-    except ClientError as e:
-        if e.status == 404:
+    except Exception as e:
+        if _not_found(e):
             raise Stop(EXIT_ERROR, f"cannot bisect here: {e} (bisect needs the environment records "
                                    "of the last success and of the failing job)") from None
         raise
@@ -212,7 +167,7 @@ def search(api: SearchClient, path: str, job_name: str | None, max_steps: int, s
         elif st.get("reason") in (Reason.BUILD_FAILED, Reason.BUILD_TIMED_OUT):
             outcome = cs.UNRESOLVED
         elif st.get("reason") == Reason.CANCELLED:  # by someone else: no verdict to go on
-            raise Stop(130, f"step job {name} was cancelled")
+            raise Stop(EXIT_INTERRUPTED, f"step job {name} was cancelled")
         elif st.get("reason") == Reason.INVALID_INPUT:
             raise Stop(EXIT_ERROR, f"step job {name} was refused: {st.get('message', '')}")
         elif st.get("phase") == Phase.FAILED and st.get("reason") != Reason.INFRASTRUCTURE_FAILED:
@@ -285,23 +240,3 @@ def _notebook_changes(since: dict[str, Any]) -> str:
     if since.get("spec"):
         bits.append("options " + ", ".join(since["spec"]))
     return "; ".join(bits) or "nothing recorded changed: the notebook may be flaky"
-
-
-def _interrupted(api: Remote | InProcess, name: str | None) -> int:
-    if name is None:
-        print("\ninterrupted", file=sys.stderr, flush=True)
-        return 130
-    said = "cancelled"
-    try:
-        job = api.cancel(name)
-        if not is_terminal(_phase(job)):
-            try:
-                job = api.wait(name, lambda j: None, INTERRUPT_GRACE)
-            except Exception:  # not ended within the grace: the engine goes on cancelling it
-                pass
-        st = job.get("status") or {}
-        said = f"cancelled ({st.get('phase') or 'Pending'}" + (f", {st['reason']})" if st.get("reason") else ")")
-    except ClientError as e:
-        said = f"could not be cancelled: {e}"
-    print(f"\ninterrupted: step job {name} {said}", file=sys.stderr, flush=True)
-    return 130

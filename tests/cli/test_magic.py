@@ -113,7 +113,7 @@ def test_nbvalidate_help_lists_every_spec_option_of_submit():
     """%nbvalidate --help names each option cli.add_spec_options gives `submit` and `run`."""
     import argparse
 
-    from jupyter_nbvalidation.cli.main import add_spec_options
+    from jupyter_nbvalidation.cli.spec_options import add_spec_options
     from jupyter_nbvalidation.magic import MagicHelp, parse
 
     shared = argparse.ArgumentParser(add_help=False)

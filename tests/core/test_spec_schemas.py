@@ -154,7 +154,7 @@ def test_the_typeddicts_have_the_table_s_fields():
 
 def test_the_cli_spec_options_are_the_table_s():
     """Every option of cli.add_spec_options comes from the table and sets the field it names."""
-    from jupyter_nbvalidation.cli.main import add_spec_options, spec_from_options
+    from jupyter_nbvalidation.cli.spec_options import add_spec_options, spec_from_options
 
     parser = argparse.ArgumentParser()
     add_spec_options(parser)
@@ -177,7 +177,7 @@ def test_the_cli_spec_options_are_the_table_s():
 def test_a_plain_number_of_seconds_is_a_valid_duration_for_every_duration_option():
     """--timeout 90, --cell-timeout 90 and --build-timeout 90 all mean 90 s and pass the
     validator (--build-timeout sent "90" as it was, which the server refused)."""
-    from jupyter_nbvalidation.cli.main import add_spec_options, spec_from_options
+    from jupyter_nbvalidation.cli.spec_options import add_spec_options, spec_from_options
     from jupyter_nbvalidation.core.spec_checks import validate_spec
 
     parser = argparse.ArgumentParser()

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from helpers import write_notebook
 
-from jupyter_nbvalidation.cli.main import parameter_value
+from jupyter_nbvalidation.cli.spec_options import parameter_value
 from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 from jupyter_nbvalidation.runner import run_notebook
 from jupyter_nbvalidation.runner.parameters import parameters_source, python_literal
@@ -189,7 +189,7 @@ def test_cli_p_on_the_local_backend(tmp_path):
 
 
 def test_rest_refuses_bad_parameters_and_runs_good_ones(server_proc):
-    from jupyter_nbvalidation.clients.http import ClientError
+    from jupyter_nbvalidation.clients.base import ClientError
 
     server = server_proc().start()
     write_notebook(server.root / "train.ipynb", TRAIN + ["assert epochs == 1 and name == 'x'"], tags=TRAIN_TAGS)

@@ -96,7 +96,7 @@ class WithoutRecords:
         return {"metadata": {"name": name}, "spec": {"notebook": {"path": "nb.ipynb"}}, "status": {"phase": "Failed"}}
 
     def changes(self, name):
-        from jupyter_nbvalidation.clients.http import ClientError
+        from jupyter_nbvalidation.clients.base import ClientError
 
         raise ClientError("this backend does not record environments, so it cannot say what changed", 404)
 
@@ -104,7 +104,7 @@ class WithoutRecords:
 def test_a_server_without_records_is_refused_clearly_exit_2(tmp_path, capsys):
     import argparse
 
-    import jupyter_nbvalidation.why_red.bisect as bisect_cmd
+    import jupyter_nbvalidation.cli.bisect as bisect_cmd
 
     args = argparse.Namespace(notebook="nb.ipynb", job=None, max_steps=12, step_timeout=None, output="text")
     try:
