@@ -25,6 +25,7 @@ from typing import Any, Callable, Coroutine, Protocol, TypeVar, cast
 import jupyter_nbvalidation.why_red.bisect as bisect_search
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import Phase
+from jupyter_nbvalidation.service.errors import ApiError
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -123,8 +124,6 @@ class Bisections:
     async def start(self, name: str, max_steps: int, step_timeout: float | None = None) -> tuple[bool, dict[str, Any]]:
         """(started now, the search's document). A search already running for the job is
         answered as it is; a finished one is started again."""
-        from jupyter_nbvalidation.service.jobs import ApiError  # deferred: start-up time of the CLI
-
         job = await self.service.get(name)
         if (job.get("status") or {}).get("phase") != Phase.FAILED:
             raise ApiError(409, "Conflict", f"job {name!r} did not fail: nothing to bisect")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import jupyter_nbvalidation.environment.requirements as reqmod
 import jupyter_nbvalidation.verdict.cache as verdict_cache
@@ -17,15 +17,13 @@ from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION,
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.engine.engine import Engine
 
-# ApiError's home is errors.py; re-exported for service/bisections.py, which imports it from here
+# ApiError's home is errors.py; re-exported here for the callers that import it with JobService
+from jupyter_nbvalidation.service.bisections import Bisections
 from jupyter_nbvalidation.service.errors import ApiError as ApiError
 from jupyter_nbvalidation.service.history import PROBE_ANNOTATION, HistoryRoom
 from jupyter_nbvalidation.service.queries import QueriesRoom
 from jupyter_nbvalidation.service.snapshot import SnapshotRoom
 from jupyter_nbvalidation.store.base import NotFound, StoreError
-
-if TYPE_CHECKING:
-    from jupyter_nbvalidation.service.bisections import Bisections
 
 
 class JobService(SnapshotRoom, QueriesRoom, HistoryRoom):
@@ -184,8 +182,6 @@ class JobService(SnapshotRoom, QueriesRoom, HistoryRoom):
             raise ApiError(404, "NotFound", f"the {self.backend.name} backend does not record environments yet, "
                                             "so it cannot bisect")
         if self._bisections is None:
-            from jupyter_nbvalidation.service.bisections import Bisections  # deferred: start-up time of the server
-
             self._bisections = Bisections(self)
         return self._bisections
 
