@@ -469,7 +469,7 @@ def parameter_value(text: str) -> Any:
 def read_sanitizer_file(path: str) -> list[dict[str, Any]]:
     """An nbval sanitizer file as ``comparisonConfig.sanitizers`` entries; a
     ClientError (exit 2) naming the file and the line when it cannot be read."""
-    from jupyter_nbvalidation.verdict.compare import SanitizerFileError, parse_sanitizer_file
+    from jupyter_nbvalidation.verdict.sanitize import SanitizerFileError, parse_sanitizer_file
 
     try:
         text = Path(path).read_text(encoding="utf-8")
