@@ -28,8 +28,8 @@ import uuid
 from typing import Any, Sequence
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
-import jupyter_nbvalidation.runner.probe as probe
 import jupyter_nbvalidation.verdict.compare as _compare
+import jupyter_nbvalidation.verdict.probe as probe
 import jupyter_nbvalidation.verdict.sanitize as _sanitize
 from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.environment import RUN_ID_VAR
