@@ -8,7 +8,7 @@ starts again after a crash, a retry) gets its own copy inside its run folder:
   above it up to the root holds its other entries as symbolic links to the real ones:
   ``../data/x.csv`` from ``notebooks/`` reads the real file (read-through; only the
   notebook's own folder is copied). The copy holds exactly what the verdict key hashes
-  (``verdict_cache.walk_folder``: the same exclusions, links followed while they stay
+  (``core/folders.walk_folder``: the same exclusions, links followed while they stay
   in the root, a link cycle once);
 - with spec.inputFiles, the job's snapshot of the named files is copied to
   ``<run>/tree``, and nothing else is there.

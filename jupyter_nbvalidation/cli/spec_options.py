@@ -12,7 +12,7 @@ from typing import Any
 from jupyter_nbvalidation.cli.last_success import add_constraints, last_success_constraints
 from jupyter_nbvalidation.clients.base import Client, ClientError
 from jupyter_nbvalidation.core.spec_table import cli_options
-from jupyter_nbvalidation.verdict.compare import SanitizerFileError, parse_sanitizer_file
+from jupyter_nbvalidation.verdict.sanitize import SanitizerFileError, parse_sanitizer_file
 
 
 def parameter_value(text: str) -> Any:

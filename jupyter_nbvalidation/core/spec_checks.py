@@ -47,7 +47,8 @@ from jupyter_nbvalidation.core.spec_table import (
     TOLERATION_OPERATORS,
     validator_schema,
 )
-from jupyter_nbvalidation.verdict.compare import check_backtracking, check_output_selector, check_sanitizer
+from jupyter_nbvalidation.verdict.flatten import check_output_selector
+from jupyter_nbvalidation.verdict.sanitize import check_backtracking, check_sanitizer
 
 
 class SpecError(ValueError):
@@ -64,7 +65,7 @@ class SpecError(ValueError):
 # its validator's view: field -> nested dict | (kind, extra). kind is "object" (nested dict),
 # "str", "bool", "duration", "number", "strlist", "globlist" (file patterns relative to the
 # notebook's folder), "regexlist" (regular expressions), "bytes" (a whole number of bytes, 1 to
-# extra), "outputlist" (output selectors, see compare.check_output_selector), "envlist"
+# extra), "outputlist" (output selectors, see flatten.check_output_selector), "envlist"
 # (``[{name, value}]``), "quantities" (``{resource: quantity}``, Kubernetes quantities),
 # "labels" (``{label key: value}``), "tolerations" (Kubernetes tolerations), "sanitizers",
 # "parameters", or "enum" (extra = allowed values).

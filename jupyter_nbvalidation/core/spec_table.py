@@ -69,7 +69,7 @@ QUANTITY_PATTERN = r"^(\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[n
 LABEL_KEY_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                      r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
-#: compare.OUTPUT_SELECTOR_PATTERN (the runner's side; tests/test_spec_schemas.py checks they agree)
+#: flatten.OUTPUT_SELECTOR_PATTERN (the runner's side; tests/test_spec_schemas.py checks they agree)
 OUTPUT_SELECTOR_PATTERN = (r"^(stream|execute_result|display_data|error|stream:[A-Za-z0-9_-]+"
                            r"|[a-z0-9][a-z0-9.+-]*/(\*|[A-Za-z0-9][A-Za-z0-9.+_-]*))$")
 NOTEBOOK_PATTERN = r"\.ipynb$"

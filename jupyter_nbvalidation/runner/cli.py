@@ -28,8 +28,9 @@ import uuid
 from typing import Any, Sequence
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
-import jupyter_nbvalidation.runner.probe as probe
 import jupyter_nbvalidation.verdict.compare as _compare
+import jupyter_nbvalidation.verdict.probe as probe
+import jupyter_nbvalidation.verdict.sanitize as _sanitize
 from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.environment import RUN_ID_VAR
 from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT
@@ -97,7 +98,7 @@ def _sanitizers(value: str) -> list[dict[str, str]]:
         raise argparse.ArgumentTypeError('must be a JSON list of {"regex": ..., "replace": ...}')
     for d in doc:
         try:
-            _compare.check_sanitizer(d["regex"], d["replace"])
+            _sanitize.check_sanitizer(d["regex"], d["replace"])
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
     return doc

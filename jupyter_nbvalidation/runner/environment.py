@@ -27,9 +27,10 @@ import sys
 import tempfile
 from typing import Mapping
 
+from jupyter_nbvalidation.verdict.inherited import PASSED_THROUGH
+
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 RUN_ID_VAR = "NBVALIDATION_RUN_ID"
-PASSED_THROUGH = ("LANG", "LANGUAGE", "TZ")
 PRIVATE_DIRS = {
     "HOME": "home",
     "IPYTHONDIR": "ipython",

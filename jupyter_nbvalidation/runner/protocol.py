@@ -12,7 +12,7 @@ A runner reports through three channels, all produced here and all read here:
 * ``NBVALIDATION-EXECUTED <base64 gzip>``, the executed notebook on one line
   (``--print-executed``: where only the logs come back, a Kubernetes Pod);
 * ``NBVALIDATION-ENVIRONMENT <base64 gzip>``, the kernel interpreter's probe
-  document (runner/probe.py) on one line, printed before the notebook runs
+  document (verdict/probe.py) on one line, printed before the notebook runs
   (``--print-environment``: the environment record of a Kubernetes job);
 * the **termination summary** (``--termination-log``): compact JSON of at most
   4096 bytes, for a container's termination message (:func:`termination_summary`,

@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping
 
 import jupyter_nbvalidation.runner.parameters as _parameters
 import jupyter_nbvalidation.verdict.compare as _compare
+import jupyter_nbvalidation.verdict.sanitize as _sanitize
 from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT, _Execution
 from jupyter_nbvalidation.runner.outputs import OutputBudget
@@ -313,7 +314,7 @@ def run_notebook(
                 golden_nb, budget.with_full_outputs(work_nb), strategy=comparison, abs_tol=abs_tol, rel_tol=rel_tol, skip_cells=not_run,
                 **(compare_options or {}),
             )
-        except _compare.PatternTimeout as e:
+        except _sanitize.PatternTimeout as e:
             execution._fail(ResultReason.RUNNER_ERROR, None,
                             f"The golden comparison was stopped: {e} (comparisonConfig)")
         except Exception as e:

@@ -14,9 +14,11 @@ inputs have now, and runs nothing. The key covers:
   every distribution installed in it; on Kubernetes, the content tag of the image a
   build would push (base image digest, requirement lines, runner) or, with the build
   disabled, the image by its digest;
-- the runner and the server: every source file of this package (the comparison, the
-  engine, the backends as much as the runner) and the versions of nbclient, nbformat,
-  ipykernel, jupyter_client;
+- the runner's identity (verdict/identity.py): what of this tool, and of what it runs
+  on, can change a verdict, and only that: the runner, the modules a verdict's
+  judgement runs through (the comparison, the cell markers, ...) and the installed
+  distributions a run goes through (nbclient, nbformat, jupyter_client, ipykernel and
+  what they require) by their RECORD; not the CLI, the server, the engine or the docs;
 - what the kernel inherits from this process: the locale (``LANG``, ``LANGUAGE``,
   ``LC_*``) and ``TZ`` (runner/environment.py passes them through);
 - the backend's defaults a verdict depends on (the per-cell timeout);
@@ -47,49 +49,39 @@ copied) are not seen: use ``--no-cache`` when they change."""
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
+from urllib.parse import unquote, urlparse
 
 from jupyter_nbvalidation.core.folders import walk_folder
-from jupyter_nbvalidation.core.model import Phase
+from jupyter_nbvalidation.core.vocabulary import Phase
+from jupyter_nbvalidation.verdict.identity import runner_identity
+from jupyter_nbvalidation.verdict.inherited import PASSED_THROUGH
 from jupyter_nbvalidation.verdict.markers import notebook_opts_out_of_cache
-
-if TYPE_CHECKING:
-    from jupyter_nbvalidation.backends.base import Backend
 
 ANNOTATION = "nbvalidation.dev/verdict-key"
 VERSION = 3  # of the key's recipe: a change of recipe never matches an older key
 MAX_FOLDER_FILES = 5000
 MAX_FOLDER_BYTES = 512 * 2**20
-_PKG = Path(__file__).resolve().parents[1]
+class KeyedBackend(Protocol):
+    """What the key needs of the backend a job goes to (backends/base.py's ``Backend``
+    has it): its name and per-cell timeout (a verdict depends on them) and the real
+    paths it hides from a kernel (left out of the folder's digest)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def default_cell_timeout(self) -> int: ...
+
+    def private_paths(self) -> frozenset[str]: ...
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-_runner_digest: str | None = None
-
-
-def runner_identity() -> str:
-    """This package's sources (the runner and everything that judges its result: the
-    comparison, the engine, the backends) and the versions of what drives the kernel."""
-    global _runner_digest
-    if _runner_digest is None:
-        h = hashlib.sha256()
-        for p in sorted(_PKG.rglob("*.py")):
-            h.update(p.relative_to(_PKG).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
-        for dist in ("nbclient", "nbformat", "ipykernel", "jupyter_client"):
-            try:
-                h.update(f"{dist}={importlib.metadata.version(dist)}\0".encode())
-            except importlib.metadata.PackageNotFoundError:
-                h.update(f"{dist}=-\0".encode())
-        _runner_digest = h.hexdigest()
-    return _runner_digest
 
 
 def installed_distributions(python: str) -> str | None:
@@ -134,8 +126,6 @@ def _editable_source(dist_info: Path) -> Path | None:
     url = info.get("url") or ""
     if not (info.get("dir_info") or {}).get("editable") or not url.startswith("file://"):
         return None
-    from urllib.parse import unquote, urlparse
-
     return Path(unquote(urlparse(url).path))
 
 
@@ -199,9 +189,8 @@ def folder_digest(folder: Path, notebook_text: str, skip: set[Path], root: Path 
 
 
 def inherited_environment() -> dict[str, str]:
-    """The variables a kernel inherits from this process (runner/environment.py)."""
-    from jupyter_nbvalidation.runner.environment import PASSED_THROUGH
-
+    """The variables a kernel inherits from this process (verdict/inherited.py: the runner
+    passes them through, runner/environment.py)."""
     return {k: v for k, v in sorted(os.environ.items()) if k in PASSED_THROUGH or k.startswith("LC_")}
 
 
@@ -224,7 +213,7 @@ def _counted(name: str, spec: dict[str, Any], files: dict[str, bytes]) -> bool:
 
 
 def verdict_key(spec: dict[str, Any], files: dict[str, bytes], environment: str | None, *, workdir: Path | None,
-                notebook_path: Path | None, backend: Backend, root: Path | None = None) -> str | None:
+                notebook_path: Path | None, backend: KeyedBackend, root: Path | None = None) -> str | None:
     """The key of a job about to be submitted, or None when it cannot be known or the
     notebook opts out (``metadata.nbvalidation.cache`` false: it always runs)."""
     if environment is None or opts_out(files.get("notebook.ipynb", b"")):

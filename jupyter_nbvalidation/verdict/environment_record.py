@@ -16,13 +16,15 @@ shown as ``***``. The record is a JSON document served at
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import re
 from typing import Any
 
 from jupyter_nbvalidation.core.redaction import mask_urls
 from jupyter_nbvalidation.core.tasks import wait_within
-from jupyter_nbvalidation.runner.probe import (  # the runner in a Pod takes it too
+from jupyter_nbvalidation.verdict.identity import runner_identity
+from jupyter_nbvalidation.verdict.probe import (  # the runner in a Pod takes it too
     MAX_PROBE_BYTES,
     PROBE,
     PROBE_TIMEOUT,
@@ -36,11 +38,7 @@ MAX_TEXT = 300  # a name, version, URL or path
 
 def tool_identity() -> dict[str, str]:
     """This tool, as an environment record names it: its version and a digest of
-    its sources (the verdict cache's runner identity)."""
-    import importlib.metadata
-
-    from jupyter_nbvalidation.verdict.cache import runner_identity
-
+    what of it can change a verdict (the verdict cache's runner identity, verdict/identity.py)."""
     try:
         version = importlib.metadata.version("jupyter-nbvalidation")
     except importlib.metadata.PackageNotFoundError:

@@ -18,7 +18,7 @@ import yaml
 import jupyter_nbvalidation.core.documents as documents
 import jupyter_nbvalidation.core.spec_table as spec_table
 import jupyter_nbvalidation.service.openapi as openapi
-import jupyter_nbvalidation.verdict.compare as compare
+import jupyter_nbvalidation.verdict.flatten as flatten
 from jupyter_nbvalidation.core.spec_checks import spec_fields
 
 CRD = "jupyter_nbvalidation/backends/kubernetes/manifests/crd.yaml"
@@ -49,7 +49,7 @@ def test_the_three_spec_schemas_name_the_same_fields():
 def test_output_selector_pattern_is_the_same_everywhere():
     crd = crd_spec_schema()["properties"]["comparisonConfig"]["properties"]["ignoreOutputTypes"]["items"]
     api = openapi.SPEC_SCHEMA["properties"]["comparisonConfig"]["properties"]["ignoreOutputTypes"]["items"]
-    assert crd["pattern"] == api["pattern"] == compare.OUTPUT_SELECTOR_PATTERN
+    assert crd["pattern"] == api["pattern"] == flatten.OUTPUT_SELECTOR_PATTERN
 
 
 def test_quantity_pattern_is_the_same_everywhere():

@@ -22,6 +22,8 @@ FORBIDDEN_TOP = {"jupyter_server", "tornado", "traitlets", "kubernetes", "kubern
 # what the runner may import of this package (pure modules; the closure is checked too)
 ALLOWED_OWN = {"jupyter_nbvalidation", "jupyter_nbvalidation.runner", "jupyter_nbvalidation.core",
                "jupyter_nbvalidation.verdict", "jupyter_nbvalidation.verdict.compare",
+               "jupyter_nbvalidation.verdict.flatten", "jupyter_nbvalidation.verdict.sanitize",
+               "jupyter_nbvalidation.verdict.inherited", "jupyter_nbvalidation.verdict.probe",
                "jupyter_nbvalidation.verdict.markers", "jupyter_nbvalidation.core.priority", "jupyter_nbvalidation.core.tasks",
                "jupyter_nbvalidation.core.vocabulary", "jupyter_nbvalidation._version",
                "jupyter_nbvalidation.core.deferred_imports"}

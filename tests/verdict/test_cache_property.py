@@ -48,7 +48,7 @@ def frozen_site(folder: Path) -> Path:
 def compile_bytecode(package: Path) -> None:
     """A copy's bytecode, once: where PYTHONDONTWRITEBYTECODE is set (this machine kind) every
     CLI, fork server and runner started from the copy would compile what it imports, every
-    time. Bytecode is not in the verdict cache's key (verdict_cache.EXCLUDED_DIRS), and an
+    time. Bytecode is not in the verdict cache's key (core/folders.EXCLUDED_DIRS), and an
     edited module's bytecode is stale by its source's mtime and size, so Python compiles it again."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True, timeout=300,
                    stdout=subprocess.DEVNULL)

@@ -9,6 +9,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 import jupyter_nbvalidation.verdict.compare as compare
+import jupyter_nbvalidation.verdict.flatten as flatten
 from jupyter_nbvalidation.verdict.markers import cell_markers, notebook_execution_settings
 
 
@@ -49,7 +50,7 @@ def nb(*cells):
     ],
 )
 def test_resolve_terminal_controls(raw, shown):
-    assert compare.resolve_terminal_controls(raw) == shown
+    assert flatten.resolve_terminal_controls(raw) == shown
 
 
 def test_consecutive_streams_are_merged_and_carriage_returns_resolved():
@@ -100,9 +101,9 @@ def test_flatten_ignores_metadata_counts_tracebacks_widgets_and_images():
         result({"text/plain": "2"}, count=7),
         error("ValueError", "bad", ["line 1", "line 2"]),
     ]
-    flat = compare.flatten_outputs(outputs)
+    flat = flatten.flatten_outputs(outputs)
     assert flat == {"text/plain": ["fig", "2"], "error": ["ValueError: bad"]}
-    with_images = compare.flatten_outputs(outputs, compare_images=True)
+    with_images = flatten.flatten_outputs(outputs, compare_images=True)
     assert set(with_images) == {"text/plain", "image/png", "image/jpeg", "image/svg+xml", "error"}
 
 
@@ -457,19 +458,19 @@ def test_output_selectors_leave_out_types_streams_and_mime_types():
     outs = [stream("x\n"), stream("warn\n", "stderr"), result({"text/plain": "1", "text/html": "<b>1</b>"}),
             new_output("display_data", data={"image/png": "AAA", "text/plain": "<Figure>"}),
             error("ValueError", "bad")]
-    full = compare.flatten_outputs(outs, compare_images=True)
+    full = flatten.flatten_outputs(outs, compare_images=True)
     assert set(full) == {"stream:stdout", "stream:stderr", "text/plain", "text/html", "image/png", "error"}
-    assert set(compare.flatten_outputs(outs, compare_images=True, ignore=["stream"])) == \
+    assert set(flatten.flatten_outputs(outs, compare_images=True, ignore=["stream"])) == \
         {"text/plain", "text/html", "image/png", "error"}
-    assert "stream:stderr" not in compare.flatten_outputs(outs, ignore=["stream:stderr"])
-    assert "stream:stdout" in compare.flatten_outputs(outs, ignore=["stream:stderr"])
-    assert set(compare.flatten_outputs(outs, compare_images=True, ignore=["image/*", "text/html"])) == \
+    assert "stream:stderr" not in flatten.flatten_outputs(outs, ignore=["stream:stderr"])
+    assert "stream:stdout" in flatten.flatten_outputs(outs, ignore=["stream:stderr"])
+    assert set(flatten.flatten_outputs(outs, compare_images=True, ignore=["image/*", "text/html"])) == \
         {"stream:stdout", "stream:stderr", "text/plain", "error"}
-    assert compare.flatten_outputs(outs, ignore=["execute_result"])["text/plain"] == ["<Figure>"]
-    assert "error" not in compare.flatten_outputs(outs, ignore=["error"])
+    assert flatten.flatten_outputs(outs, ignore=["execute_result"])["text/plain"] == ["<Figure>"]
+    assert "error" not in flatten.flatten_outputs(outs, ignore=["error"])
     for bad in ("pictures", "image", "stream:", "/png", "text/html; charset=utf-8"):
         with pytest.raises(ValueError):
-            compare.check_output_selector(bad)
+            flatten.check_output_selector(bad)
     with pytest.raises(ValueError):
         compare.compare_notebooks(nb(), nb(), ignore_output_types=["pictures"])
 

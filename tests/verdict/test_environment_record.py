@@ -135,7 +135,7 @@ def test_the_runner_prints_its_kernels_probe_before_the_notebook_runs(tmp_path):
     """--print-environment (a Kubernetes job's record, read from the Pod's log): the probe of the
     kernel's interpreter, on one line before the result; the same document the server's probe
     takes, and an error document, not a crash, when it cannot be taken."""
-    import jupyter_nbvalidation.runner.probe as runner_probe
+    import jupyter_nbvalidation.verdict.probe as runner_probe
     from jupyter_nbvalidation.runner.protocol import ENVIRONMENT_PREFIX, environment_from_log, environment_line
 
     write_notebook(tmp_path / "nb.ipynb", ["print(1)"])

@@ -126,6 +126,7 @@ def test_the_runner_and_the_environment_are_in_the_key(monkeypatch, tmp_path):
     from fake_backend import FakeBackend as Backend  # the port is abstract: its defaults, through the fake
 
     import jupyter_nbvalidation.verdict.cache as verdict_cache
+    import jupyter_nbvalidation.verdict.identity as identity
 
     backend = Backend()  # the port's defaults: a backend's name and cell timeout are in the key
     args = ({"notebook": {"path": "nb.ipynb"}}, {"notebook.ipynb": b"{}"})
@@ -133,7 +134,7 @@ def test_the_runner_and_the_environment_are_in_the_key(monkeypatch, tmp_path):
     assert key == verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=backend)
     assert key != verdict_cache.verdict_key(*args, "built:abd", workdir=None, notebook_path=None, backend=backend)
     assert verdict_cache.verdict_key(*args, None, workdir=None, notebook_path=None, backend=backend) is None
-    monkeypatch.setattr(verdict_cache, "_runner_digest", "another runner")
+    monkeypatch.setattr(identity, "_runner_digest", "another runner")
     assert key != verdict_cache.verdict_key(*args, "built:abc", workdir=None, notebook_path=None, backend=backend)
     # with the build disabled the environment is this interpreter with every distribution in it
     unbuilt = verdict_cache.installed_distributions(sys.executable)
@@ -179,7 +180,7 @@ def test_a_newer_failure_with_the_same_key_is_never_hidden_by_an_older_success(t
 
 def test_a_hidden_file_beside_the_notebook_is_in_the_key(tmp_path):
     # the kernel's copy of the folder holds hidden files, so the key does too (one walk:
-    # verdict_cache.walk_folder); version control's folder is in neither
+    # core/folders.walk_folder); version control's folder is in neither
     settings = tmp_path / "nbs" / "hidden" / ".settings.json"
     settings.parent.mkdir(parents=True)
     settings.write_text('{"ok": true}')
@@ -240,22 +241,91 @@ def test_an_editable_install_is_keyed_by_its_source(monkeypatch, tmp_path):
     assert verdict_cache.installed_distributions(sys.executable) == after
 
 
-def test_the_servers_own_code_is_in_the_key(monkeypatch, tmp_path):
-    """Not only the runner: the comparison, the engine and the backends judge a verdict too."""
-    import jupyter_nbvalidation.verdict.cache as verdict_cache
+def test_what_can_change_a_verdict_is_in_the_key_and_only_that(monkeypatch, tmp_path):
+    """The runner's identity (verdict/identity.py): an edit to the runner or to a module a
+    verdict's judgement runs through (the comparison first) voids every cached verdict; an
+    edit to the CLI, the server's engine and service, or the docs keeps them (issue 39)."""
+    import jupyter_nbvalidation.verdict.identity as identity
 
     copy = tmp_path / "pkg"
-    shutil.copytree(verdict_cache._PKG, copy, ignore=shutil.ignore_patterns("__pycache__", "labextension", "static"))
-    monkeypatch.setattr(verdict_cache, "_PKG", copy)
-    monkeypatch.setattr(verdict_cache, "_runner_digest", None)
-    first = verdict_cache.runner_identity()
-    for module in ("verdict/compare.py", "engine/engine.py", "service/jobs.py"):
-        with open(copy / module, "a", encoding="utf-8") as f:
+    shutil.copytree(identity._PKG, copy, ignore=shutil.ignore_patterns("__pycache__", "labextension", "static"))
+    (tmp_path / "docs").mkdir()
+    shutil.copy(identity._PKG.parent / "docs" / "architecture.md", tmp_path / "docs" / "architecture.md")
+    monkeypatch.setattr(identity, "_PKG", copy)
+
+    def fresh() -> str:
+        monkeypatch.setattr(identity, "_runner_digest", None)
+        return identity.runner_identity()
+
+    def edit(path: Path) -> None:
+        with open(path, "a", encoding="utf-8") as f:
             f.write("\n# a change of behaviour\n")
-        monkeypatch.setattr(verdict_cache, "_runner_digest", None)
-        changed = verdict_cache.runner_identity()
-        assert changed != first, module
+
+    first = fresh()
+    for kept in ("cli/main.py", "engine/engine.py", "service/jobs.py", "../docs/architecture.md"):
+        edit(copy / kept)
+        assert fresh() == first, kept  # the cache holds
+    for module in ("verdict/compare.py", "runner/execute.py", *identity.VERDICT_MODULES):
+        edit(copy / module)
+        changed = fresh()
+        assert changed != first, module  # the cache is void
         first = changed
+
+
+def test_an_upgraded_distribution_of_the_run_voids_the_key(monkeypatch, tmp_path):
+    """The distributions a run goes through count by their RECORD (every file they installed,
+    with its hash): another version, or the same version with other content, voids the key;
+    a distribution no run goes through does not count."""
+    import jupyter_nbvalidation.verdict.identity as identity
+
+    site = tmp_path / "site"
+
+    def install(name: str, version: str, record: str) -> None:
+        info = site / f"{name}-{version}.dist-info"
+        for old in site.glob(f"{name}-*.dist-info"):
+            shutil.rmtree(old)
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        (info / "RECORD").write_text(record)
+
+    def fresh() -> str:
+        monkeypatch.setattr(identity, "_runner_digest", None)
+        return identity.runner_identity()
+
+    before = fresh()
+    install("nbformat", "99.0", "nbformat/__init__.py,sha256=aaaa,10\n")
+    monkeypatch.syspath_prepend(str(site))  # found before the real one, as an import would
+    assert dict(identity.run_distributions())["nbformat"].version == "99.0"
+    first = fresh()
+    assert first != before
+    install("nbformat", "99.0", "nbformat/__init__.py,sha256=bbbb,10\n")  # rebuilt: same version, other content
+    second = fresh()
+    assert second != first
+    install("nbformat", "99.1", "nbformat/__init__.py,sha256=bbbb,10\n")  # upgraded
+    third = fresh()
+    assert third not in (first, second)
+    install("unrelated-tool", "1.0", "unrelated_tool/__init__.py,sha256=cccc,10\n")
+    assert fresh() == third
+    install("unrelated-tool", "2.0", "unrelated_tool/__init__.py,sha256=dddd,10\n")
+    assert fresh() == third
+
+
+def test_the_verdict_modules_cover_what_the_runner_imports():
+    """Every module the runner imports beside runner/ (runner.SHARED_MODULES) is either one a
+    verdict's judgement runs through or named, with the reason, as judging nothing."""
+    import ast
+
+    import jupyter_nbvalidation.verdict.identity as identity
+    from jupyter_nbvalidation.runner import SHARED_MODULES
+
+    assert set(SHARED_MODULES) <= set(identity.VERDICT_MODULES) | set(identity.SHARED_BUT_NOT_JUDGING)
+    assert not set(identity.VERDICT_MODULES) & set(identity.SHARED_BUT_NOT_JUDGING)
+    for module in (*identity.VERDICT_MODULES, *identity.SHARED_BUT_NOT_JUDGING):
+        assert (identity._PKG / module).is_file(), module
+    for module in identity.SHARED_BUT_NOT_JUDGING:
+        if module.endswith("__init__.py"):  # empty: at most a docstring
+            body = ast.parse((identity._PKG / module).read_text(encoding="utf-8")).body
+            assert all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body), module
 
 
 def test_a_notebook_that_opts_out_always_runs_and_a_wrong_setting_is_refused(tmp_path):

@@ -24,7 +24,7 @@ from jupyter_nbvalidation.core.model import API_VERSION, GROUP, KIND, build_atte
 from jupyter_nbvalidation.core.plan import CONSTRAINTS_TXT, ValidationPlan
 from jupyter_nbvalidation.environment.kinds.apt_txt import APT_TXT
 from jupyter_nbvalidation.environment.requirements import INTERPRETER_JSON
-from jupyter_nbvalidation.runner.probe import BASE_IMAGE_VAR
+from jupyter_nbvalidation.verdict.probe import BASE_IMAGE_VAR
 
 COMPONENT_LABEL = f"{GROUP}/component"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "jupyter-nbvalidation"}

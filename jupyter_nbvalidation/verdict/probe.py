@@ -1,8 +1,8 @@
 """The environment probe: what is installed in the kernel's interpreter, read with
 that interpreter (``python -I -c PROBE``). The server takes it for the local
-backend (environment_record.py); the runner takes it in a Kubernetes Pod
+backend (verdict/environment_record.py); the runner takes it in a Kubernetes Pod
 (``--print-environment``) and prints it on one ``NBVALIDATION-ENVIRONMENT`` line.
-Standard library only."""
+Standard library only: the runner imports it (runner.SHARED_MODULES), in its image too."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import subprocess
 from typing import Any
 
-BASE_IMAGE_VAR = "NBV_BASE_IMAGE"  # set by the image build (k8s/objects.py): FROM, by digest when resolved
+BASE_IMAGE_VAR = "NBV_BASE_IMAGE"  # set by the image build (backends/kubernetes/objects.py): FROM, by digest when resolved
 MAX_PROBE_BYTES = 4 * 2**20
 PROBE_TIMEOUT = 120.0
 
