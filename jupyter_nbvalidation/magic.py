@@ -42,7 +42,7 @@ class MagicHelp(MagicError):
 
 def _kernel_id() -> str | None:
     try:
-        from ipykernel.connect import get_connection_file
+        from ipykernel.connect import get_connection_file  # optional: ipykernel (outside a kernel: no kernel id)
 
         name = Path(get_connection_file()).name
     except Exception:

@@ -42,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _spec_args(config: pytest.Config) -> argparse.Namespace:
     """The pass-through options as the CLI's own parser reads them (cli.add_spec_options)."""
-    from jupyter_nbvalidation.cli.main import add_spec_options
+    from jupyter_nbvalidation.cli.main import add_spec_options  # deferred: start-up time of every pytest run
 
     p = argparse.ArgumentParser(prog="--nbvalidation-option", add_help=False, exit_on_error=False)
     add_spec_options(p)
@@ -64,8 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "name and .ipynb in its golden copy's name, e.g. .golden")
     if suffix and config.getoption("nbvalidation_golden_self"):
         raise pytest.UsageError("--nbvalidation-golden-suffix and --nbvalidation-golden-self: give one of them")
-    from jupyter_nbvalidation.cli.main import spec_from_options
-    from jupyter_nbvalidation.core.model import SpecError, validate_spec
+    from jupyter_nbvalidation.cli.main import spec_from_options  # deferred: start-up time of every pytest run
+    from jupyter_nbvalidation.core.model import SpecError, validate_spec  # deferred: start-up time of every pytest run
 
     options = spec_from_options(_spec_args(config))
     try:  # a bad option is refused once, before anything is collected or submitted
@@ -95,7 +95,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     if SKIP_PARTS & set(file_path.parts) or any(p.startswith(".") for p in file_path.parts[-2:]):
         return None
-    from jupyter_nbvalidation.cli.batch import is_golden_copy
+    from jupyter_nbvalidation.cli.batch import is_golden_copy  # deferred: start-up time of every pytest run
 
     if is_golden_copy(file_path, config.getoption("nbvalidation_golden_suffix")):
         return None
@@ -120,7 +120,7 @@ class NotebookItem(pytest.Item):
         # validated here, in setup: a job that ended because of a fault that is not the
         # notebook's (InfrastructureFailed, verdict Error) is a pytest *error*, as a broken
         # fixture is, never a failure of the notebook
-        from jupyter_nbvalidation.cli.batch import ERROR
+        from jupyter_nbvalidation.cli.batch import ERROR  # deferred: start-up time of every pytest run
 
         self._outcome = _validate(self)
         # as record_property writes them (JUnit <property>): the environment, and for a verdict
@@ -160,7 +160,7 @@ def failure_text(outcome: Any) -> str:
     """The failing cell first (numbered as JupyterLab shows it: the line pytest's
     JUnit XML and summary lead with), then the notebook, its verdict and job, the
     error with its traceback and the golden differences, the build log's tail."""
-    from jupyter_nbvalidation.cli.reports import failure_of
+    from jupyter_nbvalidation.cli.reports import failure_of  # deferred: start-up time of every pytest run
 
     where = f"{outcome.item.shown}: {outcome.verdict}" + (f" (job {outcome.name})" if outcome.name else "")
     f = failure_of(outcome.job) if outcome.job is not None else None
@@ -185,8 +185,8 @@ def _session(config: pytest.Config, session: pytest.Session) -> Any:
     the others submit and wait for the verdict it records."""
     if _SESSION in config.stash:
         return config.stash[_SESSION]
-    import jupyter_nbvalidation.cli.batch as batch
-    import jupyter_nbvalidation.cli.main as cli
+    import jupyter_nbvalidation.cli.batch as batch  # deferred: start-up time of every pytest run
+    import jupyter_nbvalidation.cli.main as cli  # deferred: start-up time of every pytest run
 
     paths = [str(i.path.parent.resolve()) for i in session.items if isinstance(i, NotebookItem)]
     folder = os.path.commonpath([str(config.rootpath.resolve()), *paths])
@@ -212,7 +212,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     runs = session.config.stash.get(_SESSION, None)
     if runs is None:
         return
-    import jupyter_nbvalidation.cli.main as cli
+    import jupyter_nbvalidation.cli.main as cli  # deferred: start-up time of every pytest run
 
     del session.config.stash[_SESSION]
     try:
@@ -226,7 +226,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def _validate(item: "NotebookItem") -> Any:
     """One notebook through the batch module, as `run` validates it."""
-    import jupyter_nbvalidation.cli.batch as batch
+    import jupyter_nbvalidation.cli.batch as batch  # deferred: start-up time of every pytest run
 
     config, path = item.config, item.path
     suffix = config.getoption("nbvalidation_golden_suffix")

@@ -794,8 +794,8 @@ def _ready_keep_outputs(args: argparse.Namespace, api: Remote | InProcess, keep:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import jupyter_nbvalidation.cli.batch as batch
-    import jupyter_nbvalidation.cli.reports.console as console
+    import jupyter_nbvalidation.cli.batch as batch  # deferred: start-up time of the CLI
+    import jupyter_nbvalidation.cli.reports.console as console  # deferred: start-up time of the CLI
     from jupyter_nbvalidation.core.model import SpecError, validate_spec
 
     if args.jobs is not None and args.jobs < 1:
@@ -869,11 +869,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if isinstance(api, InProcess):
             api.close()
     if args.junitxml:
-        import jupyter_nbvalidation.cli.reports.junit as junit
+        import jupyter_nbvalidation.cli.reports.junit as junit  # deferred: start-up time of the CLI
 
         junit.write(outcomes, args.junitxml, wall=time.monotonic() - started)
     if args.html:
-        import jupyter_nbvalidation.cli.reports.html as html
+        import jupyter_nbvalidation.cli.reports.html as html  # deferred: start-up time of the CLI
 
         html.write(outcomes, args.html)
     if args.output_dir:
@@ -1014,7 +1014,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from jupyter_nbvalidation.backends.kubernetes.install import install
+    from jupyter_nbvalidation.backends.kubernetes.install import install  # deferred: start-up time of the CLI
 
     return install(namespace=args.namespace, print_only=args.print, kubeconfig=args.kubeconfig)
 

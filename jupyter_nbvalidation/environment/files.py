@@ -715,7 +715,7 @@ def read_pylock(path: str, root: str, what: str) -> Read:
 def uv_binary() -> str | None:
     """The uv this package depends on (as the local backend finds it), else uv on PATH."""
     try:
-        from uv import find_uv_bin
+        from uv import find_uv_bin  # optional: uv (else uv on PATH)
 
         return str(find_uv_bin())
     except (ImportError, FileNotFoundError):

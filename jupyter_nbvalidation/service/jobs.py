@@ -97,7 +97,7 @@ def _read_notebook(path: Path, field: str, limit: int) -> bytes:
         raise ApiError(413, "TooLarge", f"{field}: the notebook is {size} bytes; the limit is {limit} bytes "
                        "(c.NBValidation.max_notebook_bytes)", field)
     data = path.read_bytes()
-    import nbformat  # here, not at import time: importing it imports jsonschema
+    import nbformat  # deferred: start-up time (importing nbformat imports jsonschema)
 
     try:
         nb = nbformat.reads(data.decode("utf-8"), as_version=4)  # type: ignore[no-untyped-call]  # nbformat is untyped
