@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import inspect
 import io
 import json
 import os
@@ -108,12 +109,13 @@ async def rest_wait_terminal(jp_fetch, name, timeout):
     """Poll ``GET /jobs/{name}`` until the job is terminal."""
     from jupyter_nbvalidation.core.model import Phase
 
-    for _ in range(int(timeout / 0.25)):
-        job = await rest_call(jp_fetch, "jobs", name)
-        if job["status"].get("phase") in Phase.TERMINAL:
-            return job
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"{name} did not finish: {job['status']}")
+    seen: dict = {}
+
+    async def terminal() -> dict | None:
+        seen["job"] = job = await rest_call(jp_fetch, "jobs", name)
+        return job if job["status"].get("phase") in Phase.TERMINAL else None
+
+    return await wait_async(terminal, timeout, lambda: f"{name} to finish: {seen['job']['status']}", interval=0.25)
 
 
 async def plan_for(backend, job: dict, *, build_timeout: float = 15 * 60, validation_timeout: float = 30 * 60):
@@ -126,17 +128,38 @@ async def plan_for(backend, job: dict, *, build_timeout: float = 15 * 60, valida
                                    validation_timeout=validation_timeout, cell_timeout=backend.default_cell_timeout)
 
 
-def wait(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
-    """The first truthy value of ``predicate()``, polled every ``interval`` s; AssertionError
-    naming ``what`` after ``timeout`` s."""
+def _what(what: str | Callable[[], Any]) -> str:
+    return what() if callable(what) else what
+
+
+def wait(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], Any], interval: float = 0.25) -> Any:
+    """The one wait for a state: the first truthy value of ``predicate()``, polled every ``interval`` s;
+    AssertionError naming ``what`` (a text, or a callable giving one: the last state seen) after
+    ``timeout`` s. A sleep that is no wait for a state (a pause that is the scenario) stays a sleep."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {_what(what)}")
         time.sleep(interval)
+
+
+async def wait_async(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], Any],
+                     interval: float = 0.05) -> Any:
+    """``wait`` on an event loop: ``predicate()`` may return an awaitable (an ``async def`` or a
+    coroutine-returning lambda); the loop runs between polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {_what(what)}")
+        await asyncio.sleep(interval)
 
 
 def job_of(api: Any, name: str) -> dict:
@@ -163,16 +186,17 @@ def submit(client, path: str, **spec) -> str:
 
 
 def wait_all(client, names: list[str], timeout: float = 600) -> dict[str, dict]:
-    deadline = time.monotonic() + timeout
     done: dict[str, dict] = {}
-    while len(done) < len(names):
+
+    def all_done() -> bool:
         for name in names:
             if name not in done:
                 job = client.request("GET", f"jobs/{name}")
                 if (job.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                     done[name] = job
-        assert time.monotonic() < deadline, f"not finished: {sorted(set(names) - set(done))}"
-        time.sleep(0.5)
+        return len(done) == len(names)
+
+    wait(all_done, timeout, lambda: f"jobs to finish; not finished: {sorted(set(names) - set(done))}", interval=0.5)
     return done
 
 
@@ -183,11 +207,13 @@ def explain(job: dict) -> str:
 
 def detected_health(client, timeout: float = 120) -> dict:
     """The server's /health once it has detected the sandbox (its field is null until then)."""
-    deadline = time.monotonic() + timeout
-    while not (health := client.request("GET", "health")).get("sandbox"):
-        assert time.monotonic() < deadline, health
-        time.sleep(0.3)
-    return health
+    seen: dict = {}
+
+    def detected() -> dict | None:
+        seen["health"] = health = client.request("GET", "health")
+        return health if health.get("sandbox") else None
+
+    return wait(detected, timeout, lambda: f"the sandbox's detection: {seen['health']}", interval=0.3)
 
 
 def make_wheel(name: str, version: str, source: str) -> bytes:
