@@ -90,6 +90,12 @@ async def slow_to_stop(stopping: asyncio.Event, ended: asyncio.Event | None = No
             ended.set()
 
 
+async def started_run(backend: Any, job: dict, timeout: float = 120) -> Path:
+    """The pid file of ``job``'s run (the local backend) once its runner started."""
+    return await wait_async(lambda: next(iter(backend.job_dir(job).glob("run-*/pid")), None), timeout,
+                            f"the runner of {job['metadata']['name']} to start", interval=0.05)
+
+
 REST_API = ("nbvalidation", "api", "v1")
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import held_setup_py, write_notebook
+from helpers import held_setup_py, wait, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
@@ -190,13 +190,17 @@ def test_progress_and_cancelled_wording(server_proc):
                                cwd=server.root, env={**os.environ, **env}, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     client = server.client()
-    deadline = time.monotonic() + 600  # a kernel start on a machine loaded far past its cores
-    while time.monotonic() < deadline:
-        jobs = [j for j in client.request("GET", "jobs")["items"] if j["spec"]["notebook"]["path"] == "slow.ipynb"]
-        progress = (jobs[0]["status"].get("progress") or {}) if jobs else {}
-        if progress.get("currentCellIndex") == 2:
-            break
-        time.sleep(0.3)
+    seen: dict = {}
+
+    def in_cell_2() -> bool:
+        seen["jobs"] = jobs = [j for j in client.request("GET", "jobs")["items"]
+                               if j["spec"]["notebook"]["path"] == "slow.ipynb"]
+        seen["progress"] = (jobs[0]["status"].get("progress") or {}) if jobs else {}
+        return seen["progress"].get("currentCellIndex") == 2
+
+    # 600 s: a kernel start on a machine loaded far past its cores
+    wait(in_cell_2, 600, lambda: f"slow.ipynb to run its third cell: {seen['jobs']}", interval=0.3)
+    jobs, progress = seen["jobs"], seen["progress"]
     assert progress.get("currentCellIndex") == 2, jobs
     name = jobs[0]["metadata"]["name"]
     followed = subprocess.Popen([JUPYTER, "nbvalidation", "describe", name, "--follow"], cwd=server.root,

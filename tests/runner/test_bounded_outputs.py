@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import rest_call, rest_wait_terminal, write_notebook
+from helpers import rest_call, rest_wait_terminal, wait, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase, SpecError, validate_spec
@@ -258,13 +258,13 @@ def test_serving_the_notebook_of_a_50_mb_cell_keeps_the_server_small_and_respons
             return r.read()
 
     name = json.loads(call("POST", "jobs", {"notebook": {"path": "big.ipynb"}, **NOBUILD}))["metadata"]["name"]
-    deadline = time.monotonic() + 240
-    while True:
-        job = json.loads(call("GET", f"jobs/{name}"))
-        if job["status"].get("phase") in Phase.TERMINAL:
-            break
-        assert time.monotonic() < deadline, job["status"]
-        time.sleep(0.5)
+    seen: dict = {}
+
+    def terminal() -> dict | None:
+        seen["job"] = job = json.loads(call("GET", f"jobs/{name}"))
+        return job if job["status"].get("phase") in Phase.TERMINAL else None
+
+    job = wait(terminal, 240, lambda: f"{name} to finish: {seen['job']['status']}", interval=0.5)
     assert job["status"]["phase"] == Phase.SUCCEEDED and "output truncated" in job["status"]["message"], job
     pid = server.proc.pid
     before = _rss_kib(pid)
@@ -281,9 +281,12 @@ def test_serving_the_notebook_of_a_50_mb_cell_keeps_the_server_small_and_respons
 
     t = threading.Thread(target=probe)
     t.start()
+    serves: list[float] = []
     try:
         for _ in range(3):
+            t0 = time.monotonic()
             body = call("GET", f"jobs/{name}/notebook")
+            serves.append(time.monotonic() - t0)
     finally:
         stop.set()
         t.join(60)
@@ -292,4 +295,6 @@ def test_serving_the_notebook_of_a_50_mb_cell_keeps_the_server_small_and_respons
     assert MARKER.search("".join(nb["cells"][0]["outputs"][1]["text"]))
     grown = _rss_kib(pid, "VmHWM") - before
     assert grown < 60 * 1024, f"the server grew by {grown} KiB serving the notebook"
-    assert worst[0] < 2.0, worst[0]  # a health check never waited behind the notebook
+    # a health check never waited behind the notebook: one that did would take about as long as a
+    # serve of it. 2 s, or half the slowest serve when two busy shared cores stretch every call
+    assert worst[0] < max(2.0, max(serves) / 2), (worst[0], serves)

@@ -8,12 +8,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import write_notebook
+from helpers import wait, write_notebook
 
 from jupyter_nbvalidation.cli.main import parameter_value
 from jupyter_nbvalidation.core.model import SpecError, validate_spec
@@ -204,11 +203,8 @@ def test_rest_refuses_bad_parameters_and_runs_good_ones(server_proc):
 
     job = api.request("POST", "jobs", {**base, "parameters": {"epochs": 1, "name": "x"}})
     name = job["metadata"]["name"]
-    deadline = time.monotonic() + 180
-    while (job.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-        assert time.monotonic() < deadline
-        time.sleep(0.3)
-        job = api.request("GET", f"jobs/{name}")
+    job = wait(lambda: (lambda j: j if (j.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None)(
+        api.request("GET", f"jobs/{name}")), 180, f"{name} to finish", interval=0.3)
     assert job["status"]["phase"] == "Succeeded", job["status"].get("message")
     executed = api.request("GET", f"jobs/{name}/notebook")
     assert [c["metadata"].get("tags") for c in executed["cells"]][2] == ["injected-parameters"]

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import make_wheel, write_notebook
+from helpers import make_wheel, wait_async, write_notebook
 
 import jupyter_nbvalidation.why_red.cause_search as cs
 
@@ -344,15 +344,12 @@ async def test_the_server_finds_the_cause_step_by_step_and_stops_on_asking(jp_fe
 
 
 async def _until_probe(jp_fetch, seen: set[str]) -> str:
-    import asyncio
-
     from helpers import rest_call as call
 
-    for _ in range(240):
+    async def step() -> str | None:
         items = (await call(jp_fetch, "jobs", params={"notebook": "proj/nb.ipynb", "probes": "true"}))["items"]
         probes = [j for j in items if "nbvalidation.dev/probe-of" in (j["metadata"].get("annotations") or {})
                   and j["metadata"]["name"] not in seen]
-        if probes:
-            return probes[0]["metadata"]["name"]
-        await asyncio.sleep(0.5)
-    raise AssertionError("no step job was submitted")
+        return probes[0]["metadata"]["name"] if probes else None
+
+    return await wait_async(step, 120, "a step job to be submitted", interval=0.5)

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 
-from helpers import write_notebook
+from helpers import wait, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
@@ -68,7 +68,6 @@ def test_a_server_on_a_corrupt_store_says_so_and_recovers_once_it_is_repaired(se
     /health said usable (after a restart: "starting" forever), and POST /unchanged a 200
     {"job": null}. Now /health is unusable with the cause, every route a 503 naming the file, nothing
     is created; once the file is moved aside the engine starts by itself (no restart)."""
-    import time
 
     from jupyter_nbvalidation.clients.http import ClientError
 
@@ -94,10 +93,8 @@ def test_a_server_on_a_corrupt_store_says_so_and_recovers_once_it_is_repaired(se
     assert db.read_bytes().startswith(b"this is not an SQLite database")  # left as it was, for its owner
 
     db.rename(db.with_suffix(".corrupt"))  # what the message says to do
-    deadline = time.monotonic() + 60
-    while not client.request("GET", "health")["usable"]:
-        assert time.monotonic() < deadline, client.request("GET", "health")
-        time.sleep(0.5)
+    wait(lambda: client.request("GET", "health")["usable"], 60,
+         lambda: f"the repaired store to be usable: {client.request('GET', 'health')}", interval=0.5)
     job = client.request("POST", "jobs", spec)
     assert job["metadata"]["name"]
     assert [j["metadata"]["name"] for j in client.request("GET", "jobs")["items"]] == [job["metadata"]["name"]]
