@@ -282,12 +282,22 @@ def cell_outputs(nb: dict) -> list[str]:
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
 
+def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300,
+        no_servers: bool = False) -> subprocess.CompletedProcess:
+    """`jupyter nbvalidation ARGS` in ``cwd``, as a user runs it (stdin closed; ``env`` over this
+    process's environment). ``no_servers``: with an empty JUPYTER_RUNTIME_DIR (``cwd``/no-servers),
+    so that the CLI finds no Jupyter server running on this machine and works without one."""
+    env = {**os.environ, **(env or {})}
+    if no_servers:
+        env["JUPYTER_RUNTIME_DIR"] = str(cwd / "no-servers")
+    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
 def run_repo(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     """`run repo --local` from tmp_path (the run root), its one JSON row."""
-    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "repo", "--local", "--data-dir", str(tmp_path / "data"),
-                           "-j", "1", "-o", "json", *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    proc = cli("run", "repo", "--local", "--data-dir", str(tmp_path / "data"), "-j", "1", "-o", "json", *args,
+               cwd=tmp_path, timeout=900, no_servers=True)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     [row] = json.loads(proc.stdout)
     return proc, row
@@ -296,9 +306,8 @@ def run_repo(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, d
 def building(tmp_path: Path, job: str) -> str:
     """The job's "Building the environment: …" event message; the origin in it is the one stored
     with the job (what a restarted server, or another one, shows)."""
-    proc = subprocess.run([JUPYTER, "nbvalidation", "describe", job, "--local", "--data-dir", str(tmp_path / "data"),
-                           "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    proc = cli("describe", job, "--local", "--data-dir", str(tmp_path / "data"), "-o", "json", cwd=tmp_path,
+               timeout=120, no_servers=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     [message] = [e["note"] for e in doc["events"] if e.get("note", "").startswith("Building the environment:")]

@@ -28,10 +28,6 @@ MARKER = re.compile(r"\[nbvalidation: ([\d.]+ [kMG]B) of output truncated; limit
 NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
 
 
-def _notebook(path: Path, sources: list[str]) -> Path:
-    return write_notebook(path, sources)
-
-
 def _golden(path: Path, outputs: list[str]) -> Path:
     """A golden notebook whose cells printed ``outputs`` (one stdout stream each)."""
     nb = nbformat.v4.new_notebook()
@@ -64,7 +60,7 @@ def _texts(executed: Path) -> list[list[str]]:
 
 
 def test_a_cell_printing_50_mb_is_stored_bounded_with_a_marker_and_the_verdict_says_so(tmp_path):
-    nb = _notebook(tmp_path / "nb" / "big.ipynb", ['print("x" * 50_000_000)', 'print("after")'])
+    nb = write_notebook(tmp_path / "nb" / "big.ipynb", ['print("x" * 50_000_000)', 'print("after")'])
     result, executed, _ = _run(tmp_path, nb)
     assert result["verdict"] == "Succeeded", result
     size = executed.stat().st_size
@@ -85,7 +81,7 @@ def test_without_a_golden_output_is_cut_as_it_arrives_so_the_run_stays_small(tmp
     """200 MB printed in 2000 pieces: the runner drops the pieces beyond the budget
     as they arrive. Peak RSS of the runner and its kernel (the largest of them),
     measured: about 245 MiB; before, 620 MiB (every piece held, then joined)."""
-    nb = _notebook(tmp_path / "nb" / "pieces.ipynb", ['for i in range(2000):\n    print("x" * 100_000, flush=True)'])
+    nb = write_notebook(tmp_path / "nb" / "pieces.ipynb", ['for i in range(2000):\n    print("x" * 100_000, flush=True)'])
     out = tmp_path / "out"
     out.mkdir()
     code = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
@@ -101,7 +97,7 @@ def test_without_a_golden_output_is_cut_as_it_arrives_so_the_run_stays_small(tmp
 
 
 def test_the_notebook_budget_cuts_the_cells_after_it_is_spent(tmp_path):
-    nb = _notebook(tmp_path / "nb" / "many.ipynb", [f'print("{c}" * 40_000)' for c in "abc"])
+    nb = write_notebook(tmp_path / "nb" / "many.ipynb", [f'print("{c}" * 40_000)' for c in "abc"])
     result, executed, _ = _run(tmp_path, nb, "--max-output-bytes", str(100 * 1024))
     assert result["verdict"] == "Succeeded", result
     texts = _texts(executed)
@@ -116,7 +112,7 @@ def test_truncation_never_turns_a_pass_into_a_failure(tmp_path):
     """The golden holds the whole output: the comparison is made on what the
     notebook printed, not on the truncated copy that is stored."""
     big = "y" * 300_000 + "tail\n"
-    nb = _notebook(tmp_path / "nb" / "nb.ipynb", ['print("y" * 300_000 + "tail")'])
+    nb = write_notebook(tmp_path / "nb" / "nb.ipynb", ['print("y" * 300_000 + "tail")'])
     golden = _golden(tmp_path / "nb" / "golden.ipynb", [big])
     result, executed, _ = _run(tmp_path, nb, "--golden", str(golden), "--max-cell-output-bytes", str(64 * 1024))
     assert result["verdict"] == "Succeeded", result
@@ -128,7 +124,7 @@ def test_truncation_never_turns_a_pass_into_a_failure(tmp_path):
 
 def test_truncation_never_turns_a_failure_into_a_pass(tmp_path):
     """The difference is beyond the cut: the stored copies would be equal, the outputs are not."""
-    nb = _notebook(tmp_path / "nb" / "nb.ipynb", ['print("y" * 300_000 + "actual")'])
+    nb = write_notebook(tmp_path / "nb" / "nb.ipynb", ['print("y" * 300_000 + "actual")'])
     golden = _golden(tmp_path / "nb" / "golden.ipynb", ["y" * 300_000 + "golden\n"])
     result, executed, _ = _run(tmp_path, nb, "--golden", str(golden), "--max-cell-output-bytes", str(64 * 1024))
     assert result["verdict"] == "Failed" and result["reason"] == "GoldenMismatch", result
@@ -138,7 +134,7 @@ def test_truncation_never_turns_a_failure_into_a_pass(tmp_path):
 
 
 def test_an_error_output_is_never_cut(tmp_path):
-    nb = _notebook(tmp_path / "nb" / "err.ipynb", ['print("z" * 100_000); raise ValueError("boom")'])
+    nb = write_notebook(tmp_path / "nb" / "err.ipynb", ['print("z" * 100_000); raise ValueError("boom")'])
     result, executed, _ = _run(tmp_path, nb, "--max-cell-output-bytes", str(10_000))
     assert result["reason"] == "CellExecutionFailed" and "ValueError" in result["message"], result
     nb_out = json.loads(executed.read_text())
@@ -190,7 +186,7 @@ def test_a_pattern_that_hangs_at_run_time_ends_the_run_naming_the_pattern(tmp_pa
     ages. The run ends after the pattern's budget (10 s) with a reason naming it,
     not at the validation timeout."""
     text = "a" * 60 + "b"
-    nb = _notebook(tmp_path / "nb" / "nb.ipynb", [f'print("{text}")'])
+    nb = write_notebook(tmp_path / "nb" / "nb.ipynb", [f'print("{text}")'])
     golden = _golden(tmp_path / "nb" / "golden.ipynb", [text + "\n"])
     result, _, elapsed = _run(tmp_path, nb, "--golden", str(golden), "--timestamp-pattern=(a|aa)+$",
                               "--timeout", "600")

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import wait, write_notebook
+from helpers import cli, wait, write_notebook
 
 from jupyter_nbvalidation.cli.main import parameter_value
 from jupyter_nbvalidation.core.model import SpecError, validate_spec
@@ -25,11 +24,6 @@ JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupy
 TRAIN = ["# md\n# Training", "epochs = 10\nlr = 0.1", "print('training for', epochs, 'epochs')",
          "assert isinstance(epochs, int)\nepochs * 2", "print('done')"]
 TRAIN_TAGS = {1: ["parameters"]}
-
-
-def cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **(env or {})})
 
 
 def _run(tmp_path: Path, nb: Path, **kw) -> tuple[dict, dict]:

@@ -10,13 +10,16 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
+from helpers import cli as _cli
 from helpers import make_wheel, wait_async, write_notebook
 
 import jupyter_nbvalidation.why_red.cause_search as cs
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+cli = partial(_cli, timeout=900, no_servers=True)
 
 
 def oracle(rule):
@@ -116,12 +119,6 @@ def test_a_server_without_records_is_refused_clearly_exit_2(tmp_path, capsys):
 
 
 # --- end to end: the CLI, in a subprocess, on the local backend --------------------------------------
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(cwd / "no-servers")},
-                          stdin=subprocess.DEVNULL)
-
 
 def _listed(tmp_path: Path, data: Path, probes: bool = False) -> list[dict]:
     out = cli("list", "--local", "--data-dir", str(data), "--notebook", "proj/nb.ipynb", "-o", "json", cwd=tmp_path)

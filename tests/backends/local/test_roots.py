@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 
+from helpers import cli as run_cli
 from helpers import wait, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
@@ -24,8 +25,7 @@ def test_jobs_of_another_root_in_the_same_data_dir_are_not_this_roots(server_pro
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(server.runtime)}
 
     def cli(cwd, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=600, stdin=subprocess.DEVNULL, env=env)
+        return run_cli(*args, cwd=cwd, env=env, timeout=600)
 
     a_run = cli(server.root, "run", "report.ipynb", "--no-build", "-o", "json")  # through the server
     assert a_run.returncode == 1, a_run.stdout + a_run.stderr
