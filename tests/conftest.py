@@ -13,7 +13,7 @@ import pytest_asyncio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from helpers import write_notebook  # noqa: E402
+from helpers import wait, write_notebook  # noqa: E402
 
 from jupyter_nbvalidation.backends.local import LocalBackend  # noqa: E402
 from jupyter_nbvalidation.engine.engine import Engine  # noqa: E402
@@ -339,7 +339,6 @@ class ServerProcess:
 
     def start(self, timeout: float = 60) -> "ServerProcess":
         import subprocess
-        import time
         import urllib.request
 
         argv = [*self.prefix, sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
@@ -349,19 +348,20 @@ class ServerProcess:
         self._log = open(self.log_path, "a")
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
                                      start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def up() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"jupyter server exited: {self.log_path.read_text()[-2000:]}")
             try:
                 req = urllib.request.Request(self.url + "nbvalidation/api/v1/health",
                                              headers={"Authorization": f"token {self.token}"})
                 with urllib.request.urlopen(req, timeout=2) as r:
-                    if r.status == 200:
-                        return self
+                    return r.status == 200
             except Exception:
-                time.sleep(0.2)
-        raise RuntimeError(f"jupyter server did not come up: {self.log_path.read_text()[-2000:]}")
+                return False
+
+        wait(up, timeout, lambda: f"the jupyter server to come up: {self.log_path.read_text()[-2000:]}", interval=0.2)
+        return self
 
     def kill(self) -> None:
         """SIGKILL, like a crash: no shutdown hooks run."""
