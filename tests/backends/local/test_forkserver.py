@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_local
-from helpers import leftover_processes, started_run, wait_async, write_notebook
+from helpers import leftover_processes, started_run, wait, wait_async, write_notebook
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
 from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
@@ -50,11 +50,9 @@ def runner_facts(base: Path, timeout: float = 120) -> dict:
     """PROBE's answer read from outside, for the kernel whose working directory is under
     ``base`` (a kernel in the sandbox, runner/sandbox.py, sees neither its runner nor its
     pid: the runner is the first process above it that is not the sandbox's launcher)."""
-    import time
-
     base_s = str(base.resolve())
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def find() -> dict | None:
         for pid in (p for p in os.listdir("/proc") if p.isdigit()):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -79,8 +77,9 @@ def runner_facts(base: Path, timeout: float = 120) -> dict:
                     "runner_cmdline": Path(f"/proc/{runner}/cmdline").read_bytes().decode(errors="replace"),
                     "run_id": env.get("NBVALIDATION_RUN_ID"), "home": env.get("HOME"), "tz": env.get("TZ"),
                     "lc": env.get("LC_NBV_PROBE")}
-        time.sleep(0.1)
-    raise AssertionError(f"no kernel working under {base} within {timeout} s")
+        return None
+
+    return wait(find, timeout, f"a kernel working under {base}", interval=0.1)
 
 
 # glibc blocks every signal, its own internal ones (33 and 34) too, in a thread for the few
