@@ -277,17 +277,16 @@ async def _drifted(jp_fetch, root: Path) -> tuple[dict, dict]:
 
 
 async def _until(jp_fetch, name: str, done, timeout: float = 600) -> dict:
-    import asyncio
-    import time
 
     from helpers import rest_call as call
 
-    deadline = time.monotonic() + timeout
-    while True:
-        doc = await call(jp_fetch, "jobs", name, "bisect")
-        if done(doc) or time.monotonic() > deadline:
-            return doc
-        await asyncio.sleep(0.5)
+    seen: dict = {}
+
+    async def finished() -> dict | None:
+        seen["doc"] = doc = await call(jp_fetch, "jobs", name, "bisect")
+        return doc if done(doc) else None
+
+    return await wait_async(finished, timeout, lambda: f"the search of {name} to end: {seen['doc']}", interval=0.5)
 
 
 async def test_the_server_finds_the_cause_step_by_step_and_stops_on_asking(jp_fetch, jp_root_dir):

@@ -6,7 +6,6 @@ touches an environment a job still uses; `jupyter nbvalidation delete` and
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -128,12 +127,12 @@ async def test_lru_eviction_never_removes_an_environment_in_use(local, notebook)
     job = await local.submit(notebook={"path": nb})  # builds a real environment
     name = job["metadata"]["name"]
     try:
-        for _ in range(9000):
+        async def running() -> dict | None:
             job = await local.store.get(name)
-            if job["status"].get("phase") == Phase.VALIDATION_RUNNING:
-                break
             assert job["status"].get("phase") not in Phase.TERMINAL, job["status"]
-            await asyncio.sleep(0.1)
+            return job if job["status"].get("phase") == Phase.VALIDATION_RUNNING else None
+
+        job = await wait_async(running, 900, f"{name} to run", interval=0.1)
         real = Path(job["status"]["buildStatus"]["imageReference"])
         envs = real.parent
         now = time.time()
