@@ -277,7 +277,6 @@ async def _drifted(jp_fetch, root: Path) -> tuple[dict, dict]:
 
 
 async def _until(jp_fetch, name: str, done, timeout: float = 600) -> dict:
-
     from helpers import rest_call as call
 
     seen: dict = {}
