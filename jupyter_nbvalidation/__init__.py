@@ -12,7 +12,7 @@ defer_rfc3987_syntax()
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
-    from jupyter_nbvalidation.app import NBValidation
+    from jupyter_nbvalidation.app import NBValidation  # deferred: start-up time
 
     return [{"module": "jupyter_nbvalidation", "app": NBValidation}]
 
@@ -22,7 +22,7 @@ def _jupyter_labextension_paths() -> list[dict[str, Any]]:
 
 
 def load_ipython_extension(ipython: Any) -> None:  # %load_ext jupyter_nbvalidation
-    from jupyter_nbvalidation.magic import load_ipython_extension as load
+    from jupyter_nbvalidation.magic import load_ipython_extension as load  # deferred: start-up time
 
     load(ipython)
 

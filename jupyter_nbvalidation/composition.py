@@ -60,7 +60,7 @@ def make_backend(kind: str, cls: type[Backend] | None, parent: Any) -> Backend:
         return cls(parent=parent)
     if kind == "kubernetes":
         try:
-            from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
+            from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend  # optional: kubernetes
         except ModuleNotFoundError as e:
             if (e.name or "").split(".")[0] not in ("kubernetes", "aiohttp", "pydantic"):
                 raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import inspect
 import io
 import json
 import os
@@ -89,6 +90,12 @@ async def slow_to_stop(stopping: asyncio.Event, ended: asyncio.Event | None = No
             ended.set()
 
 
+async def started_run(backend: Any, job: dict, timeout: float = 120) -> Path:
+    """The pid file of ``job``'s run (the local backend) once its runner started."""
+    return await wait_async(lambda: next(iter(backend.job_dir(job).glob("run-*/pid")), None), timeout,
+                            f"the runner of {job['metadata']['name']} to start", interval=0.05)
+
+
 REST_API = ("nbvalidation", "api", "v1")
 
 
@@ -108,12 +115,13 @@ async def rest_wait_terminal(jp_fetch, name, timeout):
     """Poll ``GET /jobs/{name}`` until the job is terminal."""
     from jupyter_nbvalidation.core.model import Phase
 
-    for _ in range(int(timeout / 0.25)):
-        job = await rest_call(jp_fetch, "jobs", name)
-        if job["status"].get("phase") in Phase.TERMINAL:
-            return job
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"{name} did not finish: {job['status']}")
+    seen: dict = {}
+
+    async def terminal() -> dict | None:
+        seen["job"] = job = await rest_call(jp_fetch, "jobs", name)
+        return job if job["status"].get("phase") in Phase.TERMINAL else None
+
+    return await wait_async(terminal, timeout, lambda: f"{name} to finish: {seen['job']['status']}", interval=0.25)
 
 
 async def plan_for(backend, job: dict, *, build_timeout: float = 15 * 60, validation_timeout: float = 30 * 60):
@@ -126,17 +134,38 @@ async def plan_for(backend, job: dict, *, build_timeout: float = 15 * 60, valida
                                    validation_timeout=validation_timeout, cell_timeout=backend.default_cell_timeout)
 
 
-def wait(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
-    """The first truthy value of ``predicate()``, polled every ``interval`` s; AssertionError
-    naming ``what`` after ``timeout`` s."""
+def _what(what: str | Callable[[], Any]) -> str:
+    return what() if callable(what) else what
+
+
+def wait(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], Any], interval: float = 0.25) -> Any:
+    """The one wait for a state: the first truthy value of ``predicate()``, polled every ``interval`` s;
+    AssertionError naming ``what`` (a text, or a callable giving one: the last state seen) after
+    ``timeout`` s. A sleep that is no wait for a state (a pause that is the scenario) stays a sleep."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {_what(what)}")
         time.sleep(interval)
+
+
+async def wait_async(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], Any],
+                     interval: float = 0.05) -> Any:
+    """``wait`` on an event loop: ``predicate()`` may return an awaitable (an ``async def`` or a
+    coroutine-returning lambda); the loop runs between polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {_what(what)}")
+        await asyncio.sleep(interval)
 
 
 def job_of(api: Any, name: str) -> dict:
@@ -163,16 +192,17 @@ def submit(client, path: str, **spec) -> str:
 
 
 def wait_all(client, names: list[str], timeout: float = 600) -> dict[str, dict]:
-    deadline = time.monotonic() + timeout
     done: dict[str, dict] = {}
-    while len(done) < len(names):
+
+    def all_done() -> bool:
         for name in names:
             if name not in done:
                 job = client.request("GET", f"jobs/{name}")
                 if (job.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                     done[name] = job
-        assert time.monotonic() < deadline, f"not finished: {sorted(set(names) - set(done))}"
-        time.sleep(0.5)
+        return len(done) == len(names)
+
+    wait(all_done, timeout, lambda: f"jobs to finish; not finished: {sorted(set(names) - set(done))}", interval=0.5)
     return done
 
 
@@ -183,11 +213,13 @@ def explain(job: dict) -> str:
 
 def detected_health(client, timeout: float = 120) -> dict:
     """The server's /health once it has detected the sandbox (its field is null until then)."""
-    deadline = time.monotonic() + timeout
-    while not (health := client.request("GET", "health")).get("sandbox"):
-        assert time.monotonic() < deadline, health
-        time.sleep(0.3)
-    return health
+    seen: dict = {}
+
+    def detected() -> dict | None:
+        seen["health"] = health = client.request("GET", "health")
+        return health if health.get("sandbox") else None
+
+    return wait(detected, timeout, lambda: f"the sandbox's detection: {seen['health']}", interval=0.3)
 
 
 def make_wheel(name: str, version: str, source: str) -> bytes:
@@ -250,12 +282,22 @@ def cell_outputs(nb: dict) -> list[str]:
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
 
+def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300,
+        no_servers: bool = False) -> subprocess.CompletedProcess:
+    """`jupyter nbvalidation ARGS` in ``cwd``, as a user runs it (stdin closed; ``env`` over this
+    process's environment). ``no_servers``: with an empty JUPYTER_RUNTIME_DIR (``cwd``/no-servers),
+    so that the CLI finds no Jupyter server running on this machine and works without one."""
+    env = {**os.environ, **(env or {})}
+    if no_servers:
+        env["JUPYTER_RUNTIME_DIR"] = str(cwd / "no-servers")
+    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
 def run_repo(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     """`run repo --local` from tmp_path (the run root), its one JSON row."""
-    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "repo", "--local", "--data-dir", str(tmp_path / "data"),
-                           "-j", "1", "-o", "json", *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    proc = cli("run", "repo", "--local", "--data-dir", str(tmp_path / "data"), "-j", "1", "-o", "json", *args,
+               cwd=tmp_path, timeout=900, no_servers=True)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     [row] = json.loads(proc.stdout)
     return proc, row
@@ -264,9 +306,8 @@ def run_repo(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, d
 def building(tmp_path: Path, job: str) -> str:
     """The job's "Building the environment: …" event message; the origin in it is the one stored
     with the job (what a restarted server, or another one, shows)."""
-    proc = subprocess.run([JUPYTER, "nbvalidation", "describe", job, "--local", "--data-dir", str(tmp_path / "data"),
-                           "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    proc = cli("describe", job, "--local", "--data-dir", str(tmp_path / "data"), "-o", "json", cwd=tmp_path,
+               timeout=120, no_servers=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     [message] = [e["note"] for e in doc["events"] if e.get("note", "").startswith("Building the environment:")]

@@ -4,12 +4,13 @@ and the tests' stand-ins for the Job controller and the kubelet."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
+
+from helpers import wait_async
 
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
 from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
@@ -65,14 +66,8 @@ def make_env(h, ns: str, root: Path, *, kubeconfig: str | None = None, instance:
 
 
 async def wait_for(fn, timeout: float = WAIT, interval: float = 0.02, what: str = "condition"):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await fn()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(interval)
+    """``fn()`` (a coroutine function) polled until truthy: helpers.wait_async, with this module's defaults."""
+    return await wait_async(fn, timeout, what, interval=interval)
 
 
 async def get_or_none(kube: Kube, path: str) -> dict | None:

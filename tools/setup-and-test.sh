@@ -52,6 +52,8 @@ if cluster_is_up; then
 fi
 
 PYTEST=(python -m pytest -ra -p no:cacheprovider --durations=30)
+# every pytest run below fails when a test skipped that tests/conftest.py ALLOWED_SKIPS does not name
+export NBV_FAIL_ON_SKIP=1
 # Python writes its bytecode, as on a developer's machine: this machine kind sets
 # PYTHONDONTWRITEBYTECODE, so every kernel of an environment the tests build, and every process
 # started from a copy of the package, compiled what it imported each time it started (the product

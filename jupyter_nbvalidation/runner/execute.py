@@ -342,10 +342,10 @@ class _Execution:
         log_file = None
         try:
             try:
-                from jupyter_client.kernelspec import KernelSpecManager
-                from jupyter_client.manager import AsyncKernelManager
-                from nbclient import NotebookClient
-                from nbclient.exceptions import CellTimeoutError, DeadKernelError
+                from jupyter_client.kernelspec import KernelSpecManager  # optional: missing -> RunnerError
+                from jupyter_client.manager import AsyncKernelManager  # optional: missing -> RunnerError
+                from nbclient import NotebookClient  # optional: a runner without it reports RunnerError
+                from nbclient.exceptions import CellTimeoutError, DeadKernelError  # optional: missing -> RunnerError
             except ImportError as e:
                 self._fail(ResultReason.RUNNER_ERROR, None, f"The runner cannot import its dependencies: {e}")
                 return

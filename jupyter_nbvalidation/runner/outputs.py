@@ -64,7 +64,7 @@ def output_size(output: Any) -> int:
 
 
 def _node(d: dict[str, Any]) -> Any:
-    from nbformat import from_dict  # type: ignore[import-untyped,unused-ignore]
+    from nbformat import from_dict  # type: ignore[import-untyped,unused-ignore]  # deferred: start-up time (importing nbformat imports jsonschema)
 
     return from_dict(d)  # type: ignore[no-untyped-call]
 
@@ -176,7 +176,7 @@ class OutputBudget:
         self.truncated[index] = cut
         limit = self.limit_text(by_total)
         text = f"{MARKER_PREFIX}{human_size(cut)} of output truncated; limit {limit}]\n"
-        from nbformat.v4 import new_output  # type: ignore[import-untyped,unused-ignore]
+        from nbformat.v4 import new_output  # type: ignore[import-untyped,unused-ignore]  # deferred: start-up time (importing nbformat imports jsonschema)
 
         kept.insert(marker_at, new_output("stream", name="stderr", text=text))  # type: ignore[no-untyped-call]
         cell["outputs"] = kept

@@ -65,7 +65,7 @@ def parameters_source(parameters: Mapping[str, Any]) -> str:
 
 def injected_cell(parameters: Mapping[str, Any]) -> Any:
     """A new nbformat v4 code cell holding the parameters, tagged ``injected-parameters``."""
-    import nbformat
+    import nbformat  # deferred: start-up time (importing nbformat imports jsonschema)
 
     cell = nbformat.v4.new_code_cell(source=parameters_source(parameters))  # type: ignore[no-untyped-call]
     cell.metadata["tags"] = [INJECTED_PARAMETERS_TAG]

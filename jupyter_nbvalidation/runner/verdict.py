@@ -97,7 +97,7 @@ def _atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 
 def _nbclient_version() -> str | None:
     try:
-        import nbclient
+        import nbclient  # optional: nbclient (its version, when installed)
 
         return str(nbclient.__version__)
     except Exception:  # pragma: no cover - nbclient missing is reported elsewhere
@@ -126,7 +126,7 @@ def error_result(reason: str, message: str, *, executed: str | None = None, dura
 
 
 def _read_notebook(path: str, what: str) -> tuple[Any, str | None]:
-    import nbformat
+    import nbformat  # deferred: start-up time (importing nbformat imports jsonschema)
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -153,7 +153,7 @@ def _clean_copy(nb: Any) -> Any:
 
 
 def _write_notebook(nb: Any, path: str) -> None:
-    import nbformat
+    import nbformat  # deferred: start-up time (importing nbformat imports jsonschema)
 
     _atomic_write_text(path, nbformat.writes(nb, version=4))  # type: ignore[no-untyped-call]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from fake_backend import FakeBackend
-from helpers import write_notebook
+from helpers import wait_async, write_notebook
 from toy_backend import SubprocessBackend
 
 from jupyter_nbvalidation.backends.base import Backend, Capabilities
@@ -143,10 +143,7 @@ async def test_store_watch_names_what_changed_until_unsubscribed(store):
     unsubscribe = store.watch(seen.append)
     job = await store.create(_job(store, name="w1"))
     await store.update_status("w1", {"phase": Phase.INITIALIZING}, job["metadata"]["resourceVersion"])
-    for _ in range(200):
-        if "w1" in seen:
-            break
-        await asyncio.sleep(0.05)
+    await wait_async(lambda: "w1" in seen, 10, "the watch to see w1's write")
     assert "w1" in seen
     unsubscribe()
     await asyncio.sleep(0.3)  # what was in flight arrives
@@ -244,10 +241,10 @@ async def test_backend_cancel_during_a_cell_ends_cancelled(backend_env):
     write_notebook(backend_env.root / "slow.ipynb", ["import time", "time.sleep(60)"])
     job = await backend_env.service.submit({**backend_env.base, "notebook": {"path": "slow.ipynb"}})
     name = job["metadata"]["name"]
-    for _ in range(600):
-        if ((await backend_env.backend.store.get(name)).get("status") or {}).get("phase") == Phase.VALIDATION_RUNNING:
-            break
-        await asyncio.sleep(0.1)
+    async def running() -> bool:
+        return ((await backend_env.backend.store.get(name)).get("status") or {}).get("phase") == Phase.VALIDATION_RUNNING
+
+    await wait_async(running, 60, f"{name} to run its slow cell", interval=0.1)
     await backend_env.engine.request_cancel(name)
     done = await backend_env.engine.wait_for_terminal(name, 30)
     assert (done["status"]["phase"], done["status"]["reason"]) == (Phase.FAILED, Reason.CANCELLED), done["status"]

@@ -6,22 +6,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from functools import partial
 from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import cli as _cli
 from helpers import write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
-
-
-def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+cli = partial(_cli, timeout=600)
 
 
 def job_count(data: Path) -> int:

@@ -8,17 +8,11 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from helpers import held_setup_py, write_notebook
+from helpers import cli, held_setup_py, wait, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
-
-
-def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture
@@ -190,13 +184,17 @@ def test_progress_and_cancelled_wording(server_proc):
                                cwd=server.root, env={**os.environ, **env}, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     client = server.client()
-    deadline = time.monotonic() + 600  # a kernel start on a machine loaded far past its cores
-    while time.monotonic() < deadline:
-        jobs = [j for j in client.request("GET", "jobs")["items"] if j["spec"]["notebook"]["path"] == "slow.ipynb"]
-        progress = (jobs[0]["status"].get("progress") or {}) if jobs else {}
-        if progress.get("currentCellIndex") == 2:
-            break
-        time.sleep(0.3)
+    seen: dict = {}
+
+    def in_cell_2() -> bool:
+        seen["jobs"] = jobs = [j for j in client.request("GET", "jobs")["items"]
+                               if j["spec"]["notebook"]["path"] == "slow.ipynb"]
+        seen["progress"] = (jobs[0]["status"].get("progress") or {}) if jobs else {}
+        return seen["progress"].get("currentCellIndex") == 2
+
+    # 600 s: a kernel start on a machine loaded far past its cores
+    wait(in_cell_2, 600, lambda: f"slow.ipynb to run its third cell: {seen['jobs']}", interval=0.3)
+    jobs, progress = seen["jobs"], seen["progress"]
     assert progress.get("currentCellIndex") == 2, jobs
     name = jobs[0]["metadata"]["name"]
     followed = subprocess.Popen([JUPYTER, "nbvalidation", "describe", name, "--follow"], cwd=server.root,

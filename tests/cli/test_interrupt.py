@@ -16,7 +16,7 @@ import sys
 import time
 
 import pytest
-from helpers import leftover_processes, write_notebook
+from helpers import leftover_processes, wait, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 # Every notebook here sleeps 120 s in a cell: a CLI that waited for the notebook under way
@@ -34,17 +34,14 @@ def test_ctrl_c_of_run_cancels_its_jobs_kills_its_kernels_and_exits_130(tmp_path
                             "-j", "4"], cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                            stdin=subprocess.DEVNULL, start_new_session=True)
     base = tmp_path_factory.getbasetemp()
-    deadline = time.monotonic() + 120
-    while not leftover_processes(base, "ipykernel_launcher"):  # a kernel runs a cell: the worst moment
-        assert cli.poll() is None, cli.communicate()
-        assert time.monotonic() < deadline, "no kernel started within 120 s"
-        time.sleep(0.2)
+    # a kernel runs a cell: the worst moment
+    wait(lambda: _kernel_started(cli, base), 120, "a kernel to start", interval=0.2)
     time.sleep(1)
     out, err, took = _interrupt(cli)
     assert cli.returncode == 130 and took < PROMPT_S, (cli.returncode, took, out, err)
     assert "Traceback" not in err and "Event loop is closed" not in err, err
     assert "interrupted" in err and "cancelled" in out.lower(), (out, err)  # the summary so far
-    time.sleep(0.5)  # a killed group's last exits
+    wait(lambda: not _processes_left(base), 30, lambda: f"the killed group's last processes to end: {_processes_left(base)}")
     assert leftover_processes(base, "ipykernel_launcher") == []
     assert leftover_processes(base, "jupyter_nbvalidation.runner") == []
     listed = subprocess.run([JUPYTER, "nbvalidation", "list", "--local", "--data-dir", str(data), "--limit", "100",
@@ -69,23 +66,11 @@ def test_ctrl_c_of_run_through_a_server_cancels_its_jobs_there_and_exits_130(ser
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                            stdin=subprocess.DEVNULL, start_new_session=True)
     client = server.client()
-    deadline = time.monotonic() + 120
-    while not [j for j in client.request("GET", "jobs")["items"]
-               if (j.get("status") or {}).get("phase") == "ValidationRunning"]:
-        assert cli.poll() is None, cli.communicate()
-        assert time.monotonic() < deadline, "no job running within 120 s"
-        time.sleep(0.3)
+    wait(lambda: _job_running(cli, client), 120, "a job to run", interval=0.3)
     out, err, took = _interrupt(cli)
     assert cli.returncode == 130 and took < PROMPT_S, (cli.returncode, took, out, err)
     assert "Traceback" not in err, err
-    deadline = time.monotonic() + 60
-    while True:  # the server ends what the run submitted: cancelled, not left running
-        jobs = client.request("GET", "jobs")["items"]
-        phases = [(j.get("status") or {}).get("phase") for j in jobs]
-        if jobs and all(p in ("Succeeded", "Failed") for p in phases):
-            break
-        assert time.monotonic() < deadline, phases
-        time.sleep(0.5)
+    jobs = _all_ended(client)  # the server ends what the run submitted: cancelled, not left running
     assert {j["status"]["reason"] for j in jobs} == {"Cancelled"}, [j["status"]["reason"] for j in jobs]
 
 
@@ -103,14 +88,31 @@ def _interrupt(cli: subprocess.Popen, signum: int = signal.SIGINT) -> tuple[str,
 
 
 def _all_ended(client, deadline_s: float = 60) -> list[dict]:
-    deadline = time.monotonic() + deadline_s
-    while True:
-        jobs = client.request("GET", "jobs")["items"]
+    seen: dict = {}
+
+    def ended() -> list[dict] | None:
+        seen["jobs"] = jobs = client.request("GET", "jobs")["items"]
         phases = [(j.get("status") or {}).get("phase") for j in jobs]
-        if jobs and all(p in ("Succeeded", "Failed") for p in phases):
-            return jobs
-        assert time.monotonic() < deadline, f"jobs left running: {phases}"
-        time.sleep(0.5)
+        return jobs if jobs and all(p in ("Succeeded", "Failed") for p in phases) else None
+
+    return wait(ended, deadline_s, lambda: "every job to end; left running: "
+                f"{[(j.get('status') or {}).get('phase') for j in seen['jobs']]}", interval=0.5)
+
+
+def _kernel_started(cli: subprocess.Popen, base) -> list[str]:
+    """A kernel's command line once one runs under ``base`` (the CLI still running meanwhile)."""
+    assert cli.poll() is None, cli.communicate()
+    return leftover_processes(base, "ipykernel_launcher")
+
+
+def _job_running(cli: subprocess.Popen, client) -> list[dict]:
+    """The server's running jobs once one runs (the CLI still running meanwhile)."""
+    assert cli.poll() is None, cli.communicate()
+    return [j for j in client.request("GET", "jobs")["items"] if (j.get("status") or {}).get("phase") == "ValidationRunning"]
+
+
+def _processes_left(base) -> list[str]:
+    return leftover_processes(base, "ipykernel_launcher") + leftover_processes(base, "jupyter_nbvalidation.runner")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -125,12 +127,7 @@ def test_ctrl_c_of_submit_wait_through_a_server_cancels_its_job_and_exits_130(se
                            cwd=server.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                            stdin=subprocess.DEVNULL, start_new_session=True)
     client = server.client()
-    deadline = time.monotonic() + 120
-    while not [j for j in client.request("GET", "jobs")["items"]
-               if (j.get("status") or {}).get("phase") == "ValidationRunning"]:
-        assert cli.poll() is None, cli.communicate()
-        assert time.monotonic() < deadline, "no job running within 120 s"
-        time.sleep(0.3)
+    wait(lambda: _job_running(cli, client), 120, "a job to run", interval=0.3)
     time.sleep(1)
     out, err, took = _interrupt(cli, signum)
     assert cli.returncode == 130 and took < PROMPT_S, (cli.returncode, took, out, err)
@@ -153,17 +150,13 @@ def test_ctrl_c_of_pytest_nbvalidation_cancels_its_job_kills_its_kernel_and_exit
                            cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                            stdin=subprocess.DEVNULL, start_new_session=True)
     base = tmp_path_factory.getbasetemp()
-    deadline = time.monotonic() + 120
-    while not leftover_processes(base, "ipykernel_launcher"):
-        assert cli.poll() is None, cli.communicate()
-        assert time.monotonic() < deadline, "no kernel started within 120 s"
-        time.sleep(0.2)
+    wait(lambda: _kernel_started(cli, base), 120, "a kernel to start", interval=0.2)
     time.sleep(3)
     out, err, took = _interrupt(cli)
     assert cli.returncode == 130 and took < PROMPT_S, (cli.returncode, took, out, err)
     assert "Traceback" not in out + err, out + err
     assert "KeyboardInterrupt" in out and re.search(r"(passed|no tests ran) in [0-9.]+s", out), out  # the summary so far
-    time.sleep(0.5)
+    wait(lambda: not _processes_left(base), 30, lambda: f"the killed group's last processes to end: {_processes_left(base)}")
     assert leftover_processes(base, "ipykernel_launcher") == []
     assert leftover_processes(base, "jupyter_nbvalidation.runner") == []
     listed = subprocess.run([JUPYTER, "nbvalidation", "list", "--local", "--data-dir", str(data), "--limit", "100",
@@ -188,17 +181,13 @@ def test_ctrl_c_of_submit_wait_in_process_cancels_its_job_kills_its_kernel_and_e
                             "--data-dir", str(data)], cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     base = tmp_path_factory.getbasetemp()
-    deadline = time.monotonic() + 120
-    while not leftover_processes(base, "ipykernel_launcher"):
-        assert cli.poll() is None, cli.communicate()
-        assert time.monotonic() < deadline, "no kernel started within 120 s"
-        time.sleep(0.2)
+    wait(lambda: _kernel_started(cli, base), 120, "a kernel to start", interval=0.2)
     time.sleep(1)
     out, err, took = _interrupt(cli)
     assert cli.returncode == 130 and took < PROMPT_S, (cli.returncode, took, out, err)
     assert "Traceback" not in err and "Event loop is closed" not in err, err
     assert "interrupted: job" in err and "cancelled" in err, err
-    time.sleep(0.5)
+    wait(lambda: not _processes_left(base), 30, lambda: f"the killed group's last processes to end: {_processes_left(base)}")
     assert leftover_processes(base, "ipykernel_launcher") == []
     assert leftover_processes(base, "jupyter_nbvalidation.runner") == []
     listed = subprocess.run([JUPYTER, "nbvalidation", "list", "--local", "--data-dir", str(data), "-o", "json"],

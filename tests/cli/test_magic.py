@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from helpers import write_notebook
+from helpers import wait, write_notebook
 from jupyter_client import BlockingKernelClient
 
 
@@ -15,9 +15,7 @@ def _kernel_in_session(server, path: str) -> BlockingKernelClient:
     session = api.request_root("POST", "api/sessions", {"path": path, "type": "notebook", "name": path,
                                                         "kernel": {"name": "python3"}})
     conn = server.runtime / f"kernel-{session['kernel']['id']}.json"
-    deadline = time.monotonic() + 30
-    while not conn.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait(conn.exists, 30, f"the kernel's connection file {conn}", interval=0.1)
     kc = BlockingKernelClient()
     kc.load_connection_file(str(conn))
     kc.start_channels()

@@ -13,9 +13,9 @@ import logging
 
 import pytest
 from fake_backend import FakeBackend
+from helpers import wait_async
 
 from jupyter_nbvalidation.core.model import REASON_PHASE, EventReason, Phase, Reason, new_job
-from jupyter_nbvalidation.core.tasks import wait_within
 
 pytestmark = pytest.mark.asyncio
 
@@ -56,16 +56,12 @@ async def _submit(backend: FakeBackend, name: str, *, build: bool) -> str:
 
 
 async def _until(backend: FakeBackend, check, what: str) -> None:
-    async def poll() -> None:
-        while not check():
-            await asyncio.sleep(0.01)
+    def states() -> str:
+        jobs = {n: ((j.get("status") or {}).get("phase"), (j.get("status") or {}).get("reason"))
+                for n, j in backend.store.jobs.items()}
+        return f"{what}; jobs: {jobs}"
 
-    try:
-        await wait_within(poll(), WAIT)
-    except asyncio.TimeoutError:
-        states = {n: ((j.get("status") or {}).get("phase"), (j.get("status") or {}).get("reason"))
-                  for n, j in backend.store.jobs.items()}
-        raise AssertionError(f"never: {what}; jobs: {states}") from None
+    await wait_async(check, WAIT, states, interval=0.01)
 
 
 def _st(backend: FakeBackend, name: str) -> dict:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 from fake_backend import FakeBackend
-from helpers import phases, reasons
+from helpers import phases, reasons, wait_async
 
 from jupyter_nbvalidation.backends.base import FAILED, Observation
 from jupyter_nbvalidation.core.errors import InputRejected, PermanentFailure, TemporaryFailure
@@ -247,8 +247,7 @@ async def test_a_failing_backend_call_is_retried_with_growing_backoff(run):
     backend.raise_next["ensure_build"] = 3
     name = await _submit(backend)
     await _until(engine, name, Phase.BUILDING)
-    while len(backend.called("ensure_build", name)) < 4:
-        await asyncio.sleep(0.05)
+    await wait_async(lambda: len(backend.called("ensure_build", name)) >= 4, WAIT, "the fourth ensure_build")
     backend.finish_build(name)
     await _until(engine, name, Phase.VALIDATION_RUNNING)
     assert engine.errors == 3
@@ -274,8 +273,7 @@ async def test_a_temporary_failure_is_requeued_with_backoff_and_at_least_its_del
     backend.raise_next["ensure_build"] = 2
     name = await _submit(backend)
     await _until(engine, name, Phase.BUILDING)
-    while len(backend.called("ensure_build", name)) < 3:
-        await asyncio.sleep(0.05)
+    await wait_async(lambda: len(backend.called("ensure_build", name)) >= 3, WAIT, "the third ensure_build")
     job = await engine.store.get(name)
     assert job["status"]["phase"] == Phase.BUILDING, "a temporary failure changes no phase"
     assert [w for w in engine.store.writes if w[0] == "status"][-1][1] == Phase.BUILDING
@@ -441,8 +439,7 @@ async def test_a_status_write_that_fails_posts_the_fallback_warning_not_the_tran
     backend.store.fail_status_writes = 2  # both attempts of the next transition's write
     backend.finish_build(name)
     await engine.recorder.flush()
-    while engine.errors == 0:
-        await asyncio.sleep(0.01)
+    await wait_async(lambda: engine.errors != 0, WAIT, "the engine to count the failed write", interval=0.01)
     await engine.recorder.flush()
     events = await _events(engine, job)
     assert reasons(events) == [Reason.ACCEPTED, Reason.BUILD_STARTED, f"{Reason.BUILD_SUCCEEDED}StatusUpdateFailed"]

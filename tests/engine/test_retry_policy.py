@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 
 import pytest
 from fake_backend import FakeBackend
-from helpers import phases, reasons
+from helpers import phases, reasons, wait_async
 
 from jupyter_nbvalidation.backends.base import RUNNING, Observation
 from jupyter_nbvalidation.core.model import (
@@ -113,10 +112,7 @@ async def test_retry_status_says_what_and_why_before_the_next_attempt(run):
     engine, backend = await run(retry_backoff=30.0)  # the retry waits: its status can be read
     name = await _submit(backend)
     backend.validation_attempts[name] = [backend.fault("The runner could not start a kernel.")]
-    deadline = time.monotonic() + WAIT
-    while not (job := await engine.store.get(name))["status"].get("validationRetries"):
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
+    job = await wait_async(lambda: _retried(engine, name), WAIT, "the first retry", interval=0.01)
     st = job["status"]
     assert st["phase"] == Phase.VALIDATION_RUNNING
     assert st["message"] == "Retrying (1/3) after: The runner could not start a kernel."
@@ -218,10 +214,7 @@ async def test_a_new_engine_resumes_mid_retry_with_the_counter_from_status(run):
     engine, backend = await run(retry_backoff=30.0)
     name = await _submit(backend)
     backend.validation_attempts[name] = [backend.fault("The kernel failed to start.") for _ in range(5)]
-    deadline = time.monotonic() + WAIT
-    while not (await engine.store.get(name))["status"].get("validationRetries"):
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
+    await wait_async(lambda: _retried(engine, name), WAIT, "the first retry", interval=0.01)
     await engine.stop()  # dies in its backoff
     backend2 = FakeBackend()
     backend2.store = backend.store
@@ -262,10 +255,7 @@ async def test_a_retried_validation_gets_its_full_time(run):
     await asyncio.sleep(0.7)
     backend.validation_attempts[name] = [backend.fault("The kernel failed to start."), Observation(RUNNING)]
     engine.enqueue(name)
-    deadline = time.monotonic() + WAIT
-    while not (await engine.store.get(name))["status"].get("validationRetries"):
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
+    await wait_async(lambda: _retried(engine, name), WAIT, "the first retry", interval=0.01)
     await asyncio.sleep(0.7)
     backend.validation_attempts[name][1] = _success(backend, name)
     engine.enqueue(name)
@@ -274,8 +264,16 @@ async def test_a_retried_validation_gets_its_full_time(run):
 
 
 async def _until_phase(engine: Engine, name: str, phase: str) -> None:
-    while (await engine.store.get(name)).get("status", {}).get("phase") != phase:
-        await asyncio.sleep(0.01)
+    async def there() -> bool:
+        return (await engine.store.get(name)).get("status", {}).get("phase") == phase
+
+    await wait_async(there, WAIT, f"{name} in {phase}", interval=0.01)
+
+
+async def _retried(engine: Engine, name: str) -> dict | None:
+    """The job once its status counts a validation retry."""
+    job = await engine.store.get(name)
+    return job if job["status"].get("validationRetries") else None
 
 
 async def test_describe_and_the_verdict_line_show_retries_and_the_error(run):

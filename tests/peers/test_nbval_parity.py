@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import cli as run_cli
 from helpers import write_notebook
 
 import jupyter_nbvalidation.verdict.compare as compare
@@ -32,9 +33,7 @@ replace: TIME-STAMP
 
 
 def cli(*args: str, cwd: Path, tmp: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp / "no-servers")}
-    return subprocess.run([JUPYTER, "nbvalidation", *args, "--data-dir", str(tmp / "data")], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, env=env)
+    return run_cli(*args, "--data-dir", str(tmp / "data"), cwd=cwd, env={"JUPYTER_RUNTIME_DIR": str(tmp / "no-servers")})
 
 
 def _golden(folder: Path, name: str, outputs: dict[int, list[dict]]) -> str:

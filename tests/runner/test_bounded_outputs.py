@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import rest_call, rest_wait_terminal, write_notebook
+from helpers import rest_call, rest_wait_terminal, wait, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase
@@ -27,10 +27,6 @@ from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 
 MARKER = re.compile(r"\[nbvalidation: ([\d.]+ [kMG]B) of output truncated; limit ([\d.]+ [KMG]iB|\d+ bytes) per (cell|notebook)\]")
 NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
-
-
-def _notebook(path: Path, sources: list[str]) -> Path:
-    return write_notebook(path, sources)
 
 
 def _golden(path: Path, outputs: list[str]) -> Path:
@@ -65,7 +61,7 @@ def _texts(executed: Path) -> list[list[str]]:
 
 
 def test_a_cell_printing_50_mb_is_stored_bounded_with_a_marker_and_the_verdict_says_so(tmp_path):
-    nb = _notebook(tmp_path / "nb" / "big.ipynb", ['print("x" * 50_000_000)', 'print("after")'])
+    nb = write_notebook(tmp_path / "nb" / "big.ipynb", ['print("x" * 50_000_000)', 'print("after")'])
     result, executed, _ = _run(tmp_path, nb)
     assert result["verdict"] == "Succeeded", result
     size = executed.stat().st_size
@@ -86,7 +82,7 @@ def test_without_a_golden_output_is_cut_as_it_arrives_so_the_run_stays_small(tmp
     """200 MB printed in 2000 pieces: the runner drops the pieces beyond the budget
     as they arrive. Peak RSS of the runner and its kernel (the largest of them),
     measured: about 245 MiB; before, 620 MiB (every piece held, then joined)."""
-    nb = _notebook(tmp_path / "nb" / "pieces.ipynb", ['for i in range(2000):\n    print("x" * 100_000, flush=True)'])
+    nb = write_notebook(tmp_path / "nb" / "pieces.ipynb", ['for i in range(2000):\n    print("x" * 100_000, flush=True)'])
     out = tmp_path / "out"
     out.mkdir()
     code = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
@@ -102,7 +98,7 @@ def test_without_a_golden_output_is_cut_as_it_arrives_so_the_run_stays_small(tmp
 
 
 def test_the_notebook_budget_cuts_the_cells_after_it_is_spent(tmp_path):
-    nb = _notebook(tmp_path / "nb" / "many.ipynb", [f'print("{c}" * 40_000)' for c in "abc"])
+    nb = write_notebook(tmp_path / "nb" / "many.ipynb", [f'print("{c}" * 40_000)' for c in "abc"])
     result, executed, _ = _run(tmp_path, nb, "--max-output-bytes", str(100 * 1024))
     assert result["verdict"] == "Succeeded", result
     texts = _texts(executed)
@@ -117,7 +113,7 @@ def test_truncation_never_turns_a_pass_into_a_failure(tmp_path):
     """The golden holds the whole output: the comparison is made on what the
     notebook printed, not on the truncated copy that is stored."""
     big = "y" * 300_000 + "tail\n"
-    nb = _notebook(tmp_path / "nb" / "nb.ipynb", ['print("y" * 300_000 + "tail")'])
+    nb = write_notebook(tmp_path / "nb" / "nb.ipynb", ['print("y" * 300_000 + "tail")'])
     golden = _golden(tmp_path / "nb" / "golden.ipynb", [big])
     result, executed, _ = _run(tmp_path, nb, "--golden", str(golden), "--max-cell-output-bytes", str(64 * 1024))
     assert result["verdict"] == "Succeeded", result
@@ -129,7 +125,7 @@ def test_truncation_never_turns_a_pass_into_a_failure(tmp_path):
 
 def test_truncation_never_turns_a_failure_into_a_pass(tmp_path):
     """The difference is beyond the cut: the stored copies would be equal, the outputs are not."""
-    nb = _notebook(tmp_path / "nb" / "nb.ipynb", ['print("y" * 300_000 + "actual")'])
+    nb = write_notebook(tmp_path / "nb" / "nb.ipynb", ['print("y" * 300_000 + "actual")'])
     golden = _golden(tmp_path / "nb" / "golden.ipynb", ["y" * 300_000 + "golden\n"])
     result, executed, _ = _run(tmp_path, nb, "--golden", str(golden), "--max-cell-output-bytes", str(64 * 1024))
     assert result["verdict"] == "Failed" and result["reason"] == "GoldenMismatch", result
@@ -139,7 +135,7 @@ def test_truncation_never_turns_a_failure_into_a_pass(tmp_path):
 
 
 def test_an_error_output_is_never_cut(tmp_path):
-    nb = _notebook(tmp_path / "nb" / "err.ipynb", ['print("z" * 100_000); raise ValueError("boom")'])
+    nb = write_notebook(tmp_path / "nb" / "err.ipynb", ['print("z" * 100_000); raise ValueError("boom")'])
     result, executed, _ = _run(tmp_path, nb, "--max-cell-output-bytes", str(10_000))
     assert result["reason"] == "CellExecutionFailed" and "ValueError" in result["message"], result
     nb_out = json.loads(executed.read_text())
@@ -191,7 +187,7 @@ def test_a_pattern_that_hangs_at_run_time_ends_the_run_naming_the_pattern(tmp_pa
     ages. The run ends after the pattern's budget (10 s) with a reason naming it,
     not at the validation timeout."""
     text = "a" * 60 + "b"
-    nb = _notebook(tmp_path / "nb" / "nb.ipynb", [f'print("{text}")'])
+    nb = write_notebook(tmp_path / "nb" / "nb.ipynb", [f'print("{text}")'])
     golden = _golden(tmp_path / "nb" / "golden.ipynb", [text + "\n"])
     result, _, elapsed = _run(tmp_path, nb, "--golden", str(golden), "--timestamp-pattern=(a|aa)+$",
                               "--timeout", "600")
@@ -259,13 +255,13 @@ def test_serving_the_notebook_of_a_50_mb_cell_keeps_the_server_small_and_respons
             return r.read()
 
     name = json.loads(call("POST", "jobs", {"notebook": {"path": "big.ipynb"}, **NOBUILD}))["metadata"]["name"]
-    deadline = time.monotonic() + 240
-    while True:
-        job = json.loads(call("GET", f"jobs/{name}"))
-        if job["status"].get("phase") in Phase.TERMINAL:
-            break
-        assert time.monotonic() < deadline, job["status"]
-        time.sleep(0.5)
+    seen: dict = {}
+
+    def terminal() -> dict | None:
+        seen["job"] = job = json.loads(call("GET", f"jobs/{name}"))
+        return job if job["status"].get("phase") in Phase.TERMINAL else None
+
+    job = wait(terminal, 240, lambda: f"{name} to finish: {seen['job']['status']}", interval=0.5)
     assert job["status"]["phase"] == Phase.SUCCEEDED and "output truncated" in job["status"]["message"], job
     pid = server.proc.pid
     before = _rss_kib(pid)
@@ -282,9 +278,12 @@ def test_serving_the_notebook_of_a_50_mb_cell_keeps_the_server_small_and_respons
 
     t = threading.Thread(target=probe)
     t.start()
+    serves: list[float] = []
     try:
         for _ in range(3):
+            t0 = time.monotonic()
             body = call("GET", f"jobs/{name}/notebook")
+            serves.append(time.monotonic() - t0)
     finally:
         stop.set()
         t.join(60)
@@ -293,4 +292,6 @@ def test_serving_the_notebook_of_a_50_mb_cell_keeps_the_server_small_and_respons
     assert MARKER.search("".join(nb["cells"][0]["outputs"][1]["text"]))
     grown = _rss_kib(pid, "VmHWM") - before
     assert grown < 60 * 1024, f"the server grew by {grown} KiB serving the notebook"
-    assert worst[0] < 2.0, worst[0]  # a health check never waited behind the notebook
+    # a health check never waited behind the notebook: one that did would take about as long as a
+    # serve of it. 2 s, or half the slowest serve when two busy shared cores stretch every call
+    assert worst[0] < max(2.0, max(serves) / 2), (worst[0], serves)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import cli as run_cli
 from helpers import write_notebook
 
 from jupyter_nbvalidation.cli.render import failure_lines, progress_text
@@ -21,9 +22,7 @@ JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupy
 
 
 def cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(cwd / "no-servers")}
-    return subprocess.run([JUPYTER, "nbvalidation", *args, "--data-dir", str(cwd / "data")], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    return run_cli(*args, "--data-dir", str(cwd / "data"), cwd=cwd, timeout=timeout, no_servers=True)
 
 
 def test_cell_label():

@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import write_notebook
+from helpers import cli, wait, write_notebook
 
 from jupyter_nbvalidation.cli.spec_options import parameter_value
 from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
@@ -26,11 +24,6 @@ JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupy
 TRAIN = ["# md\n# Training", "epochs = 10\nlr = 0.1", "print('training for', epochs, 'epochs')",
          "assert isinstance(epochs, int)\nepochs * 2", "print('done')"]
 TRAIN_TAGS = {1: ["parameters"]}
-
-
-def cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **(env or {})})
 
 
 def _run(tmp_path: Path, nb: Path, **kw) -> tuple[dict, dict]:
@@ -204,11 +197,8 @@ def test_rest_refuses_bad_parameters_and_runs_good_ones(server_proc):
 
     job = api.request("POST", "jobs", {**base, "parameters": {"epochs": 1, "name": "x"}})
     name = job["metadata"]["name"]
-    deadline = time.monotonic() + 180
-    while (job.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-        assert time.monotonic() < deadline
-        time.sleep(0.3)
-        job = api.request("GET", f"jobs/{name}")
+    job = wait(lambda: (lambda j: j if (j.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None)(
+        api.request("GET", f"jobs/{name}")), 180, f"{name} to finish", interval=0.3)
     assert job["status"]["phase"] == "Succeeded", job["status"].get("message")
     executed = api.request("GET", f"jobs/{name}/notebook")
     assert [c["metadata"].get("tags") for c in executed["cells"]][2] == ["injected-parameters"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import leftover_processes
+from helpers import leftover_processes, wait
 
 import jupyter_nbvalidation.runner as runner
 
@@ -293,10 +293,9 @@ def assert_all_gone(executed, tmp_path: Path, sandbox: bool) -> None:
         assert process_gone(child_pid), "a process started by the notebook is still running"
         return
     assert kernel_pid == 2, f"the kernel is not the second process of its namespace ({kernel_pid})"
-    deadline = time.monotonic() + 5
-    while (left := leftover_processes(tmp_path, "")) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not left, left
+    wait(lambda: not leftover_processes(tmp_path, ""), 5,
+         lambda: f"the run's processes to end: {leftover_processes(tmp_path, '')}", interval=0.1)
+    assert not (left := leftover_processes(tmp_path, "")), left
 
 
 SANDBOX = pytest.mark.parametrize("sandbox", [False, True], ids=["plain", "sandbox"])

@@ -10,12 +10,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import write_notebook
+from helpers import wait, write_notebook
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
 from jupyter_nbvalidation.runner.protocol import parse_log, termination_summary, write_termination_log
@@ -198,10 +197,11 @@ def test_a_killed_runners_leftovers_are_swept_at_backend_start(tmp_path, pid_fil
                                str(out / "r.json"), "--executed", str(out / "x.ipynb")], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while len(pid_file.read_text().split()) < 2:
-            assert runner.poll() is None and time.monotonic() < deadline, "the notebook did not start its daemons"
-            time.sleep(0.1)
+        def daemons_started() -> bool:
+            assert runner.poll() is None, "the notebook did not start its daemons"
+            return len(pid_file.read_text().split()) >= 2
+
+        wait(daemons_started, 120, "the notebook to start its daemons", interval=0.1)
         folders = list(tmp.glob("nbvalidation-*"))
         assert len(folders) == 1 and json.loads((folders[0] / "owner.json").read_text())["runId"] == run_id
         assert (folders[0] / "connection.json").exists()  # the kernel's key

@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
-from helpers import write_notebook
+from helpers import wait, write_notebook
 
 
 def _schemathesis(server, tmp_path, extra_config: str = "") -> subprocess.CompletedProcess:
@@ -35,10 +34,8 @@ def test_openapi_fuzz(server_proc, tmp_path):
     job = api.request("POST", "jobs", {"notebook": {"path": "nb.ipynb"},
                                        "podConfig": {"buildConfig": {"enabled": False}}})
     name = job["metadata"]["name"]
-    deadline = time.monotonic() + 120
-    while api.request("GET", f"jobs/{name}")["status"].get("phase") not in ("Succeeded", "Failed"):
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    wait(lambda: api.request("GET", f"jobs/{name}")["status"].get("phase") in ("Succeeded", "Failed"), 120,
+         f"{name} to finish", interval=0.2)
 
     random_names = _schemathesis(server, tmp_path)
     assert random_names.returncode == 0, random_names.stdout[-6000:]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 from helpers import rest_call as call
-from helpers import rest_wait_terminal, write_notebook
+from helpers import rest_wait_terminal, wait_async, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase, Reason
@@ -56,11 +56,13 @@ async def test_submit_get_list_events_timeline_notebook(jp_fetch, nbs):
     assert (await call(jp_fetch, "jobs", params={"notebook": "ok.ipynb"}))["items"][0]["metadata"]["name"] == name
     assert (await call(jp_fetch, "jobs", params={"notebook": "other.ipynb"}))["items"] == []
 
-    for _ in range(40):  # events are posted just after the status write
-        events = (await call(jp_fetch, "jobs", name, "events"))["items"]
-        if len(events) == 3:
-            break
-        await asyncio.sleep(0.05)
+    seen: dict = {}
+
+    async def three_events() -> list | None:  # events are posted just after the status write
+        seen["events"] = events = (await call(jp_fetch, "jobs", name, "events"))["items"]
+        return events if len(events) == 3 else None
+
+    events = await wait_async(three_events, 2, lambda: f"three events: {seen['events']}")
     assert [e["reason"] for e in events] == [Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
     for e in events:
         assert {"reason", "type", "note", "action", "eventTime", "regarding", "reportingController",
@@ -103,10 +105,10 @@ async def test_cancel(jp_fetch, nbs, jp_root_dir):
     write_notebook(jp_root_dir / "slow.ipynb", ["import time\ntime.sleep(60)"])
     job = await call(jp_fetch, "jobs", method="POST", body={"notebook": {"path": "slow.ipynb"}, **NOBUILD})
     name = job["metadata"]["name"]
-    for _ in range(100):
-        if (await call(jp_fetch, "jobs", name))["status"].get("phase") == Phase.VALIDATION_RUNNING:
-            break
-        await asyncio.sleep(0.1)
+    async def running() -> bool:
+        return (await call(jp_fetch, "jobs", name))["status"].get("phase") == Phase.VALIDATION_RUNNING
+
+    await wait_async(running, 60, f"{name} to run its slow cell", interval=0.1)
     r = await call(jp_fetch, "jobs", name, method="DELETE", raw=True)
     assert r.code == 202
     done = await wait_terminal(jp_fetch, name, 30)

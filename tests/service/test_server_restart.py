@@ -5,22 +5,11 @@ used, nothing is lost, and each transition has exactly one event."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-from helpers import phases, pids_alive, reasons, write_notebook
+from helpers import phases, pids_alive, reasons, wait, write_notebook
 
 from jupyter_nbvalidation.core.model import Phase, Reason
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_server_killed_mid_build_resumes(server_proc):
@@ -33,9 +22,9 @@ def test_server_killed_mid_build_resumes(server_proc):
                                        "podConfig": {"buildConfig": {"strategy": "venv"}}})
     name = job["metadata"]["name"]
     envs = server.data_dir / "envs"
-    _wait(lambda: api.request("GET", f"jobs/{name}")["status"].get("phase") == Phase.BUILDING, 30, "Building")
-    tmp_dirs = _wait(lambda: [p for p in envs.glob(".tmp-*") if p.is_dir() and (p / "bin").exists()],
-                     60, "a half-built environment")
+    wait(lambda: api.request("GET", f"jobs/{name}")["status"].get("phase") == Phase.BUILDING, 30, "Building", interval=0.05)
+    tmp_dirs = wait(lambda: [p for p in envs.glob(".tmp-*") if p.is_dir() and (p / "bin").exists()],
+                     60, "a half-built environment", interval=0.05)
     pid_files = list(envs.glob(".tmp-*.pid"))
     build_pids = [int(p.read_text()) for p in pid_files if p.read_text().strip()]
     server.kill()
@@ -48,7 +37,7 @@ def test_server_killed_mid_build_resumes(server_proc):
     again.root, again.data_dir, again.runtime, again.token = server.root, server.data_dir, server.runtime, server.token
     again.start()
     api2 = again.client()
-    done = _wait(lambda: (lambda j: j if j["status"].get("phase") in Phase.TERMINAL else None)(
+    done = wait(lambda: (lambda j: j if j["status"].get("phase") in Phase.TERMINAL else None)(
         api2.request("GET", f"jobs/{name}")), 240, "the job to finish")
     st = done["status"]
     assert st["phase"] == Phase.SUCCEEDED, st
@@ -61,7 +50,7 @@ def test_server_killed_mid_build_resumes(server_proc):
     assert pids_alive(build_pids) == []
     run = json.loads(next(again.data_dir.glob(f"jobs/{done['metadata']['uid']}/run-*/run.json")).read_text())
     assert run["python"] == str(env / "bin" / "python")
-    events = _wait(lambda: (lambda e: e if len(e) >= 5 else None)(
+    events = wait(lambda: (lambda e: e if len(e) >= 5 else None)(
         api2.request("GET", f"jobs/{name}/events")["items"]), 10, "events")
     assert reasons(events) == [Reason.ACCEPTED, Reason.BUILD_STARTED, Reason.BUILD_SUCCEEDED,
                                Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]

@@ -10,13 +10,16 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
-from helpers import make_wheel, write_notebook
+from helpers import cli as _cli
+from helpers import make_wheel, wait_async, write_notebook
 
 import jupyter_nbvalidation.why_red.cause_search as cs
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+cli = partial(_cli, timeout=900, no_servers=True)
 
 
 def oracle(rule):
@@ -116,12 +119,6 @@ def test_a_server_without_records_is_refused_clearly_exit_2(tmp_path, capsys):
 
 
 # --- end to end: the CLI, in a subprocess, on the local backend --------------------------------------
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(cwd / "no-servers")},
-                          stdin=subprocess.DEVNULL)
-
 
 def _listed(tmp_path: Path, data: Path, probes: bool = False) -> list[dict]:
     out = cli("list", "--local", "--data-dir", str(data), "--notebook", "proj/nb.ipynb", "-o", "json", cwd=tmp_path)
@@ -280,17 +277,15 @@ async def _drifted(jp_fetch, root: Path) -> tuple[dict, dict]:
 
 
 async def _until(jp_fetch, name: str, done, timeout: float = 600) -> dict:
-    import asyncio
-    import time
-
     from helpers import rest_call as call
 
-    deadline = time.monotonic() + timeout
-    while True:
-        doc = await call(jp_fetch, "jobs", name, "bisect")
-        if done(doc) or time.monotonic() > deadline:
-            return doc
-        await asyncio.sleep(0.5)
+    seen: dict = {}
+
+    async def finished() -> dict | None:
+        seen["doc"] = doc = await call(jp_fetch, "jobs", name, "bisect")
+        return doc if done(doc) else None
+
+    return await wait_async(finished, timeout, lambda: f"the search of {name} to end: {seen['doc']}", interval=0.5)
 
 
 async def test_the_server_finds_the_cause_step_by_step_and_stops_on_asking(jp_fetch, jp_root_dir):
@@ -344,15 +339,12 @@ async def test_the_server_finds_the_cause_step_by_step_and_stops_on_asking(jp_fe
 
 
 async def _until_probe(jp_fetch, seen: set[str]) -> str:
-    import asyncio
-
     from helpers import rest_call as call
 
-    for _ in range(240):
+    async def step() -> str | None:
         items = (await call(jp_fetch, "jobs", params={"notebook": "proj/nb.ipynb", "probes": "true"}))["items"]
         probes = [j for j in items if "nbvalidation.dev/probe-of" in (j["metadata"].get("annotations") or {})
                   and j["metadata"]["name"] not in seen]
-        if probes:
-            return probes[0]["metadata"]["name"]
-        await asyncio.sleep(0.5)
-    raise AssertionError("no step job was submitted")
+        return probes[0]["metadata"]["name"] if probes else None
+
+    return await wait_async(step, 120, "a step job to be submitted", interval=0.5)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
-from pathlib import Path
+from functools import partial
 
 import pytest
+from helpers import cli as _cli
 from helpers import make_wheel, rest_wait_terminal, write_notebook
 from helpers import rest_call as call
 from tornado.httpclient import HTTPClientError
@@ -22,6 +22,7 @@ from tornado.httpclient import HTTPClientError
 import jupyter_nbvalidation.why_red.lock as el
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+cli = partial(_cli, timeout=900, no_servers=True)
 
 
 def _record(kind: str = "built", **extra) -> dict:
@@ -94,12 +95,6 @@ async def test_constraints_are_checked_at_submit_and_a_job_without_a_build_has_n
 
 
 # --- end to end: the CLI, in a subprocess, on the local backend --------------------------------------
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(cwd / "no-servers")},
-                          stdin=subprocess.DEVNULL)
-
 
 def test_the_lock_of_the_last_success_turns_a_drifted_notebook_green_again(tmp_path):
     proj, data = tmp_path / "proj", tmp_path / "data"

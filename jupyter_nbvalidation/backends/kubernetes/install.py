@@ -66,7 +66,7 @@ def _collection(doc: dict[str, Any]) -> str:
 
 
 async def _create_or_replace(kube: "Kube", doc: dict[str, Any]) -> str:
-    from jupyter_nbvalidation.backends.kubernetes.client import KubeApiError
+    from jupyter_nbvalidation.backends.kubernetes.client import KubeApiError  # optional: kubernetes
 
     path = _collection(doc)
     name = doc["metadata"]["name"]
@@ -99,7 +99,7 @@ async def _wait_established(kube: "Kube", name: str, timeout: float) -> bool:
 
 
 async def apply(namespace: str, kubeconfig: str | None, out: Any = sys.stdout, timeout: float = 60.0) -> int:
-    from jupyter_nbvalidation.backends.kubernetes.client import connect
+    from jupyter_nbvalidation.backends.kubernetes.client import connect  # optional: kubernetes
 
     kube = await connect(kubeconfig)
     try:
@@ -123,7 +123,7 @@ def install(namespace: str | None, print_only: bool, kubeconfig: str | None) -> 
         sys.stdout.write(render(ns))
         return EXIT_OK
     try:
-        from jupyter_nbvalidation.backends.kubernetes.client import KubeApiError
+        from jupyter_nbvalidation.backends.kubernetes.client import KubeApiError  # optional: kubernetes
     except ImportError as e:
         print(f"error: applying the manifests needs the Kubernetes client, which is not installed ({e}): "
               "pip install 'jupyter-nbvalidation[kubernetes]', or print them with --print and apply "

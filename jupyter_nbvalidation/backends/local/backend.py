@@ -139,7 +139,7 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
     def _uv_default(self) -> str:
         # the uv this package depends on first (the default install has it), then PATH
         try:
-            from uv import find_uv_bin
+            from uv import find_uv_bin  # optional: uv (else uv on PATH)
 
             return str(find_uv_bin())
         except (ImportError, FileNotFoundError):

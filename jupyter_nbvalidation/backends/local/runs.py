@@ -428,7 +428,7 @@ class RunsRoom(LocalState):
             run = self._latest_run(job)
             if run is None or not (run / "executed.ipynb").is_file():
                 return None
-            import nbformat  # here, not at import time: importing it imports jsonschema
+            import nbformat  # deferred: start-up time (importing nbformat imports jsonschema)
 
             # nbformat.read rejoins multi-line strings: clients get plain strings; it returns a
             # NotebookNode (a dict) and is untyped

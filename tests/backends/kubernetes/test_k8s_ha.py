@@ -22,7 +22,7 @@ import time
 import pytest
 import pytest_asyncio
 from conftest import ServerProcess
-from helpers import write_notebook
+from helpers import wait_async, write_notebook
 from k8s_support import (
     BASE_IMAGE,
     NOBUILD,
@@ -71,14 +71,7 @@ async def call(server: K8sServer, method: str, path: str, body=None):
 
 
 async def until(fn, timeout=WAIT, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = await fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
+    return await wait_async(fn, timeout, what, interval=0.1)
 
 
 async def job_phase(admin, ns, name) -> str:

@@ -8,18 +8,16 @@ fresh twin's. Real CLI runs, real virtual environments and kernels."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import make_local
-from helpers import write_notebook
+from helpers import wait_async, write_notebook
 
 from jupyter_nbvalidation.backends.local import ENV_MARKER, LAST_USE, RECORD_FILE
 from jupyter_nbvalidation.backends.local.environments import env_fingerprint
@@ -111,13 +109,13 @@ def test_the_fingerprint_sees_what_a_kernel_can_change_and_not_what_running_writ
 
 
 async def _until(local, name: str, ok, timeout: float = 180.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = await local.store.get(name)
-        if ok(job.get("status") or {}):
-            return job
-        assert time.monotonic() < deadline, f"{name}: {job.get('status')}"
-        await asyncio.sleep(0.1)
+    seen: dict = {}
+
+    async def there() -> dict | None:
+        seen["job"] = job = await local.store.get(name)
+        return job if ok(job.get("status") or {}) else None
+
+    return await wait_async(there, timeout, lambda: f"{name}: {seen['job'].get('status')}", interval=0.1)
 
 
 def _writer(root: Path, go: Path, write_first: bool) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_local
-from helpers import leftover_processes, write_notebook
+from helpers import leftover_processes, started_run, wait, wait_async, write_notebook
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
 from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
@@ -50,11 +50,9 @@ def runner_facts(base: Path, timeout: float = 120) -> dict:
     """PROBE's answer read from outside, for the kernel whose working directory is under
     ``base`` (a kernel in the sandbox, runner/sandbox.py, sees neither its runner nor its
     pid: the runner is the first process above it that is not the sandbox's launcher)."""
-    import time
-
     base_s = str(base.resolve())
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def find() -> dict | None:
         for pid in (p for p in os.listdir("/proc") if p.isdigit()):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -79,8 +77,9 @@ def runner_facts(base: Path, timeout: float = 120) -> dict:
                     "runner_cmdline": Path(f"/proc/{runner}/cmdline").read_bytes().decode(errors="replace"),
                     "run_id": env.get("NBVALIDATION_RUN_ID"), "home": env.get("HOME"), "tz": env.get("TZ"),
                     "lc": env.get("LC_NBV_PROBE")}
-        time.sleep(0.1)
-    raise AssertionError(f"no kernel working under {base} within {timeout} s")
+        return None
+
+    return wait(find, timeout, f"a kernel working under {base}", interval=0.1)
 
 
 # glibc blocks every signal, its own internal ones (33 and 34) too, in a thread for the few
@@ -162,10 +161,9 @@ async def test_each_run_is_a_new_forked_runner_and_nothing_is_left(tmp_path, not
     # signals ignored and blocked as in a runner that is a new interpreter (none of the fork server's)
     assert first["runner_signals"] == second["runner_signals"] == execd["runner_signals"]
     assert "forkserver" not in execd["runner_cmdline"]
-    for _ in range(100):  # they end soon after stop(); on a loaded machine later than 0.2 s
-        if not any(_alive(p) for p in (zygote, first["runner"], second["runner"])):
-            break
-        await asyncio.sleep(0.1)
+    # they end soon after stop(); on a loaded machine later than 0.2 s
+    await wait_async(lambda: not any(_alive(p) for p in (zygote, first["runner"], second["runner"])), 10,
+                     "the fork server and its runners to end", interval=0.1)
     assert not any(_alive(p) for p in (zygote, first["runner"], second["runner"]))
     assert env.backend._forkserver is None
 
@@ -226,10 +224,9 @@ async def test_a_spawn_whose_caller_is_cancelled_leaves_no_runner(tmp_path):
             caller.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await caller
-        for _ in range(100):  # the forked runner is killed and its end reported
-            if not server._runners and not server._pending:
-                break
-            await asyncio.sleep(0.1)
+        # the forked runner is killed and its end reported
+        await wait_async(lambda: not server._runners and not server._pending, 10,
+                         "the forked runner's end to be reported", interval=0.1)
         assert not server._runners and not server._pending, (
             {p: (_alive(p), open(f"/proc/{p}/cmdline", "rb").read() if _alive(p) else None) for p in server._runners},
             (out / "runner.log").read_text()[-500:])
@@ -248,8 +245,7 @@ async def test_a_killed_fork_server_costs_no_verdict(tmp_path, notebook):
         nb = notebook("k/nb.ipynb", ["import time\ntime.sleep(3)", "print('done')"])
         job = await env.submit(notebook={"path": nb}, podConfig=NO_BUILD)
         name = job["metadata"]["name"]
-        while not list(env.backend.job_dir(job).glob("run-*/pid")):
-            await asyncio.sleep(0.05)
+        await started_run(env.backend, job)
         first = env.backend._forkserver.proc.pid
         os.kill(first, signal.SIGKILL)
         done = await env.engine.wait_for_terminal(name, 120)
@@ -269,20 +265,17 @@ async def test_cancel_stops_a_forked_runner_and_its_kernel(tmp_path, notebook):
         nb = notebook("c/nb.ipynb", ["import time\ntime.sleep(120)"])
         job = await env.submit(notebook={"path": nb}, podConfig=NO_BUILD)
         name = job["metadata"]["name"]
-        while not list(env.backend.job_dir(job).glob("run-*/pid")):
-            await asyncio.sleep(0.05)
+        await started_run(env.backend, job)
         run_dir = next(env.backend.job_dir(job).glob("run-*"))
         pid = int((run_dir / "pid").read_text())
         run_id = (run_dir / "run-id").read_text()
-        for _ in range(200):  # the kernel is up: a process carries the run's id
-            if hygiene.find(run_id):
-                break
-            await asyncio.sleep(0.05)
+        # the kernel is up: a process carries the run's id
+        await wait_async(lambda: hygiene.find(run_id), 10, "the run's kernel to start")
         assert hygiene.find(run_id)
         await env.service.cancel(name)
         done = await env.engine.wait_for_terminal(name, 30)
         assert done["status"]["phase"] == Phase.FAILED
-        await asyncio.sleep(0.3)
+        await wait_async(lambda: not _alive(pid) and hygiene.find(run_id) == [], 30, "the runner and its kernel to end")
         assert not _alive(pid) and hygiene.find(run_id) == []
     finally:
         await env.engine.stop()

@@ -8,7 +8,6 @@ cannot be mounted they fail, never skip."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import stat
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Local, make_local
-from helpers import phases, reasons
+from helpers import phases, reasons, wait_async
 
 from jupyter_nbvalidation.backends.base import Fault
 from jupyter_nbvalidation.core.model import RETRY_REASONS, EventReason, Phase, Reason, ResultReason
@@ -196,11 +195,11 @@ async def test_a_runner_killed_by_sigkill_is_infrastructure(tmp_path):
         nb = _notebook(env.root, "slow.ipynb", ["import time\ntime.sleep(60)"])
         job = await env.service.submit({"notebook": {"path": nb}, "podConfig": NO_BUILD})
         name = job["metadata"]["name"]
-        for _ in range(600):
+        async def running() -> list | None:  # its runner's pid file, once the run reports progress
             pid_files = list(env.backend.job_dir(job).glob("run-*/pid"))
-            if pid_files and (await env.backend.store.get(name))["status"].get("progress"):
-                break
-            await asyncio.sleep(0.05)
+            return pid_files if pid_files and (await env.backend.store.get(name))["status"].get("progress") else None
+
+        pid_files = await wait_async(running, 30, f"{name}'s run to report progress")
         os.kill(int(pid_files[0].read_text()), signal.SIGKILL)
         done = await env.engine.wait_for_terminal(name, 60)
         st = done["status"]

@@ -6,7 +6,6 @@ touches an environment a job still uses; `jupyter nbvalidation delete` and
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import rest_call as call
 from helpers import rest_wait_terminal as wait_terminal
-from helpers import write_notebook
+from helpers import wait_async, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase, Reason
@@ -65,10 +64,10 @@ async def test_delete_running_cancels_and_keeps_it(jp_fetch, jp_root_dir, tmp_pa
     write_notebook(jp_root_dir / "slow.ipynb", ["import time\ntime.sleep(60)"])
     job = await call(jp_fetch, "jobs", method="POST", body={"notebook": {"path": "slow.ipynb"}, **NOBUILD})
     name, uid = job["metadata"]["name"], job["metadata"]["uid"]
-    for _ in range(6000):
-        if (await call(jp_fetch, "jobs", name))["status"].get("phase") == Phase.VALIDATION_RUNNING:
-            break
-        await asyncio.sleep(0.1)
+    async def running() -> bool:
+        return (await call(jp_fetch, "jobs", name))["status"].get("phase") == Phase.VALIDATION_RUNNING
+
+    await wait_async(running, 600, f"{name} to run its slow cell", interval=0.1)
     r = await call(jp_fetch, "jobs", name, method="DELETE", raw=True)
     assert r.code == 202 and json.loads(r.body)["metadata"]["name"] == name
     done = await wait_terminal(jp_fetch, name, 300)
@@ -128,12 +127,12 @@ async def test_lru_eviction_never_removes_an_environment_in_use(local, notebook)
     job = await local.submit(notebook={"path": nb})  # builds a real environment
     name = job["metadata"]["name"]
     try:
-        for _ in range(9000):
+        async def running() -> dict | None:
             job = await local.store.get(name)
-            if job["status"].get("phase") == Phase.VALIDATION_RUNNING:
-                break
             assert job["status"].get("phase") not in Phase.TERMINAL, job["status"]
-            await asyncio.sleep(0.1)
+            return job if job["status"].get("phase") == Phase.VALIDATION_RUNNING else None
+
+        job = await wait_async(running, 900, f"{name} to run", interval=0.1)
         real = Path(job["status"]["buildStatus"]["imageReference"])
         envs = real.parent
         now = time.time()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_local
-from helpers import leftover_processes, phases, pids_alive, reasons, slow_to_stop
+from helpers import leftover_processes, phases, pids_alive, reasons, slow_to_stop, started_run, wait_async
 
 from jupyter_nbvalidation.core.model import Phase, Reason, parse_time
 
@@ -264,14 +264,13 @@ async def test_validation_timeout_kills_the_run(local, notebook):
     nb = notebook("slow/nb.ipynb", ["import time\ntime.sleep(120)"])
     job = await local.submit(notebook={"path": nb}, timeout="3s", podConfig={"buildConfig": {"enabled": False}})
     name = job["metadata"]["name"]
-    while not list(local.backend.job_dir(job).glob("run-*/pid")):
-        await asyncio.sleep(0.1)
+    await started_run(local.backend, job)
     pid = int(next(local.backend.job_dir(job).glob("run-*/pid")).read_text())
     done = await local.engine.wait_for_terminal(name, 60)
     assert done["status"]["phase"] == Phase.FAILED
     assert done["status"]["reason"] in (Reason.VALIDATION_TIMED_OUT, Reason.VALIDATION_FAILED)
     assert "3s" in done["status"]["message"] or "timed out" in done["status"]["message"].lower()
-    await asyncio.sleep(0.5)
+    await wait_async(lambda: pids_alive([pid]) == [], 30, "the run's processes to end")
     assert pids_alive([pid]) == []
 
 
@@ -298,7 +297,8 @@ async def test_build_timeout(local, notebook):
     assert st["reason"] == Reason.BUILD_TIMED_OUT, st
     assert phases(job) == [Phase.INITIALIZING, Phase.BUILDING, Phase.FAILED]
     assert not list(local.backend.job_dir(job).glob("run-*"))
-    await asyncio.sleep(0.5)
+    await wait_async(lambda: not list((local.backend.root / "envs").glob(".tmp-*")), 30,
+                     "the timed-out build's half-built environment to go")
     assert not list((local.backend.root / "envs").glob(".tmp-*"))
 
 
@@ -307,13 +307,12 @@ async def test_cancel_running_validation(local, notebook):
     nb = notebook("c/nb.ipynb", ["import time\ntime.sleep(120)"])
     job = await local.submit(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
     name = job["metadata"]["name"]
-    while not list(local.backend.job_dir(job).glob("run-*/pid")):
-        await asyncio.sleep(0.1)
+    await started_run(local.backend, job)
     pid = int(next(local.backend.job_dir(job).glob("run-*/pid")).read_text())
     await local.service.cancel(name)
     done = await local.engine.wait_for_terminal(name, 30)
     assert (done["status"]["phase"], done["status"]["reason"]) == (Phase.FAILED, Reason.CANCELLED)
-    await asyncio.sleep(0.5)
+    await wait_async(lambda: pids_alive([pid]) == [], 30, "the run's processes to end")
     assert pids_alive([pid]) == []
     evs = await local.events(done)
     assert reasons(evs)[-1] == Reason.CANCELLED
@@ -326,8 +325,7 @@ async def test_restart_resumes_from_persisted_status(tmp_path, notebook):
     await env.engine.start()
     nb = notebook("r/nb.ipynb", ["import time\ntime.sleep(3)", "print('done')"])
     job = await env.submit(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
-    while not list(env.backend.job_dir(job).glob("run-*/pid")):
-        await asyncio.sleep(0.1)
+    await started_run(env.backend, job)
     await env.engine.stop()
     again = make_local(tmp_path)
     await again.engine.start()
@@ -467,8 +465,7 @@ async def test_engine_stop_ends_a_worker_whose_cancellation_was_swallowed(tmp_pa
     await env.engine.start()
     nb = notebook("sw/nb.ipynb", ["import time\ntime.sleep(120)"])
     job = await env.submit(notebook={"path": nb}, podConfig={"buildConfig": {"enabled": False}})
-    while not list(env.backend.job_dir(job).glob("run-*/pid")):
-        await asyncio.sleep(0.1)
+    await started_run(env.backend, job)
     pid = int(next(env.backend.job_dir(job).glob("run-*/pid")).read_text())
     await env.service.cancel(job["metadata"]["name"])
     await asyncio.wait_for(inside.wait(), 30)
@@ -477,5 +474,5 @@ async def test_engine_stop_ends_a_worker_whose_cancellation_was_swallowed(tmp_pa
     assert swallowed.is_set()
     assert stop in done, "Engine.stop() waits forever for a worker that swallowed its cancellation"
     stop.result()
-    await asyncio.sleep(0.5)
+    await wait_async(lambda: pids_alive([pid]) == [], 30, "the run's processes to end")
     assert pids_alive([pid]) == []

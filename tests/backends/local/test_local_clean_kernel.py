@@ -8,11 +8,11 @@ import asyncio
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import make_local
+from helpers import wait
 
 PROBE = r'''
 import glob, os, sys, site, json
@@ -67,9 +67,9 @@ def runner_environ(job_path: str, timeout: float) -> list[bytes]:
     (podConfig.env): the first process above the kernel running the runner's module (a
     forked runner shows the fork server's command line), as the probe reads it without
     the sandbox."""
-    deadline = time.monotonic() + timeout
     mark = b"PYTHONPATH=" + job_path.encode()
-    while time.monotonic() < deadline:
+
+    def find() -> list[bytes] | None:
         for pid in (p for p in os.listdir("/proc") if p.isdigit()):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -83,8 +83,9 @@ def runner_environ(job_path: str, timeout: float) -> list[bytes]:
                 up = Path(f"/proc/{up}/stat").read_text().rpartition(")")[2].split()[1]
                 if b"jupyter_nbvalidation.runner" in Path(f"/proc/{up}/cmdline").read_bytes():
                     return Path(f"/proc/{up}/environ").read_bytes().split(b"\0")
-        time.sleep(0.2)
-    raise AssertionError(f"no kernel with {job_path} on its PYTHONPATH (or no runner above it) in {timeout} s")
+        return None
+
+    return wait(find, timeout, f"a kernel with {job_path} on its PYTHONPATH (and a runner above it)", interval=0.2)
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import shutil
 import subprocess
 import sys
 
-from helpers import write_notebook
+from helpers import cli as run_cli
+from helpers import wait, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
@@ -24,8 +25,7 @@ def test_jobs_of_another_root_in_the_same_data_dir_are_not_this_roots(server_pro
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(server.runtime)}
 
     def cli(cwd, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([JUPYTER, "nbvalidation", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=600, stdin=subprocess.DEVNULL, env=env)
+        return run_cli(*args, cwd=cwd, env=env, timeout=600)
 
     a_run = cli(server.root, "run", "report.ipynb", "--no-build", "-o", "json")  # through the server
     assert a_run.returncode == 1, a_run.stdout + a_run.stderr
@@ -68,7 +68,6 @@ def test_a_server_on_a_corrupt_store_says_so_and_recovers_once_it_is_repaired(se
     /health said usable (after a restart: "starting" forever), and POST /unchanged a 200
     {"job": null}. Now /health is unusable with the cause, every route a 503 naming the file, nothing
     is created; once the file is moved aside the engine starts by itself (no restart)."""
-    import time
 
     from jupyter_nbvalidation.clients.http import ClientError
 
@@ -94,10 +93,8 @@ def test_a_server_on_a_corrupt_store_says_so_and_recovers_once_it_is_repaired(se
     assert db.read_bytes().startswith(b"this is not an SQLite database")  # left as it was, for its owner
 
     db.rename(db.with_suffix(".corrupt"))  # what the message says to do
-    deadline = time.monotonic() + 60
-    while not client.request("GET", "health")["usable"]:
-        assert time.monotonic() < deadline, client.request("GET", "health")
-        time.sleep(0.5)
+    wait(lambda: client.request("GET", "health")["usable"], 60,
+         lambda: f"the repaired store to be usable: {client.request('GET', 'health')}", interval=0.5)
     job = client.request("POST", "jobs", spec)
     assert job["metadata"]["name"]
     assert [j["metadata"]["name"] for j in client.request("GET", "jobs")["items"]] == [job["metadata"]["name"]]

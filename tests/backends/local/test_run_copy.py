@@ -5,7 +5,6 @@ real ones; the copy goes with the job. Real kernels, real servers, real SQLite."
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import make_local
 from helpers import rest_call as call
-from helpers import rest_wait_terminal, write_notebook
+from helpers import rest_wait_terminal, wait_async, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase
@@ -149,12 +148,8 @@ async def test_an_attempt_run_again_never_sees_what_the_first_one_wrote(tmp_path
     (env.root / "r" / "data.txt").write_text("named")
     job = await env.submit(notebook={"path": nb}, inputFiles=["data.txt"], **NOBUILD)
     jdir = env.backend.job_dir(job)
-    for _ in range(600):
-        if list(jdir.rglob("marker.txt")):  # wherever the first attempt's kernel works
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError("the first attempt never wrote its marker")
+    # wherever the first attempt's kernel works
+    await wait_async(lambda: list(jdir.rglob("marker.txt")), 60, "the first attempt's marker", interval=0.1)
     await env.engine.stop()
     again = make_local(tmp_path)
     await again.engine.start()
@@ -242,19 +237,14 @@ async def test_a_cancelled_validation_leaves_no_copy(local, notebook):
     nb = notebook("c/nb.ipynb", ["open('written.txt', 'w').write('x')", "import time\ntime.sleep(120)"])
     job = await local.submit(notebook={"path": nb}, **NOBUILD)
     jdir = local.backend.job_dir(job)
-    for _ in range(600):
-        if list(jdir.glob("run-1/tree/c/written.txt")):  # the folder c/ at its path under the root
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError("the validation never wrote into its copy")
+    # the folder c/ at its path under the root
+    await wait_async(lambda: list(jdir.glob("run-1/tree/c/written.txt")), 60, "the validation's write into its copy",
+                     interval=0.1)
     await local.service.cancel(job["metadata"]["name"])
     done = await local.engine.wait_for_terminal(job["metadata"]["name"], 60)
     assert done["status"]["phase"] == Phase.FAILED, done["status"]
-    for _ in range(100):  # the copy goes with the cancelled attempt; its run data stays
-        if not copies_left(local.backend.root):
-            break
-        await asyncio.sleep(0.1)
+    # the copy goes with the cancelled attempt; its run data stays
+    await wait_async(lambda: not copies_left(local.backend.root), 10, "the cancelled attempt's copy to go", interval=0.1)
     assert copies_left(local.backend.root) == [] and (jdir / "run-1" / "owner.json").is_file()
     assert not (local.root / "c" / "written.txt").exists()
 

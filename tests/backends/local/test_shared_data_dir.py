@@ -15,22 +15,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from helpers import write_notebook
+from helpers import wait, write_notebook
 
 from jupyter_nbvalidation.backends.local import same_process_alive
 from jupyter_nbvalidation.core.model import Phase
 
 NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _holder(*apis) -> str:
@@ -41,7 +31,7 @@ def _holder(*apis) -> str:
         held = [h for h in health if h["isHolder"]]
         return held[0]["holderIdentity"] if held else None
 
-    return _wait(look, 60, "a server to hold the lease")
+    return wait(look, 60, "a server to hold the lease")
 
 
 def _terminal(api, name):
@@ -132,11 +122,11 @@ def test_two_servers_and_two_clis_validate_every_job_exactly_once(server_proc, t
         names[job["metadata"]["name"]] = nb
     assert len(names) == 40
     for name, nb in names.items():
-        done = _wait(lambda name=name: _terminal(apis[0], name), 1800, f"{nb} to finish")
+        done = wait(lambda name=name: _terminal(apis[0], name), 1800, f"{nb} to finish")
         assert done["status"]["phase"] == expected[nb], (nb, done["status"])
         if expected[nb] == Phase.FAILED:
             assert "planted failure" in json.dumps(done["status"]), done["status"]
-        events = _wait(lambda done=done, name=name: (lambda e: e if len(e) >= len(done["status"]["transitions"]) else None)(
+        events = wait(lambda done=done, name=name: (lambda e: e if len(e) >= len(done["status"]["transitions"]) else None)(
             apis[1].request("GET", f"jobs/{name}/events")["items"]), 30, f"{nb}'s events")
         _check_job(data_dir, done, events)
     built = [j for j in apis[0].request("GET", "jobs", params={"limit": 100})["items"]
@@ -167,18 +157,18 @@ def test_sigkill_of_the_holder_mid_run_a_follower_takes_over(server_proc, tmp_pa
         doc = json.loads(f.read_text()) if f.is_file() else {}
         return doc if doc.get("runner") else None
 
-    owners = [_wait(lambda n=n: running(n), 120, f"{n} to be running") for n in (good, bad)]
+    owners = [wait(lambda n=n: running(n), 120, f"{n} to be running") for n in (good, bad)]
     assert {o["holder"] for o in owners} == {holder_id}
     holder.kill()
     killed_at = time.monotonic()
     # the follower takes the lease within its duration (generous margin on a loaded machine)
-    new = _wait(lambda: (lambda h: h if h["lease"]["isHolder"] else None)(api.request("GET", "health")),
+    new = wait(lambda: (lambda h: h if h["lease"]["isHolder"] else None)(api.request("GET", "health")),
                 60, "the follower to take the lease")
     assert new["lease"]["holderIdentity"] == new["lease"]["identity"] != holder_id
     took = time.monotonic() - killed_at
     assert took < 60
     try:
-        done = {n: _wait(lambda n=n: _terminal(api, n), 300, f"{n} to finish") for n in (good, bad)}
+        done = {n: wait(lambda n=n: _terminal(api, n), 300, f"{n} to finish") for n in (good, bad)}
         assert done[good]["status"]["phase"] == Phase.SUCCEEDED, done[good]["status"]
         assert done[bad]["status"]["phase"] == Phase.FAILED, done[bad]["status"]
         assert "planted" in json.dumps(done[bad]["status"])
@@ -190,7 +180,7 @@ def test_sigkill_of_the_holder_mid_run_a_follower_takes_over(server_proc, tmp_pa
             assert [e["reason"] for e in events] == [t["reason"] for t in job["status"]["transitions"]]
         # a job submitted after the kill is validated by the new holder
         late = api.request("POST", "jobs", {"notebook": {"path": "slow.ipynb"}, **NOBUILD})["metadata"]["name"]
-        late_job = _wait(lambda: _terminal(api, late), 300, "the late job")
+        late_job = wait(lambda: _terminal(api, late), 300, "the late job")
         assert late_job["status"]["phase"] == Phase.SUCCEEDED
         late_owner = json.loads(next((a.data_dir / "jobs" / late_job["metadata"]["uid"]).glob("run-*/owner.json"))
                                 .read_text())

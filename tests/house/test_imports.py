@@ -1,0 +1,349 @@
+"""Imports go one way (docs/architecture.md, "Imports go one way").
+
+The table is read from the page itself, so the page and this check cannot drift. Every import of
+the package is read with ``ast``: module-level ones, ones inside functions, and ones under
+``if TYPE_CHECKING:`` (a type-only import is still a dependency of the module's meaning, and the
+table and the walls are about meaning; counting them also keeps a loop from hiding behind one).
+The check fails on
+
+(a) any import cycle between modules,
+(b) any import the table does not allow, and
+(c) an import inside a function without a one-line comment on its line saying why it is deferred
+    (``# deferred: start-up time ...`` or ``# optional: kubernetes``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "jupyter_nbvalidation"
+PAGE = ROOT / "docs" / "architecture.md"
+
+# the one-line reason an import inside a function must carry, on one of its lines
+REASON = re.compile(r"#.*\b(deferred|optional):\s*\S")
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Row:
+    members: tuple[str, ...]  # the folders and modules the row is (dotted, relative to the package)
+    allowed: tuple[str, ...]  # what it may import: rows (by a member's name) or single modules
+
+
+def _name(token: str) -> str:
+    """`core/`, `app.py`, `backends/base.py`, `__init__.py` -> core, app, backends.base, "" (the package)."""
+    token = token.strip().rstrip("/")
+    token = token.removesuffix(".py").replace("/", ".")
+    if token == "__init__" or token == PKG.name:
+        return ""
+    return token.removeprefix(PKG.name + ".").removesuffix(".__init__")
+
+
+def read_table(text: str) -> list[Row]:
+    """The rows of the table whose header is ``| folder | may import | ...``: in its first two
+    columns, every name in backticks; the other columns are prose."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines)
+                 if [c.strip() for c in line.strip().strip("|").split("|")][:2] == ["folder", "may import"])
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = line.strip().strip("|").split("|")
+        members = tuple(_name(t) for t in re.findall(r"`([^`]+)`", cells[0]))
+        allowed = tuple(_name(t) for t in re.findall(r"`([^`]+)`", cells[1]))
+        assert members, f"a row of the import table names no folder: {line!r}"
+        rows.append(Row(members, allowed))
+    return rows
+
+
+class Table:
+    def __init__(self, rows: list[Row]) -> None:
+        self.rows = rows
+        self.row_of_member = {m: row for row in rows for m in row.members}
+
+    def member_of(self, module: str) -> str | None:
+        """The most specific row member that covers ``module`` ("" covers only the package itself)."""
+        best: str | None = None
+        for m in self.row_of_member:
+            if module == m or (m and module.startswith(m + ".")):
+                if best is None or len(m) > len(best):
+                    best = m
+        return best
+
+    def row(self, module: str) -> Row | None:
+        m = self.member_of(module)
+        return None if m is None else self.row_of_member[m]
+
+    def allows(self, importer: str, target: str) -> bool:
+        mine, theirs = self.row(importer), self.row(target)
+        if mine is None or theirs is None:
+            return False
+        if mine is theirs:
+            return True
+        for entry in mine.allowed:
+            if entry in self.row_of_member:  # a row: its folder, not a row nested in it
+                if self.row_of_member[entry] is theirs:
+                    return True
+            elif target == entry or target.startswith(entry + "."):  # one module (or a folder that is no row)
+                return True
+        return False
+
+
+# -- the imports -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # dotted, relative to the package ("" is the package's __init__)
+    target: str | None  # None: not the package's (a late import of anything still needs its reason)
+    path: Path
+    line: int
+    in_function: bool
+    reason: bool  # a `# deferred: ...` / `# optional: ...` comment on one of its lines
+
+
+def module_name(pkg: Path, path: Path) -> str:
+    parts = list(path.relative_to(pkg).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules(pkg: Path) -> dict[str, Path]:
+    return {module_name(pkg, p): p for p in sorted(pkg.rglob("*.py"))}
+
+
+def _ours(name: str, prefix: str, modules: dict[str, Path]) -> str | None:
+    """``name`` (absolute, dotted) as one of the package's modules, or None."""
+    if name == prefix:
+        return ""
+    if name.startswith(prefix + "."):
+        rel = name[len(prefix) + 1:]
+        return rel if rel in modules else None
+    return None
+
+
+def _imports_of(me: str, path: Path, prefix: str, modules: dict[str, Path]) -> list[Import]:
+    source = path.read_text()
+    lines = source.splitlines()
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found: list[Import] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                targets: set[str] = set()
+                if isinstance(child, ast.Import):
+                    targets = {t for alias in child.names if (t := _ours(alias.name, prefix, modules)) is not None}
+                else:
+                    if child.level:  # relative (the house has none; read them all the same)
+                        base = package.split(".") if package else []
+                        base = base[: len(base) - (child.level - 1)]
+                        absolute = ".".join([prefix, *base, *([child.module] if child.module else [])])
+                    else:
+                        absolute = child.module or ""
+                    for alias in child.names:  # from x import y: x.y when y is a module, else x
+                        t = _ours(f"{absolute}.{alias.name}", prefix, modules)
+                        if t is None:
+                            t = _ours(absolute, prefix, modules)
+                        if t is not None:
+                            targets.add(t)
+                why = bool(REASON.search("\n".join(lines[child.lineno - 1: (child.end_lineno or child.lineno)])))
+                found.extend(Import(me, t, path, child.lineno, in_function, why) for t in sorted(targets) if t != me)
+                if in_function and not targets:  # not ours: it still needs its reason
+                    found.append(Import(me, None, path, child.lineno, True, why))
+            visit(child, inside)
+
+    visit(ast.parse(source, str(path)), False)
+    return found
+
+
+def read_imports(pkg: Path) -> tuple[dict[str, Path], list[Import]]:
+    """Every import of the package's modules: the package's own (``import x.y`` names x.y;
+    ``from x import y`` names x.y when y is a module, else x), and any import inside a function."""
+    modules = _modules(pkg)
+    found: list[Import] = []
+    for me, path in modules.items():
+        found += _imports_of(me, path, pkg.name, modules)
+    return modules, found
+
+
+# -- the checks --------------------------------------------------------------------------------
+
+def components(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (each is one or more loops)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    counter = [0]
+
+    def strong(v: str) -> None:  # Tarjan's, iterative enough for a package's depth
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return found
+
+
+def cycle_through(graph: dict[str, set[str]], comp: set[str]) -> list[str]:
+    """One shortest cycle through a strongly connected component, from its first module by name
+    (its modules in order, the first repeated last)."""
+    start = min(comp)
+    prev: dict[str, str | None] = {start: None}
+    frontier, last = [start], None
+    while frontier and last is None:
+        following = []
+        for v in frontier:
+            successors = sorted(graph.get(v, set()) & comp)
+            if start in successors:
+                last = v
+                break
+            for w in successors:
+                if w not in prev:
+                    prev[w] = v
+                    following.append(w)
+        frontier = following
+    path: list[str] = []
+    step = last
+    while step is not None:
+        path.append(step)
+        step = prev[step]
+    return path[::-1] + [start]
+
+
+@dataclass
+class Report:
+    cycles: list[list[str]] = field(default_factory=list)
+    loops: list[list[str]] = field(default_factory=list)  # every module of each strongly connected component
+    forbidden: list[str] = field(default_factory=list)
+    unplaced: list[str] = field(default_factory=list)  # modules no row of the table covers
+    unexplained: list[str] = field(default_factory=list)  # imports in functions without a reason
+
+
+def _show(module: str) -> str:
+    return module or "__init__"
+
+
+def check(pkg: Path, table: Table) -> Report:
+    modules, imports = read_imports(pkg)
+    report = Report()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for imp in sorted(imports, key=lambda i: (str(i.path), i.line)):
+        where = f"{imp.path.relative_to(pkg.parent)}:{imp.line}"
+        if imp.in_function and not imp.reason:
+            report.unexplained.append(where)
+        if imp.target is None:
+            continue
+        graph[imp.importer].add(imp.target)
+        if not table.allows(imp.importer, imp.target):
+            report.forbidden.append(f"{where}: {_show(imp.importer)} -> {_show(imp.target)}")
+    report.unexplained = list(dict.fromkeys(report.unexplained))
+    report.forbidden = list(dict.fromkeys(report.forbidden))
+    report.unplaced = sorted(_show(m) for m in modules if table.row(m) is None)
+    found = sorted((cycle_through(graph, comp), sorted(comp)) for comp in components(graph))
+    report.cycles = [[_show(m) for m in c] for c, _ in found]
+    report.loops = [[_show(m) for m in members] for _, members in found]
+    return report
+
+
+def _table() -> Table:
+    return Table(read_table(PAGE.read_text()))
+
+
+# -- the tests ---------------------------------------------------------------------------------
+
+def test_the_table_is_read_from_the_page_and_covers_the_package() -> None:
+    table = _table()
+    assert len(table.rows) >= 15, table.rows
+    for name in ("core", "verdict", "runner", "environment", "why_red", "store", "backends", "backends.local",
+                 "backends.kubernetes", "engine", "service", "clients", "cli", "composition", "app", "magic",
+                 "pytest_plugin", ""):
+        assert name in table.row_of_member, f"the import table has no row for {_show(name)}"
+    modules = _modules(PKG)
+    for row in table.rows:  # every name the table gives is a module or a folder of the package
+        for name in row.members + row.allowed:
+            assert name in modules or (PKG / name.replace(".", "/")).is_dir(), f"the import table names {name!r}: no such module"
+    unplaced = sorted(m for m in modules if table.row(m) is None)
+    assert not unplaced, f"modules no row of the import table covers: {unplaced}"
+
+
+def test_the_runners_row_is_what_the_runner_ships() -> None:
+    """The runner's row names exactly the modules ``runner.SHARED_MODULES`` copies beside runner/
+    (less the empty package files and the version string)."""
+    tree = ast.parse((PKG / "runner" / "__init__.py").read_text())
+    shared = next(ast.literal_eval(node.value) for node in tree.body
+                  if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "SHARED_MODULES" for t in node.targets))
+    shipped = {_name(f) for f in shared} - {"", "_version", "core", "verdict"}
+    assert set(_table().row_of_member["runner"].allowed) == shipped
+
+
+def test_the_checker_finds_a_planted_loop_a_forbidden_import_and_an_unexplained_late_import(tmp_path: Path) -> None:
+    """The checks below can fail: a tiny package with a loop, an import against the table and a late
+    import without its reason is reported for each, and nothing else is."""
+    pkg = tmp_path / "tinypkg"
+    for folder in ("core", "service"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "a.py").write_text("from tinypkg.core.b import B\nA = 1\n")
+    (pkg / "core" / "b.py").write_text("def f():\n    from tinypkg.core import a  # deferred: start-up time\n    return a\nB = 2\n")
+    (pkg / "core" / "c.py").write_text("import tinypkg.service.api as api\n")  # core may import nothing of the package
+    api = ("import tinypkg.core.a\n"
+           "def late():\n    import json\n    return json\n"
+           "def optional():\n    import kubernetes  # optional: kubernetes\n    return kubernetes\n")
+    (pkg / "service" / "api.py").write_text(api)
+    page = ("| folder | may import | why |\n| --- | --- | --- |\n| `core/`, `__init__.py` | nothing | leaf |\n"
+            "| `service/` | `core/` | |\n")
+    report = check(pkg, Table(read_table(page)))
+    assert report.cycles == [["core.a", "core.b", "core.a"]]
+    assert report.forbidden == ["tinypkg/core/c.py:1: core.c -> service.api"]
+    assert report.unexplained == ["tinypkg/service/api.py:3"]
+    assert report.unplaced == []
+    # an import under TYPE_CHECKING is read: service.api -> core.c closes a loop with the forbidden one
+    (pkg / "service" / "api.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tinypkg.core.c\n" + api)
+    assert check(pkg, Table(read_table(page))).cycles == [["core.a", "core.b", "core.a"], ["core.c", "service.api", "core.c"]]
+
+
+def test_no_import_cycle_between_modules() -> None:
+    report = check(PKG, _table())
+    assert not report.cycles, "import cycles (every import counts: late and TYPE_CHECKING ones too):\n" + "\n".join(
+        f"{' -> '.join(c)}   (the loop holds {', '.join(m)})" for c, m in zip(report.cycles, report.loops, strict=True))
+
+
+def test_every_import_is_one_the_table_allows() -> None:
+    found = check(PKG, _table()).forbidden
+    assert not found, "imports the table in docs/architecture.md does not allow:\n" + "\n".join(found)
+
+
+def test_every_import_inside_a_function_says_why_it_is_deferred() -> None:
+    found = check(PKG, _table()).unexplained
+    assert not found, ("imports inside a function without `# deferred: <start-up time ...>` or "
+                       "`# optional: <dependency>` on their line:\n" + "\n".join(found))
