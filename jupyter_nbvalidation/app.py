@@ -56,7 +56,9 @@ class NBValidation(ExtensionApp, NBValidationSettings):
         })
 
     def initialize_handlers(self) -> None:
-        from jupyter_nbvalidation.service.handlers import routes
+        from jupyter_nbvalidation.service.handlers import (
+            routes,  # deferred: start-up time (the handlers import tornado's web stack only when the server loads us)
+        )
 
         self.handlers.extend(routes())
 

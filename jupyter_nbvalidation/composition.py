@@ -10,6 +10,7 @@ on this machine would: the verdict does not depend on which of the two ran it.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from traitlets import Enum, Float, Int, Type
@@ -68,7 +69,9 @@ def make_backend(kind: str, cls: type[Backend] | None, parent: Any) -> Backend:
                                f"(no module {e.name}): pip install 'jupyter-nbvalidation[kubernetes]'") from None
 
         return KubernetesBackend(parent=parent)
-    from jupyter_nbvalidation.backends.local import LocalBackend
+    from jupyter_nbvalidation.backends.local import (
+        LocalBackend,  # deferred: start-up time (the CLI talking to a server never loads the local backend)
+    )
 
     return LocalBackend(parent=parent)
 
@@ -98,8 +101,14 @@ def jupyter_config() -> Config:
     """The Jupyter server's config files as a server started here reads them
     (``jupyter_server_config.json`` and ``.py`` in every ``jupyter --paths`` config
     folder, the user's last), with ``c.NBValidation`` also as ``c.NBValidationSettings``."""
-    from jupyter_core.paths import jupyter_config_path
-    from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
+    from jupyter_core.paths import (
+        jupyter_config_path,  # deferred: start-up time (Jupyter's config paths, only when the CLI runs without a server)
+    )
+    from traitlets.config.loader import (  # deferred: start-up time (traitlets' config loaders, only when the CLI runs without a server)
+        ConfigFileNotFound,
+        JSONFileConfigLoader,
+        PyFileConfigLoader,
+    )
 
     config = Config()
     for folder in reversed(jupyter_config_path()):  # lowest priority first: later ones override
@@ -119,9 +128,10 @@ def local_service(root_dir: str, data_dir: str | None = None, backend_config: di
     """The service of the CLI without a server: the local backend, whatever
     ``c.NBValidation.backend`` says (a server is what reaches a cluster), with this
     machine's Jupyter config and then ``data_dir`` and ``backend_config`` over it."""
-    import logging
 
-    from jupyter_nbvalidation.backends.local import LocalBackend
+    from jupyter_nbvalidation.backends.local import (
+        LocalBackend,  # deferred: start-up time (the CLI talking to a server never loads the local backend)
+    )
 
     config = jupyter_config() if config is None else config
     settings = NBValidationSettings(config=config)

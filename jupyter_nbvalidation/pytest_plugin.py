@@ -66,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if suffix and config.getoption("nbvalidation_golden_self"):
         raise pytest.UsageError("--nbvalidation-golden-suffix and --nbvalidation-golden-self: give one of them")
     from jupyter_nbvalidation.cli.spec_options import spec_from_options  # deferred: start-up time of every pytest run
-    from jupyter_nbvalidation.core.spec_checks import (  # deferred: start-up time of every pytest run
+    from jupyter_nbvalidation.spec.checks import (  # deferred: start-up time of every pytest run
         SpecError,
         validate_spec,
     )

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Backend, Fault, Observation
 from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import build_attempt, is_terminal, isotime, validation_attempt
-from jupyter_nbvalidation.core.plan import Snapshot, ValidationPlan, snapshot_from_files
+from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan, snapshot_from_files
 from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
 
 

@@ -127,7 +127,7 @@ async def rest_wait_terminal(jp_fetch, name, timeout):
 async def plan_for(backend, job: dict, *, build_timeout: float = 15 * 60, validation_timeout: float = 30 * 60):
     """The validation plan an engine would hand ``backend`` for ``job`` (plan.make_plan over the
     backend's stored snapshot), for tests that drive a backend without an engine."""
-    from jupyter_nbvalidation.core.plan import make_plan
+    from jupyter_nbvalidation.spec.plan import make_plan
 
     snapshot = await backend.read_snapshot(job)
     return await asyncio.to_thread(make_plan, job, snapshot, build_timeout=build_timeout,

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Backend, Fault, Observation
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import isotime, validation_attempt
-from jupyter_nbvalidation.core.plan import GOLDEN, NOTEBOOK, Snapshot, ValidationPlan, snapshot_from_files
+from jupyter_nbvalidation.spec.plan import GOLDEN, NOTEBOOK, Snapshot, ValidationPlan, snapshot_from_files
 from jupyter_nbvalidation.store.base import JobStore
 
 RUNNER = [sys.executable, "-m", "jupyter_nbvalidation.runner"]

@@ -22,9 +22,9 @@ from traitlets import Float, Int, MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
 from jupyter_nbvalidation.core.documents import Job, JobSpec, Progress, RunnerResult
-from jupyter_nbvalidation.core.plan import Snapshot, ValidationPlan
 from jupyter_nbvalidation.core.vocabulary import RunState
 from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
 from jupyter_nbvalidation.store.base import JobStore
 
 # what a backend observes of a build or a run (vocabulary.RunState), by the short names the backends use

@@ -49,7 +49,7 @@ def clone_file(src: str, dst: str) -> None:
     with open(src, "rb") as fi, open(dst, "xb") as fo:
         done = False
         try:
-            import fcntl
+            import fcntl  # optional: fcntl (POSIX only; the reflink ioctl is tried where it exists)
 
             fcntl.ioctl(fo.fileno(), _FICLONE, fi.fileno())
             done = True

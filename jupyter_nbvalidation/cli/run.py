@@ -20,7 +20,7 @@ from jupyter_nbvalidation.cli.last_success import add_constraints, last_success_
 from jupyter_nbvalidation.cli.spec_options import add_spec_options, spec_from_options
 from jupyter_nbvalidation.clients.base import ClientError
 from jupyter_nbvalidation.clients.in_process import InProcess
-from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
+from jupyter_nbvalidation.spec.checks import SpecError, validate_spec
 
 
 def arguments(s: argparse.ArgumentParser) -> None:

@@ -2,7 +2,7 @@
 
 A job is a Kubernetes-shaped dict (``apiVersion``, ``kind``, ``metadata``,
 ``spec``, ``status``) in every backend. Field names follow the upstream Go
-operator's CRD where it has them. A spec is checked in spec_checks.py. Nothing in here does I/O.
+operator's CRD where it has them. A spec is checked in spec/checks.py. Nothing in here does I/O.
 """
 
 from __future__ import annotations

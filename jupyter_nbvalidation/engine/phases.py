@@ -16,10 +16,10 @@ import asyncio
 from jupyter_nbvalidation.core.documents import Job, JobStatus
 from jupyter_nbvalidation.core.errors import InputRejected, PermanentFailure
 from jupyter_nbvalidation.core.model import CANCEL_ANNOTATION, BuildPhase, Phase, Reason, build_enabled, is_terminal
-from jupyter_nbvalidation.core.plan import Timeouts, ValidationPlan, make_plan, timeouts
 from jupyter_nbvalidation.core.redaction import scrub
 from jupyter_nbvalidation.engine.state import AGAIN, Again, EngineState, Step
-from jupyter_nbvalidation.environment.notes import environment_sentence
+from jupyter_nbvalidation.spec.notes import environment_sentence
+from jupyter_nbvalidation.spec.plan import Timeouts, ValidationPlan, make_plan, timeouts
 from jupyter_nbvalidation.store.base import NotFound
 
 

@@ -25,11 +25,11 @@ from jupyter_nbvalidation.core.model import (
     parse_time,
     utcnow,
 )
-from jupyter_nbvalidation.core.plan import missing_file_hint
 from jupyter_nbvalidation.core.redaction import scrub
 from jupyter_nbvalidation.engine.state import AGAIN, EngineState, Step
 from jupyter_nbvalidation.engine.transitions import StatusWriteFailed, attempt_started_at, phase_entered_at
-from jupyter_nbvalidation.environment.notes import missing_module_hint
+from jupyter_nbvalidation.spec.notes import missing_module_hint
+from jupyter_nbvalidation.spec.plan import missing_file_hint
 from jupyter_nbvalidation.store.base import Conflict
 
 

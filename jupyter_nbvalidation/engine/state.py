@@ -21,7 +21,7 @@ from typing import Any, Callable, Union
 from jupyter_nbvalidation.backends.base import Backend, Observation
 from jupyter_nbvalidation.core.documents import Job, JobStatus
 from jupyter_nbvalidation.core.events import EventRecorder
-from jupyter_nbvalidation.core.plan import Timeouts, ValidationPlan
+from jupyter_nbvalidation.spec.plan import Timeouts, ValidationPlan
 from jupyter_nbvalidation.store.base import JobStore
 
 

@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import time
+from queue import Empty
 from typing import Any, Callable, Mapping
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
@@ -189,7 +190,6 @@ async def stop_kernel(km: Any, kc: Any) -> None:
 
 async def _kernel_said_it_shut_down(km: Any, kc: Any, limit: float) -> None:
     """Until the kernel's ``shutdown_reply`` on IOPub, its process gone, or ``limit`` s."""
-    from queue import Empty
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit
@@ -510,7 +510,6 @@ class _Execution:
 
     @staticmethod
     async def _reply(kc: Any, msg_id: str) -> dict[str, Any]:
-        from queue import Empty
 
         while True:
             try:

@@ -41,12 +41,15 @@ Linux and other POSIX systems with ``fork`` only.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import random
 import selectors
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import traceback
 from typing import Any
@@ -82,9 +85,6 @@ def _exit_code(status: int) -> int:
 def _become_runner(request: dict[str, Any], log_fd: int, close: list[int], started: int) -> int:
     """In the forked child: turn into the runner of one run, and run it. ``started``
     is closed once this process leads its own session (its parent waits for that)."""
-    import atexit
-    import random
-    import tempfile
 
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -109,7 +109,7 @@ def _become_runner(request: dict[str, Any], log_fd: int, close: list[int], start
         os.environ.update(request["env"])
         tempfile.tempdir = None  # found again from this run's TMPDIR
         random.seed()
-        import jupyter_nbvalidation.runner.cli as cli
+        import jupyter_nbvalidation.runner.cli as cli  # deferred: start-up time (imported in the fork server's warm-up, before the first fork)
 
         argv = [str(a) for a in request["argv"]]
         sys.argv = [os.path.join(os.path.dirname(cli.__file__), "__main__.py"), *argv]

@@ -47,7 +47,7 @@ PR_SET_CHILD_SUBREAPER = 36
 def set_child_subreaper() -> bool:
     """Make this process the reaper of its descendants' orphans (Linux >= 3.4)."""
     try:
-        import ctypes
+        import ctypes  # deferred: start-up time (ctypes loads libffi; only for PR_SET_CHILD_SUBREAPER)
 
         libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import datetime as _dt
 import gzip
 import json
 import os
@@ -183,7 +184,6 @@ def progress_line(event: Mapping[str, Any]) -> str:
 
 def progress_time() -> str:
     """Now, as the progress records say it (RFC 3339, UTC, milliseconds)."""
-    import datetime as _dt
 
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 

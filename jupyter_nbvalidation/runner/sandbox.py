@@ -395,7 +395,7 @@ def _read_report(fd: int, child: int, parent: int | None) -> str:
     """What the namespace's first process reports (the kernel's wait status), read
     until it closes; meanwhile, the parent gone (ipykernel's parent poller, once a
     second): the namespace is killed."""
-    import select
+    import select  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
 
     data = b""
     while True:
@@ -500,7 +500,7 @@ def detect(python: str | None = None) -> dict[str, Any]:
     if not sys.platform.startswith("linux"):
         info["reason"] = f"not Linux ({sys.platform}): no namespaces"
         return info
-    import tempfile
+    import tempfile  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
 
     with tempfile.TemporaryDirectory(prefix="nbvalidation-sandbox-probe-") as tmp:
         secret = os.path.join(tmp, "hidden", "secret")

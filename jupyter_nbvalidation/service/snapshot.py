@@ -25,11 +25,11 @@ from jupyter_nbvalidation.core.documents import JobSpec
 from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import build_enabled
 from jupyter_nbvalidation.core.redaction import mask_urls, mask_values
-from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 from jupyter_nbvalidation.environment.requirements import Requirements
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.state import ServiceState
 from jupyter_nbvalidation.service.strict_json import find_bad_number
+from jupyter_nbvalidation.spec.checks import SpecError, validate_spec
 
 INPUTS_PREFIX = "inputs/"  # spec.inputFiles in a job's files: inputs/<path relative to the notebook's folder>
 

@@ -29,7 +29,7 @@ _PKG = Path(__file__).resolve().parents[1]
 RUNNER_DIR = "runner"
 
 # Beside runner/, the modules a verdict's judgement runs through (paths in the package).
-# The runner imports each (runner.SHARED_MODULES), or, for core/runner_args.py, each
+# The runner imports each (runner.SHARED_MODULES), or, for spec/runner_args.py, each
 # backend turns the job's spec into the runner's arguments with it.
 VERDICT_MODULES = (
     "__init__.py",               # runs first in every runner process: defers jsonschema's rfc3987 format
@@ -38,7 +38,7 @@ VERDICT_MODULES = (
     "core/priority.py",          # the CPU priority the runner gives itself and the kernel: cell times, so timeouts
     "core/tasks.py",             # wait_within: how the runner's timeouts are kept
     "core/vocabulary.py",        # the verdicts, reasons and cell statuses the runner writes
-    "core/runner_args.py",       # the spec's comparison options, parameters and output limits as the runner's
+    "spec/runner_args.py",       # the spec's comparison options, parameters and output limits as the runner's
     #                              arguments (both backends)
     "verdict/compare.py",        # the golden comparison: tolerances, one cell, the whole notebook
     "verdict/flatten.py",        # what of a cell's outputs is compared (streams merged, keys, ignored types)

@@ -98,9 +98,10 @@ def _unbounded(item: Any) -> Any:
 
 def _sre_parser() -> Any:
     try:
-        import re._parser as parser  # type: ignore[import-not-found,unused-ignore]  # Python >= 3.11
+        # optional (both imports): the regex parser's module name depends on the Python version
+        import re._parser as parser  # type: ignore[import-not-found,unused-ignore]  # optional: Python >= 3.11
     except ImportError:  # pragma: no cover - Python 3.10
-        import sre_parse as parser
+        import sre_parse as parser  # optional: Python 3.10
     return parser
 
 

@@ -81,7 +81,9 @@ def _digest(data: bytes | None) -> str | None:
 
 def _version_key(v: str) -> Any:
     try:
-        from packaging.version import Version
+        from packaging.version import (
+            Version,  # deferred: start-up time (packaging's version parser, only when versions are compared)
+        )
 
         return Version(v)
     except Exception:

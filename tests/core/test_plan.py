@@ -12,8 +12,8 @@ import pytest
 from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
 from jupyter_nbvalidation.backends.local import LocalBackend
 from jupyter_nbvalidation.core.errors import InputRejected
-from jupyter_nbvalidation.core.plan import Snapshot, make_plan
-from jupyter_nbvalidation.core.spec_checks import validate_spec
+from jupyter_nbvalidation.spec.checks import validate_spec
+from jupyter_nbvalidation.spec.plan import Snapshot, make_plan
 
 BASE = "python@sha256:" + "a" * 64  # pinned: no registry lookup
 
@@ -114,7 +114,7 @@ def _failed(name: str, message: str, index: int = 2) -> dict:
 
 def test_a_missing_relative_file_says_what_travelled():
     from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION
-    from jupyter_nbvalidation.core.plan import missing_file_hint
+    from jupyter_nbvalidation.spec.plan import missing_file_hint
 
     job = {"metadata": {"annotations": {WORKDIR_ANNOTATION: "/srv/root/proj/a", ROOT_ANNOTATION: "/srv/root"}},
            "spec": {"notebook": {"path": "proj/a/nb.ipynb"}}}

@@ -23,8 +23,8 @@ import jupyter_nbvalidation.environment.discovery as ef
 import jupyter_nbvalidation.environment.reading as reading
 import jupyter_nbvalidation.environment.requirements as reqmod
 import jupyter_nbvalidation.environment.trees as trees
-from jupyter_nbvalidation.core.plan import requirements_sentence
 from jupyter_nbvalidation.environment.kinds.environment_yml import conda_to_pip
+from jupyter_nbvalidation.spec.plan import requirements_sentence
 
 
 def collect(root: Path, nb: str) -> reqmod.Requirements:
@@ -318,7 +318,7 @@ def test_run_a_repository_whose_pyproject_declares_the_project(tmp_path):
 
 
 def test_extras_are_the_projects_own_and_checked_at_submit(repo):
-    from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
+    from jupyter_nbvalidation.spec.checks import SpecError, validate_spec
 
     def extras(*names: str) -> reqmod.Requirements:
         spec = {"notebook": {"path": NB}, "podConfig": {"buildConfig": {"extras": list(names)}}}

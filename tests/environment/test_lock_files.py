@@ -20,8 +20,8 @@ from helpers import run_repo as run
 import jupyter_nbvalidation.environment.kinds.lock_files as lock_files
 import jupyter_nbvalidation.environment.kinds.uv_lock as ef
 import jupyter_nbvalidation.environment.requirements as reqmod
-from jupyter_nbvalidation.core.plan import requirements_sentence
 from jupyter_nbvalidation.core.redaction import mask_urls
+from jupyter_nbvalidation.spec.plan import requirements_sentence
 
 NB = "repo/notebooks/nb.ipynb"
 FIELD = "spec.podConfig.buildConfig.requirementsFile"

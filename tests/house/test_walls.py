@@ -64,8 +64,8 @@ def _is(name: str, *prefixes: str) -> bool:
 
 
 # what the engine may know: the ports and the pure core
-ENGINE_MAY_IMPORT = ("backends.base", "store.base", "core.model", "core.events", "core.tasks", "core.errors", "core.timeline", "core.plan",
-                     "environment.notes", "core.vocabulary", "core.documents", "core.redaction")
+ENGINE_MAY_IMPORT = ("backends.base", "store.base", "core.model", "core.events", "core.tasks", "core.errors", "core.timeline", "spec.plan",
+                     "spec.notes", "core.vocabulary", "core.documents", "core.redaction")
 SERVICE_LAYER = ("service", "service.handlers", "app", "cli", "magic", "clients", "service.openapi", "cli.render", "cli.batch", "cli.reports",
                  "pytest_plugin")
 
@@ -105,8 +105,8 @@ def test_the_local_side_does_not_import_kubernetes(path: Path) -> None:
     assert not wrong, f"{path.relative_to(PKG)} imports the Kubernetes backend: {sorted(wrong)}"
 
 
-@pytest.mark.parametrize("path", _modules("store/base", "backends/base", "core.model", "core.timeline", "core.errors", "core.plan",
-                                          "environment.notes", "core.runner_args", "environment.requirements", "verdict.cache", "core.vocabulary",
+@pytest.mark.parametrize("path", _modules("store/base", "backends/base", "core.model", "core.timeline", "core.errors", "spec.plan",
+                                          "spec.notes", "spec.runner_args", "environment.requirements", "verdict.cache", "core.vocabulary",
                                           "core.documents", "core.spec_table"),
                          ids=lambda p: str(p.relative_to(PKG)))
 def test_the_ports_and_the_core_import_no_backend(path: Path) -> None:

@@ -16,7 +16,7 @@ from helpers import cli as run_cli
 from helpers import write_notebook
 
 import jupyter_nbvalidation.verdict.compare as compare
-from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
+from jupyter_nbvalidation.spec.checks import SpecError, validate_spec
 from jupyter_nbvalidation.verdict.sanitize import SanitizerFileError, parse_sanitizer_file
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"

@@ -23,7 +23,7 @@ from helpers import rest_call, rest_wait_terminal, wait, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase
-from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
+from jupyter_nbvalidation.spec.checks import SpecError, validate_spec
 
 MARKER = re.compile(r"\[nbvalidation: ([\d.]+ [kMG]B) of output truncated; limit ([\d.]+ [KMG]iB|\d+ bytes) per (cell|notebook)\]")
 NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
@@ -155,7 +155,7 @@ def test_output_limits_in_the_spec():
 
 
 def test_output_limits_reach_the_runner():
-    from jupyter_nbvalidation.core.runner_args import spec_args
+    from jupyter_nbvalidation.spec.runner_args import spec_args
 
     args = spec_args({"notebook": {"path": "a.ipynb"}, "outputLimits": {"perCell": 1024, "total": 4096}})
     assert args[-4:] == ["--max-cell-output-bytes", "1024", "--max-output-bytes", "4096"]

@@ -14,9 +14,9 @@ import pytest
 from helpers import cli, wait, write_notebook
 
 from jupyter_nbvalidation.cli.spec_options import parameter_value
-from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 from jupyter_nbvalidation.runner import run_notebook
 from jupyter_nbvalidation.runner.parameters import parameters_source, python_literal
+from jupyter_nbvalidation.spec.checks import SpecError, validate_spec
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 

@@ -23,8 +23,8 @@ from jupyter_nbvalidation.backends.local import (
     process_record,
     same_process_alive,
 )
-from jupyter_nbvalidation.core.plan import Snapshot, make_plan
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
+from jupyter_nbvalidation.spec.plan import Snapshot, make_plan
 from jupyter_nbvalidation.store.lease import StoreLeaseElector, microtime
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 

@@ -74,9 +74,9 @@ from jupyter_nbvalidation.core.model import (
     build_enabled,
     isotime,
 )
-from jupyter_nbvalidation.core.plan import Snapshot, ValidationPlan
-from jupyter_nbvalidation.core.spec_checks import SpecError, spec_fields
 from jupyter_nbvalidation.environment.requirements import INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
+from jupyter_nbvalidation.spec.checks import SpecError, spec_fields
+from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
 from jupyter_nbvalidation.store.base import StoreError
 
 __all__ = ["CRD_NAME", "IMAGE_ANNOTATION", "KubernetesBackend"]

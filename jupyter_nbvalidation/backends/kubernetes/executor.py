@@ -42,7 +42,7 @@ from jupyter_nbvalidation.backends.kubernetes.progress import PodProgress, holds
 from jupyter_nbvalidation.core.documents import Job, Progress, RunnerResult
 from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import Phase, ResultReason, build_enabled, isotime, validation_attempt
-from jupyter_nbvalidation.core.plan import ValidationPlan
+from jupyter_nbvalidation.spec.plan import ValidationPlan
 
 POD_GRACE_SECONDS = 30  # the runner's own --timeout reports before the pod deadline kills it
 
@@ -51,7 +51,9 @@ def print_executed_supported() -> bool:
     """Whether this version's runner has ``--print-executed`` (pods run the
     same version when built from runner_requirements)."""
     try:
-        from jupyter_nbvalidation.runner import build_parser
+        from jupyter_nbvalidation.runner import (
+            build_parser,  # deferred: start-up time (the runner's parser, only to build a Pod's command)
+        )
 
         return "--print-executed" in build_parser()._option_string_actions
     except Exception:

@@ -21,9 +21,9 @@ from jupyter_nbvalidation.backends.kubernetes.registry import RegistryClient, Re
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.errors import InputRejected, TemporaryFailure
 from jupyter_nbvalidation.core.model import isotime, parse_time
-from jupyter_nbvalidation.core.plan import ValidationPlan
 from jupyter_nbvalidation.core.vocabulary import EventReason
 from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.spec.plan import ValidationPlan
 
 BASE_DIGEST_TTL = 60.0  # seconds a resolved base-image digest is used before asking again
 PROBE_TTL = 5.0  # seconds /health's registry probe is reused

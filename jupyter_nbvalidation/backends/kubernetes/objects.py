@@ -8,6 +8,7 @@ is a 409 that the backend turns into "adopt the existing one".
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import io
@@ -21,9 +22,9 @@ import jupyter_nbvalidation.environment.local_sources as local_sources
 from jupyter_nbvalidation.backends.kubernetes.store import JOB_LABEL
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import API_VERSION, GROUP, KIND, build_attempt
-from jupyter_nbvalidation.core.plan import CONSTRAINTS_TXT, ValidationPlan
 from jupyter_nbvalidation.environment.kinds.apt_txt import APT_TXT
 from jupyter_nbvalidation.environment.requirements import INTERPRETER_JSON
+from jupyter_nbvalidation.spec.plan import CONSTRAINTS_TXT, ValidationPlan
 from jupyter_nbvalidation.verdict.probe import BASE_IMAGE_VAR
 
 COMPONENT_LABEL = f"{GROUP}/component"
@@ -160,7 +161,6 @@ def split_snapshot(files: dict[str, bytes]) -> tuple[dict[str, str], dict[str, b
 
 
 def input_configmap(job: Job, files: dict[str, bytes]) -> dict[str, Any]:
-    import base64
 
     data, binary, _ = split_snapshot(files)
     cm: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
@@ -297,7 +297,9 @@ def runner_files() -> dict[str, bytes]:
     if _runner_files is None:
         pkg = _PACKAGE_DIR
         if (pkg / "runner" / "__init__.py").is_file():
-            from jupyter_nbvalidation.runner import SHARED_MODULES  # the pure modules it imports beside runner/
+            from jupyter_nbvalidation.runner import (
+                SHARED_MODULES,  # deferred: start-up time (the runner's files are read once, when an image is first built); the pure modules it imports beside runner/
+            )
 
             paths = [*(pkg / m for m in SHARED_MODULES), *sorted((pkg / "runner").rglob("*.py"))]
         else:
@@ -343,7 +345,6 @@ def build_context_configmap(job: Job, context: dict[str, bytes]) -> dict[str, An
     same files as one ``context.tar.gz`` (kaniko's ``tar://`` context: a
     ConfigMap volume's keys are symlinks into ``..data/``, which kaniko's COPY
     would copy as dangling links; files unpacked from a tar are regular)."""
-    import base64
 
     data, binary = {}, {}
     for key, value in context.items():

@@ -36,6 +36,7 @@ log read), so the tests drive it with stand-ins.
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 import time
 from dataclasses import dataclass, field
@@ -63,7 +64,6 @@ def parse_stamp(text: str) -> Stamp | None:
 
 
 def _next_second(stamp: Stamp) -> Stamp:
-    import datetime as _dt
 
     t = _dt.datetime.strptime(stamp[0], "%Y-%m-%dT%H:%M:%S") + _dt.timedelta(seconds=1)
     return t.strftime("%Y-%m-%dT%H:%M:%S"), -1  # before any line of that second

@@ -33,9 +33,9 @@ from jupyter_nbvalidation.backends.local.runs import RunsRoom
 from jupyter_nbvalidation.core.documents import Job, JobSpec
 from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, Phase, build_enabled, parse_time
-from jupyter_nbvalidation.core.plan import Snapshot, snapshot_from_files
-from jupyter_nbvalidation.core.spec_checks import SpecError, spec_fields
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
+from jupyter_nbvalidation.spec.checks import SpecError, spec_fields
+from jupyter_nbvalidation.spec.plan import Snapshot, snapshot_from_files
 from jupyter_nbvalidation.store.lease import StoreLeaseElector, new_identity
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 
@@ -271,7 +271,10 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
         """Whether a repository asks for a Python that ``python`` (read at start) is not."""
         if python_requires is None:
             return False
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.specifiers import (  # deferred: start-up time (packaging's specifiers, measured slower to import than yaml)
+            InvalidSpecifier,
+            SpecifierSet,
+        )
 
         try:
             wanted = SpecifierSet(python_requires[0])

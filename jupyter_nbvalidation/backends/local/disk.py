@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -72,7 +73,6 @@ def _write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
 
 
 def isotime_of(epoch: float) -> str:
-    import datetime as dt
 
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

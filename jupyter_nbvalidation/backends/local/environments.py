@@ -47,11 +47,11 @@ from jupyter_nbvalidation.backends.local.faults import fault_of_build, fault_of_
 from jupyter_nbvalidation.backends.local.state import LocalState
 from jupyter_nbvalidation.core.documents import Job, JobSpec
 from jupyter_nbvalidation.core.model import build_enabled, isotime, parse_time
-from jupyter_nbvalidation.core.plan import ValidationPlan, requirements_key, requirements_of, requirements_sentence
 from jupyter_nbvalidation.core.priority import deprioritize
 from jupyter_nbvalidation.core.redaction import scrub
 from jupyter_nbvalidation.core.tasks import cancel_and_wait, wait_within
 from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.spec.plan import ValidationPlan, requirements_key, requirements_of, requirements_sentence
 
 tool_identity = envrec.tool_identity  # the record's tool, as the local backend's package exported it
 LOG_LINE_LIMIT = 2**20  # a build command's line longer than this reaches the log in pieces
@@ -193,7 +193,9 @@ class EnvironmentsRoom(LocalState):
         if not self._wants_other_python(python_requires):
             return default  # also an invalid one: refused at submit; a job stored before that check keeps it
         assert python_requires is not None
-        from packaging.specifiers import SpecifierSet
+        from packaging.specifiers import (
+            SpecifierSet,  # deferred: start-up time (packaging's specifiers, measured slower to import than yaml)
+        )
 
         wanted = SpecifierSet(python_requires[0])
         if self._interpreters is None:  # asked on first need: in a thread (callers on the loop await

@@ -42,10 +42,10 @@ from jupyter_nbvalidation.backends.local.forkserver import ForkedRunner, RunnerF
 from jupyter_nbvalidation.backends.local.state import LocalState
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, isotime, validation_attempt
-from jupyter_nbvalidation.core.plan import ValidationPlan
 from jupyter_nbvalidation.core.priority import deprioritize
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.runner.environment import forkserver_environment, runner_environment
+from jupyter_nbvalidation.spec.plan import ValidationPlan
 
 
 class RunsRoom(LocalState):

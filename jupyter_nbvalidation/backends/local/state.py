@@ -16,7 +16,7 @@ from typing import Any, Callable
 from jupyter_nbvalidation.backends.local.disk import _Build, _Run
 from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
 from jupyter_nbvalidation.core.documents import Job
-from jupyter_nbvalidation.core.plan import Snapshot
+from jupyter_nbvalidation.spec.plan import Snapshot
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 
 

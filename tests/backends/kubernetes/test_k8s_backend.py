@@ -53,8 +53,8 @@ from jupyter_nbvalidation.backends.kubernetes.backend import IMAGE_ANNOTATION
 from jupyter_nbvalidation.backends.kubernetes.client import CONFIGMAPS, EVENTS, JOBS, PODS, Kube, KubeApiError, connect
 from jupyter_nbvalidation.backends.kubernetes.store import NVJ
 from jupyter_nbvalidation.core.model import NOTICE_REASONS, Phase, Reason
-from jupyter_nbvalidation.core.plan import Snapshot, make_plan
 from jupyter_nbvalidation.service.errors import ApiError
+from jupyter_nbvalidation.spec.plan import Snapshot, make_plan
 
 try:  # the harness is loaded as a plugin; import it by whichever name is on sys.path
     import k8s_harness as harness

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from jupyter_nbvalidation.core.plan import ValidationPlan
+from jupyter_nbvalidation.spec.plan import ValidationPlan
 
 #: the file a notebook's dependencies go in when nothing else is declared
 BESIDE = "requirements.txt beside the notebook"

@@ -27,7 +27,7 @@ import jupyter_nbvalidation.environment.local_sources as local_sources
 import jupyter_nbvalidation.environment.requirements as reqmod
 from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled, parse_duration
-from jupyter_nbvalidation.core.runner_args import plan_args
+from jupyter_nbvalidation.spec.runner_args import plan_args
 
 NOTEBOOK = "notebook.ipynb"
 GOLDEN = "golden.ipynb"
