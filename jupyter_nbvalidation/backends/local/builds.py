@@ -95,8 +95,6 @@ def _local_package_name(path: str) -> str | None:
     return envrec.normalize(name)
 
 
-
-
 class BuildsRoom(LocalState):
     """A room of LocalBackend (backend.py): the state it uses is declared by LocalState (state.py)."""
 
