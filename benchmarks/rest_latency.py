@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from helpers import write_notebook  # noqa: E402
 
 from jupyter_nbvalidation.core.model import Phase, new_job  # noqa: E402
-from jupyter_nbvalidation.engine.engine import new_status  # noqa: E402
+from jupyter_nbvalidation.engine.transitions import new_status  # noqa: E402
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore  # noqa: E402
 
 

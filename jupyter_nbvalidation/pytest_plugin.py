@@ -65,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if suffix and config.getoption("nbvalidation_golden_self"):
         raise pytest.UsageError("--nbvalidation-golden-suffix and --nbvalidation-golden-self: give one of them")
     from jupyter_nbvalidation.cli.main import spec_from_options
-    from jupyter_nbvalidation.core.model import SpecError, validate_spec
+    from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 
     options = spec_from_options(_spec_args(config))
     try:  # a bad option is refused once, before anything is collected or submitted

@@ -13,6 +13,7 @@ import pytest_asyncio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from fake_backend import FakeBackend  # noqa: E402
 from helpers import write_notebook  # noqa: E402
 
 from jupyter_nbvalidation.backends.local import LocalBackend  # noqa: E402
@@ -250,6 +251,29 @@ async def local(tmp_path):
     await env.engine.start()
     yield env
     await env.engine.stop()
+
+
+@pytest_asyncio.fixture
+async def start_engine():
+    """start_engine(backend=None, *, log=None, queue_poll=None, **engine_kw) -> (engine, backend):
+    an Engine over ``backend`` (a new FakeBackend, tests/fake_backend.py, when None), started;
+    each one still running is stopped afterwards. ``queue_poll`` sets the engine's before it
+    starts. The engine tests' ``run`` fixtures and the port contract's ``backend_env`` use it."""
+    engines: list[Engine] = []
+
+    async def make(backend=None, *, log=None, queue_poll: float | None = None, **engine_kw):
+        backend = backend or FakeBackend()
+        engine = Engine(backend, log=log or logging.getLogger("nbvalidation.test.engine"), **engine_kw)
+        if queue_poll is not None:
+            engine.queue_poll = queue_poll
+        await engine.start()
+        engines.append(engine)
+        return engine, backend
+
+    yield make
+    for engine in engines:
+        if engine.running:
+            await engine.stop()
 
 
 @pytest.fixture

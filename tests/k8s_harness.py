@@ -51,7 +51,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 TESTBIN_SRC = REPO / "tools" / "testbin"
-MANIFESTS = REPO / "jupyter_nbvalidation" / "k8s" / "manifests"
+MANIFESTS = REPO / "jupyter_nbvalidation" / "backends" / "kubernetes" / "manifests"
 CRD_FILE = MANIFESTS / "crd.yaml"
 ROLE_FILE = MANIFESTS / "role.yaml"
 

@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT))
 
 import jupyter_nbvalidation.core.spec_table as T  # noqa: E402
 
-CRD = ROOT / "jupyter_nbvalidation" / "k8s" / "manifests" / "crd.yaml"
+CRD = ROOT / "jupyter_nbvalidation" / "backends" / "kubernetes" / "manifests" / "crd.yaml"
 TS = ROOT / "labextension" / "src" / "spec.generated.ts"
-TABLE = ROOT / "jupyter_nbvalidation" / "spec_table.py"
+TABLE = ROOT / "jupyter_nbvalidation" / "core" / "spec_table.py"
 
 CRD_BEGIN = "# BEGIN GENERATED SPEC"
 CRD_END = "# END GENERATED SPEC"

@@ -14,10 +14,11 @@ cannot (docs/architecture.md, "The validation plan" and "Errors").
 
 from __future__ import annotations
 
+from abc import ABC, ABCMeta, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
-from traitlets import Float, Int
+from traitlets import Float, Int, MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
 from jupyter_nbvalidation.core.documents import Job, JobSpec, Progress, RunnerResult
@@ -123,8 +124,18 @@ def lease_traits(duration: float, deadline: float, period: float, lease: str) ->
                                "others).").tag(config=True))
 
 
-class Backend(LoggingConfigurable):
-    """Base class of the local and Kubernetes backends."""
+class _PortMeta(MetaHasTraits, ABCMeta):
+    """A backend is configurable (traitlets) and abstract (abc): both metaclasses."""
+
+
+class Backend(LoggingConfigurable, ABC, metaclass=_PortMeta):
+    """Base class of the local and Kubernetes backends: the port.
+
+    The required operations are abstract (a backend without one cannot be made);
+    every other operation has the default a backend without it gets. Of those,
+    ``run_election`` is needed only when ``elects_leader``, and ``collect``,
+    ``snapshot_files`` and ``environment_record`` only with the capability that
+    names them; their defaults raise NotImplementedError."""
 
     #: short name shown by /health
     name = "abstract"
@@ -149,6 +160,7 @@ class Backend(LoggingConfigurable):
     #: what this backend can do beyond the required operations
     capabilities: ClassVar[Capabilities] = Capabilities()
 
+    @abstractmethod
     async def start(self, notify: Callable[[str], None]) -> None:
         raise NotImplementedError
 
@@ -158,9 +170,11 @@ class Backend(LoggingConfigurable):
         leadership is gained and lost (only when ``elects_leader``)."""
         raise NotImplementedError
 
+    @abstractmethod
     async def stop(self) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def supported_fields(self) -> set[str]:
         """The spec fields this backend honours; any other is rejected."""
         raise NotImplementedError
@@ -168,11 +182,13 @@ class Backend(LoggingConfigurable):
     def check_spec(self, spec: JobSpec) -> None:
         """Backend-specific value checks; raise model.SpecError."""
 
+    @abstractmethod
     async def submit(self, job: Job, files: dict[str, bytes]) -> Job:
         """Create the job and store its input snapshot (``notebook.ipynb``,
         optional ``golden.ipynb`` and ``requirements.txt``)."""
         raise NotImplementedError
 
+    @abstractmethod
     async def read_snapshot(self, job: Job) -> Snapshot:
         """The input snapshot stored at submit, as the engine's plan needs it
         (plan.make_plan). Raise errors.InputRejected when it is gone,
@@ -203,6 +219,7 @@ class Backend(LoggingConfigurable):
         Default: none."""
         return []
 
+    @abstractmethod
     def build_strategy(self, job: Job) -> str:
         """The build strategy this job will use (recorded in buildStatus)."""
         raise NotImplementedError
@@ -211,16 +228,19 @@ class Backend(LoggingConfigurable):
         """Why that strategy (recorded as buildStatus.strategyReason), if worth saying."""
         return None
 
+    @abstractmethod
     async def ensure_build(self, job: Job, plan: ValidationPlan) -> Observation:
         """Start (once per attempt, ``model.build_attempt(job)``) or observe the
         build. A failure that is not the requirements' carries a ``Fault``."""
         raise NotImplementedError
 
+    @abstractmethod
     async def cancel_build(self, job: Job) -> None:
         """Stop the job's build. Idempotent: the engine also calls it to discard a
         failed attempt before a retry, and again on cancel or timeout."""
         raise NotImplementedError
 
+    @abstractmethod
     async def ensure_validation(self, job: Job, reference: str | None, plan: ValidationPlan) -> Observation:
         """Start (once) or observe the validation run. ``reference`` is read
         by the engine from the persisted status (BuildComplete), never
@@ -229,6 +249,7 @@ class Backend(LoggingConfigurable):
         notebook's carries a ``Fault``."""
         raise NotImplementedError
 
+    @abstractmethod
     async def cancel_validation(self, job: Job) -> None:
         """Stop the job's validation run. Idempotent: the engine also calls it to
         discard a failed attempt before a retry (the next ``ensure_validation``
@@ -294,9 +315,11 @@ class Backend(LoggingConfigurable):
         """Retention and the environment cache cap, now (``capabilities.garbage_collection``)."""
         raise NotImplementedError
 
+    @abstractmethod
     async def executed_notebook(self, job: Job) -> dict[str, Any] | None:
         raise NotImplementedError
 
+    @abstractmethod
     async def build_log(self, job: Job) -> str | None:
         raise NotImplementedError
 
@@ -311,6 +334,7 @@ class Backend(LoggingConfigurable):
         until its validation has started."""
         raise NotImplementedError
 
+    @abstractmethod
     async def health(self) -> dict[str, Any]:
         raise NotImplementedError
 

@@ -31,8 +31,9 @@ import stat
 import sys
 from pathlib import Path
 
+from jupyter_nbvalidation.core.folders import EXCLUDED_DIRS, walk_folder
 from jupyter_nbvalidation.runner.sandbox import SCRATCH_PATHS
-from jupyter_nbvalidation.verdict.cache import EXCLUDED_DIRS, FolderTooLarge, walk_folder
+from jupyter_nbvalidation.verdict.cache import FolderTooLarge
 
 TREE = "tree"
 SCRATCH = "scratch"  # the sandboxed kernel's /tmp and /var/tmp (make_scratch)

@@ -116,7 +116,7 @@ class ServiceCalls:
         self.service, self.loop = service, loop
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        from jupyter_nbvalidation.service.jobs import ApiError
+        from jupyter_nbvalidation.service.errors import ApiError
 
         try:
             return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
@@ -149,7 +149,7 @@ class ServiceCalls:
         there); ``stop``, once set, ends the wait (ClientError)."""
         from concurrent.futures import wait as wait_for
 
-        from jupyter_nbvalidation.service.jobs import ApiError
+        from jupyter_nbvalidation.service.errors import ApiError
 
         running = asyncio.run_coroutine_threadsafe(
             self.service.wait_for_terminal(name, timeout, cast("Callable[[Job], None]", on_update)), self.loop)
@@ -209,7 +209,7 @@ class InProcess(ServiceCalls):
                 self._thread = None
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        from jupyter_nbvalidation.service.jobs import ApiError
+        from jupyter_nbvalidation.service.errors import ApiError
 
         try:
             if self._thread is not None:
@@ -258,7 +258,7 @@ class InProcess(ServiceCalls):
 
     async def _follow_log(self, name: str, follower: Follower) -> None:
         """The build log as it grows, while this process's engine runs the job."""
-        from jupyter_nbvalidation.service.jobs import ApiError
+        from jupyter_nbvalidation.service.errors import ApiError
 
         while True:
             job = await self.service.get(name)
@@ -276,7 +276,7 @@ class InProcess(ServiceCalls):
 
     def check_spec(self, spec: dict[str, Any]) -> dict[str, Any]:
         """The spec as this process's service would take it, or ClientError (exit 2)."""
-        from jupyter_nbvalidation.service.jobs import ApiError
+        from jupyter_nbvalidation.service.errors import ApiError
 
         try:
             return cast(Json, self.service.check_spec(spec))
@@ -796,7 +796,7 @@ def _ready_keep_outputs(args: argparse.Namespace, api: Remote | InProcess, keep:
 def cmd_run(args: argparse.Namespace) -> int:
     import jupyter_nbvalidation.cli.batch as batch
     import jupyter_nbvalidation.cli.reports.console as console
-    from jupyter_nbvalidation.core.model import SpecError, validate_spec
+    from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 
     if args.jobs is not None and args.jobs < 1:
         raise ClientError(f"-j/--jobs {args.jobs}: give at least 1")

@@ -3,7 +3,7 @@ a package folder, a wheel, a ``--find-links`` folder), packed to travel with the
 job to a backend that builds where the server's files are not (Kubernetes).
 
 At submit the paths are read once into one deterministic ``local-paths.tar.gz``
-(the same walk as the cache key's :func:`requirements.tree_hash`: build and tool
+(the same walk as the cache key's :func:`trees.tree_hash`: build and tool
 artefacts, virtual environments and bytecode left out), with a manifest of each
 path's place in the archive and its content hash. It is stored with the job's
 snapshot, so the build uses exactly what was read at submit, on whichever server
@@ -20,6 +20,8 @@ import os
 import re
 import tarfile
 from dataclasses import dataclass
+
+from jupyter_nbvalidation.environment.trees import tree_hash, walk_tree
 
 ARCHIVE = "local-paths.tar.gz"  # the snapshot's (and the build context's) file
 MANIFEST = "nbv-local-paths.json"  # inside the archive: {"places": {path: place}, "hashes": {path: hash}}
@@ -41,7 +43,7 @@ class PackError(ValueError):
 class Packed:
     data: bytes  # the archive
     places: dict[str, str]  # the server's real path -> its path in the archive
-    hashes: dict[str, str]  # the server's real path -> its content hash (requirements.tree_hash)
+    hashes: dict[str, str]  # the server's real path -> its content hash (trees.tree_hash)
 
 
 def _places(paths: list[str]) -> dict[str, str]:
@@ -63,8 +65,6 @@ def pack(paths: list[str], private: frozenset[str] = frozenset()) -> Packed:
     should a packed folder hold them. Raises PackError when it would be over
     :data:`MAX_BYTES`, a link in a folder points out of it (the build could not follow it),
     or a path to pack is itself private."""
-    from jupyter_nbvalidation.environment.requirements import tree_hash, walk_tree
-
     mine = [p for p in paths if _private(os.path.realpath(p), private)]
     if mine:
         raise PackError(f"{mine[0]} is one of the server's own folders (or inside one): it never travels with a job")

@@ -14,9 +14,10 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
 from jupyter_nbvalidation.composition import NBValidationSettings
-from jupyter_nbvalidation.core.model import is_terminal
-from jupyter_nbvalidation.service.jobs import MAX_BODY_BYTES, ApiError, JobService, dumps, loads_strict, store_api_error
+from jupyter_nbvalidation.service.errors import ApiError, store_api_error
+from jupyter_nbvalidation.service.jobs import JobService
 from jupyter_nbvalidation.service.openapi import openapi_document
+from jupyter_nbvalidation.service.strict_json import MAX_BODY_BYTES, dumps, loads_strict
 
 PREFIX = "nbvalidation/api/v1"
 AUTH_RESOURCE = "nbvalidation"
@@ -94,7 +95,7 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
         self.finish(dumps(obj))
 
     def json_body(self) -> Any:
-        """Standard JSON only (see service.loads_strict): no NaN/Infinity, no
+        """Standard JSON only (see strict_json.loads_strict): no NaN/Infinity, no
         overlong numbers, bounded depth and size; a refusal is a 400/413."""
         if not self.request.body:
             raise ApiError(400, "BadRequest", "the request body must be a JSON job spec")
@@ -165,11 +166,7 @@ class JobHandler(BaseHandler):
         flag = (self.get_query_argument("cancelOnly", "") or "").lower()
         if flag not in ("", "true", "false", "1", "0"):
             raise ApiError(400, "InvalidField", "cancelOnly must be true or false", "cancelOnly")
-        if flag in ("true", "1"):
-            job = await self.service.cancel(name)
-            self.send(job, 200 if is_terminal((job.get("status") or {}).get("phase")) else 202)
-            return
-        code, answer = await self.service.delete(name)
+        code, answer = await self.service.delete(name, cancel_only=flag in ("true", "1"))
         self.send(answer, code)
 
 
@@ -256,7 +253,7 @@ class BisectHandler(BaseHandler):
     @authorized
     @api
     async def post(self, name: str) -> None:
-        from jupyter_nbvalidation.service.bisections import MAX_STEPS_LIMIT
+        from jupyter_nbvalidation.service.bisections import MAX_STEPS_LIMIT  # deferred: start-up time of the server
 
         started, doc = await self.service.bisect_start(name, self.int_arg("maxSteps", 12, 1, MAX_STEPS_LIMIT))
         self.send(doc, 202 if started else 200)

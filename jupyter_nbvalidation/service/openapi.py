@@ -66,7 +66,7 @@ JOB_SCHEMA: dict[str, Any] = {
     },
 }
 
-# GET /jobs: each item is a job summary (service.list_item): the job without what grows with the notebook
+# GET /jobs: each item is a job summary (queries.list_item): the job without what grows with the notebook
 _LIST_STATUS = {k: v for k, v in JOB_SCHEMA["properties"]["status"]["properties"].items() if k != "results"}
 _LIST_STATUS["progress"] = {**PROGRESS_SCHEMA,
                             "required": [r for r in PROGRESS_SCHEMA["required"] if r != "cells"],

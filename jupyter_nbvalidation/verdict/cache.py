@@ -50,12 +50,11 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from jupyter_nbvalidation.core.folders import walk_folder
 from jupyter_nbvalidation.core.model import Phase
 from jupyter_nbvalidation.verdict.markers import notebook_opts_out_of_cache
 
@@ -66,13 +65,6 @@ ANNOTATION = "nbvalidation.dev/verdict-key"
 VERSION = 3  # of the key's recipe: a change of recipe never matches an older key
 MAX_FOLDER_FILES = 5000
 MAX_FOLDER_BYTES = 512 * 2**20
-# Left out of a notebook's folder, by name, in the verdict key AND in the copy the kernel
-# works in (one list, so that the key covers exactly what the notebook can see): version
-# control's metadata, Jupyter's checkpoints, caches a tool rebuilds; virtual environments
-# (a folder holding pyvenv.cfg) too (is_excluded). Hidden files and other hidden folders
-# are in both.
-EXCLUDED_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", ".ipynb_checkpoints", "__pycache__", "node_modules",
-                           ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox"})
 _PKG = Path(__file__).resolve().parents[1]
 
 
@@ -147,79 +139,10 @@ def _editable_source(dist_info: Path) -> Path | None:
     return Path(unquote(urlparse(url).path))
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One entry of a notebook's folder as the kernel may see it (``walk_folder``)."""
-
-    rel: str  # '/'-separated, relative to the folder
-    kind: str  # "dir", "file", "again" (a folder reached before: a link cycle, a second link),
-    #            "link" (a symbolic link not followed: it leaves the root, or leads nowhere)
-    path: str  # the path as walked (through links)
-    real: str  # the real path ("link": the link's target, absolute)
-    size: int = 0
-
-
 class FolderTooLarge(Exception):
     def __init__(self, files: int, nbytes: int):
         super().__init__(f"over {files} files or {nbytes} bytes")
         self.files, self.nbytes = files, nbytes
-
-
-def is_excluded(name: str, path: str) -> bool:
-    """A folder left out of both the verdict key and the kernel's copy: a name of
-    EXCLUDED_DIRS or a virtual environment (it holds ``pyvenv.cfg``)."""
-    return name in EXCLUDED_DIRS or os.path.isfile(os.path.join(path, "pyvenv.cfg"))
-
-
-def walk_folder(folder: str | Path, root: str | Path | None = None,
-                skip: frozenset[str] | set[str] = frozenset()) -> Iterator[Entry]:
-    """What a notebook working in ``folder`` can see there: every entry, depth first in
-    name order, symbolic links followed while they stay in ``root`` (the folder itself
-    when None), a folder reached twice (a link cycle) given once and then as "again";
-    EXCLUDED_DIRS, virtual environments, the real paths in ``skip`` and special files
-    (sockets, FIFOs, devices) left out. The ONE walk of the verdict key and of the
-    kernel's copy of the folder (backends/workcopy.py): both see the same entries. A
-    folder that cannot be listed is given, empty."""
-    folder = os.fspath(folder)
-    top = os.path.realpath(folder)
-    confine = os.path.realpath(os.fspath(root)) if root is not None else top
-    visited = {top}
-    stack = [(folder, "")]
-    while stack:
-        dirpath, rel_dir = stack.pop()
-        try:
-            with os.scandir(dirpath) as it:
-                names = sorted(e.name for e in it)
-        except PermissionError:
-            continue  # a folder its owner cannot list: nothing in it is readable to the kernel either
-        subdirs = []
-        for name in names:
-            path = os.path.join(dirpath, name)
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            real = os.path.realpath(path)
-            if real in skip:
-                continue
-            if os.path.islink(path) and (real != confine and not real.startswith(confine + os.sep)
-                                         or not os.path.exists(path)):
-                target = os.path.join(os.path.realpath(dirpath), os.readlink(path))
-                yield Entry(rel, "link", path, os.path.normpath(target))
-                continue
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                if is_excluded(name, path):
-                    continue
-                if real in visited:
-                    yield Entry(rel, "again", path, real)
-                    continue
-                visited.add(real)
-                yield Entry(rel, "dir", path, real)
-                subdirs.append((path, rel))
-            elif stat.S_ISREG(st.st_mode):
-                yield Entry(rel, "file", path, real, st.st_size)
-        stack.extend(reversed(subdirs))
 
 
 def folder_size(folder: str | Path, root: str | Path | None, skip: frozenset[str] | set[str],

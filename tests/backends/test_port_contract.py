@@ -12,20 +12,22 @@ verdicts and refusals.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from fake_backend import FakeBackend
 from helpers import write_notebook
 from toy_backend import SubprocessBackend
 
-from jupyter_nbvalidation.backends.base import Capabilities
+from jupyter_nbvalidation.backends.base import Backend, Capabilities
 from jupyter_nbvalidation.backends.local import LocalBackend
 from jupyter_nbvalidation.core.events import make_event
 from jupyter_nbvalidation.core.model import REASON_PHASE, Phase, Reason, new_job
-from jupyter_nbvalidation.engine.engine import Engine
-from jupyter_nbvalidation.service.jobs import ApiError, JobService
+from jupyter_nbvalidation.service.errors import ApiError
+from jupyter_nbvalidation.service.jobs import JobService
 from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, NotFound
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 
@@ -160,20 +162,18 @@ NO_BUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
 
 
 @pytest_asyncio.fixture(params=["local", "toy"])
-async def backend_env(request, tmp_path):
+async def backend_env(request, tmp_path, start_engine):
     root = tmp_path / "root"
     root.mkdir()
     if request.param == "local":
         backend = LocalBackend(data_dir=str(tmp_path / "data"))
     else:
         backend = SubprocessBackend(SQLiteJobStore(tmp_path / "jobs.db"), tmp_path / "toy")
-    engine = Engine(backend, log=LOG, resync_period=3600)
+    engine, _ = await start_engine(backend, log=LOG, resync_period=3600)
     env = type("Env", (), {})()
     env.backend, env.engine, env.root, env.base = backend, engine, root, NO_BUILD
     env.service = JobService(engine, backend, str(root))
-    await engine.start()
-    yield env
-    await engine.stop()
+    return env
 
 
 async def _verdict(env, spec: dict, timeout: float = 180, build: bool = False) -> tuple[dict, list[dict]]:
@@ -272,3 +272,23 @@ def test_the_toy_backend_is_an_afternoons_work():
     """The issue's bound: a backend that passes this contract in under 200 lines."""
     lines = (Path(__file__).parents[1] / "toy_backend.py").read_text(encoding="utf-8").splitlines()
     assert len(lines) < 200, len(lines)
+
+
+def test_the_port_is_abstract_and_every_backend_supplies_its_required_operations():
+    """Backend (backends/base.py) is an abstract base class: a backend that leaves out a
+    required operation cannot be made, and the local, Kubernetes, fake and toy backends can."""
+    from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
+
+    assert inspect.isabstract(Backend)
+    with pytest.raises(TypeError, match="abstract"):
+        Backend()
+
+    class StartsOnly(Backend):
+        async def start(self, notify):
+            pass
+
+    with pytest.raises(TypeError, match="ensure_validation"):
+        StartsOnly()
+    for backend in (LocalBackend, KubernetesBackend, FakeBackend, SubprocessBackend):
+        assert not inspect.isabstract(backend), (backend.__name__, sorted(backend.__abstractmethods__))
+    assert isinstance(FakeBackend(), Backend)

@@ -13,7 +13,7 @@ from conftest import make_local
 from helpers import phases, reasons
 
 from jupyter_nbvalidation.core.model import RETRY_REASONS, EventReason, Phase, Reason, new_job
-from jupyter_nbvalidation.engine.engine import StatusWriteFailed, new_status
+from jupyter_nbvalidation.engine.transitions import StatusWriteFailed, new_status
 from jupyter_nbvalidation.store.base import JobStore, StoreError
 
 

@@ -12,8 +12,8 @@ import pytest
 from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
 from jupyter_nbvalidation.backends.local import LocalBackend
 from jupyter_nbvalidation.core.errors import InputRejected
-from jupyter_nbvalidation.core.model import validate_spec
 from jupyter_nbvalidation.core.plan import Snapshot, make_plan
+from jupyter_nbvalidation.core.spec_checks import validate_spec
 
 BASE = "python@sha256:" + "a" * 64  # pinned: no registry lookup
 

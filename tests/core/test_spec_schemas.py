@@ -19,7 +19,7 @@ import jupyter_nbvalidation.core.documents as documents
 import jupyter_nbvalidation.core.spec_table as spec_table
 import jupyter_nbvalidation.service.openapi as openapi
 import jupyter_nbvalidation.verdict.compare as compare
-from jupyter_nbvalidation.core.model import spec_fields
+from jupyter_nbvalidation.core.spec_checks import spec_fields
 
 CRD = "jupyter_nbvalidation/backends/kubernetes/manifests/crd.yaml"
 
@@ -53,7 +53,7 @@ def test_output_selector_pattern_is_the_same_everywhere():
 
 
 def test_quantity_pattern_is_the_same_everywhere():
-    from jupyter_nbvalidation.core.model import QUANTITY_PATTERN
+    from jupyter_nbvalidation.core.spec_table import QUANTITY_PATTERN
 
     for kind in ("requests", "limits"):
         crd = crd_spec_schema()["properties"]["podConfig"]["properties"]["resources"]["properties"][kind]
@@ -65,7 +65,7 @@ def test_quantity_pattern_is_the_same_everywhere():
 def test_upstream_fields_not_taken_are_refused_with_their_reason():
     import pytest
 
-    from jupyter_nbvalidation.core.model import NOT_TAKEN_FROM_UPSTREAM, SpecError, validate_spec
+    from jupyter_nbvalidation.core.spec_checks import NOT_TAKEN_FROM_UPSTREAM, SpecError, validate_spec
 
     for path, reason in NOT_TAKEN_FROM_UPSTREAM.items():
         assert path not in spec_fields()
@@ -81,7 +81,7 @@ def test_upstream_fields_not_taken_are_refused_with_their_reason():
 
 
 def test_pod_config_patterns_and_enums_are_the_same_everywhere():
-    from jupyter_nbvalidation.core.model import (
+    from jupyter_nbvalidation.core.spec_table import (
         ENV_NAME_PATTERN,
         LABEL_VALUE_PATTERN,
         TAINT_EFFECTS,
@@ -130,7 +130,7 @@ def test_the_generator_notices_a_stale_file(tmp_path, monkeypatch):
 
 
 def test_the_validator_and_the_openapi_schema_are_the_table():
-    from jupyter_nbvalidation.core.model import SPEC_SCHEMA
+    from jupyter_nbvalidation.core.spec_checks import SPEC_SCHEMA
 
     assert SPEC_SCHEMA == spec_table.validator_schema()
     assert openapi.SPEC_SCHEMA == spec_table.json_schema("openapi")
@@ -178,7 +178,7 @@ def test_a_plain_number_of_seconds_is_a_valid_duration_for_every_duration_option
     """--timeout 90, --cell-timeout 90 and --build-timeout 90 all mean 90 s and pass the
     validator (--build-timeout sent "90" as it was, which the server refused)."""
     from jupyter_nbvalidation.cli.main import add_spec_options, spec_from_options
-    from jupyter_nbvalidation.core.model import validate_spec
+    from jupyter_nbvalidation.core.spec_checks import validate_spec
 
     parser = argparse.ArgumentParser()
     add_spec_options(parser)

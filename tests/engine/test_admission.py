@@ -8,38 +8,25 @@ the jobs an earlier one let in. On the in-memory ports (tests/fake_backend.py)."
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 import pytest
-import pytest_asyncio
 from fake_backend import FakeBackend
 
 from jupyter_nbvalidation.core.model import REASON_PHASE, EventReason, Phase, Reason, new_job
 from jupyter_nbvalidation.core.tasks import wait_within
-from jupyter_nbvalidation.engine.engine import Engine
 
 pytestmark = pytest.mark.asyncio
 
 WAIT = 10.0
 
 
-@pytest_asyncio.fixture
-async def run():
-    engines: list[Engine] = []
-
-    async def make(backend: FakeBackend | None = None, **kw) -> tuple[Engine, FakeBackend]:
-        backend = backend or FakeBackend()
-        kw.setdefault("workers", 4)
-        engine = Engine(backend, log=logging.getLogger("nbvalidation.test.admission"), **kw)
-        engine.queue_poll = 0.2
-        await engine.start()
-        engines.append(engine)
-        return engine, backend
-
-    yield make
-    for engine in engines:
-        if engine.running:
-            await engine.stop()
+@pytest.fixture
+def run(start_engine):
+    """run(backend=None, **engine_kw) -> (engine, backend), started; stopped afterwards (tests/conftest.py)."""
+    return functools.partial(start_engine, log=logging.getLogger("nbvalidation.test.admission"), workers=4,
+                             queue_poll=0.2)
 
 
 class Peak:

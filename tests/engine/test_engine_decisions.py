@@ -8,11 +8,11 @@ kernels and SQLite in test_local_backend.py and test_event_rules.py."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
 import pytest
-import pytest_asyncio
 from fake_backend import FakeBackend
 from helpers import phases, reasons
 
@@ -22,7 +22,8 @@ from jupyter_nbvalidation.core.errors import InputRejected as InputError
 from jupyter_nbvalidation.core.events import transition_event_name
 from jupyter_nbvalidation.core.model import CANCEL_ANNOTATION, Phase, Reason, isotime, new_job
 from jupyter_nbvalidation.core.tasks import wait_within
-from jupyter_nbvalidation.engine.engine import Engine, new_status
+from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.engine.transitions import new_status
 
 pytestmark = pytest.mark.asyncio
 
@@ -31,27 +32,10 @@ WAIT = 10.0  # an upper bound only: every test finishes in milliseconds when the
 BUILD_PATH = [Phase.INITIALIZING, Phase.BUILDING, Phase.BUILD_COMPLETE, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED]
 
 
-def _engine(backend: FakeBackend, **kw) -> Engine:
-    kw.setdefault("workers", 2)
-    return Engine(backend, log=logging.getLogger("nbvalidation.test.engine"), **kw)
-
-
-@pytest_asyncio.fixture
-async def run():
-    """run(**engine_kw) -> (engine, backend), started; stopped afterwards."""
-    engines: list[Engine] = []
-
-    async def make(backend: FakeBackend | None = None, **kw) -> tuple[Engine, FakeBackend]:
-        backend = backend or FakeBackend()
-        engine = _engine(backend, **kw)
-        await engine.start()
-        engines.append(engine)
-        return engine, backend
-
-    yield make
-    for engine in engines:
-        if engine.running:
-            await engine.stop()
+@pytest.fixture
+def run(start_engine):
+    """run(backend=None, **engine_kw) -> (engine, backend), started; stopped afterwards (tests/conftest.py)."""
+    return functools.partial(start_engine, log=logging.getLogger("nbvalidation.test.engine"), workers=2)
 
 
 async def _submit(backend: FakeBackend, engine: Engine | None = None, *, build: bool = True,
@@ -185,6 +169,30 @@ async def test_build_complete_without_a_reference_fails_instead_of_validating(ru
     job = await engine.wait_for_terminal(name, WAIT)
     assert job["status"]["phase"] == Phase.FAILED
     assert job["status"]["reason"] == Reason.BUILD_FAILED
+    assert backend.called("ensure_validation") == []
+
+
+@pytest.mark.parametrize("recorded", ["nothing", "a reference without BuildComplete", "BuildComplete without a reference"])
+async def test_validation_without_a_recorded_build_fails_instead_of_validating(run, recorded):
+    """A job that builds is in ValidationRunning without both a BuildComplete transition and
+    its environment reference (a status written by something else than this engine): it is
+    never validated (in no environment, or in one no build recorded), it fails."""
+    backend = FakeBackend()
+    name = await _submit(backend)
+    job = await backend.store.get(name)
+    path = [(Phase.INITIALIZING, Reason.ACCEPTED), (Phase.VALIDATION_RUNNING, Reason.VALIDATION_STARTED)]
+    if recorded == "BuildComplete without a reference":
+        path[1:1] = [(Phase.BUILDING, Reason.BUILD_STARTED), (Phase.BUILD_COMPLETE, Reason.BUILD_SUCCEEDED)]
+    for phase, reason in path:
+        status = new_status(job, phase, reason, reason)
+        if recorded == "a reference without BuildComplete":
+            status["buildStatus"] = {"phase": "Complete", "imageReference": "env-9"}
+        job = await backend.store.update_status(name, status, job["metadata"]["resourceVersion"])
+    engine, _ = await run(backend)
+    job = await engine.wait_for_terminal(name, WAIT)
+    assert phases(job) == [phase for phase, _ in path] + [Phase.FAILED]
+    assert job["status"]["reason"] == Reason.VALIDATION_FAILED
+    assert job["status"]["message"] == "No built environment is recorded for this job; refusing to validate."
     assert backend.called("ensure_validation") == []
 
 

@@ -10,11 +10,11 @@ classification with real kernels is in test_infrastructure_faults.py."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
 import pytest
-import pytest_asyncio
 from fake_backend import FakeBackend
 from helpers import phases, reasons
 
@@ -31,7 +31,8 @@ from jupyter_nbvalidation.core.model import (
     validation_attempt,
 )
 from jupyter_nbvalidation.core.tasks import wait_within
-from jupyter_nbvalidation.engine.engine import Engine, attempt_started_at
+from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.engine.transitions import attempt_started_at
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,23 +40,11 @@ WAIT = 10.0
 NO_BUILD_PATH = [Phase.INITIALIZING, Phase.VALIDATION_RUNNING]
 
 
-@pytest_asyncio.fixture
-async def run():
-    engines: list[Engine] = []
-
-    async def make(backend: FakeBackend | None = None, **kw) -> tuple[Engine, FakeBackend]:
-        backend = backend or FakeBackend()
-        kw.setdefault("workers", 2)
-        kw.setdefault("retry_backoff", 0.01)
-        engine = Engine(backend, log=logging.getLogger("nbvalidation.test.retry"), **kw)
-        await engine.start()
-        engines.append(engine)
-        return engine, backend
-
-    yield make
-    for engine in engines:
-        if engine.running:
-            await engine.stop()
+@pytest.fixture
+def run(start_engine):
+    """run(backend=None, **engine_kw) -> (engine, backend), started; stopped afterwards (tests/conftest.py)."""
+    return functools.partial(start_engine, log=logging.getLogger("nbvalidation.test.retry"), workers=2,
+                             retry_backoff=0.01)
 
 
 async def _submit(backend: FakeBackend, *, build: bool = False, name: str = "nb-1") -> str:

@@ -19,9 +19,12 @@ import pytest
 from helpers import JUPYTER, NOBUILD, building, write_notebook
 from helpers import run_repo as run
 
-import jupyter_nbvalidation.environment.files as ef
+import jupyter_nbvalidation.environment.discovery as ef
+import jupyter_nbvalidation.environment.reading as reading
 import jupyter_nbvalidation.environment.requirements as reqmod
+import jupyter_nbvalidation.environment.trees as trees
 from jupyter_nbvalidation.core.plan import requirements_sentence
+from jupyter_nbvalidation.environment.kinds.environment_yml import conda_to_pip
 
 
 def collect(root: Path, nb: str) -> reqmod.Requirements:
@@ -156,7 +159,7 @@ def test_environment_yml(repo):
     ("pip", None), ("nodejs", None), ("matplotlib-base", "matplotlib"),
 ])
 def test_conda_specs_as_pip_requirements(conda, pip):
-    assert ef.conda_to_pip(conda) == pip
+    assert conda_to_pip(conda) == pip
 
 
 def test_pipfile_lock_and_pipfile(repo):
@@ -217,7 +220,7 @@ def test_parse_errors_name_the_file_and_the_reason(repo, name, text, reason):
 
 
 def test_an_oversized_file_is_refused_before_it_is_read(repo, monkeypatch):
-    monkeypatch.setattr(ef, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(reading, "MAX_FILE_BYTES", 100)
     (repo / "repo" / "environment.yml").write_text("dependencies:\n" + "  - six\n" * 50)
     with pytest.raises(reqmod.OverLimit, match="the limit is 100 bytes"):
         collect(repo, NB)
@@ -315,7 +318,7 @@ def test_run_a_repository_whose_pyproject_declares_the_project(tmp_path):
 
 
 def test_extras_are_the_projects_own_and_checked_at_submit(repo):
-    from jupyter_nbvalidation.core.model import SpecError, validate_spec
+    from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 
     def extras(*names: str) -> reqmod.Requirements:
         spec = {"notebook": {"path": NB}, "podConfig": {"buildConfig": {"extras": list(names)}}}
@@ -354,7 +357,8 @@ def test_a_backend_without_local_paths_refuses_the_project_naming_it(repo):
     from types import SimpleNamespace
 
     from jupyter_nbvalidation.backends.base import Capabilities
-    from jupyter_nbvalidation.service.jobs import ApiError, JobService
+    from jupyter_nbvalidation.service.errors import ApiError
+    from jupyter_nbvalidation.service.jobs import JobService
 
     (repo / "repo" / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
     reqs = collect(repo, NB)
@@ -388,7 +392,7 @@ def test_a_virtual_environment_in_the_project_is_not_its_content(repo):
 
 
 def test_a_project_too_big_to_hash_is_refused_saying_how_to_do_without(repo, monkeypatch):
-    monkeypatch.setattr(reqmod, "MAX_TREE_FILES", 3)
+    monkeypatch.setattr(trees, "MAX_TREE_FILES", 3)
     (repo / "repo" / "pyproject.toml").write_text('[project]\nname = "pint"\nversion = "1"\n')
     for i in range(4):
         (repo / "repo" / f"m{i}.py").write_text("1\n")

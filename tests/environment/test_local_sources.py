@@ -11,8 +11,9 @@ import pytest
 
 import jupyter_nbvalidation.environment.local_sources as local_sources
 import jupyter_nbvalidation.environment.requirements as reqmod
-from jupyter_nbvalidation.environment.files import read_apt_txt
-from jupyter_nbvalidation.environment.requirements import RequirementsError, tree_hash
+from jupyter_nbvalidation.environment.kinds.apt_txt import read_apt_txt
+from jupyter_nbvalidation.environment.requirements import RequirementsError
+from jupyter_nbvalidation.environment.trees import tree_hash
 
 
 def _project(root):

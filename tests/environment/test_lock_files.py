@@ -17,7 +17,8 @@ import pytest
 from helpers import JUPYTER, building, make_wheel, write_notebook
 from helpers import run_repo as run
 
-import jupyter_nbvalidation.environment.files as ef
+import jupyter_nbvalidation.environment.kinds.lock_files as lock_files
+import jupyter_nbvalidation.environment.kinds.uv_lock as ef
 import jupyter_nbvalidation.environment.requirements as reqmod
 from jupyter_nbvalidation.core.plan import requirements_sentence
 from jupyter_nbvalidation.core.redaction import mask_urls
@@ -246,7 +247,8 @@ def test_a_pylock_path_outside_the_server_root_is_refused(repo, tmp_path):
 
 def test_pylock_environments_must_fit_the_build(repo):
     """PEP 751 environments: the lock is valid only there; the service refuses another at submit."""
-    from jupyter_nbvalidation.service.jobs import ApiError, JobService
+    from jupyter_nbvalidation.service.errors import ApiError
+    from jupyter_nbvalidation.service.jobs import JobService
 
     here = ".".join(map(str, sys.version_info[:3]))
     (repo / "repo" / "pylock.toml").write_text('lock-version = "1.0"\nenvironments = ["sys_platform == \'nope\'", '
@@ -259,9 +261,9 @@ def test_pylock_environments_must_fit_the_build(repo):
         JobService._check_supported_environments(service, r)  # type: ignore[arg-type]
     assert e.value.status == 400 and "repo/pylock.toml's environments lists the environments the lock is valid " \
                                       "for (sys_platform == 'nope'; python_version < '3')" in str(e.value.message)
-    assert ef.environments_fit([f"sys_platform == '{sys.platform}'"], here)
-    assert not ef.environments_fit(["python_version >= '3.12'"], "3.11.7")
-    assert ef.environments_fit(["python_version >= '3.12'"], "3.12.1")
+    assert lock_files.environments_fit([f"sys_platform == '{sys.platform}'"], here)
+    assert not lock_files.environments_fit(["python_version >= '3.12'"], "3.11.7")
+    assert lock_files.environments_fit(["python_version >= '3.12'"], "3.12.1")
     service = SimpleNamespace(backend=SimpleNamespace(build_python_version=lambda: None))  # not known: not checked
     JobService._check_supported_environments(service, r)  # type: ignore[arg-type]
 
@@ -515,7 +517,7 @@ def test_run_with_a_corrupt_uv_lock_or_a_lock_for_elsewhere_is_refused_and_creat
 
 
 def test_uvs_error_is_read_whole_when_uv_wraps_it():
-    from jupyter_nbvalidation.environment.files import _uv_error
+    from jupyter_nbvalidation.environment.kinds.uv_lock import _uv_error
 
     wrapped = ("warning: something first\nerror: The lockfile at `uv.lock` needs to be updated, but `--frozen` was\n"
                "provided\n  Caused by: TOML parse error at line 3,\n  column 1\n\nhint: run uv lock\n")

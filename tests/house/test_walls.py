@@ -78,10 +78,11 @@ def test_the_import_reader_sees_relative_and_late_imports(tmp_path: Path) -> Non
     assert f"{NAME}.runner" in names or f"{NAME}.runner.build_parser" in names  # a late import in a function
 
 
-def test_the_engine_imports_only_the_ports_and_the_core() -> None:
-    wrong = {n for n in _ours(_imports(PKG / "engine" / "engine.py"))
-             if not _is(n, *ENGINE_MAY_IMPORT) and n != NAME}
-    assert not wrong, f"engine.py imports beyond the ports: {sorted(wrong)}"
+@pytest.mark.parametrize("path", _modules("engine"), ids=lambda p: str(p.relative_to(PKG)))
+def test_the_engine_imports_only_the_ports_and_the_core(path: Path) -> None:
+    wrong = {n for n in _ours(_imports(path))
+             if not _is(n, *ENGINE_MAY_IMPORT, "engine") and n != NAME}
+    assert not wrong, f"{path.relative_to(PKG)} imports beyond the ports: {sorted(wrong)}"
 
 
 @pytest.mark.parametrize("path", _modules("backends", "backends.kubernetes"), ids=lambda p: str(p.relative_to(PKG)))

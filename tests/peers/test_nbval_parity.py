@@ -15,7 +15,7 @@ import pytest
 from helpers import write_notebook
 
 import jupyter_nbvalidation.verdict.compare as compare
-from jupyter_nbvalidation.core.model import SpecError, validate_spec
+from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 from jupyter_nbvalidation.verdict.compare import SanitizerFileError, parse_sanitizer_file
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"

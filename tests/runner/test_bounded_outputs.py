@@ -22,7 +22,8 @@ import pytest
 from helpers import rest_call, rest_wait_terminal, write_notebook
 from tornado.httpclient import HTTPClientError
 
-from jupyter_nbvalidation.core.model import Phase, SpecError, validate_spec
+from jupyter_nbvalidation.core.model import Phase
+from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 
 MARKER = re.compile(r"\[nbvalidation: ([\d.]+ [kMG]B) of output truncated; limit ([\d.]+ [KMG]iB|\d+ bytes) per (cell|notebook)\]")
 NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}

@@ -16,7 +16,7 @@ import pytest
 from helpers import write_notebook
 
 from jupyter_nbvalidation.cli.main import parameter_value
-from jupyter_nbvalidation.core.model import SpecError, validate_spec
+from jupyter_nbvalidation.core.spec_checks import SpecError, validate_spec
 from jupyter_nbvalidation.runner import run_notebook
 from jupyter_nbvalidation.runner.parameters import parameters_source, python_literal
 

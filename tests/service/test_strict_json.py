@@ -12,7 +12,8 @@ import pytest
 from helpers import write_notebook
 from tornado.httpclient import HTTPClientError
 
-from jupyter_nbvalidation.core.model import MAX_ENV_ITEMS, new_job
+from jupyter_nbvalidation.core.model import new_job
+from jupyter_nbvalidation.core.spec_table import MAX_ENV_ITEMS
 
 API = ("nbvalidation", "api", "v1")
 

@@ -10,7 +10,7 @@ import pytest
 import pytest_asyncio
 
 from jupyter_nbvalidation.core.model import Phase, new_job
-from jupyter_nbvalidation.engine.engine import new_status
+from jupyter_nbvalidation.engine.transitions import new_status
 from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, NotFound, StoreError
 from jupyter_nbvalidation.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteJobStore, migrate
 

@@ -123,8 +123,9 @@ def test_the_cache_through_a_running_server(server_proc):
 
 
 def test_the_runner_and_the_environment_are_in_the_key(monkeypatch, tmp_path):
+    from fake_backend import FakeBackend as Backend  # the port is abstract: its defaults, through the fake
+
     import jupyter_nbvalidation.verdict.cache as verdict_cache
-    from jupyter_nbvalidation.backends.base import Backend
 
     backend = Backend()  # the port's defaults: a backend's name and cell timeout are in the key
     args = ({"notebook": {"path": "nb.ipynb"}}, {"notebook.ipynb": b"{}"})

@@ -159,7 +159,8 @@ def test_a_backend_without_constraints_refuses_the_field_naming_it(tmp_path):
     import jupyter_nbvalidation.environment.requirements as reqmod
     from jupyter_nbvalidation.backends.base import Capabilities
     from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
-    from jupyter_nbvalidation.service.jobs import ApiError, JobService
+    from jupyter_nbvalidation.service.errors import ApiError
+    from jupyter_nbvalidation.service.jobs import JobService
 
     write_notebook(tmp_path / "nb.ipynb", ["1"])
     spec = {"notebook": {"path": "nb.ipynb"}, "podConfig": {"buildConfig": {"requirements": ["six"],

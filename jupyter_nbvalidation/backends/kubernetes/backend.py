@@ -61,11 +61,9 @@ from jupyter_nbvalidation.backends.kubernetes.snapshot import Snapshots
 from jupyter_nbvalidation.backends.kubernetes.spec import check_spec as spec_check
 from jupyter_nbvalidation.backends.kubernetes.store import KubernetesJobStore
 from jupyter_nbvalidation.core.documents import Job, JobSpec
-from jupyter_nbvalidation.core.model import (
-    WORKDIR_ANNOTATION,
-    spec_fields,
-)
+from jupyter_nbvalidation.core.model import WORKDIR_ANNOTATION
 from jupyter_nbvalidation.core.plan import Snapshot, ValidationPlan
+from jupyter_nbvalidation.core.spec_checks import spec_fields
 from jupyter_nbvalidation.environment.requirements import INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
 from jupyter_nbvalidation.store.base import StoreError
 

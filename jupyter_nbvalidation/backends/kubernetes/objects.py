@@ -22,7 +22,7 @@ from jupyter_nbvalidation.backends.kubernetes.store import JOB_LABEL
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import API_VERSION, GROUP, KIND, build_attempt
 from jupyter_nbvalidation.core.plan import CONSTRAINTS_TXT, ValidationPlan
-from jupyter_nbvalidation.environment.files import APT_TXT
+from jupyter_nbvalidation.environment.kinds.apt_txt import APT_TXT
 from jupyter_nbvalidation.environment.requirements import INTERPRETER_JSON
 from jupyter_nbvalidation.runner.probe import BASE_IMAGE_VAR
 

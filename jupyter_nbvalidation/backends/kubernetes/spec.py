@@ -7,7 +7,8 @@ from __future__ import annotations
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
 from jupyter_nbvalidation.backends.kubernetes.builders import STRATEGIES
 from jupyter_nbvalidation.core.documents import JobSpec
-from jupyter_nbvalidation.core.model import SpecError, build_enabled
+from jupyter_nbvalidation.core.model import build_enabled
+from jupyter_nbvalidation.core.spec_checks import SpecError
 
 
 def check_spec(spec: JobSpec, resolved: str, available_strategies: list[str] | None, registry: str,

@@ -32,8 +32,9 @@ from jupyter_nbvalidation.backends.local.retention import RetentionRoom
 from jupyter_nbvalidation.backends.local.runs import RunsRoom
 from jupyter_nbvalidation.core.documents import Job, JobSpec
 from jupyter_nbvalidation.core.errors import InputRejected
-from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, SpecError, spec_fields
+from jupyter_nbvalidation.core.model import ROOT_ANNOTATION
 from jupyter_nbvalidation.core.plan import Snapshot, snapshot_from_files
+from jupyter_nbvalidation.core.spec_checks import SpecError, spec_fields
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.store.lease import StoreLeaseElector, new_identity
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore

@@ -54,7 +54,7 @@ from jupyter_nbvalidation.backends.kubernetes.client import CONFIGMAPS, EVENTS, 
 from jupyter_nbvalidation.backends.kubernetes.store import NVJ
 from jupyter_nbvalidation.core.model import NOTICE_REASONS, Phase, Reason
 from jupyter_nbvalidation.core.plan import Snapshot, make_plan
-from jupyter_nbvalidation.service.jobs import ApiError
+from jupyter_nbvalidation.service.errors import ApiError
 
 try:  # the harness is loaded as a plugin; import it by whichever name is on sys.path
     import k8s_harness as harness

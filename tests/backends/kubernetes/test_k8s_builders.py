@@ -420,7 +420,7 @@ async def test_tekton_push_refused_is_retried_as_a_new_run(tekton_crds, env_fact
 
 @pytest.mark.asyncio
 async def test_a_strategy_the_cluster_lacks_is_refused(env_factory):
-    from jupyter_nbvalidation.service.jobs import ApiError
+    from jupyter_nbvalidation.service.errors import ApiError
 
     env = await env_factory()
     env.backend.available_strategies = ["job"]

@@ -1,0 +1,79 @@
+"""A notebook's earlier jobs: the verdict cache (:meth:`HistoryRoom.unchanged`, an earlier
+Succeeded job standing for the inputs as they are now) and what changed since its last
+success (:meth:`HistoryRoom.since_last_success`). A probe job (a step of ``bisect``) never
+stands for its notebook."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Mapping
+
+import jupyter_nbvalidation.verdict.cache as verdict_cache
+import jupyter_nbvalidation.why_red.changes as changes
+from jupyter_nbvalidation.core.documents import Job
+from jupyter_nbvalidation.core.model import Phase
+from jupyter_nbvalidation.service.errors import ApiError
+from jupyter_nbvalidation.service.state import ServiceState
+
+PROBE_ANNOTATION = "nbvalidation.dev/probe-of"  # a bisect step: the failing job it probes for
+
+
+def is_probe(job: Mapping[str, Any]) -> bool:
+    return bool(((job.get("metadata") or {}).get("annotations") or {}).get(PROBE_ANNOTATION))
+
+
+class HistoryRoom(ServiceState):
+    """Looking back through a notebook's jobs, newest first."""
+
+    async def unchanged(self, spec: Any, max_pages: int = 20) -> Job | None:
+        """The verdict cache: an earlier Succeeded job whose verdict key equals the key
+        ``spec``'s inputs have now (see verdict_cache), or None. Checks the spec and reads
+        the inputs as submit does (bad input raises as there); creates nothing."""
+        spec, _files, _nb_path, _reqs, env, key = await self._prepare(spec)
+        if not key or env is None:
+            return None
+        token = None
+        for _ in range(max_pages):  # newest first: the newest job with the key decides
+            items, token = await self.store.list_jobs(notebook=spec["notebook"]["path"], limit=100, continue_token=token)
+            for job in items:
+                if is_probe(job):
+                    continue
+                # only jobs of this root, and known to be: a job without its root never stands in
+                if self._root_of(job) == self.real_root and verdict_cache.has_key(job, key):
+                    # the newest with the key decides: a Failed, Cancelled or unfinished one means it runs
+                    if verdict_cache.matches(job, key) and await self.backend.same_verdict_environment(job, env):
+                        return job
+                    return None
+            if not token:
+                break
+        return None
+
+    async def since_last_success(self, name: str, max_pages: int = 20) -> dict[str, Any]:
+        """What changed between the job and the newest earlier Succeeded job of the same
+        notebook (this root's): changes.summarize; ``{"since": null}`` when there is none."""
+        job = await self.get(name)
+        if not self.backend.capabilities.environment_records:
+            raise ApiError(404, "NotFound", f"the {self.backend.name} backend does not record environments yet, "
+                                            "so it cannot say what changed")
+        earlier = await self._last_success_before(job, max_pages)
+        if earlier is None:
+            return {"since": None, "sentence": "no earlier success of this notebook"}
+        before, after = [changes.Side(j, await self.backend.snapshot_files(j), await self.backend.environment_record(j))
+                         for j in (earlier, job)]
+        return await asyncio.to_thread(changes.summarize, before, after)
+
+    async def _last_success_before(self, job: Job, max_pages: int) -> Job | None:
+        root = self._root_of(job)
+        token, seen = None, False
+        for _ in range(max_pages):  # newest first: the first Succeeded one after the job itself
+            items, token = await self.store.list_jobs(notebook=job["spec"]["notebook"]["path"], limit=100,
+                                                      continue_token=token)
+            for other in items:
+                if other["metadata"]["name"] == job["metadata"]["name"]:
+                    seen = True
+                elif seen and self._root_of(other) == root and not is_probe(other) and \
+                        (other.get("status") or {}).get("phase") == Phase.SUCCEEDED:
+                    return other
+            if not token:
+                break
+        return None

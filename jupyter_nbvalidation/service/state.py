@@ -1,0 +1,53 @@
+"""What the rooms of ``JobService`` share: its settings and state, set up by
+``JobService.__init__`` (jobs.py) and declared here once with their types, the few
+helpers every room uses, and the methods one room calls that another defines. The rooms
+(snapshot.py: the inputs read at submit; queries.py: what a job is and has; history.py:
+the earlier jobs of a notebook) subclass it, and ``JobService`` is made of them. A method
+declared here raising NotImplementedError is overridden by the room that defines it, which
+comes before this class in ``JobService``'s method resolution order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from jupyter_nbvalidation.backends.base import Backend
+from jupyter_nbvalidation.core.documents import Job
+from jupyter_nbvalidation.core.model import ROOT_ANNOTATION
+from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.service.errors import ApiError
+from jupyter_nbvalidation.store.base import JobStore, NotFound
+
+
+class ServiceState:
+    """The state of ``JobService`` that its rooms use (see the module's docstring)."""
+
+    # -- settings and state (JobService.__init__) ---------------------------------------
+    engine: Engine
+    backend: Backend
+    root_dir: str
+    real_root: str  # the server root's real path, as jobs record it (ROOT_ANNOTATION), read once
+    max_notebook_bytes: int
+    max_input_files: int
+    max_input_bytes: int
+    start_problem: str | None  # why the engine has not started (JobService.start_serving)
+
+    @property
+    def store(self) -> JobStore:
+        return self.backend.store
+
+    async def get(self, name: str) -> Job:
+        try:
+            return await self.store.get(name)
+        except NotFound:
+            raise ApiError(404, "NotFound", f"no job named {name!r}") from None
+
+    @staticmethod
+    def _root_of(job: Job) -> str | None:
+        return ((job.get("metadata") or {}).get("annotations") or {}).get(ROOT_ANNOTATION)
+
+    # -- SnapshotRoom's (snapshot.py) ---------------------------------------------------
+    async def _prepare(self, spec: Any) -> tuple[dict[str, Any], dict[str, bytes], Path, Requirements, str | None,
+                                                 str | None]:
+        raise NotImplementedError
