@@ -242,9 +242,6 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         show = [p for p in (root, folder) if p] + [tree]
         return {"hide": hide, "show": show, "links": [tree], "scratch": workcopy.scratch_paths(run_dir)}
 
-        # the other interpreters (LocalBackend.pythons) are not asked here: only a job whose
-        # repository asks for a Python this one is not needs them (_know_pythons_for)
-
     async def run_election(self, on_started_leading: Callable[[], None],
                            on_stopped_leading: Callable[[], None]) -> None:
         """One reconciler per data dir: the store's Lease (store/lease.py)."""

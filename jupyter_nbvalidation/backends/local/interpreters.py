@@ -23,6 +23,9 @@ class InterpretersRoom(LocalState):
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
         out, _ = await proc.communicate()
         self._python_version = out.decode().strip() or "unknown"
+        # the other interpreters (LocalBackend.pythons) are not asked here: only a job whose
+        # repository asks for a Python this one is not needs them (_know_pythons_for)
+
     def _candidate_pythons(self) -> list[str]:
         if self.pythons:
             return list(self.pythons)
