@@ -10,7 +10,8 @@ that wall).
 
 Modules, by concern:
 
-* :mod:`.execute`: one kernel, one pass over the cells;
+* :mod:`.execute`: one kernel, one pass over the cells (:mod:`.cells`: the pass;
+  :mod:`.errors`: what a failed cell says; :mod:`.kernel`: the kernel's stop);
 * :mod:`.verdict`: inputs, golden comparison, the result document (:func:`run_notebook`);
 * :mod:`.protocol`: what a runner reports, written *and* read (result line,
   progress lines, executed-notebook line, termination summary);
@@ -30,7 +31,8 @@ SHARED_MODULES = ("__init__.py", "_version.py", "core/__init__.py", "core/deferr
 from jupyter_nbvalidation.core.vocabulary import ResultReason  # noqa: E402
 from jupyter_nbvalidation.runner.cli import build_parser, main  # noqa: E402
 from jupyter_nbvalidation.runner.environment import RUN_ID_VAR, kernel_environment, runner_environment  # noqa: E402
-from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT, KERNEL_NAME, OUTPUT_LIMIT  # noqa: E402
+from jupyter_nbvalidation.runner.errors import OUTPUT_LIMIT  # noqa: E402
+from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT, KERNEL_NAME  # noqa: E402
 from jupyter_nbvalidation.runner.protocol import (  # noqa: E402
     EXECUTED_PREFIX,
     FAILED,

@@ -146,7 +146,7 @@ def test_a_build_log_line_is_scrubbed_on_its_way_to_the_log() -> None:
     """LocalBackend._run_step: what a build command prints goes through the scrubber before
     the log, the given secrets and a token-alone URL that was not given as one alike, also
     when the job gave no credentials (a URL of the server's own configuration may carry one)."""
-    from jupyter_nbvalidation.backends.local.environments import EnvironmentsRoom
+    from jupyter_nbvalidation.backends.local.builds import BuildsRoom
 
     script = ("echo 'Looking in indexes: https://alice:GIVEN@host/simple'; "
               "echo 'fatal: could not read https://ghp_NOTGIVEN@github.com/o/r'; echo 'password=hunter2'")
@@ -157,7 +157,7 @@ def test_a_build_log_line_is_scrubbed_on_its_way_to_the_log() -> None:
     for secrets in ({"NBV_SECRET_0": "GIVEN"}, None):
         log.seek(0)
         log.truncate()
-        code = asyncio.run(EnvironmentsRoom._run_step(step, build, ["sh", "-c", script], log,  # type: ignore[arg-type]
+        code = asyncio.run(BuildsRoom._run_step(step, build, ["sh", "-c", script], log,  # type: ignore[arg-type]
                                                         secrets))
         text = log.getvalue()
         assert code == 0 and "GIVEN" not in text and "NOTGIVEN" not in text and "hunter2" not in text, text
@@ -167,13 +167,13 @@ def test_a_build_log_line_is_scrubbed_on_its_way_to_the_log() -> None:
 def test_a_build_log_line_longer_than_the_limit_reaches_the_log_in_pieces(monkeypatch) -> None:
     """The filter never stops reading (the command would block on a full pipe): a line
     without an end goes to the log in pieces, the last piece at the command's end."""
-    import jupyter_nbvalidation.backends.local.environments as environments
+    import jupyter_nbvalidation.backends.local.builds as builds
 
-    monkeypatch.setattr(environments, "LOG_LINE_LIMIT", 1000)
+    monkeypatch.setattr(builds, "LOG_LINE_LIMIT", 1000)
     log = io.StringIO()
     step = SimpleNamespace(_niced=lambda argv: argv, _wait_step=lambda build, proc: proc.wait())
     script = "head -c 300000 /dev/zero | tr '\\0' x; echo; printf 'token=abc'"
-    code = asyncio.run(environments.EnvironmentsRoom._run_step(step, SimpleNamespace(), ["sh", "-c", script],  # type: ignore[arg-type]
+    code = asyncio.run(builds.BuildsRoom._run_step(step, SimpleNamespace(), ["sh", "-c", script],  # type: ignore[arg-type]
                                                                 log))
     text = log.getvalue()
     assert code == 0 and text.split("\n", 1)[1].count("x") == 300000 and text.endswith("\ntoken=***"), text[-40:]

@@ -15,7 +15,7 @@ from helpers import cli as run_cli
 from helpers import write_notebook
 
 from jupyter_nbvalidation.cli.render import failure_lines, progress_text
-from jupyter_nbvalidation.runner.execute import traceback_details
+from jupyter_nbvalidation.runner.errors import traceback_details
 from jupyter_nbvalidation.runner.text import cell_label
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"

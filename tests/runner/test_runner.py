@@ -406,7 +406,7 @@ def test_a_kernel_that_lingers_after_its_shutdown_reply_is_stopped_after_its_own
 
     from jupyter_client.manager import AsyncKernelManager
 
-    import jupyter_nbvalidation.runner.execute as execute
+    import jupyter_nbvalidation.runner.kernel as kernel
 
     ended = tmp_path / "child-ended"
     cell = (f"import signal, subprocess, sys, threading, time\n"
@@ -427,7 +427,7 @@ def test_a_kernel_that_lingers_after_its_shutdown_reply_is_stopped_after_its_own
                 m["content"].get("evalue", "")) if m["header"]["msg_type"] == "error" else None)
             assert reply["content"]["status"] == "ok", errors
             started = time.monotonic()
-            await execute.stop_kernel(km, kc)
+            await kernel.stop_kernel(km, kc)
             return time.monotonic() - started, await km.is_alive(), errors
         finally:
             kc.stop_channels()
@@ -438,7 +438,7 @@ def test_a_kernel_that_lingers_after_its_shutdown_reply_is_stopped_after_its_own
     elapsed, alive, errors = asyncio.run(main())
     assert not alive
     assert ended.is_file() and ended.read_text() == "ended", "the kernel's child was killed before the kernel had ended it"
-    assert elapsed < execute.SHUTDOWN_ACTIONS_LIMIT + 4 * execute.KERNEL_EXIT_GRACE + 5, elapsed
+    assert elapsed < kernel.SHUTDOWN_ACTIONS_LIMIT + 4 * kernel.KERNEL_EXIT_GRACE + 5, elapsed
 
 
 # --- the kernel's interpreter and working directory --------------------------------------------
@@ -554,7 +554,7 @@ def test_huge_error_is_truncated_and_termination_log_fits(tmp_path):
     assert len(entry["errorMessage"]) <= 4000
     # the job's message keeps the whole error message (every line, as issue 12 asks) but stays bounded:
     # MESSAGE_LIMIT characters of it after "Cell N raised ValueError: " (an event's note is cut at 1 KiB anyway)
-    from jupyter_nbvalidation.runner.execute import MESSAGE_LIMIT
+    from jupyter_nbvalidation.runner.errors import MESSAGE_LIMIT
     assert run.result["message"].startswith("Cell 1 raised ValueError: xxx")
     assert len(run.result["message"]) <= MESSAGE_LIMIT + 100
     data = term.read_bytes()

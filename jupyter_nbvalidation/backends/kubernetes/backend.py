@@ -30,59 +30,44 @@ Finished children are kept (evidence) until the job is deleted.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import os
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 from typing import Any, Callable, Mapping, cast
 
-from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default, observe
 
+import jupyter_nbvalidation.backends.kubernetes.folders as folders
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
-import jupyter_nbvalidation.backends.workcopy as workcopy
+import jupyter_nbvalidation.backends.kubernetes.records as records
 import jupyter_nbvalidation.environment.local_sources as local_sources
-import jupyter_nbvalidation.verdict.cache as verdict_cache
-import jupyter_nbvalidation.verdict.environment_record as envrec
 from jupyter_nbvalidation.backends.base import RUNNING, Backend, Capabilities, Observation, lease_traits
 from jupyter_nbvalidation.backends.kubernetes.builders import (
     BUILDERS,
-    STRATEGIES,
     Builder,
     BuildInputs,
     BuildSettings,
     BuildSite,
     builders_for,
 )
-from jupyter_nbvalidation.backends.kubernetes.builders.base import strip_tag
 from jupyter_nbvalidation.backends.kubernetes.builders.discovery import discover
 from jupyter_nbvalidation.backends.kubernetes.children import IMAGE_ANNOTATION, Children
 from jupyter_nbvalidation.backends.kubernetes.client import Kube, KubeApiError, default_namespace
 from jupyter_nbvalidation.backends.kubernetes.executor import PodSettings, ValidationExecutor
+from jupyter_nbvalidation.backends.kubernetes.health import CRD_NAME, crd_state
 from jupyter_nbvalidation.backends.kubernetes.images import Images, ImageSettings
 from jupyter_nbvalidation.backends.kubernetes.leader import LeaseElector, new_identity
 from jupyter_nbvalidation.backends.kubernetes.snapshot import Snapshots
+from jupyter_nbvalidation.backends.kubernetes.spec import check_spec as spec_check
 from jupyter_nbvalidation.backends.kubernetes.store import KubernetesJobStore
 from jupyter_nbvalidation.core.documents import Job, JobSpec
-from jupyter_nbvalidation.core.errors import InputRejected
-from jupyter_nbvalidation.core.model import (
-    GROUP,
-    PLURAL,
-    VERSION,
-    WORKDIR_ANNOTATION,
-    build_enabled,
-    isotime,
-)
+from jupyter_nbvalidation.core.model import WORKDIR_ANNOTATION
 from jupyter_nbvalidation.environment.requirements import INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
-from jupyter_nbvalidation.spec.checks import SpecError, spec_fields
+from jupyter_nbvalidation.spec.checks import spec_fields
 from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
 from jupyter_nbvalidation.store.base import StoreError
 
 __all__ = ["CRD_NAME", "IMAGE_ANNOTATION", "KubernetesBackend"]
-
-CRD_NAME = f"{PLURAL}.{GROUP}"
-
 
 def _pinned_versions(*dists: str) -> list[str]:
     """``dist==<the version installed here>`` (the runner venv gets what the server runs with)."""
@@ -293,30 +278,7 @@ class KubernetesBackend(Backend):
         return spec_fields()
 
     def check_spec(self, spec: JobSpec) -> None:
-        pc = spec.get("podConfig") or {}
-        bc = pc.get("buildConfig") or {}
-        strategy = bc.get("strategy")
-        if strategy is not None and strategy not in STRATEGIES:
-            raise SpecError("podConfig.buildConfig.strategy", f"must be one of {', '.join(STRATEGIES)}")
-        resolved = self._strategy_of(spec)
-        if build_enabled(spec) and resolved != "job" and self.available_strategies is not None \
-                and resolved not in self.available_strategies:
-            raise SpecError("podConfig.buildConfig.strategy",
-                            f"{resolved} builds are not available on this cluster (API discovery found: "
-                            f"{', '.join(self.available_strategies)})")
-        if build_enabled(spec):
-            if not self.registry and resolved != "openshift":
-                raise SpecError("podConfig.buildConfig.enabled",
-                                "image builds need a registry to push to (c.KubernetesBackend.registry is not "
-                                "set); set it, or disable the build and give podConfig.containerImage")
-            if not obj.valid_repository(f"{self.registry}/x"):
-                raise SpecError("podConfig.buildConfig.enabled",
-                                f"c.KubernetesBackend.registry {self.registry!r} is not a valid image "
-                                "repository prefix (e.g. registry.example.com/nbvalidation)")
-        elif not pc.get("containerImage") and not self.runner_image:
-            raise SpecError("podConfig.containerImage",
-                            "is required when the build is disabled (no c.KubernetesBackend.runner_image "
-                            "is configured)")
+        spec_check(spec, self._strategy_of(spec), self.available_strategies, self.registry, self.runner_image)
 
     def _strategy_of(self, spec: Mapping[str, Any]) -> str:  # a JobSpec, or {} (the default)
         s = ((spec.get("podConfig") or {}).get("buildConfig") or {}).get("strategy") or "auto"
@@ -344,60 +306,15 @@ class KubernetesBackend(Backend):
 
     # -- submit / prepare -------------------------------------------------------------
     def private_paths(self) -> frozenset[str]:
-        """Never part of the folder that travels (nor of its verdict key): the server's
-        Jupyter data and runtime dirs (its tokens), the kubeconfig and the usual
-        credential dirs, should the notebook's folder hold them."""
-        home = os.path.expanduser("~")
-        paths = {jupyter_data_dir(), jupyter_runtime_dir(), os.path.join(home, ".kube"),
-                 os.path.join(home, ".docker"), os.path.join(home, ".ssh"), self.kubeconfig,
-                 *os.environ.get("KUBECONFIG", "").split(os.pathsep)}
-        return frozenset(os.path.realpath(p) for p in paths if p)
-
-    def _folder_refusal(self, folder: str, root: str | None, e: verdict_cache.FolderTooLarge) -> str:
-        limit = self.max_notebook_bytes_configmap
-        if e.files > self.max_folder_files:
-            what, bound = f"over {self.max_folder_files} files", "c.KubernetesBackend.max_folder_files"
-        else:
-            try:  # the size the user would have to cut (a walk by stat, bounded in files)
-                files, size = verdict_cache.folder_size(folder, root, self.private_paths(), self.max_folder_files,
-                                                        2**62)
-                what = f"{files} files, {size} bytes"
-            except (verdict_cache.FolderTooLarge, OSError):
-                what = f"over {limit} bytes"
-            bound = (f"its input ConfigMap, limited here to {limit} bytes with the notebook "
-                     "(c.KubernetesBackend.max_notebook_bytes_configmap; Kubernetes caps ConfigMaps at 1 MiB)")
-        return (f"spec.notebook.path: the notebook's folder {folder} holds {what} (.git, virtual environments "
-                f"and the like left out); without spec.inputFiles it travels with the job, in {bound}: name "
-                "the files the notebook reads in spec.inputFiles (only they travel then)")
+        return folders.private_paths(self.kubeconfig)
 
     def check_working_folder(self, folder: str, root: str | None) -> None:
-        """The folder that travels with a job without spec.inputFiles, within
-        max_folder_files and max_notebook_bytes_configmap (a walk by stat; the exact
-        snapshot size is checked at submit), or InputRejected naming it, its size, the
-        limit and the way out."""
-        try:
-            verdict_cache.folder_size(folder, root, self.private_paths(), self.max_folder_files,
-                                      self.max_notebook_bytes_configmap)
-        except verdict_cache.FolderTooLarge as e:
-            raise InputRejected(self._folder_refusal(folder, root, e), "spec.notebook.path", status=413,
-                                code="TooLarge") from None
-        except OSError as e:
-            raise InputRejected(f"spec.notebook.path: the notebook's folder {folder} cannot be read: "
-                                f"{e.strerror or e}", "spec.notebook.path") from None
+        folders.check_working_folder(folder, root, self.private_paths(), self.max_folder_files,
+                                     self.max_notebook_bytes_configmap)
 
     def folder_files(self, folder: str, root: str | None) -> dict[str, bytes]:
-        """The notebook's folder as the local backend's copy of it holds it (workcopy.read_folder:
-        the same walk, exclusions and file bound; links out of the root are not carried)."""
-        try:
-            found, _left_out = workcopy.read_folder(folder, root, self.private_paths(), self.max_folder_files,
-                                                    self.max_notebook_bytes_configmap)
-        except verdict_cache.FolderTooLarge as e:  # it grew since the check
-            raise InputRejected(self._folder_refusal(folder, root, e), "spec.notebook.path", status=413,
-                                code="TooLarge") from None
-        except OSError as e:
-            raise InputRejected(f"spec.notebook.path: the notebook's folder {folder} cannot be read: "
-                                f"{e.strerror or e}", "spec.notebook.path") from None
-        return {f"{obj.INPUTS_PREFIX}{rel}": data for rel, data in found.items()}
+        return folders.folder_files(folder, root, self.private_paths(), self.max_folder_files,
+                                    self.max_notebook_bytes_configmap)
 
     async def submit(self, job: Job, files: dict[str, bytes]) -> Job:
         folder = None if job["spec"].get("inputFiles") else (job["metadata"].get("annotations") or {}).get(
@@ -441,30 +358,11 @@ class KubernetesBackend(Backend):
 
     # -- the verdict cache ------------------------------------------------------------------
     async def verdict_environment(self, spec: JobSpec, requirements: Requirements) -> str | None:
-        """Built: the content tag of the image a build would push now (base image by
-        digest, requirements, runner). Build disabled: the image the Pod would run, by
-        the digest its registry serves now. None when a digest cannot be read (the
-        notebook then always runs)."""
-        if build_enabled(spec):
-            dest = await self.images.built_environment(self._base_image({"spec": spec}), requirements)
-            return None if dest is None else f"built:{dest}"
-        image = (spec.get("podConfig") or {}).get("containerImage") or self.runner_image
-        if not image:
-            return None
-        digest = await self.images.image_digest(image)
-        return None if digest is None else f"unbuilt:{strip_tag(image)}@{digest}"
+        return await self.images.verdict_environment(spec, requirements, base_image=self._base_image({"spec": spec}),
+                                                     runner_image=self.runner_image)
 
     async def same_verdict_environment(self, job: Job, environment: str) -> bool:
-        """Built: the registry still serves, at the content tag, the very image the
-        job's Pod ran (an image lost and built again may resolve its requirements to
-        other versions). Build disabled: the image's digest is in the key."""
-        if environment.startswith("unbuilt:"):
-            return True
-        reference = ((job.get("status") or {}).get("buildStatus") or {}).get("imageReference") or ""
-        ran = reference.rpartition("@")[2]
-        if not environment.startswith("built:") or not ran.startswith("sha256:"):
-            return False
-        return await self.images.image_digest(environment.removeprefix("built:"), fresh=True) == ran
+        return await self.images.same_verdict_environment(job, environment)
 
     async def build_inputs(self, job: Job, plan: ValidationPlan | None = None) -> BuildInputs:
         return await self.images.inputs(job, plan)
@@ -516,73 +414,16 @@ class KubernetesBackend(Backend):
     async def environment_record(self, job: Job) -> dict[str, Any] | None:
         """The record of what the validation Pod's kernel had, from the probe its runner
         printed before the notebook ran (read from the Pod's log, as the executed notebook
-        is; gone with the Pod). A built image: ``environment.key`` is the image's digest,
-        with the declared requirement lines; a local path installed from the packed
-        archive is shown by its server path and content hash."""
+        is; gone with the Pod): records.py."""
         got = await self.executor.environment_probe(job)
         if got is None:
             return None
         probe, started = got
         files = await self.snapshots.files(job)
-        spec = job["spec"]
-        reference = ((job.get("status") or {}).get("buildStatus") or {}).get("imageReference") or ""
-        local_hashes: dict[str, str] = {}
-        places: dict[str, str] = {}
-        if build_enabled(spec):
-            lines = [ln for ln in (files.get("requirements.txt") or b"").decode().splitlines() if ln.strip()]
-            constraints = [ln for ln in (files.get("constraints.txt") or b"").decode().splitlines() if ln.strip()]
-            # the image's digest: the same content, the same image (reused), the same key
-            environment: dict[str, Any] = {"kind": "built", "key": reference.rpartition("@")[2] or reference,
-                                           "image": reference, "strategy": self.build_strategy(job),
-                                           "baseImage": str(probe.get("baseImage") or self._base_image(job)),
-                                           "requirements": lines,
-                                           "constraints": constraints}
-            if local_sources.ARCHIVE in files:
-                packed = await asyncio.to_thread(local_sources.read, files[local_sources.ARCHIVE])
-                places = {f"{local_sources.BUILD_DIR}/{place}": path for path, place in packed.places.items()}
-                local_hashes = {image_path: packed.hashes[path] for image_path, path in places.items()}
-        else:
-            environment = {"kind": "image",
-                           "image": spec.get("podConfig", {}).get("containerImage") or self.runner_image}
-        taken = started or isotime()
-        if probe.get("error"):
-            record: dict[str, Any] = {"apiVersion": envrec.API_VERSION, "kind": envrec.KIND, "takenAt": taken,
-                                      "environment": environment, "error": str(probe["error"])[:300]}
-        else:
-            record = envrec.shape(probe, environment=environment, tool={}, taken_at=taken, local_hashes=local_hashes)
-            for dist in record["distributions"]:  # the image's copy of a local path, by the server's path
-                src = dist.get("source") or {}
-                path = str(src.get("path") or "").rstrip("/")
-                if src.get("kind") == "local" and path in places:
-                    src["path"] = places[path]
-        record["tool"] = await asyncio.to_thread(envrec.tool_identity)
-        return record
+        return await records.environment_record(job, probe, started, files, strategy=self.build_strategy(job),
+                                                base_image=self._base_image(job), runner_image=self.runner_image)
 
     # -- health ------------------------------------------------------------------------------
-    async def _crd_state(self) -> tuple[bool, str | None]:
-        """(installed and Established, problem)."""
-        try:
-            crd = await self.kube.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}",
-                                          timeout=10)
-            established = any(c.get("type") == "Established" and c.get("status") == "True"
-                              for c in (crd.get("status") or {}).get("conditions") or [])
-            return established, None if established else f"the CRD {CRD_NAME} is not Established yet"
-        except KubeApiError as e:
-            if e.status == 404:
-                return False, f"the CRD {CRD_NAME} is not installed (run: jupyter nbvalidation install)"
-            if e.status not in (401, 403):
-                return False, f"the API server is not usable: {e}"
-        # the server's Role cannot read CRDs: discovery serves a CRD's group once it is Established
-        try:
-            disc = await self.kube.request("GET", f"/apis/{GROUP}/{VERSION}", timeout=10)
-        except KubeApiError as e:
-            if e.status == 404:
-                return False, f"the CRD {CRD_NAME} is not installed (run: jupyter nbvalidation install)"
-            return False, f"the API server is not usable: {e}"
-        if any(r.get("name") == PLURAL for r in disc.get("resources") or []):
-            return True, None
-        return False, f"the CRD {CRD_NAME} is not served"
-
     async def health(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": self.name, "namespace": self.namespace, "usable": False, "problem": None,
                                "buildStrategies": list(self.available_strategies or ["job"]),
@@ -604,7 +445,7 @@ class KubernetesBackend(Backend):
             out["buildStrategies"] = list(self.available_strategies or ["job"])
             out["defaultBuildStrategy"] = self._strategy_of({})
             out["buildStrategyReason"] = self.build_strategy_reason({"spec": {}})
-        established, problem = await self._crd_state()
+        established, problem = await crd_state(self.kube)
         out["crdEstablished"] = established
         out["cacheSynced"] = self.store.synced
         if problem is None and not self.store.synced:

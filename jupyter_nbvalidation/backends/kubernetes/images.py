@@ -18,9 +18,9 @@ import jupyter_nbvalidation.environment.local_sources as local_sources
 from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Notice, Observation
 from jupyter_nbvalidation.backends.kubernetes.builders.base import BuildInputs, strip_tag
 from jupyter_nbvalidation.backends.kubernetes.registry import RegistryClient, RegistryError, parse_reference
-from jupyter_nbvalidation.core.documents import Job
+from jupyter_nbvalidation.core.documents import Job, JobSpec
 from jupyter_nbvalidation.core.errors import InputRejected, TemporaryFailure
-from jupyter_nbvalidation.core.model import isotime, parse_time
+from jupyter_nbvalidation.core.model import build_enabled, isotime, parse_time
 from jupyter_nbvalidation.core.vocabulary import EventReason
 from jupyter_nbvalidation.environment.requirements import Requirements
 from jupyter_nbvalidation.spec.plan import ValidationPlan
@@ -228,6 +228,34 @@ class Images:
         except RegistryError as e:
             self.log.info("nbvalidation: the digest of %s could not be read: %s", image, e)
             return None
+
+    async def verdict_environment(self, spec: JobSpec, requirements: Requirements, *, base_image: str,
+                                  runner_image: str) -> str | None:
+        """The verdict cache's identity of a spec's environment. Built: the content tag
+        of the image a build would push now (``base_image`` by digest, requirements,
+        runner). Build disabled: the image the Pod would run (``podConfig.containerImage``
+        or ``runner_image``), by the digest its registry serves now. None when a digest
+        cannot be read (the notebook then always runs)."""
+        if build_enabled(spec):
+            dest = await self.built_environment(base_image, requirements)
+            return None if dest is None else f"built:{dest}"
+        image = (spec.get("podConfig") or {}).get("containerImage") or runner_image
+        if not image:
+            return None
+        digest = await self.image_digest(image)
+        return None if digest is None else f"unbuilt:{strip_tag(image)}@{digest}"
+
+    async def same_verdict_environment(self, job: Job, environment: str) -> bool:
+        """Built: the registry still serves, at the content tag, the very image the
+        job's Pod ran (an image lost and built again may resolve its requirements to
+        other versions). Build disabled: the image's digest is in the key."""
+        if environment.startswith("unbuilt:"):
+            return True
+        reference = ((job.get("status") or {}).get("buildStatus") or {}).get("imageReference") or ""
+        ran = reference.rpartition("@")[2]
+        if not environment.startswith("built:") or not ran.startswith("sha256:"):
+            return False
+        return await self.image_digest(environment.removeprefix("built:"), fresh=True) == ran
 
     async def reused(self, inputs: BuildInputs, strategy: str, uid: str | None = None) -> Observation | None:
         """The image of the same content, when the registry has it already; a

@@ -26,6 +26,7 @@ is provably dead.
 """
 
 from jupyter_nbvalidation.backends.local.backend import LocalBackend
+from jupyter_nbvalidation.backends.local.builds import uv_refresh_args
 from jupyter_nbvalidation.backends.local.disk import (
     ENV_MARKER,
     LAST_USE,
@@ -39,7 +40,7 @@ from jupyter_nbvalidation.backends.local.disk import (
     process_record,
     same_process_alive,
 )
-from jupyter_nbvalidation.backends.local.environments import tool_identity, uv_refresh_args
+from jupyter_nbvalidation.backends.local.environments import tool_identity
 
 __all__ = ["ENV_MARKER", "LAST_USE", "RECORD_FILE", "RUNNER_COMMAND", "LocalBackend", "_Build", "_Run",
            "folder_refusal", "owner_alive", "proc_start", "process_record", "same_process_alive", "tool_identity",

@@ -1,17 +1,14 @@
 """The local backend's wiring: its settings, paths, lifecycle (start, the store
-Lease election, drain, stop), what it accepts at submit, and its artefacts (executed
-notebook, build log, health); the rooms it is made of are environments.py, runs.py and
-retention.py, over the on-disk state of disk.py."""
+Lease election, drain, stop), the kernel's sandbox and what it accepts at submit; the
+rooms it is made of are environments.py, builds.py, runs.py, retention.py,
+interpreters.py and artefacts.py (build log, health), over the on-disk state of disk.py."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import re
 import shutil
 import signal
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -25,14 +22,17 @@ import jupyter_nbvalidation.runner.hygiene as hygiene
 import jupyter_nbvalidation.runner.sandbox as sandbox
 import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import Backend, Capabilities, lease_traits
+from jupyter_nbvalidation.backends.local.artefacts import ArtefactsRoom
+from jupyter_nbvalidation.backends.local.builds import BuildsRoom
 from jupyter_nbvalidation.backends.local.disk import HOST, _Build, _Run, _terminate, folder_refusal, process_record
 from jupyter_nbvalidation.backends.local.environments import EnvironmentsRoom
 from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
+from jupyter_nbvalidation.backends.local.interpreters import InterpretersRoom
 from jupyter_nbvalidation.backends.local.retention import RetentionRoom
 from jupyter_nbvalidation.backends.local.runs import RunsRoom
 from jupyter_nbvalidation.core.documents import Job, JobSpec
 from jupyter_nbvalidation.core.errors import InputRejected
-from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, Phase, build_enabled, parse_time
+from jupyter_nbvalidation.core.model import ROOT_ANNOTATION
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.spec.checks import SpecError, spec_fields
 from jupyter_nbvalidation.spec.plan import Snapshot, snapshot_from_files
@@ -49,7 +49,7 @@ UNSUPPORTED_LOCALLY = {
 }
 
 
-class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
+class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, InterpretersRoom, ArtefactsRoom, Backend):
     name = "local"
     store: SQLiteJobStore
     capabilities = Capabilities(local_requirement_paths=True, constraint_files=True, index_credentials=True,
@@ -139,7 +139,7 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
     def _uv_default(self) -> str:
         # the uv this package depends on first (the default install has it), then PATH
         try:
-            from uv import find_uv_bin  # optional: uv (else uv on PATH)
+            from uv import find_uv_bin  # optional: uv (the venv + pip strategy works without it)
 
             return str(find_uv_bin())
         except (ImportError, FileNotFoundError):
@@ -241,87 +241,6 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
         tree = str(run_dir / workcopy.TREE)
         show = [p for p in (root, folder) if p] + [tree]
         return {"hide": hide, "show": show, "links": [tree], "scratch": workcopy.scratch_paths(run_dir)}
-
-    async def _check_python(self) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            self.python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-        out, _ = await proc.communicate()
-        self._python_version = out.decode().strip() or "unknown"
-        # the other interpreters (LocalBackend.pythons) are not asked here: only a job whose
-        # repository asks for a Python this one is not needs them (_know_pythons_for)
-
-    def _candidate_pythons(self) -> list[str]:
-        if self.pythons:
-            return list(self.pythons)
-        found: list[str] = []
-        seen: set[str] = set()
-        for folder in os.environ.get("PATH", "").split(os.pathsep):
-            with contextlib.suppress(OSError):
-                for name in sorted(os.listdir(folder or ".")):
-                    path = os.path.join(folder, name)
-                    if re.fullmatch(r"python3(\.\d+)?", name) and os.access(path, os.X_OK):
-                        real = os.path.realpath(path)  # /bin/python3 and /usr/bin/python3.11: asked once
-                        if real not in seen:
-                            seen.add(real)
-                            found.append(path)
-        return found
-
-    def _wants_other_python(self, python_requires: tuple[str, str] | None) -> bool:
-        """Whether a repository asks for a Python that ``python`` (read at start) is not."""
-        if python_requires is None:
-            return False
-        from packaging.specifiers import (  # deferred: start-up time (packaging's specifiers, measured slower to import than yaml)
-            InvalidSpecifier,
-            SpecifierSet,
-        )
-
-        try:
-            wanted = SpecifierSet(python_requires[0])
-        except InvalidSpecifier:
-            return False  # refused at submit
-        return not (self._python_version and wanted.contains(self._python_version, prereleases=True))
-
-    async def _know_pythons_for(self, python_requires: tuple[str, str] | None) -> None:
-        """Ask the other interpreters their versions, in a thread, once, when a job needs
-        one: before any key of such a job is computed on the event loop. Not at start:
-        every python3* on PATH is run to ask it, about a second of CPU and two of wall time
-        where pyenv's shims (shell scripts) are on PATH, which every server, CLI and
-        in-process run would pay for the few jobs that ask for another Python."""
-        if self._interpreters is None and self._wants_other_python(python_requires):
-            await asyncio.to_thread(self.build_pythons)
-
-    def build_pythons(self) -> list[tuple[str, str]]:
-        """(path, version) of the other base interpreters environments can be built with
-        (LocalBackend.pythons), each asked its version once; one per version, the first
-        found. Runs interpreters: in a worker thread (``_know_pythons_for``, the submit's
-        checks), never on the event loop."""
-        if self._interpreters is None:
-            got: dict[str, str] = {}
-            for path in self._candidate_pythons():
-                try:
-                    out = subprocess.run([path, "-I", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3]) "
-                                          "if sys.implementation.name == 'cpython' else None"],
-                                         capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-                except (OSError, subprocess.TimeoutExpired):
-                    continue
-                version = out.stdout.strip()
-                if out.returncode == 0 and re.fullmatch(r"3\.\d+\.\d+", version):
-                    got.setdefault(version, path)
-            self._interpreters = [(path, version) for version, path in got.items()]
-        return self._interpreters
-
-    def build_python_version(self) -> str | None:
-        """Called in a worker thread (service._collect): before start() has read it, the
-        base interpreter is asked here, synchronously, off the event loop."""
-        if self._python_version is None:
-            try:
-                out = subprocess.run([self.python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                                     capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-                self._python_version = out.stdout.strip() or "unknown"
-            except (OSError, subprocess.TimeoutExpired):
-                return None
-        return self._python_version if self._python_version != "unknown" else None
 
     async def run_election(self, on_started_leading: Callable[[], None],
                            on_stopped_leading: Callable[[], None]) -> None:
@@ -467,123 +386,3 @@ class LocalBackend(EnvironmentsRoom, RunsRoom, RetentionRoom, Backend):
 
     async def read_snapshot(self, job: Job) -> Snapshot:
         return await asyncio.to_thread(self._snapshot, job)
-
-    # -- build -----------------------------------------------------------------
-
-    # -- validation ------------------------------------------------------------
-
-    async def snapshot_files(self, job: Job) -> dict[str, bytes]:
-        inp = self.job_dir(job) / "input"
-
-        def read() -> dict[str, bytes]:
-            out: dict[str, bytes] = {}
-            for p in inp.rglob("*"):
-                with contextlib.suppress(OSError):
-                    if p.is_file() and not p.is_symlink():
-                        out[p.relative_to(inp).as_posix()] = p.read_bytes()
-            return out
-
-        return await asyncio.to_thread(read)
-
-    # -- lifecycle: deletion, retention, the environment cache --------------------
-
-    # -- artefacts ---------------------------------------------------------------
-
-    async def build_log(self, job: Job) -> str | None:
-        """The build log: the one recorded at the end of Building, or during
-        Building the one being written (found by the environment's key, so a
-        server that does not run the build serves it too)."""
-        status = job.get("status") or {}
-        path = (status.get("buildStatus") or {}).get("logPath")
-        if not path and status.get("phase") == Phase.BUILDING and build_enabled(job["spec"]):
-            rec = self._job_build.get(job["metadata"]["uid"])
-            mine = rec.log_path if rec is not None else None
-            # not this process's build (or it waits for another engine's): the log being written
-            if mine is not None and await asyncio.to_thread(os.path.exists, mine):
-                path = mine
-            else:
-                path = await asyncio.to_thread(self._log_being_written, job)
-        if not path:
-            return None
-
-        def read() -> str | None:
-            try:
-                return Path(path).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                return None
-
-        return await asyncio.to_thread(read)
-
-    def _log_being_written(self, job: Job) -> str | None:
-        """The newest build log of the job's environment started since the job
-        entered Building (an older one is another build's)."""
-        key = self._keys.get(job["metadata"]["uid"])
-        if key is None:
-            if self._python_version is None:
-                return None
-            try:
-                key = self._unplanned_env_key(job)
-            except Exception:  # unreadable inputs: no build is running for them
-                return None
-        since = 0.0
-        for t in reversed((job.get("status") or {}).get("transitions") or []):
-            if t.get("phase") == Phase.BUILDING:
-                entered = parse_time(t.get("time"))
-                since = entered.timestamp() - 2.0 if entered else 0.0
-                break
-        logs = []
-        for p in (self.root / "logs").glob(f"build-{key}-*.log"):
-            with contextlib.suppress(OSError):
-                if p.stat().st_mtime >= since:
-                    logs.append(p)
-        return str(max(logs, key=lambda p: p.name)) if logs else None
-
-    async def health(self) -> dict[str, Any]:
-        def check() -> tuple[bool, str]:
-            try:
-                self.root.mkdir(parents=True, exist_ok=True)
-                probe = self.root / f".probe-{os.getpid()}"
-                probe.write_text("ok")
-                probe.unlink()
-                return True, ""
-            except OSError as e:
-                return False, f"data dir not writable: {e}"
-
-        usable, problem = await asyncio.to_thread(check)
-        if self.store.problem:  # a store that cannot be read: nothing works until it is repaired
-            usable, problem = False, self.store.problem
-        elif self._python_version is None:
-            usable, problem = False, "starting: the backend has not checked its interpreter yet"
-        elif self._python_version == "unknown":
-            usable, problem = False, f"the base interpreter {self.python} could not be run"
-        return {
-            "backend": self.name,
-            "usable": usable,
-            "problem": problem or None,
-            "dataDir": self.data_dir,
-            "python": self.python,
-            "pythonVersion": self._python_version,
-            "buildStrategies": ["uv", "venv"] if self.uv_path else ["venv"],
-            "defaultBuildStrategy": "uv" if (self.build_tool == "auto" and self.uv_path) else
-                                    ("venv" if self.build_tool == "auto" else self.build_tool),
-            "activeBuilds": sum(1 for b in self._builds.values() if not b.task.done()),
-            "activeValidations": sum(1 for r in self._runs.values() if not r.task.done()),
-            "lease": await self.lease_state(),
-            "lastGc": self.last_gc,
-            "sandbox": self._sandbox,
-        }
-
-    async def lease_state(self) -> dict[str, Any]:
-        """Who reconciles this data dir (the Lease as stored) and whether it is this process."""
-        try:
-            record = await self.store.get_lease("reconciler")
-            problem = None
-        except Exception as e:  # the store is not open (yet) or is locked
-            record, problem = None, str(e)
-        record = record or {}
-        holder = record.get("holderIdentity") or None
-        return {"name": "reconciler", "holderIdentity": holder, "acquireTime": record.get("acquireTime"),
-                "renewTime": record.get("renewTime"), "leaseDurationSeconds": record.get("leaseDurationSeconds"),
-                "leaseTransitions": record.get("leaseTransitions"), "identity": self.identity,
-                "isHolder": bool(self.elector and self.elector.is_leader and holder == self.identity),
-                "lastError": problem or (self.elector.last_error if self.elector else None)}

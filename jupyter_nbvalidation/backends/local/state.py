@@ -1,7 +1,7 @@
 """What the rooms of the local backend share: the settings and state ``LocalBackend``
 (backend.py) sets up, declared once with their types, and the methods one room calls
 that another room or ``LocalBackend`` defines. The rooms (environments.py, runs.py,
-retention.py) subclass it; ``LocalBackend`` fulfils it. Declarations only: the
+retention.py, builds.py, interpreters.py, artefacts.py) subclass it; ``LocalBackend`` fulfils it. Declarations only: the
 attributes are annotations (the traits and ``__init__`` of backend.py give them their
 values), and each method here is overridden by the class that defines it, which comes
 before this one in ``LocalBackend``'s method resolution order."""
@@ -13,10 +13,13 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from jupyter_nbvalidation.backends.base import Observation
 from jupyter_nbvalidation.backends.local.disk import _Build, _Run
 from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
 from jupyter_nbvalidation.core.documents import Job
+from jupyter_nbvalidation.environment.requirements import Requirements
 from jupyter_nbvalidation.spec.plan import Snapshot
+from jupyter_nbvalidation.store.lease import StoreLeaseElector
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 
 
@@ -24,9 +27,12 @@ class LocalState:
     """The state of ``LocalBackend`` that its rooms use (see the module's docstring)."""
 
     # -- settings (LocalBackend's traits) ------------------------------------------
+    name: str  # the Backend port's
     data_dir: str
     python: str
+    pythons: list[str]
     unbuilt_python: str
+    build_tool: str
     uv_path: str
     kernel_packages: list[str]
     niceness: int
@@ -52,6 +58,8 @@ class LocalState:
     _python_version: str | None
     _interpreters: list[tuple[str, str]] | None  # LocalBackend.pythons: (path, version), asked once
     _keys: dict[str, str]  # env key by job uid
+    identity: str
+    elector: StoreLeaseElector | None
     last_gc: dict[str, Any] | None
     _forkserver: RunnerForkServer | None
     _sandbox: dict[str, Any] | None
@@ -104,6 +112,15 @@ class LocalState:
         raise NotImplementedError
 
     # -- EnvironmentsRoom's (environments.py) -----------------------------------------
+    def _interpreter_for(self, python_requires: tuple[str, str] | None) -> tuple[str, str | None] | None:
+        raise NotImplementedError
+
+    def _use_env(self, key: str) -> bool:
+        raise NotImplementedError
+
+    def _read_marker(self, key: str) -> dict[str, Any]:
+        raise NotImplementedError
+
     def _unplanned_env_key(self, job: Job) -> str:
         raise NotImplementedError
 
@@ -115,6 +132,11 @@ class LocalState:
         raise NotImplementedError
 
     def _env_intact(self, key: str) -> bool:
+        raise NotImplementedError
+
+    # -- BuildsRoom's (builds.py) ------------------------------------------------------
+    async def _build_or_adopt(self, build: _Build, requirements: Requirements, strategy: str,
+                              log_path: str) -> Observation:
         raise NotImplementedError
 
     # -- RunsRoom's (runs.py) --------------------------------------------------------

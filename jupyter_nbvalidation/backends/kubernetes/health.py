@@ -1,0 +1,34 @@
+"""Whether the job resource is served: the CRD installed and Established, read
+directly, or through API discovery where the server's Role cannot read CRDs."""
+
+from __future__ import annotations
+
+from jupyter_nbvalidation.backends.kubernetes.client import Kube, KubeApiError
+from jupyter_nbvalidation.core.model import GROUP, PLURAL, VERSION
+
+CRD_NAME = f"{PLURAL}.{GROUP}"
+
+
+async def crd_state(kube: Kube) -> tuple[bool, str | None]:
+    """(installed and Established, problem)."""
+    try:
+        crd = await kube.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}",
+                                 timeout=10)
+        established = any(c.get("type") == "Established" and c.get("status") == "True"
+                          for c in (crd.get("status") or {}).get("conditions") or [])
+        return established, None if established else f"the CRD {CRD_NAME} is not Established yet"
+    except KubeApiError as e:
+        if e.status == 404:
+            return False, f"the CRD {CRD_NAME} is not installed (run: jupyter nbvalidation install)"
+        if e.status not in (401, 403):
+            return False, f"the API server is not usable: {e}"
+    # the server's Role cannot read CRDs: discovery serves a CRD's group once it is Established
+    try:
+        disc = await kube.request("GET", f"/apis/{GROUP}/{VERSION}", timeout=10)
+    except KubeApiError as e:
+        if e.status == 404:
+            return False, f"the CRD {CRD_NAME} is not installed (run: jupyter nbvalidation install)"
+        return False, f"the API server is not usable: {e}"
+    if any(r.get("name") == PLURAL for r in disc.get("resources") or []):
+        return True, None
+    return False, f"the CRD {CRD_NAME} is not served"
