@@ -122,24 +122,23 @@ async def test_an_undeclared_package_the_server_has_is_not_importable(real, modu
 
 @pytest.mark.asyncio
 async def test_input_files_beside_the_notebook_reach_the_kernel(real):
-    """The snapshot's ``inputs/<relpath>`` files (what spec.inputFiles collects)
-    are regular, writable files in the kernel's working directory of a real Pod."""
+    """The files spec.inputFiles names, collected by the service at submit (its real input
+    collection: patterns matched beside the notebook, read into the snapshot's
+    ``inputs/<relpath>``), are regular, writable files in the kernel's working directory of
+    a real Pod; a file beside them that no pattern names does not travel."""
     write_notebook(real.root / "nb.ipynb", [
         "import csv, os\nrows = list(csv.reader(open('data.csv')))\nassert rows == [['a', 'b'], ['1', '2']], rows",
         "assert open('sub/blob.bin', 'rb').read() == bytes(range(256))",
         "assert not os.path.islink('data.csv') and os.path.isfile('data.csv')",
+        "assert not os.path.exists('secret.txt')",
         "open('out.txt', 'w').write('written')",
     ])
     (real.root / "requirements.txt").write_text("six==1.16.0\n")
-    collect = real.service._collect
-
-    def with_inputs(spec):
-        files, nb_path, *rest = collect(spec)
-        return ({**files, "inputs/data.csv": b"a,b\n1,2\n", "inputs/sub/blob.bin": bytes(range(256))},
-                nb_path, *rest)
-
-    real.service._collect = with_inputs
-    job = await real.service.submit({"notebook": {"path": "nb.ipynb"}})
+    (real.root / "data.csv").write_bytes(b"a,b\n1,2\n")
+    (real.root / "sub").mkdir()
+    (real.root / "sub" / "blob.bin").write_bytes(bytes(range(256)))
+    (real.root / "secret.txt").write_text("not named: stays here\n")
+    job = await real.service.submit({"notebook": {"path": "nb.ipynb"}, "inputFiles": ["data.csv", "sub/*"]})
     done = await verdict(real, job["metadata"]["name"], BUILD_WAIT)
     assert done["status"]["phase"] == Phase.SUCCEEDED, json.dumps(done["status"], indent=1)
 
