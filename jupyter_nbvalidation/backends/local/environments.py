@@ -83,7 +83,7 @@ class EnvironmentsRoom(LocalState):
         if not self._wants_other_python(python_requires):
             return default  # also an invalid one: refused at submit; a job stored before that check keeps it
         assert python_requires is not None
-        from packaging.specifiers import SpecifierSet  # deferred: start-up time (packaging's specifiers, measured slower to import than yaml)
+        from packaging.specifiers import SpecifierSet  # deferred: start-up time (packaging)
 
         wanted = SpecifierSet(python_requires[0])
         if self._interpreters is None:  # asked on first need: in a thread (callers on the loop await

@@ -46,7 +46,7 @@ class InterpretersRoom(LocalState):
         """Whether a repository asks for a Python that ``python`` (read at start) is not."""
         if python_requires is None:
             return False
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # deferred: start-up time (packaging's specifiers, measured slower to import than yaml)
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # deferred: start-up time (packaging)
 
         try:
             wanted = SpecifierSet(python_requires[0])
