@@ -1,14 +1,11 @@
 """A notebook's last success as the CLI finds it: ``lock`` pins its environment, and
 ``--constraints-from-last-success`` (``submit``, ``run``) keeps its versions.
 
-The service has a finder of its own (JobService's last success *before a given job*, for
-``GET /jobs/{name}/changes``, which the bisect search and a failure's "since the last
-success" use through the client). It is not reachable for these callers: they have no job
-to start from (``lock`` without ``--job``, the constraints before anything is submitted), no
-route or service call answers "the notebook's newest success", and ``/changes`` answers 404
-wherever environments are not recorded. So this one reads the client's job list (newest
-first, probes and other roots' jobs left out by the service), as ``bisect`` finds the newest
-failure (why_red.bisect.newest_job).
+The finder is the one the service uses for "since the last success" (``GET
+/jobs/{name}/changes``): ``why_red.changes.newest_in_phase``, here over the client's job
+list (newest first; probes and other roots' jobs left out by the service), there over the
+store's pages after a given job. These callers have no job to start from (``lock`` without
+``--job``, the constraints before anything is submitted), so they read the list.
 """
 
 from __future__ import annotations

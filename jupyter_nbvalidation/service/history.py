@@ -64,16 +64,13 @@ class HistoryRoom(ServiceState):
 
     async def _last_success_before(self, job: Job, max_pages: int) -> Job | None:
         root = self._root_of(job)
-        token, seen = None, False
+        token, listed = None, []
         for _ in range(max_pages):  # newest first: the first Succeeded one after the job itself
             items, token = await self.store.list_jobs(notebook=job["spec"]["notebook"]["path"], limit=100,
                                                       continue_token=token)
-            for other in items:
-                if other["metadata"]["name"] == job["metadata"]["name"]:
-                    seen = True
-                elif seen and self._root_of(other) == root and not is_probe(other) and \
-                        (other.get("status") or {}).get("phase") == Phase.SUCCEEDED:
-                    return other
-            if not token:
-                break
+            listed += items
+            found = changes.newest_in_phase(listed, Phase.SUCCEEDED, after=job["metadata"]["name"],
+                                            keep=lambda other: self._root_of(other) == root and not is_probe(other))
+            if found is not None or not token:
+                return found
         return None

@@ -25,6 +25,7 @@ from typing import Any, Callable, Protocol
 import jupyter_nbvalidation.why_red.cause_search as cs
 from jupyter_nbvalidation.core.model import Phase
 from jupyter_nbvalidation.core.vocabulary import Reason
+from jupyter_nbvalidation.why_red.changes import newest_in_phase
 
 # the result's exitCode: the exit statuses of the CLI (cli/exits.py has the same numbers)
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
@@ -60,10 +61,7 @@ class JobLister(Protocol):
 
 def newest_job(api: JobLister, path: str, phase: str, limit: int = 500) -> dict[str, Any] | None:
     """The notebook's newest job (a summary) that ended in ``phase`` (probes are not listed), or None."""
-    for job in api.list_jobs(path, limit):
-        if (job.get("status") or {}).get("phase") == phase:
-            return job
-    return None
+    return newest_in_phase(api.list_jobs(path, limit), phase)
 
 
 def _not_found(e: Exception) -> bool:

@@ -15,12 +15,31 @@ import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from jupyter_nbvalidation.verdict.environment_record import normalize
 
 MAX_LISTED = 50  # cells, packages, lines, files named per kind (counts stay whole)
 SPEC_IGNORED = ("notebook",)  # the same notebook by definition
+
+J = TypeVar("J", bound=Mapping[str, Any])
+
+
+def newest_in_phase(jobs: Iterable[J], phase: str, *, after: str | None = None,
+                    keep: Callable[[J], bool] = lambda job: True) -> J | None:
+    """The one finder of a notebook's last success (or last failure): the first of ``jobs``
+    (one notebook's, newest first) that ended in ``phase`` and that ``keep`` accepts; with
+    ``after``, only among the jobs listed after the one of that name (older than it), and
+    None when that job is not among them. The service's "since the last success" (over its
+    store's pages), the CLI's ``lock`` and ``--constraints-from-last-success`` and the
+    bisect search's newest failure (over a client's listing) all find it here."""
+    seen = after is None
+    for job in jobs:
+        if not seen:
+            seen = job["metadata"]["name"] == after
+        elif (job.get("status") or {}).get("phase") == phase and keep(job):
+            return job
+    return None
 
 
 @dataclass

@@ -151,3 +151,24 @@ def test_run_says_what_changed_under_a_notebook_that_turned_red(tmp_path):
     (row,) = json.loads(as_json.stdout)
     assert row["verdict"] == "Failed" and row["sinceLastSuccess"]["packages"]["upgraded"] == [
         {"name": "nbvdriftpkg", "from": "1.0", "to": "2.0"}], row
+
+
+def test_one_finder_of_the_last_success_newest_first_after_a_job_and_filtered():
+    """why_red.changes.newest_in_phase: the service's "since the last success" and the CLI's
+    lock / constraints find a notebook's last success with it (and bisect its last failure)."""
+    from jupyter_nbvalidation.why_red.changes import newest_in_phase
+
+    def job(name, phase, root="r"):
+        return {"metadata": {"name": name, "root": root}, "status": {"phase": phase}}
+
+    jobs = [job("j5", "Failed"), job("j4", "Succeeded", root="other"), job("j3", "Failed"),
+            job("j2", "Succeeded"), job("j1", "Succeeded")]
+    assert newest_in_phase(jobs, "Succeeded")["metadata"]["name"] == "j4"
+    assert newest_in_phase(jobs, "Failed")["metadata"]["name"] == "j5"
+    same_root = {"keep": lambda j: j["metadata"]["root"] == "r"}
+    assert newest_in_phase(jobs, "Succeeded", **same_root)["metadata"]["name"] == "j2"
+    assert newest_in_phase(jobs, "Succeeded", after="j2", **same_root)["metadata"]["name"] == "j1"
+    assert newest_in_phase(jobs, "Failed", after="j5")["metadata"]["name"] == "j3"
+    assert newest_in_phase(jobs, "Succeeded", after="j1") is None  # nothing older
+    assert newest_in_phase(jobs, "Succeeded", after="gone") is None  # the job is not listed
+    assert newest_in_phase([], "Succeeded") is None
