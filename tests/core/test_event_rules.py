@@ -4,6 +4,7 @@ breaks if its rule is broken (faults are injected around the real store)."""
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 import time
 
@@ -344,8 +345,8 @@ async def test_a_retry_is_one_event_after_its_status_write_and_never_a_transitio
     and a restart's recovery posts nothing for it."""
     marker = tmp_path / "failed-once"
     wrapper = tmp_path / "flaky-python"
-    wrapper.write_text(f'#!/bin/sh\nif [ "$2" = "ipykernel_launcher" ] && [ ! -e {marker} ]; then\n'
-                       f'  touch {marker}; exit 1\nfi\nexec {sys.executable} "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nif [ "$2" = "ipykernel_launcher" ] && [ ! -e {shlex.quote(str(marker))} ]; then\n'
+                       f'  touch {shlex.quote(str(marker))}; exit 1\nfi\nexec {shlex.quote(sys.executable)} "$@"\n')
     wrapper.chmod(0o755)
     nb = notebook("ok.ipynb", ["print(6 * 7)"])
     env = make_local(tmp_path, store_wrapper=SeesRetries, retry_backoff=0.05)

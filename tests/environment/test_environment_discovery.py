@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -521,8 +522,8 @@ async def test_the_other_pythons_are_asked_only_when_a_job_needs_one(tmp_path):
     other = tmp_path / "bin" / "python3.99"
     other.parent.mkdir()
     # answers the version question as Python 3.99.0 (logged); anything else is this interpreter
-    other.write_text(f"#!/bin/sh\ncase \"$*\" in *sys.version_info*cpython*) echo probe >> {probes}; "
-                     f"echo 3.99.0; exit 0;; esac\nexec {sys.executable} \"$@\"\n")
+    other.write_text(f"#!/bin/sh\ncase \"$*\" in *sys.version_info*cpython*) echo probe >> {shlex.quote(str(probes))}; "
+                     f"echo 3.99.0; exit 0;; esac\nexec {shlex.quote(sys.executable)} \"$@\"\n")
     other.chmod(0o755)
     env = make_local(tmp_path, backend_kw={"pythons": [str(other)]})
     await env.engine.start()

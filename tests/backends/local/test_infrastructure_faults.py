@@ -9,6 +9,7 @@ cannot be mounted they fail, never skip."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import stat
 import subprocess
@@ -130,12 +131,12 @@ def _flaky_python(tmp_path: Path) -> tuple[Path, Path]:
     wrapper = tmp_path / "flaky-python"
     wrapper.write_text(
         "#!/bin/sh\n"
-        f'if [ "$1" = "-m" ] && [ "$2" = "ipykernel_launcher" ] && [ ! -e {marker} ]; then\n'
-        f"  touch {marker}\n"
+        f'if [ "$1" = "-m" ] && [ "$2" = "ipykernel_launcher" ] && [ ! -e {shlex.quote(str(marker))} ]; then\n'
+        f"  touch {shlex.quote(str(marker))}\n"
         "  echo 'simulated: the kernel could not start under load' >&2\n"
         "  exit 1\n"
         "fi\n"
-        f'exec {sys.executable} "$@"\n')
+        f'exec {shlex.quote(sys.executable)} "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return wrapper, marker
 
@@ -171,7 +172,7 @@ async def test_a_kernel_that_fails_to_start_once_is_retried_then_succeeds(tmp_pa
 async def test_a_kernel_that_never_starts_ends_infrastructure_failed_after_the_retries(tmp_path):
     broken = tmp_path / "broken-python"
     broken.write_text('#!/bin/sh\nif [ "$2" = "ipykernel_launcher" ]; then exit 1; fi\n'
-                      f'exec {sys.executable} "$@"\n')
+                      f'exec {shlex.quote(sys.executable)} "$@"\n')
     broken.chmod(0o755)
     env = Env(tmp_path, unbuilt_python=str(broken), max_retries=1)
     await env.engine.start()
