@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from import_graph import one_cycle
 
 PKG = Path(__file__).resolve().parents[2] / "jupyter_nbvalidation"
 NAME = PKG.name
@@ -202,30 +203,9 @@ def _k8s_graph() -> dict[str, set[str]]:
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import cycle of ``graph`` (the modules on it, first repeated last), or None."""
-    state: dict[str, int] = {}  # 1: on the path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in state:
-                found = visit(nxt)
-                if found:
-                    return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state:
-            found = visit(node)
-            if found:
-                return found
-    return None
+    """One import cycle of ``graph`` (the modules on it, first repeated last), or None: the
+    finder the import table's check uses (tests/import_graph.py)."""
+    return one_cycle(graph)
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
