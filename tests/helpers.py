@@ -105,6 +105,7 @@ async def rest_call(jp_fetch, *parts, method="GET", body=None, params=None, raw=
     kw = {"method": method, "params": params or {}}
     if body is not None:
         kw["body"] = body if isinstance(body, str) else json.dumps(body)
+        kw["headers"] = {"Content-Type": "application/json"}
     elif method == "POST":
         kw["body"] = ""
     r = await jp_fetch(*REST_API, *parts, **kw)

@@ -14,7 +14,10 @@ kernel gets exactly:
 * ``NBVALIDATION_RUN_ID``: this run's identity, by which everything the kernel
   starts is found and stopped when the run ends (see :mod:`.hygiene`);
 * the job's own variables (``podConfig.env``), given to the runner by
-  ``--kernel-env`` / ``--kernel-env-file``, never through its own environment.
+  ``--kernel-env`` / ``--kernel-env-file``, never through its own environment; but
+  never one that changes how the interpreter or its loader starts
+  (``verdict.inherited.hijacks``: ``LD_PRELOAD``, ``PYTHONSTARTUP``, ...), which the
+  spec check refuses at submit too.
 
 Standard library only.
 """
@@ -27,7 +30,7 @@ import sys
 import tempfile
 from typing import Mapping
 
-from jupyter_nbvalidation.verdict.inherited import PASSED_THROUGH
+from jupyter_nbvalidation.verdict.inherited import PASSED_THROUGH, hijacks
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 RUN_ID_VAR = "NBVALIDATION_RUN_ID"
@@ -75,7 +78,7 @@ def kernel_environment(python: str, root: str, run_id: str, *, extra: Mapping[st
     env["PYTHONNOUSERSITE"] = "1"
     dirs = private_dirs(root)
     env.update(dirs)
-    env.update(extra or {})  # the job's podConfig.env
+    env.update({k: v for k, v in (extra or {}).items() if not hijacks(k)})  # the job's podConfig.env
     env.update({k: v for k, v in dirs.items() if k in ENFORCED})
     env.update(interpreter_paths(python))
     env[RUN_ID_VAR] = run_id

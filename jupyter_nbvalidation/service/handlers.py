@@ -17,7 +17,7 @@ from jupyter_nbvalidation.composition import NBValidationSettings
 from jupyter_nbvalidation.service.errors import ApiError, store_api_error
 from jupyter_nbvalidation.service.jobs import JobService
 from jupyter_nbvalidation.service.openapi import openapi_document
-from jupyter_nbvalidation.service.strict_json import MAX_BODY_BYTES, dumps, loads_strict
+from jupyter_nbvalidation.service.strict_json import MAX_BODY_BYTES, check_json_content_type, dumps, loads_strict
 
 PREFIX = "nbvalidation/api/v1"
 AUTH_RESOURCE = "nbvalidation"
@@ -81,7 +81,7 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
         if isinstance(exc, web.HTTPError) and exc.log_message:
             message = exc.log_message % exc.args if exc.args else exc.log_message
         code = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
-                405: "MethodNotAllowed", 413: "TooLarge"}.get(status_code, "InternalError")
+                405: "MethodNotAllowed", 413: "TooLarge", 415: "UnsupportedMediaType"}.get(status_code, "InternalError")
         if status_code == 405:
             self.set_header("Allow", ", ".join(m for m in ("GET", "POST", "DELETE")
                                                if m.lower() in type(self).__dict__))
@@ -99,6 +99,7 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
         overlong numbers, bounded depth and size; a refusal is a 400/413."""
         if not self.request.body:
             raise ApiError(400, "BadRequest", "the request body must be a JSON job spec")
+        check_json_content_type(self.request.headers.get("Content-Type"))
         if len(self.request.body) > MAX_BODY_BYTES:
             raise ApiError(413, "TooLarge", f"the request body is {len(self.request.body)} bytes; the limit is "
                                             f"{MAX_BODY_BYTES} bytes")

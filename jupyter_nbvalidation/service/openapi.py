@@ -265,7 +265,8 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                        "a lookup refused, the registry unreachable)"}}}},
             "responses": {f"E{c}": _json({"$ref": "#/components/schemas/Error"}, d) for c, d in {
                 400: "Bad request", 401: "Not authenticated", 403: "Forbidden", 404: "Not found",
-                409: "Conflict", 413: "Too large"}.items()},
+                409: "Conflict", 413: "Too large",
+                415: "The body was not sent as Content-Type: application/json"}.items()},
         },
         "paths": {
             "/jobs": {
@@ -297,7 +298,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                     ],
                     "requestBody": {"required": True, "content": {"application/json": {
                         "schema": {"$ref": "#/components/schemas/Spec"}}}},
-                    "responses": {"201": _json(job_ref, "The created job"), **_errors(400, 403, 404, 413)},
+                    "responses": {"201": _json(job_ref, "The created job"), **_errors(400, 403, 404, 413, 415)},
                 },
             },
             "/unchanged": {
@@ -311,7 +312,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                         "schema": {"$ref": "#/components/schemas/Spec"}}}},
                     "responses": {"200": _json({"type": "object", "required": ["job"], "properties": {
                         "job": {"oneOf": [job_ref, {"type": "null"}]}}}, "The earlier job, or null"),
-                        **_errors(400, 403, 404, 413)},
+                        **_errors(400, 403, 404, 413, 415)},
                 },
             },
             "/jobs/{name}": {

@@ -10,6 +10,8 @@ import math
 import re
 from typing import Any
 
+from jupyter_nbvalidation.service.errors import ApiError
+
 
 class BadNumber:
     """A JSON number the request parser would not take as a finite value
@@ -120,3 +122,25 @@ def dumps(obj: Any) -> str:
         return json.dumps(obj, separators=(",", ":"), allow_nan=False)
     except ValueError:
         return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False)
+
+
+def check_json_content_type(header: str | None) -> None:
+    """A request body is JSON only when it says so: ``Content-Type: application/json`` (a
+    ``charset=utf-8`` parameter allowed). Anything else, a missing header included, is a 415
+    naming the header: a ``text/plain`` POST is a cross-site "simple request" a browser sends
+    from any page without asking, so it must never create a job."""
+    media, _, params = (header or "").partition(";")
+    media = media.strip().lower()
+    charset = ""
+    for param in params.split(";"):
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower()
+        elif key.strip():
+            media = ""  # an unknown parameter: not the declared type
+    if media == "application/json" and charset in ("", "utf-8"):
+        return
+    given = f"Content-Type: {header}" if header else "no Content-Type header"
+    raise ApiError(415, "UnsupportedMediaType",
+                   f"the request body must be sent with the header Content-Type: application/json ({given})",
+                   "Content-Type")

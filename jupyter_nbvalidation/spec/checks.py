@@ -48,6 +48,7 @@ from jupyter_nbvalidation.core.spec_table import (
     validator_schema,
 )
 from jupyter_nbvalidation.verdict.flatten import check_output_selector
+from jupyter_nbvalidation.verdict.inherited import hijacks
 from jupyter_nbvalidation.verdict.sanitize import check_backtracking, check_sanitizer
 
 
@@ -341,6 +342,9 @@ def _check_env(value: Any, path: str) -> list[dict[str, Any]]:
             raise SpecError(f"{where}.name", "must be an environment variable name (letters, digits, '_', '-', '.')")
         if name in RESERVED_ENV:
             raise SpecError(f"{where}.name", f"{name} is set by the runner and cannot be replaced")
+        if hijacks(name):
+            raise SpecError(f"{where}.name", f"{name} is refused: it would change how the kernel's interpreter or "
+                                             "its libraries load, or it is the runner's own")
         if name in seen:
             raise SpecError(f"{where}.name", f"{name} is given twice")
         if not isinstance(val, str):

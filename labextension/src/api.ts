@@ -43,6 +43,12 @@ export class NBValidationAPI implements IValidationAPI {
     query?: Record<string, string | number | undefined | null>
   ): Promise<Response> {
     let response: Response;
+    if (init.body !== undefined) {
+      // the server takes a body only as declared JSON (a string body would go as text/plain)
+      const headers = new Headers(init.headers);
+      headers.set('Content-Type', 'application/json');
+      init = { ...init, headers };
+    }
     try {
       response = await ServerConnection.makeRequest(this.url(parts, query), init, this.settings);
     } catch (error) {

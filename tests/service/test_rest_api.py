@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import pytest
+from helpers import REST_API, rest_wait_terminal, wait_async, write_notebook
 from helpers import rest_call as call
-from helpers import rest_wait_terminal, wait_async, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase, Reason
@@ -137,6 +138,10 @@ async def test_cancel(jp_fetch, nbs, jp_root_dir):
      "spec.podConfig.resources.limits"),
     ({"notebook": {"path": "ok.ipynb"}, "podConfig": {"nodeSelector": {"gpu": "true"}}}, 400,
      "spec.podConfig.nodeSelector"),
+    *[({"notebook": {"path": "ok.ipynb"}, "podConfig": {"env": [{"name": "A", "value": "1"}, {"name": name, "value": "x"}]}},
+       400, "spec.podConfig.env[1].name")
+      for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT",
+                   "NBVALIDATION_SANDBOX", "JPY_PARENT_PID")],
     ({"notebook": {}}, 400, "spec.notebook.path"),
     ({"notebook": {"path": "ok.txt"}}, 400, "spec.notebook.path"),
     ({"notebook": {"path": "../outside.ipynb"}}, 403, "spec.notebook.path"),
@@ -157,6 +162,53 @@ async def test_bad_input_is_refused_and_creates_nothing(jp_fetch, nbs, jp_server
     if field:
         assert err["field"] == field, err
         assert field.split(".")[-1] in err["message"]
+    assert (await call(jp_fetch, "jobs"))["items"] == []
+    backend = jp_serverapp.web_app.settings["nbvalidation_service"].backend
+    assert not (backend.root / "jobs").exists() or not any((backend.root / "jobs").iterdir())
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
+                                          "text/plain;charset=UTF-8", "application/json; charset=latin-1",
+                                          "application/jsonx"])
+async def test_a_body_not_declared_as_json_is_415_and_creates_nothing(jp_fetch, nbs, jp_serverapp, content_type):
+    """A text/plain (or form) POST is a cross-site "simple request" a browser sends from any page
+    without asking first: only a body declared as application/json is read."""
+    body = json.dumps({"notebook": {"path": "ok.ipynb"}, **NOBUILD})
+    for path in (("jobs",), ("unchanged",)):
+        with pytest.raises(HTTPClientError) as e:
+            await jp_fetch(*REST_API, *path, method="POST", body=body, raise_error=True,
+                           headers={"Content-Type": content_type or ""})
+        err = json.loads(e.value.response.body)["error"]
+        assert e.value.code == 415 and err["code"] == "UnsupportedMediaType", err
+        assert "Content-Type: application/json" in err["message"] and err["field"] == "Content-Type"
+        assert (content_type or "no Content-Type header") in err["message"]
+    assert (await call(jp_fetch, "jobs"))["items"] == []
+    backend = jp_serverapp.web_app.settings["nbvalidation_service"].backend
+    assert not (backend.root / "jobs").exists() or not any((backend.root / "jobs").iterdir())
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8",
+                                          "Application/JSON;charset=UTF-8"])
+async def test_a_body_declared_as_json_is_read(jp_fetch, nbs, content_type):
+    r = await jp_fetch(*REST_API, "jobs", method="POST", headers={"Content-Type": content_type},
+                       body=json.dumps({"notebook": {"path": "ok.ipynb"}, **NOBUILD}))
+    assert r.code == 201
+    done = await wait_terminal(jp_fetch, json.loads(r.body)["metadata"]["name"])
+    assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
+
+
+async def test_a_notebook_outside_the_root_real_or_through_a_link_is_refused(jp_fetch, nbs, jp_serverapp,
+                                                                             jp_root_dir, tmp_path_factory):
+    """A real notebook outside the server root, named by a relative path, by an absolute one, or
+    reached through a link in the root (to it, or to its folder): 403 or 404, nothing created."""
+    outside = tmp_path_factory.mktemp("outside")
+    write_notebook(outside / "secret.ipynb", ["print('read from outside the root')"])
+    (jp_root_dir / "link.ipynb").symlink_to(outside / "secret.ipynb")
+    (jp_root_dir / "linkdir").symlink_to(outside, target_is_directory=True)
+    relative = os.path.relpath(outside / "secret.ipynb", jp_root_dir)
+    for path in (relative, str(outside / "secret.ipynb"), "link.ipynb", "linkdir/secret.ipynb"):
+        code, err = await error(jp_fetch, "jobs", method="POST", body={"notebook": {"path": path}, **NOBUILD})
+        assert code in (403, 404) and err["field"] == "spec.notebook.path", (path, code, err)
     assert (await call(jp_fetch, "jobs"))["items"] == []
     backend = jp_serverapp.web_app.settings["nbvalidation_service"].backend
     assert not (backend.root / "jobs").exists() or not any((backend.root / "jobs").iterdir())

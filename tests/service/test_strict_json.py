@@ -27,7 +27,7 @@ def strict(text: str | bytes):
 
 async def post_raw(jp_fetch, body: str | bytes) -> tuple[int, dict]:
     try:
-        r = await jp_fetch(*API, "jobs", method="POST", body=body)
+        r = await jp_fetch(*API, "jobs", method="POST", body=body, headers={"Content-Type": "application/json"})
         return r.code, strict(r.body)
     except HTTPClientError as e:
         return e.code, strict(e.response.body)
