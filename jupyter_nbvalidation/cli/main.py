@@ -27,6 +27,7 @@ import sys
 from jupyter_nbvalidation.cli import bisect, install, lock, manage, run, show, submit
 from jupyter_nbvalidation.cli.command import EXIT_ERROR, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED, Command
 from jupyter_nbvalidation.clients.base import ClientError
+from jupyter_nbvalidation.clients.in_process import InProcess
 from jupyter_nbvalidation.core.errors import Conflict, NotFound, StoreBroken, StoreError
 
 #: the subcommands, in the order ``--help`` lists them
@@ -84,6 +85,18 @@ def main(argv: list[str] | None = None) -> int:
                 else "; try again")
         print(f"error: the job store in {where} is not usable: {e}{hint}", file=sys.stderr)
         return EXIT_INFRASTRUCTURE
+    finally:
+        close_open_clients()
+
+
+def close_open_clients() -> None:
+    """What a command left open in this process (its in-process service and store) is closed
+    before the process exits: no pending task is destroyed at exit, and a Ctrl-C during the close
+    is not a traceback."""
+    try:
+        InProcess.close_all()
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,7 +12,7 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, Mapping, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Coroutine, Iterator, Mapping, Protocol, TypeVar, cast
 
 from jupyter_nbvalidation.clients.base import FOLLOW_POLL, INTERRUPT_GRACE, ClientError, Json
 from jupyter_nbvalidation.core.documents import Job
@@ -66,16 +66,41 @@ class InProcess(ServiceCalls):
     :meth:`close`."""
 
     service: "JobService"
+    # the ones opened and not closed yet: a command's end closes them (close_all), so that nothing of
+    # theirs is left pending when the process exits ("Task was destroyed but it is pending!")
+    _open: "ClassVar[set[InProcess]]" = set()
 
     def __init__(self, service: "JobService", root_dir: str):
         super().__init__(service, asyncio.new_event_loop())
         self.root_dir = root_dir
         self._thread: threading.Thread | None = None  # this process's loop, while a batch runs (begin)
         self.loop.run_until_complete(self.service.open())
+        InProcess._open.add(self)
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.service.close())
-        self.loop.close()
+        """The service closed (its store too) and every task still on this loop ended: a second call
+        does nothing."""
+        if self.loop.is_closed():
+            return
+        InProcess._open.discard(self)
+        if self._thread is not None:  # a batch that did not reach its end (an error on the way)
+            self.end(interrupted=True)
+        try:
+            self.loop.run_until_complete(self.service.close())
+        finally:
+            left = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+            for task in left:
+                task.cancel()
+            if left:
+                self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close every one still open (a command's end, whatever way it ends)."""
+        for client in list(cls._open):
+            client.close()
 
     def begin(self) -> None:
         """A batch starts (``base.Client``): the engine starts, and this process's loop

@@ -89,6 +89,9 @@ class ResultReason(StrEnum):
     VALIDATION_SUCCEEDED = "ValidationSucceeded"
     CELL_EXECUTION_FAILED = "CellExecutionFailed"
     GOLDEN_MISMATCH = "GoldenMismatch"
+    # the golden comparison could not be made because of the job's own comparison settings (a
+    # sanitizer or timestamp pattern over its time budget): the user's to fix, never infrastructure
+    COMPARISON_FAILED = "ComparisonFailed"
     CELL_TIMED_OUT = "CellTimedOut"
     VALIDATION_TIMED_OUT = "ValidationTimedOut"
     KERNEL_DIED = "KernelDied"

@@ -315,8 +315,10 @@ def run_notebook(
                 **(compare_options or {}),
             )
         except _sanitize.PatternTimeout as e:
-            execution._fail(ResultReason.RUNNER_ERROR, None,
-                            f"The golden comparison was stopped: {e} (comparisonConfig)")
+            # the job's own pattern: the comparison's failure (exit 1), not the runner's (exit 2)
+            execution._fail(ResultReason.COMPARISON_FAILED, None,
+                            f"The golden comparison was stopped: {e} (a sanitizer or timestamp pattern of "
+                            "this job's comparisonConfig)")
         except Exception as e:
             execution._fail(ResultReason.RUNNER_ERROR, None, f"The golden comparison failed: {type(e).__name__}: {e}")
         budget.full.clear()  # the full outputs were for the comparison only

@@ -11,6 +11,7 @@ import glob
 import os
 import platform
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +62,13 @@ def _read_notebook(path: Path, field: str, limit: int) -> bytes:
                        "(c.NBValidation.max_notebook_bytes)", field)
     data = path.read_bytes()
     import nbformat  # deferred: start-up time (importing nbformat imports jsonschema; `list` never needs it)
+    from nbformat.warnings import MissingIDFieldWarning  # deferred: as nbformat, above
 
     try:
-        nb = nbformat.reads(data.decode("utf-8"), as_version=4)  # type: ignore[no-untyped-call]  # nbformat is untyped
-        nbformat.validate(nb)
+        with warnings.catch_warnings():  # a cell without an id (nbformat < 4.5 writers) is the norm, not news
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            nb = nbformat.reads(data.decode("utf-8"), as_version=4)  # type: ignore[no-untyped-call]  # untyped
+            nbformat.validate(nb)
     except UnicodeDecodeError:
         raise ApiError(400, "InvalidNotebook", f"{field}: the notebook is not UTF-8 text", field) from None
     except (ValueError, nbformat.ValidationError) as e:

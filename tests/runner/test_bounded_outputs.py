@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import rest_call, rest_wait_terminal, wait, write_notebook
+from helpers import cli, rest_call, rest_wait_terminal, wait, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase
@@ -191,9 +191,26 @@ def test_a_pattern_that_hangs_at_run_time_ends_the_run_naming_the_pattern(tmp_pa
     golden = _golden(tmp_path / "nb" / "golden.ipynb", [text + "\n"])
     result, _, elapsed = _run(tmp_path, nb, "--golden", str(golden), "--timestamp-pattern=(a|aa)+$",
                               "--timeout", "600")
-    assert result["verdict"] == "Failed" and result["reason"] == "RunnerError", result
+    # the job's own pattern: the comparison's failure (exit 1), never the runner's or infrastructure
+    assert result["verdict"] == "Failed" and result["reason"] == "ComparisonFailed", result
     assert "'(a|aa)+$'" in result["message"] and "did not finish within 10 s" in result["message"], result["message"]
+    assert "comparisonConfig" in result["message"], result["message"]
     assert elapsed < 120, elapsed
+
+
+def test_a_pattern_that_hangs_is_the_users_failure_not_infrastructure(tmp_path):
+    """Through the CLI: `run` exits 1 (the notebook failed its comparison), not 3 (infrastructure)."""
+    text = "a" * 60 + "b"
+    root = tmp_path / "proj"
+    write_notebook(root / "nb.ipynb", [f'print("{text}")'])
+    _golden(root / "nb.golden.ipynb", [text + "\n"])
+    (root / "san.cfg").write_text("[slow]\nregex: (a|aa)+$\nreplace: X\n")
+    proc = cli("run", "nb.ipynb", "--no-build", "--local", "--data-dir", str(tmp_path / "data"), "--golden-suffix",
+               ".golden", "--sanitize-with", "san.cfg", "-o", "json", cwd=root, no_servers=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [row] = json.loads(proc.stdout)
+    assert row["verdict"] == "Failed" and "did not finish within 10 s" in json.dumps(row), row
+    assert "infrastructure" not in proc.stdout + proc.stderr
 
 
 # --- the REST API ------------------------------------------------------------------
