@@ -139,3 +139,15 @@ def local_service(root_dir: str, data_dir: str | None = None, backend_config: di
     kw.update(backend_config or {})
     backend = LocalBackend(parent=settings, **kw)  # (keyword arguments win over the config)
     return assemble(settings, root_dir, log or logging.getLogger("jupyter_nbvalidation"), backend=backend)
+
+
+def local_store_file(data_dir: str | None = None, config: Config | None = None) -> str:
+    """The SQLite file of the local backend's store: in ``data_dir``, else where this
+    machine's Jupyter config (``c.LocalBackend.data_dir``) or the default puts it."""
+    from jupyter_nbvalidation.backends.local import (
+        LocalBackend,  # deferred: start-up time (as local_service)
+    )
+
+    settings = NBValidationSettings(config=jupyter_config() if config is None else config)
+    backend = LocalBackend(parent=settings, **({"data_dir": data_dir} if data_dir else {}))
+    return str(backend.store.path)

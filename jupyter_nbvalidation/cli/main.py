@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jupyter_nbvalidation.cli import bisect, install, lock, manage, run, show, submit
+from jupyter_nbvalidation.cli import bisect, install, lock, manage, run, show, store, submit
 from jupyter_nbvalidation.cli.command import EXIT_ERROR, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED, Command
 from jupyter_nbvalidation.clients.base import ClientError
 from jupyter_nbvalidation.clients.in_process import InProcess
@@ -42,6 +42,7 @@ COMMANDS: tuple[Command, ...] = (
     manage.CANCEL,
     manage.DELETE,
     manage.GC,
+    store.STORE,
     install.INSTALL,
 )
 
@@ -81,8 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         # the data dir's store cannot be read or written: not the notebook's fault, not the user's input
         where = getattr(args, "data_dir", None) or "the default data dir"
-        hint = ("; move its nbvalidation.db aside to start with an empty store" if isinstance(e, StoreBroken)
-                else "; try again")
+        hint = "; try again"
+        if isinstance(e, StoreBroken):
+            hint = ("" if "store recover" in str(e) else "; `jupyter nbvalidation store recover` salvages what it "
+                    "can into a new file and keeps the damaged one beside it")
         print(f"error: the job store in {where} is not usable: {e}{hint}", file=sys.stderr)
         return EXIT_INFRASTRUCTURE
     finally:

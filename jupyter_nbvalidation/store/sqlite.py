@@ -177,6 +177,7 @@ class SQLiteJobStore(JobStore):
         self._change_seq = 0
         self._poller: asyncio.Task[None] | None = None
         self.changes_seen = 0  # names notified because another process wrote them
+        self.damaged: str | None = None  # what PRAGMA quick_check found wrong: the store is unusable
 
     # -- plumbing -----------------------------------------------------------
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -191,15 +192,42 @@ class SQLiteJobStore(JobStore):
         :attr:`problem` says so until a call succeeds again; a lock held too long, a full
         disk or an unopenable file is a StoreError (callers retry)."""
         loop = asyncio.get_running_loop()
+        if self.damaged is not None:  # found damaged: unusable at once, until it is recovered
+            raise StoreBroken(self.damaged)
         try:
             result = await loop.run_in_executor(pool, fn, *args)
         except sqlite3.OperationalError as e:
             raise StoreError(f"the job store {self.path} failed: {e}") from e
         except sqlite3.DatabaseError as e:  # not a database, malformed, ... (IntegrityError is handled inside)
             self.problem = f"the job store {self.path} cannot be read ({type(e).__name__}: {e})"
+            # is the file itself damaged (not one odd statement)? then nothing more is read or written
+            found = await loop.run_in_executor(pool, self._check_file)
+            if found is not None:
+                self.damaged = self.problem = found
             raise StoreBroken(self.problem) from e
         self.problem = None
         return result
+
+    def _check_file(self) -> str | None:
+        """``PRAGMA quick_check`` of the file (on the store's thread): None when it is sound, else
+        what is wrong, with the file and how to recover."""
+        try:
+            conn = self._conn or sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            try:
+                rows = conn.execute("PRAGMA quick_check(5)").fetchall()
+            finally:
+                if conn is not self._conn:
+                    conn.close()
+            found = "; ".join(str(r[0]) for r in rows)
+        except sqlite3.OperationalError:
+            return None  # locked, busy, no space: not damage (the caller's StoreError says what)
+        except sqlite3.DatabaseError as e:
+            found = f"{type(e).__name__}: {e}"
+        if found == "ok":
+            return None
+        return (f"the job store {self.path} is damaged ({found[:300]}); stop what uses it, then run "
+                "`jupyter nbvalidation store recover` (it salvages what it can into a new file and keeps the "
+                "damaged one beside it)")
 
     def _open(self) -> None:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -209,6 +237,12 @@ class SQLiteJobStore(JobStore):
         conn.execute("PRAGMA busy_timeout=30000")
         migrate(conn)
         self._conn = conn
+        found = self._check_file()
+        if found is not None:
+            self._conn = None
+            conn.close()
+            self.problem = found  # not self.damaged: the next start looks again (a recovered file)
+            raise StoreBroken(found)
         self._change_seq = conn.execute("SELECT coalesce(max(seq), 0) FROM job_changes").fetchone()[0]
 
     def _open_lease(self) -> None:
@@ -229,11 +263,12 @@ class SQLiteJobStore(JobStore):
         if self._poller is not None:
             await cancel_and_wait(self._poller)
             self._poller = None
+        loop = asyncio.get_running_loop()  # closing is not a use: a damaged store closes too
         if self._lease_conn is not None:
-            await self._run_lease(self._lease_conn.close)
+            await loop.run_in_executor(self._lease_pool, self._lease_conn.close)
             self._lease_conn = None
         if self._conn is not None:
-            await self._run(self._conn.close)
+            await loop.run_in_executor(self._pool, self._conn.close)
             self._conn = None
         self._pool.shutdown(wait=False)
         self._lease_pool.shutdown(wait=False)

@@ -49,6 +49,7 @@ def test_every_command_ends_without_noise_on_stderr(tmp_path):
     seen["cancel"] = (go("cancel", good, *common), ())
     seen["delete"] = (go("delete", good, *common), ())
     seen["gc"] = (go("gc", *common), ())
+    seen["store"] = (go("store", "check", *common), ())
     seen["install"] = (go("install", "--print"), ())
     assert sorted(seen) == sorted(c.name for c in COMMANDS), "a command without its check here"
     noisy = {name: _clean(proc, *allowed) for name, (proc, allowed) in seen.items()}
