@@ -164,7 +164,8 @@ def describe(job: dict[str, Any], timeline: dict[str, Any], events: list[dict[st
         lines.append("Conditions:   " + ", ".join(f"{c['type']}={c['status']}" for c in st["conditions"]))
     lines += failure_lines(job)
     lines += ["Timeline:", *("  " + ln for ln in timeline_bars(timeline).splitlines())]
-    lines.append("Events:")
+    lines.append("Events:" + ("  (incomplete: some could not be recorded; the timeline above comes from "
+                              "status.transitions)" if st.get("eventsIncomplete") else ""))
     if events:
         rows = [[e.get("type", ""), e.get("reason", ""), age(e.get("eventTime")),
                  e.get("reportingController", "").split("/")[-1], e.get("note", "")] for e in events]

@@ -126,6 +126,7 @@ class JobStatus(TypedDict, total=False):
     buildRetries: int  # as validationRetries, for the build: a counter of its own
     lastRetryTime: str  # when the current attempt (of either) began: its phase deadline counts from here
     environment: str  # what the job's environment is built from (env_notes.environment_sentence), from planning on
+    eventsIncomplete: bool  # an event of the job could not be recorded or was dropped (engine/transitions.py)
 
 
 class _JobRequired(TypedDict):

@@ -69,3 +69,5 @@ class Conflict(StoreError):
 class StoreBroken(StoreError):
     """The store cannot be used until someone repairs it (a file that is not a
     database, a corrupt one): waiting does not help, the message says what."""
+
+    permanent = True  # trying again cannot help (the event recorder does not)

@@ -113,6 +113,10 @@ class EventRecorder:
             asyncio.Queue(maxsize=maxsize) for _ in range(max(1, posters))]
         self._tasks: list[asyncio.Task[None]] = []
         self.listeners: list[Callable[[Event, Job], None]] = []
+        # told of each event that could not be recorded (after its retries) or was dropped: the
+        # engine then marks its job's status (status.eventsIncomplete), so no loss is silent
+        self.lost_listeners: list[Callable[[Event, Job], None]] = []
+        self.post_retries = 3  # tries of one event (a busy store), 0.2 s, 0.4 s apart: bounded
         self.posted = 0
         self.failed = 0
         self.dropped = 0
@@ -140,7 +144,30 @@ class EventRecorder:
         except asyncio.QueueFull:
             self.dropped += 1
             self.log.warning("nbvalidation: event queue full, dropped %s for %s", reason, job["metadata"]["name"])
+            self._lost(event, job)
         return event
+
+    def _lost(self, event: Event, job: Job) -> None:
+        for listener in list(self.lost_listeners):
+            try:
+                listener(event, job)
+            except Exception:
+                self.log.exception("nbvalidation: event loss listener failed")
+
+    async def _post(self, event: Event) -> Exception | None:
+        """Post one event, trying again a bounded number of times; the last error, or None."""
+        error: Exception | None = None
+        for attempt in range(max(1, self.post_retries)):
+            if attempt:
+                await asyncio.sleep(0.2 * attempt)
+            try:
+                await self._sink(event)
+                return None
+            except Exception as e:
+                error = e
+                if getattr(e, "permanent", False):  # a damaged store: trying again cannot help
+                    break
+        return error
 
     async def flush(self) -> None:
         """Wait until every queued event was posted (or failed)."""
@@ -150,13 +177,14 @@ class EventRecorder:
         while True:
             event, job = await queue.get()
             try:
-                try:
-                    await self._sink(event)
+                error = await self._post(event)
+                if error is None:
                     self.posted += 1
-                except Exception as e:  # best effort: log, count, go on
+                else:  # log, count, and say so on the job (lost_listeners): never silent
                     self.failed += 1
                     self.log.warning("nbvalidation: could not record event %s for %s: %s",
-                                     event["reason"], event["regarding"]["name"], e)
+                                     event["reason"], event["regarding"]["name"], error)
+                    self._lost(event, job)
                 for listener in list(self.listeners):
                     try:
                         listener(event, job)

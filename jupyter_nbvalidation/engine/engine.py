@@ -87,6 +87,8 @@ class Engine(WorkQueue, Leadership, Phases, Runs, Admission, Retries, Transition
         self._term = 0  # counts leadership gains and losses
         self._handing_back = False  # step_down is giving the lead back (no "lost leadership" warning)
         self.recorder = EventRecorder(self.store.add_event, log=log)
+        self.recorder.lost_listeners.append(self._events_lost)
+        self._marking_lost = {}
         self._queue = asyncio.Queue()
         self._dirty = set()
         self._processing = set()
@@ -136,6 +138,7 @@ class Engine(WorkQueue, Leadership, Phases, Runs, Admission, Retries, Transition
         await cancel_and_wait(*self._follower_checks)
         await cancel_all(self._tasks)
         await self.recorder.stop()
+        await self._marked_lost()  # the losses the last posts met are said on their jobs too
         await self.backend.stop()
         await self.store.stop()
 

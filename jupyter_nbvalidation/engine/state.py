@@ -48,6 +48,7 @@ class EngineState:
     leading: asyncio.Event  # set while this engine may reconcile
     _tasks: list[asyncio.Task[None]]
     _unwatch: Callable[[], None] | None
+    _marking_lost: dict[str, asyncio.Task[None]]  # by job name: status.eventsIncomplete being written (transitions.py)
     max_loop_lag: float  # seconds: the longest the event loop was late (stall monitor)
     _lag_seconds: collections.deque[list[float]]  # [second, lag]
 

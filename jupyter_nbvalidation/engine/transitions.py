@@ -12,9 +12,9 @@ import asyncio
 import copy
 import datetime
 import random
-from typing import Callable
+from typing import Callable, cast
 
-from jupyter_nbvalidation.core.documents import Job, JobStatus
+from jupyter_nbvalidation.core.documents import Event, Job, JobStatus
 from jupyter_nbvalidation.core.model import (
     ALLOWED_TRANSITIONS,
     ConditionType,
@@ -148,3 +148,33 @@ class Transitions(EngineState):
             return status
 
         return await self._write(job, decide)
+
+    # -- events that could not be recorded ------------------------------------------
+    def _events_lost(self, event: Event, job: Job) -> None:
+        """The recorder could not record ``event`` (after its retries) or dropped it: the job's
+        status says its events are incomplete (``status.eventsIncomplete``), once, so that no
+        loss is silent; the timeline then falls back to ``status.transitions``."""
+        name = job["metadata"]["name"]
+        if name in self._marking_lost or (job.get("status") or {}).get("eventsIncomplete"):
+            return
+        task = asyncio.get_running_loop().create_task(self._mark_events_incomplete(job),
+                                                      name=f"nbvalidation-events-lost-{name}")
+        self._marking_lost[name] = task
+        task.add_done_callback(lambda _: self._marking_lost.pop(name, None))
+
+    async def _mark_events_incomplete(self, job: Job) -> None:
+        def decide(cur: Job) -> JobStatus | None:
+            st = cur.get("status") or {}
+            if st.get("eventsIncomplete"):
+                return None
+            return cast(JobStatus, {**st, "eventsIncomplete": True})
+
+        try:
+            await self._write(job, decide)
+        except Exception as e:  # the store refuses even this: /health says why
+            self.log.warning("nbvalidation: could not mark %s's events incomplete: %s", job["metadata"]["name"], e)
+
+    async def _marked_lost(self) -> None:
+        """Wait (bounded: each write has its retries) for the marks under way."""
+        if self._marking_lost:
+            await asyncio.wait(list(self._marking_lost.values()), timeout=10)

@@ -56,6 +56,10 @@ JOB_SCHEMA: dict[str, Any] = {
             "lastRetryTime": {"type": "string", "format": "date-time",
                               "description": "when the current attempt began after the last retry (its phase's "
                                              "deadline counts from here)"},
+            "eventsIncomplete": {"type": "boolean",
+                                 "description": "true when an event of this job could not be recorded (after its "
+                                                "retries) or was dropped: the timeline falls back to "
+                                                "status.transitions"},
             "environment": {"type": "string",
                             "description": "what the job's environment is built from, written when the build is "
                                            "planned and kept on the final status: \"2 requirements from "

@@ -554,3 +554,46 @@ async def test_a_module_not_found_with_the_build_disabled_names_the_interpreter(
     job = await engine.wait_for_terminal(name, WAIT)
     assert ("the build is disabled, so the notebook ran in the server's interpreter; install sympy there"
             in job["status"]["message"]), job["status"]["message"]
+
+
+# -- events that cannot be recorded ------------------------------------------------
+
+@pytest.mark.parametrize("fault", ["always", "twice"])
+async def test_an_event_that_cannot_be_recorded_is_never_dropped_silently(run, fault):
+    """A store that refuses an event: tried again a bounded number of times; when it stays
+    refused, the job's status says its events are incomplete (and the verdict is unchanged).
+    A refusal that passes (a busy store) records the event, and nothing is flagged."""
+    from jupyter_nbvalidation.core.errors import StoreError
+
+    backend = FakeBackend()
+    recorded = backend.store.add_event
+    refused: list[str] = []
+
+    async def add_event(event: dict) -> dict:
+        if event["reason"] == Reason.VALIDATION_STARTED and (fault == "always" or len(refused) < 2):
+            refused.append(event["reason"])
+            raise StoreError("database is locked")
+        return await recorded(event)
+
+    backend.store.add_event = add_event
+    engine, backend = await run(backend)
+    name = await _submit(backend, build=False)
+    await _until(engine, name, Phase.VALIDATION_RUNNING)
+    backend.finish_validation(name)
+    job = await engine.wait_for_terminal(name, WAIT)
+    assert job["status"]["phase"] == Phase.SUCCEEDED
+    events = reasons(await _events(engine, job))
+    if fault == "always":
+        assert len(refused) == engine.recorder.post_retries  # bounded
+        assert Reason.VALIDATION_STARTED not in events
+        job = await wait_async(lambda: _flagged(engine, name), WAIT, "status.eventsIncomplete")
+        assert job["status"]["phase"] == Phase.SUCCEEDED  # the mark changes nothing else
+    else:
+        assert len(refused) == 2 and Reason.VALIDATION_STARTED in events
+        await engine.wait_idle(WAIT)
+        assert "eventsIncomplete" not in (await engine.store.get(name))["status"]
+
+
+async def _flagged(engine: Engine, name: str) -> dict | None:
+    job = await engine.store.get(name)
+    return job if job["status"].get("eventsIncomplete") else None
