@@ -270,7 +270,13 @@ def run_batch(api: Client, items: list[Item], make_spec: Callable[[Item], Json],
         # after an interrupt or an error nothing of ours is waited for (an interrupt cancelled
         # its jobs; after an error they are left to the data dir's next holder)
         runs.close(wait=clean)
-        api.end(interrupted=not clean)
+        try:
+            api.end(interrupted=not clean)
+        except Exception:
+            if clean:
+                raise
+            # the error under way says what went wrong (a full disk: the hand-over cannot be
+            # written either); the data dir's next holder takes the jobs over
 
 
 class Session:

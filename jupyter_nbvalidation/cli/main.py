@@ -28,7 +28,7 @@ from jupyter_nbvalidation.cli import bisect, install, lock, manage, run, show, s
 from jupyter_nbvalidation.cli.command import EXIT_ERROR, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED, Command
 from jupyter_nbvalidation.clients.base import ClientError
 from jupyter_nbvalidation.clients.in_process import InProcess
-from jupyter_nbvalidation.core.errors import Conflict, NotFound, StoreBroken, StoreError
+from jupyter_nbvalidation.core.errors import Conflict, NoSpace, NotFound, StoreBroken, StoreError
 
 #: the subcommands, in the order ``--help`` lists them
 COMMANDS: tuple[Command, ...] = (
@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return rc
     except ClientError as e:
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_ERROR
+        # a server's 5xx (its store unavailable, its disk full) is not the user's input: infrastructure
+        return EXIT_INFRASTRUCTURE if (e.status or 0) >= 500 else EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -83,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         # the data dir's store cannot be read or written: not the notebook's fault, not the user's input
         where = getattr(args, "data_dir", None) or "the default data dir"
         hint = "; try again"
-        if isinstance(e, StoreBroken):
+        if isinstance(e, NoSpace):
+            hint = "; free some space there, then run again (the jobs recorded so far are kept)"
+        elif isinstance(e, StoreBroken):
             hint = ("" if "store recover" in str(e) else "; `jupyter nbvalidation store recover` salvages what it "
                     "can into a new file and keeps the damaged one beside it")
         print(f"error: the job store in {where} is not usable: {e}{hint}", file=sys.stderr)

@@ -71,3 +71,8 @@ class StoreBroken(StoreError):
     database, a corrupt one): waiting does not help, the message says what."""
 
     permanent = True  # trying again cannot help (the event recorder does not)
+
+
+class NoSpace(StoreError):
+    """The data dir's disk (or the user's quota) is full: nothing can be recorded until space
+    is freed. The message names the device, the path and the free space (core/space.py)."""

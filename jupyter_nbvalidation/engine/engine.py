@@ -89,6 +89,7 @@ class Engine(WorkQueue, Leadership, Phases, Runs, Admission, Retries, Transition
         self.recorder = EventRecorder(self.store.add_event, log=log)
         self.recorder.lost_listeners.append(self._events_lost)
         self._marking_lost = {}
+        self._unrecordable = {}
         self._queue = asyncio.Queue()
         self._dirty = set()
         self._processing = set()
@@ -193,6 +194,11 @@ class Engine(WorkQueue, Leadership, Phases, Runs, Admission, Retries, Transition
                         on_update(job)
                     if is_terminal((job.get("status") or {}).get("phase")):
                         return job
+                    # its status cannot be written (a full disk, a damaged store), or this process lost the
+                    # lead because its lease could not be written: nobody will record it, never a hang
+                    fault = self._unrecordable.get(name) or (None if self.leading.is_set() else self.store.full_now())
+                    if fault is not None:
+                        raise fault
                     changed.clear()
                     try:
                         await wait_within(changed.wait(), recheck)

@@ -49,6 +49,7 @@ class EngineState:
     _tasks: list[asyncio.Task[None]]
     _unwatch: Callable[[], None] | None
     _marking_lost: dict[str, asyncio.Task[None]]  # by job name: status.eventsIncomplete being written (transitions.py)
+    _unrecordable: dict[str, Exception]  # by job name: why its last status write could not be made (no space, damage)
     max_loop_lag: float  # seconds: the longest the event loop was late (stall monitor)
     _lag_seconds: collections.deque[list[float]]  # [second, lag]
 

@@ -28,7 +28,7 @@ from jupyter_nbvalidation.core.model import (
 )
 from jupyter_nbvalidation.core.redaction import scrub
 from jupyter_nbvalidation.engine.state import EngineState
-from jupyter_nbvalidation.store.base import Conflict, NotFound
+from jupyter_nbvalidation.store.base import Conflict, NoSpace, NotFound, StoreBroken
 
 
 class StatusWriteFailed(Exception):
@@ -120,7 +120,10 @@ class Transitions(EngineState):
                     self.recorder.emit(
                         job, reason=f"{status['reason']}StatusUpdateFailed", type_="Warning",
                         note=f"Could not record phase {status['phase']} ({status['reason']}): {e}")
+                if isinstance(e, (NoSpace, StoreBroken)):  # waiting will not record it: its waiters are told
+                    self._unrecordable[name] = e
                 raise StatusWriteFailed(f"status write for {name} failed: {e}") from e
+            self._unrecordable.pop(name, None)
             after = written.get("status") or {}
             left = before.get("phase", "")
             if left in self._admitted and after.get("phase", "") != left:

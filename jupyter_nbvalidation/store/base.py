@@ -7,14 +7,15 @@ stale one raises :class:`Conflict`, exactly like the Kubernetes API.
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from traitlets.config import LoggingConfigurable
 
 from jupyter_nbvalidation.core.documents import Event, Job, JobStatus
-from jupyter_nbvalidation.core.errors import AlreadyExists, Conflict, NotFound, StoreBroken, StoreError
+from jupyter_nbvalidation.core.errors import AlreadyExists, Conflict, NoSpace, NotFound, StoreBroken, StoreError
 
-__all__ = ["AlreadyExists", "Conflict", "JobStore", "NotFound", "StoreBroken", "StoreError"]
+__all__ = ["AlreadyExists", "Conflict", "JobStore", "NoSpace", "NotFound", "StoreBroken", "StoreError"]
 
 
 class JobStore(LoggingConfigurable):
@@ -25,6 +26,13 @@ class JobStore(LoggingConfigurable):
     event_ttl: float | None = None
     #: why the store cannot be used now (its last StoreBroken), None while it can: /health shows it
     problem: str | None = None
+    #: the last write refused for want of space, and when (time.monotonic()): see full_now
+    no_space: Exception | None = None
+    no_space_at: float = 0.0
+
+    def full_now(self, within: float = 15.0) -> Exception | None:
+        """The NoSpace of a write refused in the last ``within`` seconds (the disk is full now), else None."""
+        return self.no_space if self.no_space is not None and time.monotonic() - self.no_space_at < within else None
 
     async def start(self) -> None:
         """Open connections, start watches."""

@@ -25,7 +25,9 @@ from typing import Any, Callable, TypeVar, cast
 
 from traitlets import Float, Unicode
 
+import jupyter_nbvalidation.core.space as space
 from jupyter_nbvalidation.core.documents import Event, Job, JobStatus
+from jupyter_nbvalidation.core.errors import NoSpace
 from jupyter_nbvalidation.core.model import Phase, isotime
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreBroken, StoreError
@@ -197,6 +199,12 @@ class SQLiteJobStore(JobStore):
         try:
             result = await loop.run_in_executor(pool, fn, *args)
         except sqlite3.OperationalError as e:
+            # a full disk reaches SQLite as "database or disk is full", or as "disk I/O error" when the
+            # WAL cannot grow: say which device and how much is free, not "try again"
+            if space.is_no_space(e) or ("disk i/o error" in str(e).lower() and space.nearly_full(self.path)):
+                full = NoSpace(f"the job store {self.path} could not be written: {space.no_space(self.path)}")
+                self.no_space, self.no_space_at = full, time.monotonic()
+                raise full from e
             raise StoreError(f"the job store {self.path} failed: {e}") from e
         except sqlite3.DatabaseError as e:  # not a database, malformed, ... (IntegrityError is handled inside)
             self.problem = f"the job store {self.path} cannot be read ({type(e).__name__}: {e})"

@@ -18,6 +18,7 @@ from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
 
 import jupyter_nbvalidation.backends.workcopy as workcopy
+import jupyter_nbvalidation.core.space as space
 import jupyter_nbvalidation.runner.hygiene as hygiene
 import jupyter_nbvalidation.runner.sandbox as sandbox
 import jupyter_nbvalidation.verdict.cache as verdict_cache
@@ -31,7 +32,7 @@ from jupyter_nbvalidation.backends.local.interpreters import InterpretersRoom
 from jupyter_nbvalidation.backends.local.retention import RetentionRoom
 from jupyter_nbvalidation.backends.local.runs import RunsRoom
 from jupyter_nbvalidation.core.documents import Job, JobSpec
-from jupyter_nbvalidation.core.errors import InputRejected
+from jupyter_nbvalidation.core.errors import InputRejected, NoSpace
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.spec.checks import SpecError, spec_fields
@@ -372,7 +373,13 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                 target.parent.mkdir(parents=True, exist_ok=True)  # inputs/<relative path>
                 target.write_bytes(data)
 
-        await asyncio.to_thread(write)
+        try:
+            await asyncio.to_thread(write)
+        except OSError as e:
+            await asyncio.to_thread(shutil.rmtree, self.job_dir(job), True)
+            if space.is_no_space(e):
+                raise NoSpace(f"the job's snapshot could not be written: {space.no_space(str(input_dir))}") from e
+            raise
         try:
             return await self.store.create(job)
         except Exception:
