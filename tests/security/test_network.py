@@ -45,14 +45,17 @@ def start(tmp_path, mode: str) -> ServerProcess:
     return server
 
 
-def check_health(client, mode: str) -> dict:
-    sandbox = detected_health(client)["sandbox"]
+def check_health(server: ServerProcess, mode: str) -> dict:
+    """/health's sandbox.network as ``mode`` makes it; the host's network is warned about at start."""
+    sandbox = detected_health(server.client())["sandbox"]
     network = sandbox["network"]
     assert sandbox["enabled"] is True, sandbox
     if mode == "host":
         assert network["isolated"] is False and network["outbound"] == "host", sandbox
         assert "loopback" in network["reason"], sandbox
         assert "network namespace" not in sandbox["uses"], sandbox
+        log = server.log_path.read_text(errors="replace")
+        assert "nbvalidation: host (LocalBackend.network): runs share the host's network" in log, log[-3000:]
     else:
         assert network["isolated"] is True and network["reason"] is None, sandbox
         assert network["outbound"] == ("slirp4netns" if mode == "auto" else "none"), sandbox
@@ -110,7 +113,7 @@ def test_a_run_cannot_connect_to_another_runs_loopback_listener(tmp_path, mode):
     server = start(tmp_path, mode)
     try:
         client = server.client()
-        check_health(client, mode)
+        check_health(server, mode)
         known = {"port": free_port(), "done": str(server.root / "signals" / "bob-done")}
         (server.root / "signals").mkdir()
         write_notebook(server.root / "alice" / "listen.ipynb", [c.format(facts=known) if "{facts" in c else c
@@ -211,7 +214,7 @@ def test_a_run_cannot_connect_to_the_server_or_kernels_on_the_host_loopback(tmp_
     server = start(tmp_path, mode)
     try:
         client = server.client()
-        check_health(client, mode)
+        check_health(server, mode)
         kernel = client.request_root("POST", "api/kernels", {})  # a kernel of the server, on TCP
         connection = json.loads(next(server.runtime.glob(f"kernel-{kernel['id']}.json")).read_text())
         assert connection["transport"] == "tcp", connection
@@ -294,7 +297,7 @@ def test_outbound_network_works_with_auto_and_none_cuts_it(tmp_path, mode):
     server = start(tmp_path, mode)
     try:
         client = server.client()
-        check_health(client, mode)
+        check_health(server, mode)
         host, port = http.server_address[:2]
         known = {"url": f"http://{host}:{port}/hello", "loopback_port": loopback.getsockname()[1],
                  "expect_outside": mode == "auto"}
