@@ -99,6 +99,12 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 fi
 /usr/bin/chromium --version 2>/dev/null | sed -n 1p || true
+step "system packages: slirp4netns, each run's outbound network (LocalBackend.network auto)"
+if [ ! -x /usr/bin/slirp4netns ]; then
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slirp4netns
+fi
+/usr/bin/slirp4netns --version 2>/dev/null | sed -n 1p || true
 touch "$T/apt.done"
 
 step "Python environment (.venv) with the project and its test extras"

@@ -28,6 +28,7 @@ import uuid
 from typing import Any, Sequence
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
+import jupyter_nbvalidation.runner.netns as netns
 import jupyter_nbvalidation.verdict.compare as _compare
 import jupyter_nbvalidation.verdict.probe as probe
 import jupyter_nbvalidation.verdict.sanitize as _sanitize
@@ -148,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sandbox", default=None, metavar="FILE",
                    help='run the kernel in a sandbox (Linux namespaces): a JSON object {"hide": [paths the kernel '
                         'must not see], "show": [paths it must see], "links": [folders whose links it follows], '
-                        '"scratch": {"/tmp": folder, "/var/tmp": folder} bound there (else a tmpfs)}')
+                        '"scratch": {"/tmp": folder, "/var/tmp": folder} bound there (else a tmpfs), "network": '
+                        '{"mode": "none"} or {"mode": "user", "tool": "slirp4netns", "path": ...}: a network '
+                        'namespace of its own (else the host\'s network)}')
     p.add_argument("--termination-log", default=None, help="also write a summary of at most 4096 bytes here")
     p.add_argument("--progress", action="store_true", help="print one NBVALIDATION-PROGRESS line per executed cell")
     p.add_argument("--print-environment", action="store_true",
@@ -209,9 +212,9 @@ def _read_sandbox_file(path: str) -> dict[str, Any]:
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise _ArgumentError(f"--sandbox {path}: {e}") from None
-    if not isinstance(doc, dict) or set(doc) - {"hide", "show", "links", "scratch"}:
+    if not isinstance(doc, dict) or set(doc) - {"hide", "show", "links", "scratch", "network"}:
         raise _ArgumentError(f'--sandbox {path}: must hold a JSON object with only "hide", "show", "links", '
-                             '"scratch"')
+                             '"scratch", "network"')
     out: dict[str, Any] = {}
     for key in ("hide", "show", "links"):
         value = doc.get(key, [])
@@ -223,6 +226,14 @@ def _read_sandbox_file(path: str) -> dict[str, Any]:
             k in SCRATCH_PATHS and isinstance(v, str) and os.path.isabs(v) for k, v in scratch.items()):
         raise _ArgumentError(f"--sandbox {path}: scratch must map {' or '.join(SCRATCH_PATHS)} to absolute paths")
     out["scratch"] = scratch
+    if "network" in doc:  # runner/netns.py: {"mode": "none"} or {"mode": "user", "tool": ..., "path": ...}
+        network = doc["network"]
+        if not (isinstance(network, dict) and network.get("mode") in netns.MODES and set(network) <= {
+                "mode", "tool", "path"} and network.get("tool", netns.TOOLS[0]) in netns.TOOLS
+                and os.path.isabs(str(network.get("path", "/")))):
+            raise _ArgumentError(f'--sandbox {path}: network must be {{"mode": "none"}} or {{"mode": "user", '
+                                 f'"tool": {" or ".join(netns.TOOLS)}, "path": absolute path}}')
+        out["network"] = network
     return out
 
 

@@ -253,7 +253,7 @@ class _Execution(_Cells):
             scratch={str(k): str(v) for k, v in (config.get("scratch") or {}).items()})
         path = os.path.join(tmp, "sandbox.json")
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({"mounts": mounts}, f)
+            json.dump({"mounts": mounts, **({"network": config["network"]} if config.get("network") else {})}, f)
         return _sandbox.wrap(argv, path)
 
     def _start_failure_message(self, error: BaseException, log_path: str) -> str:

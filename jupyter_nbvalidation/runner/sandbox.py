@@ -279,9 +279,9 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _enter_namespaces() -> None:
+def _enter_namespaces(extra_flags: int = 0) -> None:
     uid, gid = os.geteuid(), os.getegid()
-    _check(_c().unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    _check(_c().unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | extra_flags), "unshare")
     with _suppress():
         _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
@@ -428,10 +428,17 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
         sys.stderr.write(f"nbvalidation sandbox: {config_file}: {e}\n")
         return 125
     plan = [tuple(str(x) for x in entry) for entry in config.get("mounts") or []]
+    network = _netns().Network(config["network"]) if config.get("network") else None  # runner/netns.py
     try:
-        _enter_namespaces()
+        if network is not None:
+            network.start()
+        _enter_namespaces(network.flags if network is not None else 0)
+        if network is not None:
+            network.inside()
     except OSError as e:
         sys.stderr.write(f"nbvalidation sandbox: {e}\n")
+        if network is not None:
+            network.stop()
         return 125
     # ipykernel stops when its parent changes (JPY_PARENT_PID, jupyter_client's pid): in the
     # namespace its parent is PID 1, which ipykernel never watches; the launcher watches for it
@@ -444,6 +451,8 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
     if child == 0:
         os.close(read_fd)
         code = 125
+        if network is not None:
+            network.in_child()
         try:
             code = _first_process(plan, argv, write_fd)
         finally:
@@ -458,6 +467,8 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
             continue
         except ChildProcessError:
             break
+    if network is not None:
+        network.stop()
     if not report.lstrip("-").isdigit():
         return 125
     status = int(report)
@@ -469,6 +480,18 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
         time.sleep(1)
         return 128 + killed_by
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 125
+
+
+def _netns() -> Any:
+    """runner/netns.py beside this file (run as a script: nothing of the package is importable)."""
+    import importlib.util  # deferred: only a launcher with a network of its own (start-up time)
+
+    spec = importlib.util.spec_from_file_location(
+        "nbvalidation_netns", os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # --- the runner's side ---------------------------------------------------------------

@@ -435,7 +435,21 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                                "description": "why it is off (null when enabled)"},
                                     "landlockAbi": {"type": ["integer", "null"],
                                                     "description": "the Linux kernel's Landlock ABI, reported "
-                                                                   "(not used)"}}}]}}},
+                                                                   "(not used)"},
+                                    "network": {"type": "object", "description": "LocalBackend.network: "
+                                                "whether each run has a network of its own",
+                                                "required": ["mode", "isolated", "outbound", "reason"],
+                                                "properties": {
+                                                    "mode": {"type": "string", "enum": ["auto", "none", "host"]},
+                                                    "isolated": {"type": "boolean", "description": "a network "
+                                                                 "namespace per run: the host's loopback is "
+                                                                 "not reachable"},
+                                                    "outbound": {"type": "string", "description": "how a run "
+                                                                 "reaches out: slirp4netns, none, or host (the "
+                                                                 "host's network, loopback included)"},
+                                                    "reason": {"type": ["string", "null"], "description":
+                                                               "what is left open (null when isolated)"},
+                                                    "probeSeconds": {"type": ["number", "null"]}}}}}]}}},
                                                    "Health"), **_errors()}},
             },
             "/openapi.json": {

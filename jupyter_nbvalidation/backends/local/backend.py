@@ -17,6 +17,7 @@ from typing import Any, Callable
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
 
+import jupyter_nbvalidation.backends.local.network as run_network
 import jupyter_nbvalidation.backends.workcopy as workcopy
 import jupyter_nbvalidation.core.space as space
 import jupyter_nbvalidation.runner.hygiene as hygiene
@@ -112,6 +113,7 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                         "default): used when this system allows it (tried at start, shown in /health), "
                         "else kernels run with the user's rights and can reach the store (a warning is "
                         "logged, /health says why); off: never.").tag(config=True)
+    network = Enum(list(run_network.MODES), default_value="auto", help=run_network.HELP).tag(config=True)
     gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
                                      "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
                                      "still works).").tag(config=True)
@@ -174,6 +176,7 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         self._forkserver: RunnerForkServer | None = None
         self._sandbox: dict[str, Any] | None = None  # sandbox.detect(), once
         self._sandbox_lock = asyncio.Lock()
+        self._run_network: dict[str, Any] | None = None  # what each run's sandbox file asks (network.py)
         self._private_paths: list[str] = []
 
     elects_leader = True
@@ -213,8 +216,8 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         async with self._sandbox_lock:
             if self._sandbox is None:
                 if self.sandbox == "off":
-                    info = {"enabled": False, "mode": "off", "uses": [], "reason": "off (LocalBackend.sandbox)",
-                            "landlockAbi": None}
+                    info: dict[str, Any] = {"enabled": False, "mode": "off", "uses": [],
+                                            "reason": "off (LocalBackend.sandbox)", "landlockAbi": None}
                 else:
                     found = await asyncio.to_thread(sandbox.detect, self.unbuilt_python)
                     info = {"enabled": bool(found["available"]), "mode": self.sandbox, "uses": found["uses"],
@@ -222,6 +225,13 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                     if not info["enabled"]:
                         self.log.warning("nbvalidation: kernels run without a sandbox (with the user's rights, "
                                          "they can read the data dir and the user's files): %s", info["reason"])
+                said, self._run_network = await asyncio.to_thread(
+                    run_network.network_state, self.network, self.unbuilt_python, bool(info["enabled"]))
+                info["network"] = said
+                if said["isolated"]:
+                    info["uses"] = [*info["uses"], "network namespace"]
+                elif info["enabled"]:  # (without a sandbox, its own warning says more)
+                    self.log.warning("nbvalidation: %s", said["reason"])
                 self._sandbox = info
             return self._sandbox
 
@@ -241,7 +251,8 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         root = root or (job["metadata"].get("annotations") or {}).get(ROOT_ANNOTATION)
         tree = str(run_dir / workcopy.TREE)
         show = [p for p in (root, folder) if p] + [tree]
-        return {"hide": hide, "show": show, "links": [tree], "scratch": workcopy.scratch_paths(run_dir)}
+        return {"hide": hide, "show": show, "links": [tree], "scratch": workcopy.scratch_paths(run_dir),
+                **({"network": self._run_network} if self._run_network else {})}
 
     async def run_election(self, on_started_leading: Callable[[], None],
                            on_stopped_leading: Callable[[], None]) -> None:
