@@ -4,7 +4,6 @@ environment holding only nbclient, nbformat and ipykernel."""
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shutil
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import write_notebook
+from import_graph import read_imports
 
 PKG = Path(__file__).resolve().parents[2] / "jupyter_nbvalidation"
 SOURCE_ROOT = PKG.parent
@@ -30,37 +30,20 @@ ALLOWED_OWN = {"jupyter_nbvalidation", "jupyter_nbvalidation.runner", "jupyter_n
 THIRD_PARTY_OK = {"nbformat", "nbclient", "jupyter_client"}
 
 
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(SOURCE_ROOT).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 def _imports(path: Path, top_level_only: bool = False) -> set[str]:
     """Absolute names of every module ``path`` imports (top level or in functions; with
-    ``top_level_only``, only what importing it runs: its module body's own statements)."""
-    mod = _module_name(path)
-    package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    ``top_level_only``, only what importing it runs: not in a function, not under TYPE_CHECKING),
+    read by import_graph.read_imports: ``from x import y`` counts as x, and as x.y when y is a module."""
     out = set()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in (tree.body if top_level_only else ast.walk(tree)):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            out.add(target)
-            for a in node.names:  # `from . import hygiene` imports a module
-                candidate = f"{target}.{a.name}"
-                if (SOURCE_ROOT / Path(*candidate.split("."))).with_suffix(".py").exists() or \
-                        (SOURCE_ROOT / Path(*candidate.split(".")) / "__init__.py").exists():
-                    out.add(candidate)
+    for r in read_imports(path, SOURCE_ROOT):
+        if top_level_only and not r.runs_on_import:
+            continue
+        if r.source is None:
+            out.add(r.name)
+            continue
+        out.add(r.source)
+        if _file_of(r.name) is not None:  # `from . import hygiene` imports a module
+            out.add(r.name)
     return out
 
 
