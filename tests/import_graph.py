@@ -1,7 +1,8 @@
 """The one reader of a module's imports, and the import cycles of a module graph (module -> the
 modules it imports): shared by the import table's check (tests/house/test_imports.py), the walls
-(tests/house/test_walls.py) and the runner's wall (tests/runner/test_runner_standalone.py). Each
-of them derives what it asserts on from the same records."""
+(tests/house/test_walls.py), the runner's wall (tests/runner/test_runner_standalone.py), the bisect
+search's wall (tests/cli/test_commands.py) and the masker's source (tests/core/test_redaction.py).
+Each of them derives what it asserts on from the same records."""
 
 from __future__ import annotations
 
