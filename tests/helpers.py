@@ -38,6 +38,35 @@ def write_notebook(path: Path, sources: list[str], *, tags: dict[int, list[str]]
     return path
 
 
+def stdout(text: str) -> list[dict]:
+    """One cell's stored outputs: ``text`` printed to stdout."""
+    return [{"output_type": "stream", "name": "stdout", "text": text}]
+
+
+def write_golden(notebook: Path, stored: str | list[str] | dict[int, list[dict]], golden: Path | None = None, *,
+                 counts: bool = False) -> Path:
+    """The golden copy of ``notebook`` (the one writer of golden copies): its cells, cell i's stored
+    outputs ``stored[i]`` (a list of texts: what each cell printed, from the first; a text: what the
+    first cell printed; a dict: cell index -> outputs), the other cells' outputs as they are. With
+    ``counts``, every code cell gets its execution count (i + 1) and, unless given, no outputs.
+    Written to ``golden``, by default stem.golden.ipynb beside the notebook."""
+    if isinstance(stored, str):
+        stored = [stored]
+    outputs = dict(enumerate(map(stdout, stored))) if isinstance(stored, list) else stored
+    nb = nbformat.read(str(notebook), as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if counts:
+            cell.execution_count = i + 1
+            cell.outputs = []
+        if i in outputs:
+            cell.outputs = [nbformat.from_dict(o) for o in outputs[i]]
+    golden = golden or notebook.with_name(f"{notebook.stem}.golden.ipynb")
+    nbformat.write(nb, str(golden))
+    return golden
+
+
 def leftover_processes(basetemp: Path, marker: str) -> list[str]:
     """The command lines of running processes that hold ``marker`` and belong to
     this pytest process's tests: their working directory or their arguments lie

@@ -48,6 +48,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import wait
 
 REPO = Path(__file__).resolve().parents[1]
 TESTBIN_SRC = REPO / "tools" / "testbin"
@@ -306,19 +307,21 @@ class KubeApiServer:
                                           stdin=subprocess.DEVNULL, cwd=self.work_dir)
         finally:
             log.close()
-        deadline = time.monotonic() + ETCD_BUDGET_S
-        while True:
-            if self._etcd.poll() is not None:
-                self._fail_start(f"etcd exited with code {self._etcd.returncode}")
+        etcd = self._etcd
+
+        def healthy() -> bool:
+            if etcd.poll() is not None:
+                self._fail_start(f"etcd exited with code {etcd.returncode}")
             try:
                 with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2) as r:
-                    if json.loads(r.read()).get("health") == "true":
-                        return
+                    return json.loads(r.read()).get("health") == "true"
             except (OSError, ValueError):
-                pass
-            if time.monotonic() > deadline:
-                self._fail_start(f"etcd not healthy after {ETCD_BUDGET_S:.0f} s")
-            time.sleep(0.1)
+                return False
+
+        try:
+            wait(healthy, ETCD_BUDGET_S, "etcd's /health", interval=0.1)
+        except AssertionError:
+            self._fail_start(f"etcd not healthy after {ETCD_BUDGET_S:.0f} s")
 
     def start_apiserver(self) -> None:
         """(Re)start kube-apiserver on the same port, certs, tokens and etcd;
@@ -331,24 +334,26 @@ class KubeApiServer:
             t0 = time.monotonic()
             self._apiserver = subprocess.Popen(self._apiserver_args, stdout=log, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, cwd=self.work_dir)
-        deadline = t0 + READY_BUDGET_S
-        last = ""
-        while True:
-            if self._apiserver.poll() is not None:
-                self._fail_start(f"kube-apiserver exited with code {self._apiserver.returncode}")
+        apiserver, last = self._apiserver, {"answer": ""}
+
+        def ready() -> bool:
+            if apiserver.poll() is not None:
+                self._fail_start(f"kube-apiserver exited with code {apiserver.returncode}")
             try:
                 req = urllib.request.Request(f"{self.host}/readyz")
                 with urllib.request.urlopen(req, context=self._ssl, timeout=5) as r:
-                    if r.status == 200:
-                        self.ready_seconds = time.monotonic() - t0
-                        return
+                    return r.status == 200
             except urllib.error.HTTPError as e:
-                last = f"HTTP {e.code}: {e.read()[:300]!r}"
+                last["answer"] = f"HTTP {e.code}: {e.read()[:300]!r}"
             except OSError as e:
-                last = str(e)
-            if time.monotonic() > deadline:
-                self._fail_start(f"kube-apiserver /readyz not ok after {READY_BUDGET_S:.0f} s (last: {last})")
-            time.sleep(0.1)
+                last["answer"] = str(e)
+            return False
+
+        try:
+            wait(ready, t0 + READY_BUDGET_S - time.monotonic(), "kube-apiserver's /readyz", interval=0.1)
+        except AssertionError:
+            self._fail_start(f"kube-apiserver /readyz not ok after {READY_BUDGET_S:.0f} s (last: {last['answer']})")
+        self.ready_seconds = time.monotonic() - t0
 
     def stop_apiserver(self) -> None:
         """SIGTERM kube-apiserver and wait for it; etcd keeps running."""
@@ -432,10 +437,11 @@ class KubeApiServer:
             self.request("PUT", f"{path}/{name}", crd)
         group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
         version = next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))
-        deadline = time.monotonic() + timeout
-        while True:
+        seen: dict = {"conds": {}}
+
+        def established() -> dict | None:
             obj = self.request("GET", f"{path}/{name}")
-            conds = {c["type"]: c["status"] for c in ((obj.get("status") or {}).get("conditions") or [])}
+            seen["conds"] = conds = {c["type"]: c["status"] for c in ((obj.get("status") or {}).get("conditions") or [])}
             if conds.get("Established") == "True":
                 try:
                     disc = self.request("GET", f"/apis/{group}/{version}")
@@ -443,9 +449,12 @@ class KubeApiServer:
                         return obj
                 except ApiError:
                     pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"CRD {name} not Established after {timeout} s: {conds}")
-            time.sleep(0.1)
+            return None
+
+        try:
+            return wait(established, timeout, f"CRD {name} to be Established", interval=0.1)
+        except AssertionError:
+            raise TimeoutError(f"CRD {name} not Established after {timeout} s: {seen['conds']}") from None
 
     def create_namespace(self, name: str | None = None, labels: dict | None = None) -> str:
         name = name or f"nbv-{uuid.uuid4().hex[:10]}"
@@ -470,19 +479,21 @@ class KubeApiServer:
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
         })
         # RBAC is read from the authorizer's informer cache: wait until it applies.
-        deadline = time.monotonic() + 10
         review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                   "spec": {"user": user, "groups": [LIMITED_GROUP],
                            "resourceAttributes": {"namespace": namespace, "verb": "list",
                                                   "group": "nbvalidation.dev",
                                                   "resource": "notebookvalidationjobs"}}}
-        while True:
-            r = self.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
-            if r.get("status", {}).get("allowed"):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"RBAC for {user} in {namespace} not effective: {r.get('status')}")
-            time.sleep(0.05)
+        seen: dict = {}
+
+        def allowed() -> bool:
+            seen["review"] = r = self.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+            return bool(r.get("status", {}).get("allowed"))
+
+        try:
+            wait(allowed, 10, f"RBAC for {user} in {namespace}", interval=0.05)
+        except AssertionError:
+            raise TimeoutError(f"RBAC for {user} in {namespace} not effective: {seen['review'].get('status')}") from None
 
 
 def limited_in_namespace(kube_apiserver: KubeApiServer, namespace: str) -> None:

@@ -10,7 +10,8 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
-from helpers import wait_async
+from aiohttp import web
+from helpers import phases, reasons, wait_async  # noqa: F401 - the Kubernetes tests import them from here
 
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
 from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
@@ -136,9 +137,64 @@ async def events_of(admin: Kube, ns: str, uid: str) -> list[dict]:
     return sorted(evs, key=lambda e: (e["eventTime"], e["metadata"]["name"]))
 
 
-def reasons(events: list[dict]) -> list[str]:
-    return [e["reason"] for e in events]
+# --------------------------------------------------------------------------
+# the stand-in registry
+
+REGISTRY_DIGEST = "sha256:" + "a" * 64  # what a Registry(200) answers for every manifest
 
 
-def phases(job: dict) -> list[str]:
-    return [t["phase"] for t in job["status"].get("transitions", [])]
+class Registry:
+    """The tests' one stand-in registry: a real aiohttp server on 127.0.0.1 answering the
+    Docker Registry HTTP API v2's manifest requests (HEAD/GET /v2/<name>/manifests/<ref>)
+    over plain HTTP.
+
+    ``status`` None: a registry holding ``manifests[(repository, tag)] = digest`` (200 with the
+    digest, else 404); with ``token``, 401 with a bearer challenge until the token from /token
+    is shown. ``status`` an HTTP status: every manifest request answers it (200 with ``REGISTRY_DIGEST``;
+    404, 401, 503...: a fault to inject), ``GET /v2/`` too when it is 5xx. ``requests``: each
+    manifest request (method, path, Authorization) and each token request, in order."""
+
+    def __init__(self, status: int | None = None, *, token: bool = False):
+        self.status = status
+        self.manifests: dict[tuple[str, str], str] = {}
+        self.token = token
+        self.requests: list[tuple[str, str, str | None]] = []
+
+    async def start(self) -> Registry:
+        app = web.Application()
+        app.router.add_route("*", "/v2/{repo:.+}/manifests/{ref}", self._manifest)
+        app.router.add_get("/v2/", self._base)
+        app.router.add_get("/token", self._token)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.host = "127.0.0.1:%d" % site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+    async def _base(self, request: web.Request) -> web.Response:
+        return web.Response(status=self.status if self.status is not None and self.status >= 500 else 200)
+
+    async def _manifest(self, request: web.Request) -> web.Response:
+        self.requests.append((request.method, request.path, request.headers.get("Authorization")))
+        if self.status is not None:
+            if self.status == 200:
+                return web.Response(status=200, headers={"Docker-Content-Digest": REGISTRY_DIGEST})
+            return web.Response(status=self.status)
+        if self.token and request.headers.get("Authorization") != "Bearer t0k3n":
+            return web.Response(status=401, headers={"WWW-Authenticate": (
+                f'Bearer realm="http://{self.host}/token",service="fake",'
+                f'scope="repository:{request.match_info["repo"]}:pull"')})
+        digest = self.manifests.get((request.match_info["repo"], request.match_info["ref"]))
+        if digest is None:
+            return web.Response(status=404)
+        return web.Response(status=200, headers={"Docker-Content-Digest": digest,
+                                                 "Content-Type": "application/vnd.oci.image.manifest.v1+json"})
+
+    async def _token(self, request: web.Request) -> web.Response:
+        self.requests.append(("GET", f"/token scope={request.query.get('scope')} "
+                                     f"service={request.query.get('service')}", None))
+        return web.json_response({"token": "t0k3n"})

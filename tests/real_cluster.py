@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from types import SimpleNamespace
 from typing import Any, AsyncIterator
 
 import pytest
+from helpers import wait
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_FILE = REPO / ".cluster" / "env"
@@ -85,11 +85,8 @@ class Cluster:
         ns = f"nbv-t-{uuid.uuid4().hex[:8]}"
         self.kubectl("create", "namespace", ns)
         self.namespaces.append(ns)
-        deadline = time.monotonic() + 60
-        while self.kubectl("get", "serviceaccount", "default", namespace=ns, check=False).returncode:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no default ServiceAccount in {ns} after 60 s")
-            time.sleep(0.2)
+        wait(lambda: self.kubectl("get", "serviceaccount", "default", namespace=ns, check=False).returncode == 0, 60,
+             f"the default ServiceAccount in {ns}", interval=0.2)
         return ns
 
     def server_config(self, namespace: str, **traits: Any) -> dict:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from fake_backend import FakeBackend
-from helpers import wait_async, write_notebook
+from helpers import wait_async, write_golden, write_notebook
 from toy_backend import SubprocessBackend
 
 from jupyter_nbvalidation.backends.base import Backend, Capabilities
@@ -223,14 +223,9 @@ async def test_backend_a_failing_cell_is_the_verdict(backend_env):
 @pytest.mark.asyncio
 async def test_backend_compares_with_the_golden_notebook(backend_env):
     write_notebook(backend_env.root / "nb.ipynb", ["print(1 + 1)"])
-    write_notebook(backend_env.root / "golden.ipynb", ["print(1 + 1)"])
     golden = {"notebook": {"path": "nb.ipynb"}, "goldenNotebook": {"path": "golden.ipynb"}}
     # a golden notebook with other outputs than this run's: the comparison fails the job
-    import nbformat
-
-    gold = nbformat.read(backend_env.root / "golden.ipynb", as_version=4)
-    gold.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="3\n")]
-    nbformat.write(gold, backend_env.root / "golden.ipynb")
+    write_golden(backend_env.root / "nb.ipynb", "3\n", backend_env.root / "golden.ipynb")
     done, _ = await _verdict(backend_env, golden)
     assert (done["status"]["phase"], done["status"]["reason"]) == (Phase.FAILED, Reason.VALIDATION_FAILED)
     assert [d["cellIndex"] for d in done["status"]["comparisonResult"]["diffs"]] == [0], done["status"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from helpers import cli as _cli
-from helpers import write_notebook
+from helpers import write_golden, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 cli = partial(_cli, timeout=600)
@@ -26,14 +26,6 @@ def job_count(data: Path) -> int:
     return len(list(jobs.iterdir())) if jobs.is_dir() else 0
 
 
-def golden_pair(folder: Path, stem: str, source: str, stored: str) -> None:
-    """stem.ipynb printing ``source``'s output, and stem.golden.ipynb whose stored output is ``stored``."""
-    write_notebook(folder / f"{stem}.ipynb", [source])
-    nb = nbformat.read(folder / f"{stem}.ipynb", as_version=4)
-    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text=stored)]
-    nbformat.write(nb, str(folder / f"{stem}.golden.ipynb"))
-
-
 @pytest.fixture
 def tree(tmp_path):
     """nbs/: one that succeeds, one failing in its third cell (markdown first), one whose golden copy
@@ -41,7 +33,7 @@ def tree(tmp_path):
     nbs = tmp_path / "nbs"
     write_notebook(nbs / "ok.ipynb", ["print('fine')"])
     write_notebook(nbs / "sub" / "fail.ipynb", ["# md\n# Prices", "x = {}", "x['price']"])
-    golden_pair(nbs, "gold", "print('<b>actual</b> & more')", "expected\n")
+    write_golden(write_notebook(nbs / "gold.ipynb", ["print('<b>actual</b> & more')"]), "expected\n")
     write_notebook(nbs / ".hidden" / "h.ipynb", ["1/0"])
     write_notebook(nbs / ".ipynb_checkpoints" / "ok-checkpoint.ipynb", ["1/0"])
     write_notebook(nbs / "sub" / ".ipynb_checkpoints" / "fail-checkpoint.ipynb", ["1/0"])

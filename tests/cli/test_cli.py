@@ -8,9 +8,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
-from helpers import cli, held_setup_py, wait, write_notebook
+from helpers import cli, held_setup_py, stdout, wait, write_golden, write_notebook
 
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
@@ -77,11 +78,8 @@ def test_comparison_options(folder, tmp_path):
     env = {"JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")}
     data = ["--data-dir", str(tmp_path / "data")]
     write_notebook(folder / "noisy.ipynb", ["import sys, uuid\nprint(uuid.uuid4(), file=sys.stderr)\nprint('same')"])
-    golden = json.loads((folder / "noisy.ipynb").read_text())
-    golden["cells"][0].update(execution_count=1, outputs=[
-        {"output_type": "stream", "name": "stderr", "text": "an id of an earlier run\n"},
-        {"output_type": "stream", "name": "stdout", "text": "same\n"}])
-    (folder / "golden.ipynb").write_text(json.dumps(golden))
+    write_golden(folder / "noisy.ipynb", {0: [{"output_type": "stream", "name": "stderr", "text": "an id of an earlier run\n"},
+                                              *stdout("same\n")]}, folder / "golden.ipynb", counts=True)
     strict = cli("submit", "noisy.ipynb", "--golden", "golden.ipynb", "--no-build", "--wait", *data, cwd=folder, env=env)
     assert strict.returncode == 1, strict.stdout + strict.stderr
     loose = cli("submit", "noisy.ipynb", "--golden", "golden.ipynb", "--no-build", "--wait",
@@ -175,8 +173,6 @@ def test_follow_build_log(server_proc):
 def test_progress_and_cancelled_wording(server_proc):
     """Through a real server: submit --wait and describe --follow print the running cell
     (numbered as JupyterLab does); a cancel reads Cancelled, never Failed, exit code 1."""
-    import time
-
     server = server_proc().start()
     env = {"JUPYTER_RUNTIME_DIR": str(server.runtime)}
     write_notebook(server.root / "slow.ipynb", ["import time", "time.sleep(2)", "time.sleep(120)"])
@@ -200,13 +196,20 @@ def test_progress_and_cancelled_wording(server_proc):
     followed = subprocess.Popen([JUPYTER, "nbvalidation", "describe", name, "--follow"], cwd=server.root,
                                 env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
-    time.sleep(2)
+    lines: list[str] = []  # what describe --follow printed so far
+    reader = threading.Thread(target=lambda: lines.extend(iter(followed.stdout.readline, "")), daemon=True)
+    reader.start()
+    # cancel once the follower has shown the running cell
+    wait(lambda: "Progress:     cell 3 running" in "".join(lines), 120,
+         lambda: f"describe --follow to show cell 3 running: {''.join(lines)}", interval=0.1)
     assert cli("cancel", name, cwd=server.root, env=env).returncode == 0
     out, _ = waiting.communicate(timeout=300)
     assert waiting.returncode == 1, out  # a cancelled job still fails the gate
     assert f"⊘ {name}: Cancelled" in out and "✘" not in out, out
     assert "cell 3 running" in out, out  # human numbering of the running cell (index 2)
-    described, _ = followed.communicate(timeout=300)
+    followed.wait(timeout=300)
+    reader.join(timeout=60)
+    described = "".join(lines)
     assert "Progress:     cell 3 running" in described, described
     assert f"⊘ {name}: Cancelled" in described, described
     assert "Phase:        Cancelled" in cli("describe", name, cwd=server.root, env=env).stdout

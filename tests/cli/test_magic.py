@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from helpers import wait, write_notebook
+from helpers import stdout, wait, write_golden, write_notebook
 from jupyter_client import BlockingKernelClient
 
 
@@ -181,11 +181,7 @@ def test_nbvalidate_takes_the_spec_options(lab):
     write_notebook(server.root / "work" / "train.ipynb",
                    ["epochs = 10", "import sys\nprint('noise', file=sys.stderr)\nprint(round(1 / 3, 3))",
                     "assert epochs == 1, epochs"], tags={0: ["parameters"]})
-    golden = json.loads((server.root / "work" / "train.ipynb").read_text())
-    for i, cell in enumerate(golden["cells"]):
-        cell["execution_count"] = i + 1
-    golden["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "0.33\n"}]
-    (server.root / "work" / "golden.ipynb").write_text(json.dumps(golden))
+    write_golden(server.root / "work" / "train.ipynb", {1: stdout("0.33\n")}, server.root / "work" / "golden.ipynb", counts=True)
     text, _ = _run(kc, "%load_ext jupyter_nbvalidation\n%nbvalidate train.ipynb --golden golden.ipynb --no-build "
                        "--abs-tol 0.01 --rel-tol 0 --ignore-output stream:stderr --cell-timeout 60 --timeout 10m "
                        "-p epochs 1")

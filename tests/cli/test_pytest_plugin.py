@@ -10,8 +10,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import nbformat
-from helpers import write_notebook
+from helpers import write_golden, write_notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,10 +36,7 @@ def make_tree(tmp_path: Path) -> None:
     nbs = tmp_path / "nbs"
     write_notebook(nbs / "ok.ipynb", ["print('fine')"])
     write_notebook(nbs / "sub" / "fail.ipynb", ["# md\n# Prices", "x = {}", "x['price']"])
-    write_notebook(nbs / "gold.ipynb", ["print('actual')"])
-    golden = nbformat.read(nbs / "gold.ipynb", as_version=4)
-    golden.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="expected\n")]
-    nbformat.write(golden, str(nbs / "gold.golden.ipynb"))
+    write_golden(write_notebook(nbs / "gold.ipynb", ["print('actual')"]), "expected\n")
     write_notebook(nbs / "skipme.ipynb", ["1/0"])
     write_notebook(nbs / ".ipynb_checkpoints" / "ok-checkpoint.ipynb", ["1/0"])
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import JUPYTER, building, make_wheel, write_notebook
+from helpers import building, cli, make_wheel, write_notebook
 from helpers import run_repo as run
 
 import jupyter_nbvalidation.environment.kinds.lock_files as lock_files
@@ -496,9 +496,8 @@ def test_run_with_a_corrupt_uv_lock_or_a_lock_for_elsewhere_is_refused_and_creat
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-rt")}
 
     def refused_run() -> str:
-        proc = subprocess.run([JUPYTER, "nbvalidation", "run", "repo", "--local", "--data-dir",
-                               str(tmp_path / "data"), "-o", "json"], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=300, stdin=subprocess.DEVNULL, env=env)
+        proc = cli("run", "repo", "--local", "--data-dir", str(tmp_path / "data"), "-o", "json", cwd=tmp_path,
+                   timeout=300, env=env)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         [row] = json.loads(proc.stdout)
         assert row["verdict"] == "Refused", row
@@ -510,9 +509,8 @@ def test_run_with_a_corrupt_uv_lock_or_a_lock_for_elsewhere_is_refused_and_creat
                                       'packages = []\n')
     assert "repo/pylock.toml's environments lists the environments the lock is valid for (sys_platform == " \
            "'nope'); environments here (Python " in refused_run()
-    listed = subprocess.run([JUPYTER, "nbvalidation", "list", "--local", "--data-dir", str(tmp_path / "data"),
-                             "-o", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                            stdin=subprocess.DEVNULL, env=env)
+    listed = cli("list", "--local", "--data-dir", str(tmp_path / "data"), "-o", "json", cwd=tmp_path, timeout=120,
+                 env=env)
     assert json.loads(listed.stdout)["items"] == []
 
 

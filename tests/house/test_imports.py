@@ -19,14 +19,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import import_graph as graph
 from import_graph import components, cycle_through
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "jupyter_nbvalidation"
 PAGE = ROOT / "docs" / "architecture.md"
-
-# the one-line reason an import inside a function must carry, on one of its lines
-REASON = re.compile(r"#.*\b(deferred|optional):\s*\S")
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -109,15 +107,8 @@ class Import:
     reason: bool  # a `# deferred: ...` / `# optional: ...` comment on one of its lines
 
 
-def module_name(pkg: Path, path: Path) -> str:
-    parts = list(path.relative_to(pkg).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 def _modules(pkg: Path) -> dict[str, Path]:
-    return {module_name(pkg, p): p for p in sorted(pkg.rglob("*.py"))}
+    return {graph.module_name(p, pkg): p for p in sorted(pkg.rglob("*.py"))}
 
 
 def _ours(name: str, prefix: str, modules: dict[str, Path]) -> str | None:
@@ -130,39 +121,27 @@ def _ours(name: str, prefix: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
-def _imports_of(me: str, path: Path, prefix: str, modules: dict[str, Path]) -> list[Import]:
-    source = path.read_text()
-    lines = source.splitlines()
-    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+def _imports_of(pkg: Path, path: Path, modules: dict[str, Path]) -> list[Import]:
+    """``path``'s imports (import_graph.read_imports) as the table sees them: each statement's
+    modules of the package (``import x.y`` names x.y; ``from x import y`` names x.y when y is a
+    module, else x), and a late statement naming none of them, with its reason or not."""
+    me, prefix = graph.module_name(path, pkg), pkg.name
+    by_statement: dict[int, list[graph.Import]] = {}
+    for record in graph.read_imports(path, pkg.parent):
+        by_statement.setdefault(record.line, []).append(record)
     found: list[Import] = []
-
-    def visit(node: ast.AST, in_function: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-            if isinstance(child, (ast.Import, ast.ImportFrom)):
-                targets: set[str] = set()
-                if isinstance(child, ast.Import):
-                    targets = {t for alias in child.names if (t := _ours(alias.name, prefix, modules)) is not None}
-                else:
-                    if child.level:  # relative (the house has none; read them all the same)
-                        base = package.split(".") if package else []
-                        base = base[: len(base) - (child.level - 1)]
-                        absolute = ".".join([prefix, *base, *([child.module] if child.module else [])])
-                    else:
-                        absolute = child.module or ""
-                    for alias in child.names:  # from x import y: x.y when y is a module, else x
-                        t = _ours(f"{absolute}.{alias.name}", prefix, modules)
-                        if t is None:
-                            t = _ours(absolute, prefix, modules)
-                        if t is not None:
-                            targets.add(t)
-                why = bool(REASON.search("\n".join(lines[child.lineno - 1: (child.end_lineno or child.lineno)])))
-                found.extend(Import(me, t, path, child.lineno, in_function, why) for t in sorted(targets) if t != me)
-                if in_function and not targets:  # not ours: it still needs its reason
-                    found.append(Import(me, None, path, child.lineno, True, why))
-            visit(child, inside)
-
-    visit(ast.parse(source, str(path)), False)
+    for line, records in by_statement.items():
+        targets: set[str] = set()
+        for r in records:
+            t = _ours(r.name, prefix, modules)
+            if t is None and r.source is not None:
+                t = _ours(r.source, prefix, modules)
+            if t is not None:
+                targets.add(t)
+        in_function, why = records[0].in_function, records[0].reason is not None
+        found.extend(Import(me, t, path, line, in_function, why) for t in sorted(targets) if t != me)
+        if in_function and not targets:  # not ours: it still needs its reason
+            found.append(Import(me, None, path, line, True, why))
     return found
 
 
@@ -171,8 +150,8 @@ def read_imports(pkg: Path) -> tuple[dict[str, Path], list[Import]]:
     ``from x import y`` names x.y when y is a module, else x), and any import inside a function."""
     modules = _modules(pkg)
     found: list[Import] = []
-    for me, path in modules.items():
-        found += _imports_of(me, path, pkg.name, modules)
+    for path in modules.values():
+        found += _imports_of(pkg, path, modules)
     return modules, found
 
 
@@ -286,3 +265,21 @@ def test_every_import_inside_a_function_says_why_it_is_deferred() -> None:
     found = check(PKG, _table()).unexplained
     assert not found, ("imports inside a function without `# deferred: <start-up time ...>` or "
                        "`# optional: <dependency>` on their line:\n" + "\n".join(found))
+
+
+def test_the_one_reader_gives_each_imported_name_its_place_and_reason(tmp_path: Path) -> None:
+    """import_graph.read_imports, the reader every wall derives from: one record per imported name,
+    relative imports made absolute, function-level and TYPE_CHECKING ones marked, the reason read."""
+    (tmp_path / "p" / "q").mkdir(parents=True)
+    (tmp_path / "p" / "q" / "m.py").write_text(
+        "from typing import TYPE_CHECKING\nfrom . import a, b\nif TYPE_CHECKING:\n    import p.t\n"
+        "def f():\n    import json  # deferred: start-up time\n")
+    records = graph.read_imports(tmp_path / "p" / "q" / "m.py", tmp_path)
+    assert [(r.module, r.name, r.source, r.line, r.in_function, r.type_checking, r.reason) for r in records] == [
+        ("p.q.m", "typing.TYPE_CHECKING", "typing", 1, False, False, None),
+        ("p.q.m", "p.q.a", "p.q", 2, False, False, None),
+        ("p.q.m", "p.q.b", "p.q", 2, False, False, None),
+        ("p.q.m", "p.t", None, 4, False, True, None),
+        ("p.q.m", "json", None, 6, True, False, "deferred: start-up time"),
+    ]
+    assert [r.runs_on_import for r in records] == [True, True, True, False, False]

@@ -10,38 +10,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from import_graph import one_cycle
+from import_graph import module_name, one_cycle, read_imports
 
 PKG = Path(__file__).resolve().parents[2] / "jupyter_nbvalidation"
 NAME = PKG.name
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+    return module_name(path, PKG.parent)
 
 
 def _imports(path: Path) -> set[str]:
-    """The absolute names of the modules ``path`` imports (``from x import y``
-    counts as x and as x.y, since y may be a submodule)."""
-    module = _module_name(path)
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names)
-    return found
+    """The absolute names of the modules ``path`` imports (import_graph.read_imports: ``from x
+    import y`` counts as x and as x.y, since y may be a submodule)."""
+    records = read_imports(path, PKG.parent)
+    return {r.name for r in records} | {r.source for r in records if r.source is not None}
 
 
 def _ours(names: set[str]) -> set[str]:

@@ -5,21 +5,16 @@ with real kernels on the local backend; the tolerance each result shows."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import cli as run_cli
-from helpers import write_notebook
+from helpers import stdout, write_golden, write_notebook
 
 import jupyter_nbvalidation.verdict.compare as compare
 from jupyter_nbvalidation.spec.checks import SpecError, validate_spec
 from jupyter_nbvalidation.verdict.sanitize import SanitizerFileError, parse_sanitizer_file
-
-JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
 # nbval's own example of a sanitizer file (its documentation's format)
 NBVAL_EXAMPLE = """[regex1]
@@ -38,17 +33,7 @@ def cli(*args: str, cwd: Path, tmp: Path) -> subprocess.CompletedProcess:
 
 def _golden(folder: Path, name: str, outputs: dict[int, list[dict]]) -> str:
     """A golden copy of ``name``: the same cells with the given stored outputs."""
-    nb = json.loads((folder / name).read_text())
-    for i, cell in enumerate(nb["cells"]):
-        if cell["cell_type"] == "code":
-            cell.update(execution_count=i + 1, outputs=outputs.get(i, []))
-    golden = f"golden-{name}"
-    (folder / golden).write_text(json.dumps(nb))
-    return golden
-
-
-def _stdout(text: str) -> list[dict]:
-    return [{"output_type": "stream", "name": "stdout", "text": text}]
+    return write_golden(folder / name, outputs, folder / f"golden-{name}", counts=True).name
 
 
 def _job(proc: subprocess.CompletedProcess) -> dict:
@@ -99,9 +84,9 @@ def test_sanitizers_in_the_spec_are_checked_naming_the_entry():
 
 def test_a_custom_pattern_is_masked_not_called_a_timestamp():
     golden = {"cells": [{"cell_type": "code", "execution_count": 1, "source": "", "metadata": {},
-                         "outputs": _stdout("run id=ab12 total 3\n")}]}
+                         "outputs": stdout("run id=ab12 total 3\n")}]}
     actual = {"cells": [{"cell_type": "code", "execution_count": 1, "source": "", "metadata": {},
-                         "outputs": _stdout("run id=cd34 total 4\n")}]}
+                         "outputs": stdout("run id=cd34 total 4\n")}]}
     res = compare.compare_notebooks(golden, actual, timestamp_patterns=[r"id=\w+"])
     (diff,) = res["diffs"]
     assert "MASKED total 3" in diff["expected"] and "TIMESTAMP" not in diff["diff"]
@@ -115,7 +100,7 @@ def test_sanitize_with_file_on_a_real_run(tmp_path):
     write_notebook(tmp_path / "stamp.ipynb", [
         "import datetime\nnow = datetime.datetime.now()\nprint('run on', now.strftime('%d/%m/%Y'), 'at', "
         "now.strftime('%H:%M:%S'))"])
-    golden = _golden(tmp_path, "stamp.ipynb", {0: _stdout("run on 1/2/1999 at 00:00:01\n")})
+    golden = _golden(tmp_path, "stamp.ipynb", {0: stdout("run on 1/2/1999 at 00:00:01\n")})
     (tmp_path / "nbval.cfg").write_text(NBVAL_EXAMPLE)
     common = ("submit", "stamp.ipynb", "--golden", golden, "--no-build", "--wait", "-o", "json")
     # exact comparison: the date differs
@@ -143,7 +128,7 @@ def test_lax_mode_compares_only_marked_cells(tmp_path):
         "# NBVAL_CHECK_OUTPUT\nprint('checked', 2)",
         "print('tagged', 3)",
     ], tags={2: ["nbval-check-output"]})
-    good = {0: _stdout("unmarked 999\n"), 1: _stdout("checked 2\n"), 2: _stdout("tagged 3\n")}
+    good = {0: stdout("unmarked 999\n"), 1: stdout("checked 2\n"), 2: stdout("tagged 3\n")}
     golden = _golden(tmp_path, "lax.ipynb", good)
     common = ("submit", "lax.ipynb", "--golden", golden, "--no-build", "--wait", "-o", "json")
     strict = cli(*common, cwd=tmp_path, tmp=tmp_path)
@@ -156,7 +141,7 @@ def test_lax_mode_compares_only_marked_cells(tmp_path):
     # a mismatch in a marked cell (comment or tag) still fails in lax mode
     for index in (1, 2):
         outputs = dict(good)
-        outputs[index] = _stdout("something else\n")
+        outputs[index] = stdout("something else\n")
         golden = _golden(tmp_path, "lax.ipynb", outputs)
         failed = cli("submit", "lax.ipynb", "--golden", golden, "--no-build", "--wait", "-o", "json", "--lax",
                      cwd=tmp_path, tmp=tmp_path)
@@ -166,7 +151,7 @@ def test_lax_mode_compares_only_marked_cells(tmp_path):
 
 def test_tolerance_is_settable_and_shown_with_the_result(tmp_path):
     write_notebook(tmp_path / "num.ipynb", ["print(1.3)"])
-    golden = _golden(tmp_path, "num.ipynb", {0: _stdout("1.0\n")})
+    golden = _golden(tmp_path, "num.ipynb", {0: stdout("1.0\n")})
     common = ("submit", "num.ipynb", "--golden", golden, "--no-build", "--wait", "-o", "json")
     default = cli(*common, cwd=tmp_path, tmp=tmp_path)
     assert default.returncode == 1

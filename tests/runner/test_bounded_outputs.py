@@ -17,9 +17,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-import nbformat
 import pytest
-from helpers import cli, rest_call, rest_wait_terminal, wait, write_notebook
+from helpers import cli, rest_call, rest_wait_terminal, wait, write_golden, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase
@@ -31,14 +30,7 @@ NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
 
 def _golden(path: Path, outputs: list[str]) -> Path:
     """A golden notebook whose cells printed ``outputs`` (one stdout stream each)."""
-    nb = nbformat.v4.new_notebook()
-    for i, text in enumerate(outputs):
-        cell = nbformat.v4.new_code_cell(f"# cell {i}")
-        cell.execution_count = i + 1
-        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
-        nb.cells.append(cell)
-    nbformat.write(nb, str(path))
-    return path
+    return write_golden(write_notebook(path, [f"# cell {i}" for i in range(len(outputs))]), outputs, path, counts=True)
 
 
 def _run(tmp_path: Path, notebook: Path, *args: str, timeout: float = 240) -> tuple[dict, Path, float]:

@@ -96,23 +96,23 @@ def stdout_of(cell) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
 
 
-def process_gone(pid: int, wait: float = 5.0) -> bool:
-    """True when ``pid`` no longer runs (a zombie waiting for a reaper counts as gone)."""
-    deadline = time.monotonic() + wait
-    while True:
+def process_gone(pid: int, timeout: float = 5.0) -> bool:
+    """True when ``pid`` no longer runs (a zombie waiting for a reaper counts as gone) within
+    ``timeout`` s (polled through helpers.wait)."""
+    def gone() -> bool:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
         try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state in ("Z", "X"):
-                return True
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
         except (OSError, IndexError):
             return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
+
+    try:
+        return bool(wait(gone, timeout, f"process {pid} to end", interval=0.1))
+    except AssertionError:
+        return False
 
 
 def find_uv() -> str:

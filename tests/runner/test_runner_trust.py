@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import wait, write_notebook
+from helpers import stdout, wait, write_golden, write_notebook
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
 from jupyter_nbvalidation.runner.protocol import parse_log, termination_summary, write_termination_log
@@ -106,17 +106,9 @@ def test_a_substituted_kernel_is_stated(kernelspec, said):
 
 
 def test_legacy_pytest_validate_markers_act_like_their_nbval_twins(tmp_path):
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    ignore = nbformat.v4.new_code_cell("# PYTEST_VALIDATE_IGNORE_OUTPUT\nimport uuid\nprint(uuid.uuid4().hex)",
-                                       execution_count=1)
-    ignore.outputs = [nbformat.v4.new_output("stream", name="stdout", text="not the same\n")]
-    skip = nbformat.v4.new_code_cell("# PYTEST_VALIDATE_SKIP\nraise SystemExit('must not run')", execution_count=2)
-    kept = nbformat.v4.new_code_cell("print(2)", execution_count=3)
-    kept.outputs = [nbformat.v4.new_output("stream", name="stdout", text="2\n")]
-    nb.cells = [ignore, skip, kept]
-    path = tmp_path / "legacy.ipynb"
-    nbformat.write(nb, str(path))
+    path = write_notebook(tmp_path / "legacy.ipynb", ["# PYTEST_VALIDATE_IGNORE_OUTPUT\nimport uuid\nprint(uuid.uuid4().hex)",
+                                                      "# PYTEST_VALIDATE_SKIP\nraise SystemExit('must not run')", "print(2)"])
+    write_golden(path, {0: stdout("not the same\n"), 2: stdout("2\n")}, path, counts=True)
     proc, result, _ = run_runner(tmp_path, path, "--golden", str(path))
     assert proc.returncode == 0, result["message"]
     assert [r["status"] for r in result["results"]] == ["Success", "Skipped", "Success"]

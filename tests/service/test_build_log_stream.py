@@ -5,12 +5,10 @@ until the test has seen the log partial."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 
 import pytest
-from helpers import held_setup_py, rest_wait_terminal, write_notebook
+from helpers import held_setup_py, rest_wait_terminal, wait_async, write_notebook
 from helpers import rest_call as call
 from tornado.httpclient import HTTPClientError
 
@@ -39,17 +37,14 @@ async def test_build_log_grows_while_building_then_completes(jp_fetch, slow_buil
     job = await call(jp_fetch, "jobs", method="POST", body={"notebook": {"path": "uses_slow.ipynb"}})
     name = job["metadata"]["name"]
     try:
-        partial = None
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
+        async def partial_log() -> tuple[bytes, int] | None:
             cur = await call(jp_fetch, "jobs", name)
             phase = cur["status"].get("phase")
             assert phase not in Phase.TERMINAL, f"the build ended before its log was seen partial: {cur['status']}"
             body, complete, nxt = await _log(jp_fetch, name)
-            if phase == Phase.BUILDING and complete == "false" and b"pip install" in body:
-                partial = (body, nxt)
-                break
-            await asyncio.sleep(0.2)
+            return (body, nxt) if phase == Phase.BUILDING and complete == "false" and b"pip install" in body else None
+
+        partial = await wait_async(partial_log, 240, "a partial build log during Building", interval=0.2)
         assert partial is not None, "no partial build log during Building"
         body, nxt = partial
         assert nxt == len(body) and body.endswith(b"\n")  # whole lines only while the build runs

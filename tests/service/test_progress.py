@@ -5,11 +5,8 @@ a real kernel."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from helpers import rest_call as call
-from helpers import rest_wait_terminal, write_notebook
+from helpers import rest_wait_terminal, wait_async, write_notebook
 
 from jupyter_nbvalidation.core.model import Phase, parse_time
 from jupyter_nbvalidation.runner.protocol import ProgressReader, progress_line
@@ -27,17 +24,19 @@ async def test_progress_advances_mid_run_and_is_whole_at_the_end(jp_fetch, jp_ro
     name = job["metadata"]["name"]
     seen_running: list[int] = []
     seen_while_running = []
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
+
+    async def sample() -> bool:  # one look at the progress while the job runs; True once it ended
         st = (await call(jp_fetch, "jobs", name))["status"]
         if st.get("phase") in Phase.TERMINAL:
-            break
+            return True
         p = st.get("progress")
         if st.get("phase") == Phase.VALIDATION_RUNNING and p:
             seen_while_running.append(p)
             if p["currentCellIndex"] is not None and p["currentCellIndex"] not in seen_running:
                 seen_running.append(p["currentCellIndex"])
-        await asyncio.sleep(0.25)
+        return False
+
+    await wait_async(sample, 300, f"{name} to end", interval=0.25)
     final = await rest_wait_terminal(jp_fetch, name, 60)
     st = final["status"]
     assert st["phase"] == Phase.SUCCEEDED, st

@@ -21,7 +21,7 @@ from typing import Callable
 
 import nbformat
 import pytest
-from helpers import write_notebook
+from helpers import write_golden, write_notebook
 
 PKG = Path(__file__).resolve().parents[2] / "jupyter_nbvalidation"
 SAME = {"Unchanged": "Succeeded"}  # a cache hit stands for the Succeeded job it names
@@ -117,10 +117,7 @@ def test_after_each_mutation_of_what_the_kernel_reads_run_gives_the_fresh_verdic
     (nbs / "hidden" / ".conf").mkdir()
     (nbs / "hidden" / ".conf" / "s.json").write_text('{"ok": true}')
     write_notebook(nbs / "editable" / "nb.ipynb", ["import mylib\nassert mylib.VALUE == 1, mylib.VALUE"])
-    write_notebook(nbs / "golden" / "nb.ipynb", ["print('x')"])
-    golden = nbformat.read(nbs / "golden" / "nb.ipynb", as_version=4)
-    golden.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="x\n")]
-    nbformat.write(golden, str(nbs / "golden" / "nb.golden.ipynb"))
+    write_golden(write_notebook(nbs / "golden" / "nb.ipynb", ["print('x')"]), "x\n")
     write_notebook(nbs / "control" / "nb.ipynb", ["print('control')"])
     everything = {f"nbs/{d}/nb.ipynb" for d in ("cell", "sibling", "linked", "hidden", "editable", "golden", "control")}
 
@@ -129,9 +126,7 @@ def test_after_each_mutation_of_what_the_kernel_reads_run_gives_the_fresh_verdic
     assert run(python, tmp_path) == dict.fromkeys(everything, "Unchanged")
 
     def golden_says_y() -> None:
-        g = nbformat.read(nbs / "golden" / "nb.golden.ipynb", as_version=4)
-        g.cells[0].outputs[0].text = "y\n"
-        nbformat.write(g, str(nbs / "golden" / "nb.golden.ipynb"))
+        write_golden(nbs / "golden" / "nb.ipynb", "y\n")
 
     def version_control() -> None:
         (nbs / "control" / ".git").mkdir(exist_ok=True)
@@ -170,10 +165,7 @@ def test_after_a_change_of_a_variable_the_kernel_inherits_run_gives_the_fresh_ve
 def test_after_a_change_of_the_tools_own_code_run_gives_the_fresh_verdict(python, tmp_path):
     """A copy of the package with its comparison changed (every text now differs), run
     through PYTHONPATH: the earlier Succeeded must not stand for the changed tool."""
-    write_notebook(tmp_path / "nbs" / "golden" / "nb.ipynb", ["print('x')"])
-    golden = nbformat.read(tmp_path / "nbs" / "golden" / "nb.ipynb", as_version=4)
-    golden.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="x\n")]
-    nbformat.write(golden, str(tmp_path / "nbs" / "golden" / "nb.golden.ipynb"))
+    write_golden(write_notebook(tmp_path / "nbs" / "golden" / "nb.ipynb", ["print('x')"]), "x\n")
     copy = tmp_path / "tool"
     shutil.copytree(PKG, copy / "jupyter_nbvalidation",
                     ignore=shutil.ignore_patterns("__pycache__", "labextension", "static"))

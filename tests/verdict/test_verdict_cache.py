@@ -7,23 +7,17 @@ Real kernels and environments; counted by the jobs in the data dir."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
-from helpers import write_notebook
-
-JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
+from helpers import cli, write_golden, write_notebook
 
 
 def run(folder: Path, *args: str) -> tuple[int, dict[str, dict]]:
-    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "nbs", "--golden-suffix", ".golden", "-j", "2",
-                           "--local", "--data-dir", str(folder / "data"), "-o", "json", *args],
-                          cwd=folder, capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(folder / "no-servers")})
+    proc = cli("run", "nbs", "--golden-suffix", ".golden", "-j", "2", "--local", "--data-dir", str(folder / "data"),
+               "-o", "json", *args, cwd=folder, timeout=1200, no_servers=True)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return proc.returncode, {row["notebook"]: row for row in json.loads(proc.stdout)}
 
@@ -38,10 +32,7 @@ def ran(rows: dict[str, dict]) -> set[str]:
 
 def test_unchanged_notebooks_run_nothing_and_each_edit_reruns_exactly_its_notebook(tmp_path):
     nbs = tmp_path / "nbs"
-    write_notebook(nbs / "x" / "nb.ipynb", ["print('x')"])
-    golden = nbformat.read(nbs / "x" / "nb.ipynb", as_version=4)
-    golden.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="x\n")]
-    nbformat.write(golden, str(nbs / "x" / "nb.golden.ipynb"))
+    write_golden(write_notebook(nbs / "x" / "nb.ipynb", ["print('x')"]), "x\n")
     write_notebook(nbs / "y" / "nb.ipynb", ["import six\nprint(six.__name__)"])
     (nbs / "y" / "requirements.txt").write_text("six\n")
     write_notebook(nbs / "z" / "nb.ipynb", ["print(open('data.csv').read())"])
@@ -102,9 +93,8 @@ def test_the_cache_through_a_running_server(server_proc):
     write_notebook(server.root / "a" / "two.ipynb", ["raise ValueError('two')"])
 
     def run_here(*args: str) -> dict[str, dict]:
-        proc = subprocess.run([JUPYTER, "nbvalidation", "run", "a", "--no-build", "-j", "2", "-o", "json", *args],
-                              cwd=server.root, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "JUPYTER_RUNTIME_DIR": str(server.runtime)})
+        proc = cli("run", "a", "--no-build", "-j", "2", "-o", "json", *args, cwd=server.root, timeout=600,
+                   env={"JUPYTER_RUNTIME_DIR": str(server.runtime)})
         assert proc.returncode == 1, proc.stdout + proc.stderr
         return {row["notebook"]: row for row in json.loads(proc.stdout)}
 
@@ -148,10 +138,8 @@ def test_the_runner_and_the_environment_are_in_the_key(monkeypatch, tmp_path):
 # made `run` answer Unchanged where `run --no-cache` failed. Real kernels, in-process, no build.
 
 def run_env(folder: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, dict]:
-    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "nbs", "--no-build", "--local",
-                           "--data-dir", str(folder / "data"), "-o", "json", *args],
-                          cwd=folder, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(folder / "no-servers"), **(env or {})})
+    proc = cli("run", "nbs", "--no-build", "--local", "--data-dir", str(folder / "data"), "-o", "json", *args,
+               cwd=folder, timeout=600, env={"JUPYTER_RUNTIME_DIR": str(folder / "no-servers"), **(env or {})})
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return {row["notebook"]: row for row in json.loads(proc.stdout)}
 
@@ -345,8 +333,6 @@ def test_a_notebook_that_opts_out_always_runs_and_a_wrong_setting_is_refused(tmp
                        ({"cahce": False}, "metadata.nbvalidation.cahce: not a setting")):
         nb.metadata["nbvalidation"] = bad
         nbformat.write(nb, str(tmp_path / "nbs" / "nb.ipynb"))
-        proc = subprocess.run([JUPYTER, "nbvalidation", "submit", "nbs/nb.ipynb", "--local",
-                               "--data-dir", str(tmp_path / "data")],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+        proc = cli("submit", "nbs/nb.ipynb", "--local", "--data-dir", str(tmp_path / "data"), cwd=tmp_path,
+                   timeout=300, no_servers=True)
         assert proc.returncode == 2 and named in proc.stderr, proc.stdout + proc.stderr

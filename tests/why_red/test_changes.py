@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import make_wheel, rest_wait_terminal, write_notebook
+from helpers import cli, make_wheel, rest_wait_terminal, write_notebook
 from helpers import rest_call as call
 
 import jupyter_nbvalidation.why_red.changes as changes
@@ -118,12 +118,9 @@ async def test_a_new_release_of_an_unpinned_dependency_is_named_and_no_cell_chan
 def test_run_says_what_changed_under_a_notebook_that_turned_red(tmp_path):
     """`run` (in this process, no server): under the table, JUnit and -o json carry the change summary."""
     import os
-    import shutil
     import subprocess
-    import sys
     import xml.etree.ElementTree as ET
 
-    jupyter = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
     proj, data = tmp_path / "proj", tmp_path / "data"
     (proj / "wheels").mkdir(parents=True)
     (proj / "wheels" / "nbvdriftpkg-1.0-py3-none-any.whl").write_bytes(make_wheel("nbvdriftpkg", "1.0", "VALUE = 1\n"))
@@ -132,9 +129,7 @@ def test_run_says_what_changed_under_a_notebook_that_turned_red(tmp_path):
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")}
 
     def run(*extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([jupyter, "nbvalidation", "run", ".", "--local", "--data-dir", str(data), *extra],
-                              cwd=proj, capture_output=True, text=True, timeout=600, env=env,
-                              stdin=subprocess.DEVNULL)
+        return cli("run", ".", "--local", "--data-dir", str(data), *extra, cwd=proj, timeout=600, env=env)
 
     first = run()
     assert first.returncode == 0, first.stdout + first.stderr

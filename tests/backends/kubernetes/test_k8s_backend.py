@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 import yaml
-from helpers import plan_for, write_notebook
+from helpers import plan_for, wait_async, write_notebook
 from k8s_support import (
     DIGEST,
     LOG,
@@ -36,6 +36,7 @@ from k8s_support import (
     REGISTRY,
     RUNNER_IMAGE,
     WAIT,
+    Registry,
     events_of,
     get_or_none,
     make_env,
@@ -701,6 +702,18 @@ async def rest(jp_fetch, *parts, method="GET", body=None, params=None):
     return r.code, json.loads(r.body) if r.body else None
 
 
+async def rest_job_in(jp_fetch, name: str, phases: tuple[str, ...] | frozenset[str], timeout: float = WAIT) -> dict:
+    """``GET /jobs/{name}`` once its phase is one of ``phases`` (polled through helpers.wait_async)."""
+    seen: dict = {}
+
+    async def reached() -> dict | None:
+        _, seen["job"] = await rest(jp_fetch, "jobs", name)
+        return seen["job"] if seen["job"]["status"].get("phase") in phases else None
+
+    return await wait_async(reached, timeout, lambda: f"{name} in {sorted(phases)}: {seen['job']['status']}",
+                            interval=0.025)
+
+
 async def test_rest_api_with_the_kubernetes_backend(jp_fetch, jp_root_dir, kube_apiserver, k8s_namespace):
     from tornado.httpclient import HTTPClientError
 
@@ -721,11 +734,7 @@ async def test_rest_api_with_the_kubernetes_backend(jp_fetch, jp_root_dir, kube_
         admin = await connect(kube_apiserver.admin_kubeconfig)
         try:
             await run_validation(admin, api, ns, name)
-            for _ in range(400):
-                _, cur = await rest(jp_fetch, "jobs", name)
-                if cur["status"].get("phase") in Phase.TERMINAL:
-                    break
-                await asyncio.sleep(0.025)
+            cur = await rest_job_in(jp_fetch, name, Phase.TERMINAL)
             assert cur["status"]["phase"] == Phase.SUCCEEDED, cur["status"]
             assert cur["metadata"]["uid"] == uid
 
@@ -735,18 +744,10 @@ async def test_rest_api_with_the_kubernetes_backend(jp_fetch, jp_root_dir, kube_
                                          "podConfig": {"buildConfig": {"requirements": ["six"]}}})
             second_name = second["metadata"]["name"]
             await wait_object(admin, JOBS.path(ns, obj.build_job_name(second_name)))
-            for _ in range(400):
-                _, cur2 = await rest(jp_fetch, "jobs", second_name)
-                if cur2["status"].get("phase") == Phase.BUILDING:
-                    break
-                await asyncio.sleep(0.025)
+            await rest_job_in(jp_fetch, second_name, (Phase.BUILDING,))
             code, _ = await rest(jp_fetch, "jobs", second_name, method="DELETE")
             assert code == 202
-            for _ in range(400):
-                _, cur2 = await rest(jp_fetch, "jobs", second_name)
-                if cur2["status"].get("phase") in Phase.TERMINAL:
-                    break
-                await asyncio.sleep(0.025)
+            cur2 = await rest_job_in(jp_fetch, second_name, Phase.TERMINAL)
             assert (cur2["status"]["phase"], cur2["status"]["reason"]) == (Phase.FAILED, Reason.CANCELLED)
             assert await get_or_none(admin, JOBS.path(ns, obj.build_job_name(second_name))) is None
         finally:
@@ -761,11 +762,11 @@ async def test_rest_api_with_the_kubernetes_backend(jp_fetch, jp_root_dir, kube_
     _, filtered = await rest(jp_fetch, "jobs", params={"notebook": "other.ipynb"})
     assert filtered["items"] == []
 
-    for _ in range(40):  # events are posted just after the status write
-        _, events = await rest(jp_fetch, "jobs", name, "events")
-        if len(events["items"]) == 3:
-            break
-        await asyncio.sleep(0.05)
+    async def three_events() -> dict | None:  # events are posted just after the status write
+        _, found = await rest(jp_fetch, "jobs", name, "events")
+        return found if len(found["items"]) == 3 else None
+
+    events = await wait_async(three_events, WAIT, f"the three events of {name}")
     assert events["apiVersion"] == "events.k8s.io/v1"
     assert reasons(events["items"]) == [Reason.ACCEPTED, Reason.VALIDATION_STARTED, Reason.VALIDATION_SUCCEEDED]
     for e in events["items"]:
@@ -927,55 +928,8 @@ def test_install_prints_and_applies(kube_apiserver, k8s_namespace, capsys):
 
 
 # --------------------------------------------------------------------------
-# builds: the context kaniko reads, content tags, image reuse (a fake registry:
+# builds: the context kaniko reads, content tags, image reuse (k8s_support.Registry:
 # Docker Registry HTTP API v2 manifest HEADs over plain HTTP), input files
-
-
-class FakeRegistry:
-    """The manifest endpoints of a registry: ``manifests[(repository, tag)] = digest``;
-    ``token``: answer 401 with a bearer challenge until a token from /token is shown."""
-
-    def __init__(self, token: bool = False):
-        self.manifests: dict[tuple[str, str], str] = {}
-        self.token = token
-        self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization)
-
-    async def start(self) -> "FakeRegistry":
-        from aiohttp import web
-
-        app = web.Application()
-        app.router.add_route("*", "/v2/{repo:.+}/manifests/{ref}", self._manifest)
-        app.router.add_get("/token", self._token)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.host = "127.0.0.1:%d" % site._server.sockets[0].getsockname()[1]
-        return self
-
-    async def stop(self) -> None:
-        await self._runner.cleanup()
-
-    async def _manifest(self, request):
-        from aiohttp import web
-
-        self.requests.append((request.method, request.path, request.headers.get("Authorization")))
-        if self.token and request.headers.get("Authorization") != "Bearer t0k3n":
-            return web.Response(status=401, headers={"WWW-Authenticate": (
-                f'Bearer realm="http://{self.host}/token",service="fake",'
-                f'scope="repository:{request.match_info["repo"]}:pull"')})
-        digest = self.manifests.get((request.match_info["repo"], request.match_info["ref"]))
-        if digest is None:
-            return web.Response(status=404)
-        return web.Response(status=200, headers={"Docker-Content-Digest": digest,
-                                                 "Content-Type": "application/vnd.oci.image.manifest.v1+json"})
-
-    async def _token(self, request):
-        from aiohttp import web
-
-        self.requests.append(("GET", f"/token scope={request.query.get('scope')} "
-                                     f"service={request.query.get('service')}", None))
-        return web.json_response({"token": "t0k3n"})
 
 
 BASE_DIGEST = "sha256:" + "b" * 64
@@ -984,7 +938,7 @@ PUSHED = "sha256:" + "e" * 64
 
 @pytest_asyncio.fixture
 async def registry():
-    r = await FakeRegistry().start()
+    r = await Registry().start()
     r.manifests[("nbv/base", "1")] = BASE_DIGEST
     yield r
     await r.stop()
@@ -1144,7 +1098,7 @@ async def _message_has(env, name: str, text: str) -> bool:
 
 @pytest.mark.asyncio
 async def test_reuse_answers_the_registry_token_challenge(kube_apiserver, k8s_namespace, tmp_path, admin, aio_admin):
-    reg = await FakeRegistry(token=True).start()
+    reg = await Registry(token=True).start()
     reg.manifests[("nbv/base", "1")] = BASE_DIGEST
     e = make_env(kube_apiserver, k8s_namespace, tmp_path / "root", registry=f"{reg.host}/nbv",
                  registry_insecure=True, base_image=f"{reg.host}/nbv/base:1")

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
-from helpers import write_notebook
+from helpers import wait, wait_async, write_notebook
 from k8s_support import DIGEST, REGISTRY, WAIT, events_of, make_env, reasons, run_validation, wait_object
 
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
@@ -56,12 +56,9 @@ def _remove(h, names: list[str], group: str):
             h.request("DELETE", f"{CRD_PATH}/{n}")
         except Exception:
             pass
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # until discovery stops serving the group
-        groups = {g["name"] for g in h.request("GET", "/apis").get("groups", [])}
-        if group not in groups:
-            return
-        time.sleep(0.1)
+    # until discovery stops serving the group
+    wait(lambda: group not in {g["name"] for g in h.request("GET", "/apis").get("groups", [])}, 30,
+         f"discovery to stop serving {group}", interval=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -157,18 +154,14 @@ async def build_status(admin, ns, name, phase: str, **extra):
 
 
 async def wait_phase(env, name, phase, timeout=WAIT):
-    async def check():
-        job = await env.store.get(name)
-        return job if (job.get("status") or {}).get("phase") == phase else None
+    seen: dict = {}
 
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        job = await check()
-        if job:
-            return job
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{name} never reached {phase}: {(await env.store.get(name)).get('status')}")
-        await asyncio.sleep(0.02)
+    async def reached() -> dict | None:
+        seen["job"] = await env.store.get(name)
+        return seen["job"] if (seen["job"].get("status") or {}).get("phase") == phase else None
+
+    return await wait_async(reached, timeout, lambda: f"{name} to reach {phase}: {seen['job'].get('status')}",
+                            interval=0.02)
 
 
 # --------------------------------------------------------------------------

@@ -11,26 +11,20 @@ Run: ``bash tools/cluster/up.sh && .venv/bin/python -m pytest tests/test_k8s_rea
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 import uuid
 
 import nbformat
 import pytest
-from helpers import write_notebook
+from helpers import cli, write_notebook
 
 pytestmark = pytest.mark.cluster
 
-JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 WAIT = 900  # s: a cold kaniko build and three validation Pods on a loaded 2-core machine
 
 
 def run(server, *args: str) -> tuple[int, dict[str, dict]]:
-    proc = subprocess.run([JUPYTER, "nbvalidation", "run", "nbs", "-j", "2", "-o", "json", "--server", server.url,
-                           *args], cwd=server.root, capture_output=True, text=True, timeout=WAIT,
-                          stdin=subprocess.DEVNULL, env={**os.environ, "JUPYTER_TOKEN": server.token})
+    proc = cli("run", "nbs", "-j", "2", "-o", "json", "--server", server.url, *args, cwd=server.root, timeout=WAIT,
+               env={"JUPYTER_TOKEN": server.token})
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return proc.returncode, {row["notebook"]: row for row in json.loads(proc.stdout)}
 

@@ -75,10 +75,14 @@ def test_drift_is_recorded_summarised_pinned_and_bisected_on_the_real_node(real_
         started = api.request("POST", f"jobs/{r}/bisect", {}, params={"maxSteps": 6})
         assert started["state"] == "running", started
         deadline = time.monotonic() + 4 * WAIT
-        doc = started
-        while doc["state"] == "running" and time.monotonic() < deadline:
-            time.sleep(2)
-            doc = api.request("GET", f"jobs/{r}/bisect")
+        seen = {"doc": started}
+
+        def search_over() -> dict | None:
+            if seen["doc"]["state"] == "running":
+                seen["doc"] = api.request("GET", f"jobs/{r}/bisect")
+            return seen["doc"] if seen["doc"]["state"] != "running" else None
+
+        doc = wait(search_over, 4 * WAIT, lambda: f"the search to end: {json.dumps(seen['doc'], indent=1)}", interval=2)
         assert doc["state"] == "finished", json.dumps(doc, indent=1)
         result = doc["result"]
         assert result["result"] == "found", json.dumps(doc, indent=1)
@@ -90,10 +94,9 @@ def test_drift_is_recorded_summarised_pinned_and_bisected_on_the_real_node(real_
         assert [j["metadata"]["name"] for j in listed] == [r, g]
 
         # asked again, the search meets the same pins: every step's image is the one built before
-        doc = api.request("POST", f"jobs/{r}/bisect", {}, params={"maxSteps": 6})
-        while doc["state"] == "running" and time.monotonic() < deadline + 2 * WAIT:
-            time.sleep(2)
-            doc = api.request("GET", f"jobs/{r}/bisect")
+        seen["doc"] = api.request("POST", f"jobs/{r}/bisect", {}, params={"maxSteps": 6})
+        doc = wait(search_over, deadline + 2 * WAIT - time.monotonic(),
+                   lambda: f"the search to end: {json.dumps(seen['doc'])}", interval=2)
         assert doc["state"] == "finished" and doc["result"]["culprits"] == result["culprits"], json.dumps(doc)
         for step in doc["steps"]:
             reasons = [t.get("reason") for t in (job_of(api, step["job"]).get("status") or {}).get("transitions", [])]

@@ -7,10 +7,9 @@ Run: ``.venv/bin/python -m pytest tests/test_k8s_real_params.py`` (the cluster m
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from helpers import write_notebook
+from helpers import wait, write_notebook
 
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
 from jupyter_nbvalidation.core.model import Phase
@@ -21,13 +20,13 @@ WAIT = 600.0  # a build (or its reuse) and a Pod on a loaded 2-core machine
 
 
 def _terminal(api, name: str) -> dict:
-    deadline = time.monotonic() + WAIT
-    while True:
-        job = api.request("GET", f"jobs/{name}")
-        if (job.get("status") or {}).get("phase") in (Phase.SUCCEEDED, Phase.FAILED):
-            return job
-        assert time.monotonic() < deadline, json.dumps(job.get("status"), indent=1)
-        time.sleep(1)
+    seen: dict = {}
+
+    def terminal() -> dict | None:
+        seen["job"] = job = api.request("GET", f"jobs/{name}")
+        return job if (job.get("status") or {}).get("phase") in (Phase.SUCCEEDED, Phase.FAILED) else None
+
+    return wait(terminal, WAIT, lambda: f"{name} to end: {json.dumps(seen['job'].get('status'), indent=1)}", interval=1)
 
 
 def test_parameters_in_the_validation_pod(real_cluster, tmp_path):

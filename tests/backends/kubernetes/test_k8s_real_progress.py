@@ -13,12 +13,11 @@ Run: ``.venv/bin/python -m pytest tests/test_k8s_real_progress.py`` (the cluster
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 import uuid
 
 import pytest
-from helpers import write_notebook
+from helpers import wait, write_notebook
 
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
 from jupyter_nbvalidation.core.model import RETRY_REASONS, Phase, Reason, parse_time
@@ -58,16 +57,16 @@ def watched(real_cluster, tmp_path_factory):
         name = job["metadata"]["name"]
         seen: dict = {"chunks": [], "progress": [], "phases": [], "answers": []}
         offset = 0
-        deadline = time.monotonic() + WAIT
-        while True:
-            assert time.monotonic() < deadline, f"job {name} did not end in {WAIT} s: {seen['phases'][-3:]}"
+
+        def sample() -> bool:  # one look at the job (and its build log); True once it ended
+            nonlocal offset
             code, _, body = get(server, f"jobs/{name}")
             st = json.loads(body).get("status") or {} if code == 200 else {}
             phase = st.get("phase")
             if not seen["phases"] or seen["phases"][-1] != phase:
                 seen["phases"].append(phase)
             if phase in Phase.TERMINAL:
-                break
+                return True
             if phase in (Phase.INITIALIZING, Phase.BUILDING):
                 code, headers, data = get(server, f"jobs/{name}/buildlog", offset)
                 if phase == Phase.BUILDING:
@@ -77,7 +76,9 @@ def watched(real_cluster, tmp_path_factory):
                     offset = int(headers["X-Build-Log-Next-Offset"])
             elif phase == Phase.VALIDATION_RUNNING and st.get("progress"):
                 seen["progress"].append(st["progress"])
-            time.sleep(0.2)
+            return False
+
+        wait(sample, WAIT, lambda: f"job {name} to end: {seen['phases'][-3:]}", interval=0.2)
         seen.update(name=name, ns=ns, server=server, final=json.loads(get(server, f"jobs/{name}")[2]),
                     offset=offset)
         yield seen

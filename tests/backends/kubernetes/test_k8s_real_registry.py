@@ -34,7 +34,7 @@ from typing import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from helpers import write_notebook
+from helpers import wait_async, write_notebook
 
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
 from jupyter_nbvalidation.backends.kubernetes.store import JOB_LABEL
@@ -98,10 +98,7 @@ class Registry:
             except OSError:
                 return False
 
-        deadline = time.monotonic() + timeout
-        while not await asyncio.to_thread(ask):
-            assert time.monotonic() < deadline, f"the registry {self.host_port} did not answer within {timeout:.0f} s"
-            await asyncio.sleep(1.0)
+        await wait_async(lambda: asyncio.to_thread(ask), timeout, f"the registry {self.host_port} to answer", interval=1.0)
 
     async def unblock(self) -> None:
         if self.blocked:
@@ -145,15 +142,15 @@ async def events_of(env, job: dict) -> list[dict]:
 
 
 async def wait_for_event(env, name: str, reason: str, timeout: float) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    async def found() -> dict | None:
         job = await env.backend.store.get(name)
         for e in await events_of(env, job):
             if e["reason"] == reason:
                 return e
         assert (job.get("status") or {}).get("phase") not in Phase.TERMINAL, json.dumps(job["status"], indent=1)
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"no {reason} event for {name} within {timeout:.0f} s")
+        return None
+
+    return await wait_async(found, timeout, f"a {reason} event for {name}", interval=0.5)
 
 
 async def verdict(env, name: str, timeout: float) -> tuple[dict, list[dict]]:
@@ -168,15 +165,15 @@ async def build_pod_running(env, name: str, timeout: float) -> None:
     attempt's: a fault before the block (seen once in CI: the first push check refused) makes
     the engine retry as ``-build-r1``, and that attempt's Pod is the one to block."""
     selector = f"{JOB_LABEL}={obj.label_value(name)},{obj.COMPONENT_LABEL}=build"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    async def running() -> bool:
         pods = await env.kube.request("GET", f"/api/v1/namespaces/{env.ns}/pods", query={"labelSelector": selector})
         if any((p.get("status") or {}).get("phase") == "Running" for p in pods.get("items") or []):
-            return
+            return True
         job = await env.backend.store.get(name)
         assert (job.get("status") or {}).get("phase") not in Phase.TERMINAL, json.dumps(job["status"], indent=1)
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"no build Pod of {name} started within {timeout:.0f} s")
+        return False
+
+    await wait_async(running, timeout, f"a build Pod of {name} to start", interval=0.3)
 
 
 def check_retried_then_true_verdict(env, done: dict, evs: list[dict]) -> None:

@@ -5,14 +5,22 @@ real sockets (a closed port for "unreachable")."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 
 import pytest
-from aiohttp import web
-from helpers import write_notebook
-from k8s_support import events_of, get_or_none, make_env, reasons, run_builder, run_validation, wait_for
+from helpers import wait_async, write_notebook
+from k8s_support import REGISTRY_DIGEST as DIGEST
+from k8s_support import (
+    Registry,
+    events_of,
+    get_or_none,
+    make_env,
+    reasons,
+    run_builder,
+    run_validation,
+    wait_for,
+)
 
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
 from jupyter_nbvalidation.backends.base import FAILED
@@ -23,37 +31,7 @@ from jupyter_nbvalidation.backends.kubernetes.registry import RegistryClient, Re
 from jupyter_nbvalidation.core.model import NOTICE_REASONS, Phase, Reason
 from jupyter_nbvalidation.verdict.cache import ANNOTATION as VERDICT_KEY
 
-DIGEST = "sha256:" + "a" * 64
 LOG = logging.getLogger("test")
-
-
-class Registry:
-    """``status``: what every manifest request answers (200 with a digest, 404, 401, 503...)."""
-
-    def __init__(self, status: int = 200):
-        self.status = status
-
-    async def start(self) -> "Registry":
-        app = web.Application()
-        app.router.add_route("*", "/v2/{repo:.+}/manifests/{ref}", self._manifest)
-        app.router.add_get("/v2/", self._base)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.host = "127.0.0.1:%d" % site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return self
-
-    async def _base(self, request):
-        return web.Response(status=200 if self.status < 500 else self.status)
-
-    async def _manifest(self, request):
-        if self.status == 200:
-            return web.Response(status=200, headers={"Docker-Content-Digest": DIGEST})
-        return web.Response(status=self.status)
-
-    async def stop(self) -> None:
-        await self._runner.cleanup()
 
 
 def closed_port() -> str:
@@ -173,13 +151,13 @@ async def test_registry_state_says_plain_http_without_registry_insecure():
 # -- through the engine, on the stand-in apiserver (tests/k8s_harness.py) -----------------------
 
 async def _run_until(env, name: str, predicate, timeout: float = 60.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        job = await env.store.get(name)
-        if predicate(job):
-            return job
-        assert asyncio.get_running_loop().time() < deadline, job.get("status")
-        await asyncio.sleep(0.1)
+    seen: dict = {}
+
+    async def reached() -> dict | None:
+        seen["job"] = job = await env.store.get(name)
+        return job if predicate(job) else None
+
+    return await wait_async(reached, timeout, lambda: f"{name}: {seen['job'].get('status')}", interval=0.1)
 
 
 @pytest.mark.asyncio
@@ -221,13 +199,14 @@ async def test_registry_back_after_a_retry_the_build_goes_ahead(kube_apiserver, 
         name, uid = job["metadata"]["name"], job["metadata"]["uid"]
         await _run_until(env, name, lambda j: (j.get("status") or {}).get("buildRetries"))
         reg.status = 404  # back, and the image is not there: the ordinary build
-        built = None
-        for _ in range(600):
-            found = [await get_or_none(admin, JOBS.path(env.ns, obj.build_job_name(name, n))) for n in range(4)]
-            built = next((b for b in found if b is not None), None)
-            if built is not None:
-                break
-            await asyncio.sleep(0.1)
+        seen: dict = {}
+
+        async def a_build() -> dict | None:
+            seen["found"] = [await get_or_none(admin, JOBS.path(env.ns, obj.build_job_name(name, n))) for n in range(4)]
+            return next((b for b in seen["found"] if b is not None), None)
+
+        built = await wait_async(a_build, 60, f"a build Job of {name}", interval=0.1)
+        found = seen["found"]
         assert built is not None and built["metadata"]["name"].startswith(f"nvj-{name}-build-r"), built
         assert found[0] is None  # the first attempt never built
         st = (await env.store.get(name))["status"]

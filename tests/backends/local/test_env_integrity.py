@@ -9,21 +9,16 @@ fresh twin's. Real CLI runs, real virtual environments and kernels."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import make_local
-from helpers import wait_async, write_notebook
+from helpers import cli, wait_async, write_notebook
 
 from jupyter_nbvalidation.backends.local import ENV_MARKER, LAST_USE, RECORD_FILE
 from jupyter_nbvalidation.backends.local.environments import env_fingerprint
 from jupyter_nbvalidation.core.model import Phase, Reason
-
-JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
 WRITES = ("import os, sysconfig\n"
           "site = sysconfig.get_paths()['purelib']\n"
@@ -32,10 +27,8 @@ IMPORTS = "import nbv_undeclared\nprint(nbv_undeclared.VALUE)"
 
 
 def _run(project: Path, data: Path, *notebooks: str) -> dict[str, dict]:
-    proc = subprocess.run([JUPYTER, "nbvalidation", "run", *notebooks, "--local", "--data-dir", str(data),
-                           "--no-cache", "-j", "1", "-o", "json"], cwd=project, capture_output=True, text=True,
-                          timeout=600, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(data.parent / "no-servers")})
+    proc = cli("run", *notebooks, "--local", "--data-dir", str(data), "--no-cache", "-j", "1", "-o", "json",
+               cwd=project, timeout=600, env={"JUPYTER_RUNTIME_DIR": str(data.parent / "no-servers")})
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     return {o["notebook"]: o for o in json.loads(proc.stdout)}
 
@@ -74,8 +67,7 @@ def test_a_notebook_that_writes_into_its_environment_does_not_pass_the_next_one(
         assert _run(project, data, "plain.ipynb")["plain.ipynb"]["verdict"] == "Succeeded"
     assert len(list((data / "logs").glob("build-*.log"))) == builds
     # the next collection with no job active removes the retired one
-    proc = subprocess.run([JUPYTER, "nbvalidation", "gc", "--local", "--data-dir", str(data)], cwd=project,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    proc = cli("gc", "--local", "--data-dir", str(data), cwd=project, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not [d for d in envs.iterdir() if d.name.startswith(".retired-")]
 

@@ -91,15 +91,18 @@ def settled_status(pid: int, timeout: float = 10) -> dict:
     """/proc/<pid>/status, read again while the process is inside a fork or spawn (every
     signal blocked for that instant): a mask read then says nothing of the runner's own.
     A runner whose mask stays like that is returned as it is, so the comparison fails."""
-    import time
+    seen: dict = {}
 
-    deadline = time.monotonic() + timeout
-    while True:
-        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                      if ":\t" in line)
-        if not int(status["SigBlk"], 16) & _GLIBC_INTERNAL or time.monotonic() > deadline:
-            return status
-        time.sleep(0.01)
+    def settled() -> bool:
+        seen["status"] = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                              if ":\t" in line)
+        return not int(seen["status"]["SigBlk"], 16) & _GLIBC_INTERNAL
+
+    try:
+        wait(settled, timeout, f"{pid}'s signal mask outside a fork", interval=0.01)
+    except AssertionError:  # still blocked: returned as it is
+        pass
+    return seen["status"]
 
 
 async def run_probed(env, rel: str, base: Path) -> tuple[dict, dict]:
@@ -216,10 +219,7 @@ async def test_a_spawn_whose_caller_is_cancelled_leaves_no_runner(tmp_path):
         env = runner_environment(str(out / "runner"), f"cancelled{os.getpid()}")
         with open(out / "runner.log", "w") as log:
             caller = asyncio.ensure_future(server.spawn(_runner_argv(nb, out), env, str(tmp_path), log.fileno()))
-            for _ in range(1000):  # until the request is on its way
-                if server._pending:
-                    break
-                await asyncio.sleep(0)
+            await wait_async(lambda: server._pending, 10, "the request on its way", interval=0)
             assert server._pending
             caller.cancel()
             with pytest.raises(asyncio.CancelledError):

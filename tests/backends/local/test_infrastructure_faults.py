@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Local, make_local
-from helpers import phases, reasons, wait_async
+from helpers import cli, phases, reasons, wait_async, write_notebook
 
 from jupyter_nbvalidation.backends.base import Fault
 from jupyter_nbvalidation.core.model import RETRY_REASONS, EventReason, Phase, Reason, ResultReason
@@ -47,13 +47,6 @@ def small_disk(tmp_path, request):
     return jobs
 
 
-def _notebook(root: Path, rel: str, sources: list[str]) -> str:
-    from helpers import write_notebook
-
-    write_notebook(root / rel, sources)
-    return rel
-
-
 # the file fills the notebook's working directory: its attempt's copy of its folder, in the
 # data dir's jobs/ (the small disk); the kernel reaches it also in the sandbox (runner/sandbox.py),
 # where the rest of the data dir (and /tmp) is hidden: an absolute path into jobs/ would be
@@ -75,8 +68,8 @@ async def test_disk_full_in_a_cell_that_leaves_it_full_is_infrastructure(tmp_pat
     env = Env(tmp_path)
     await env.engine.start()
     try:
-        nb = _notebook(env.root, "full.ipynb", ["print('before')", FILL.format(path="filler",
-                                                                                after="pass")])
+        nb = "full.ipynb"
+        write_notebook(env.root / nb, ["print('before')", FILL.format(path="filler", after="pass")])
         job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
         st = job["status"]
         assert st["phase"] == Phase.FAILED
@@ -99,8 +92,8 @@ async def test_disk_full_error_of_the_failing_cell_is_infrastructure(tmp_path, s
     env = Env(tmp_path)
     await env.engine.start()
     try:
-        nb = _notebook(env.root, "freed.ipynb", [FILL.format(path="filler",
-                                                              after="os.remove(path)")])
+        nb = "freed.ipynb"
+        write_notebook(env.root / nb, [FILL.format(path="filler", after="os.remove(path)")])
         job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
         st = job["status"]
         assert st["reason"] == Reason.INFRASTRUCTURE_FAILED, st["message"]
@@ -117,7 +110,8 @@ async def test_a_notebook_that_raises_an_ordinary_oserror_still_fails_on_its_own
     env = Env(tmp_path)
     await env.engine.start()
     try:
-        nb = _notebook(env.root, "own.ipynb", ["open('/nonexistent/dir/x', 'w')"])
+        nb = "own.ipynb"
+        write_notebook(env.root / nb, ["open('/nonexistent/dir/x', 'w')"])
         job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
         assert job["status"]["reason"] == Reason.VALIDATION_FAILED
         assert job["status"]["failedCellIndex"] == 0
@@ -147,7 +141,8 @@ async def test_a_kernel_that_fails_to_start_once_is_retried_then_succeeds(tmp_pa
     env = Env(tmp_path, unbuilt_python=str(wrapper))
     await env.engine.start()
     try:
-        nb = _notebook(env.root, "ok.ipynb", ["x = 1", "assert x == 1"])
+        nb = "ok.ipynb"
+        write_notebook(env.root / nb, ["x = 1", "assert x == 1"])
         job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
         st = job["status"]
         assert marker.exists(), "the first kernel start failed"
@@ -177,7 +172,8 @@ async def test_a_kernel_that_never_starts_ends_infrastructure_failed_after_the_r
     env = Env(tmp_path, unbuilt_python=str(broken), max_retries=1)
     await env.engine.start()
     try:
-        nb = _notebook(env.root, "nb.ipynb", ["print(1)"])
+        nb = "nb.ipynb"
+        write_notebook(env.root / nb, ["print(1)"])
         job = await env.run(notebook={"path": nb}, podConfig=NO_BUILD)
         st = job["status"]
         assert st["reason"] == Reason.INFRASTRUCTURE_FAILED, st["message"]
@@ -193,7 +189,8 @@ async def test_a_runner_killed_by_sigkill_is_infrastructure(tmp_path):
     env = Env(tmp_path)
     await env.engine.start()
     try:
-        nb = _notebook(env.root, "slow.ipynb", ["import time\ntime.sleep(60)"])
+        nb = "slow.ipynb"
+        write_notebook(env.root / nb, ["import time\ntime.sleep(60)"])
         job = await env.service.submit({"notebook": {"path": nb}, "podConfig": NO_BUILD})
         name = job["metadata"]["name"]
         async def running() -> list | None:  # its runner's pid file, once the run reports progress
@@ -223,7 +220,8 @@ async def test_an_infrastructure_failed_newest_job_is_never_unchanged(tmp_path, 
     try:
         source = f"import os\nif os.path.exists({str(fill_now)!r}):\n" + "\n".join(
             "    " + ln for ln in FILL.format(path="filler", after="os.remove(path)").splitlines())
-        nb = _notebook(env.root, "nbs/cached.ipynb", [source])
+        nb = "nbs/cached.ipynb"
+        write_notebook(env.root / nb, [source])
         spec = {"notebook": {"path": nb}, "podConfig": NO_BUILD}
         first = await env.run(**spec)
         assert first["status"]["phase"] == Phase.SUCCEEDED, first["status"]["message"]
@@ -250,10 +248,7 @@ def test_disk_full_through_run_and_pytest_is_an_error_exit_3_and_junit_error(tmp
     failed on its own), JUnit <error type="InfrastructureFailed">; with a notebook that
     fails on its own as well, exit 1. `pytest --nbvalidation`: a pytest error, not a failure."""
     import json
-    import shutil
     import xml.etree.ElementTree as ET
-
-    from helpers import write_notebook
 
     data = tmp_path / "data"
     jobs = data / "jobs"
@@ -261,12 +256,10 @@ def test_disk_full_through_run_and_pytest_is_an_error_exit_3_and_junit_error(tmp
     request.addfinalizer(lambda: subprocess.run(["umount", "-l", str(jobs)], check=False))
     nbs = tmp_path / "nbs"
     write_notebook(nbs / "full.ipynb", [FILL.format(path="filler", after="os.remove(path)")])
-    jupyter = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([jupyter, "nbvalidation", "run", *args, "--local", "--no-build", "--data-dir",
-                               str(data)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                              stdin=subprocess.DEVNULL, env=_cli_env(tmp_path))
+        return cli("run", *args, "--local", "--no-build", "--data-dir", str(data), cwd=tmp_path, timeout=600,
+                   env=_cli_env(tmp_path))
 
     proc = run("nbs", "--junitxml", "junit.xml")
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -308,7 +301,8 @@ async def test_a_package_index_that_cannot_be_reached_is_retried_then_infrastruc
     env = Env(tmp_path, max_retries=1, build_tool="uv")
     await env.engine.start()
     try:
-        nb = _notebook(env.root, "needs/nb.ipynb", ["import six"])
+        nb = "needs/nb.ipynb"
+        write_notebook(env.root / nb, ["import six"])
         (env.root / "needs" / "requirements.txt").write_text("--index-url http://127.0.0.1:9/simple\nsix\n")
         job = await env.run(timeout=300, notebook={"path": nb})
         st = job["status"]
@@ -329,7 +323,8 @@ async def test_a_requirement_that_cannot_be_resolved_stays_a_build_failure(tmp_p
     env = Env(tmp_path, build_tool="uv")
     await env.engine.start()
     try:
-        nb = _notebook(env.root, "bad/nb.ipynb", ["print(1)"])
+        nb = "bad/nb.ipynb"
+        write_notebook(env.root / nb, ["print(1)"])
         (env.root / "bad" / "wheels").mkdir()
         (env.root / "bad" / "requirements.txt").write_text("--no-index\n--find-links wheels\nsix\n")
         job = await env.run(timeout=300, notebook={"path": nb})

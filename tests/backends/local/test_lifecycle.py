@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import cli, wait_async, write_notebook
 from helpers import rest_call as call
 from helpers import rest_wait_terminal as wait_terminal
-from helpers import wait_async, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase, Reason
@@ -159,32 +157,27 @@ async def test_lru_eviction_never_removes_an_environment_in_use(local, notebook)
     assert [e["key"] for e in report["envs"]] == [real.name] and not real.exists()
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jupyter_nbvalidation.cli.main", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=600,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(cwd / "no-servers")})
-
-
 def test_cli_delete_and_gc(tmp_path):
     root, data = tmp_path / "root", tmp_path / "data"
     write_notebook(root / "ok.ipynb", ["print('ok')"])
     common = ["--local", "--root-dir", str(root), "--data-dir", str(data)]
-    first = _cli("submit", str(root / "ok.ipynb"), "--wait", "--no-build", "-o", "json", *common, cwd=tmp_path)
+    where = {"cwd": tmp_path, "timeout": 600, "no_servers": True}
+    first = cli("submit", str(root / "ok.ipynb"), "--wait", "--no-build", "-o", "json", *common, **where)
     assert first.returncode == 0, first.stderr
-    second = _cli("submit", str(root / "ok.ipynb"), "--wait", "--no-build", "-o", "json", *common, cwd=tmp_path)
+    second = cli("submit", str(root / "ok.ipynb"), "--wait", "--no-build", "-o", "json", *common, **where)
     assert second.returncode == 0, second.stderr
     j1, j2 = json.loads(first.stdout), json.loads(second.stdout)
-    out = _cli("delete", j1["metadata"]["name"], *common, cwd=tmp_path)
+    out = cli("delete", j1["metadata"]["name"], *common, **where)
     assert out.returncode == 0 and "deleted" in out.stdout, out.stderr
     assert not (data / "jobs" / j1["metadata"]["uid"]).exists()
-    gone = _cli("describe", j1["metadata"]["name"], *common, cwd=tmp_path)
+    gone = cli("describe", j1["metadata"]["name"], *common, **where)
     assert gone.returncode == 2 and "no job named" in gone.stderr
-    kept = _cli("gc", "--job-ttl", "3600", *common, cwd=tmp_path)
+    kept = cli("gc", "--job-ttl", "3600", *common, **where)
     assert kept.returncode == 0 and "0 job(s)" in kept.stdout, kept.stderr
     time.sleep(1.5)
-    gc = _cli("gc", "--job-ttl", "1", *common, cwd=tmp_path)
+    gc = cli("gc", "--job-ttl", "1", *common, **where)
     assert gc.returncode == 0, gc.stderr
     assert f"removed job {j2['metadata']['name']}" in gc.stdout and "1 job(s)" in gc.stdout
     assert not (data / "jobs" / j2["metadata"]["uid"]).exists()
-    listed = _cli("list", "-o", "json", *common, cwd=tmp_path)
+    listed = cli("list", "-o", "json", *common, **where)
     assert json.loads(listed.stdout)["items"] == []

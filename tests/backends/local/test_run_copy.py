@@ -8,27 +8,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import make_local
+from helpers import cli, rest_wait_terminal, wait_async, write_notebook
 from helpers import rest_call as call
-from helpers import rest_wait_terminal, wait_async, write_notebook
 from tornado.httpclient import HTTPClientError
 
 from jupyter_nbvalidation.core.model import Phase
 
-JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 NOBUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
 
 
 def run(cwd: Path, data: Path, *args: str, codes=(0, 1)) -> tuple[int, dict[str, dict], str]:
-    proc = subprocess.run([JUPYTER, "nbvalidation", "run", *args, "--local", "--data-dir", str(data), "-o", "json"],
-                          cwd=cwd, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(data.parent / "no-servers")})
+    proc = cli("run", *args, "--local", "--data-dir", str(data), "-o", "json", cwd=cwd, timeout=600,
+               env={"JUPYTER_RUNTIME_DIR": str(data.parent / "no-servers")})
     assert proc.returncode in codes, proc.stdout + proc.stderr
     try:
         rows = {row["notebook"]: row for row in json.loads(proc.stdout)}
@@ -253,10 +248,8 @@ def test_submit_wait_keeps_outputs_too(tmp_path):
     proj = tmp_path / "proj"
     write_notebook(proj / "nb.ipynb", ["open('report.txt', 'w').write('done')"])
     before = tree_state(proj)
-    proc = subprocess.run([JUPYTER, "nbvalidation", "submit", "proj/nb.ipynb", "--wait", "--local", "--data-dir",
-                           str(tmp_path / "data"), "--keep-outputs", "kept"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "no-servers")})
+    proc = cli("submit", "proj/nb.ipynb", "--wait", "--local", "--data-dir", str(tmp_path / "data"), "--keep-outputs",
+               "kept", cwd=tmp_path, timeout=600, no_servers=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "kept" / "proj" / "nb" / "report.txt").read_text() == "done"
     assert sorted(p.name for p in (tmp_path / "kept").rglob("*") if p.is_file()) == ["report.txt"]
