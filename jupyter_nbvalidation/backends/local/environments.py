@@ -226,7 +226,7 @@ class EnvironmentsRoom(LocalState):
         path = seal.seal_of(envs, key)
         manifest = seal.load(path) if path is not None else None
         if manifest is None:
-            return ["(no seal: built before environments were sealed, or its manifest is gone)"]
+            return [seal.NO_SEAL]
         return seal.verify(self.env_dir(key), manifest)
 
     async def _env_users(self, key: str, uid: str) -> list[str]:

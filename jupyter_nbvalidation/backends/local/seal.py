@@ -52,6 +52,11 @@ EXAMPLES = 3  # paths a description names
 UNSEALED_TOP = frozenset({".last-use"})
 
 
+# what _env_changes (environments.py) reports for an environment without a seal: built by a
+# version before seals, or its manifest gone; it cannot say it is as built, so it counts as changed
+NO_SEAL = "(no seal)"
+
+
 class SealError(Exception):
     """The seal could not be taken (the message says why)."""
 
@@ -223,6 +228,8 @@ def describe(changed: list[str]) -> str:
         marker = "/site-packages/"
         return rel.split(marker, 1)[1] if marker in rel else rel
 
+    if changed == [NO_SEAL]:
+        return "it has no seal to check it against: built before environments were sealed, or its seal is gone"
     n = len(changed)
     shown = ", ".join(short(p) for p in changed[:EXAMPLES])
     return f"{n} file{'s' if n != 1 else ''}, e.g. {shown}" if n > EXAMPLES else \

@@ -157,6 +157,7 @@ def test_a_change_is_described_in_plain_words():
     assert seal.describe(["lib/python3.11/site-packages/six.py"]) == "1 file: six.py"
     assert seal.describe([f"lib/python3.11/site-packages/m{i}.py" for i in range(5)]) == \
         "5 files, e.g. m0.py, m1.py, m2.py"
+    assert "no seal" in seal.describe([seal.NO_SEAL])
 
 
 def test_a_built_environment_has_its_own_files_compiled_and_sealed_and_a_run_changes_nothing(tmp_path):
