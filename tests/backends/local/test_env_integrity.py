@@ -216,7 +216,7 @@ async def test_a_job_that_would_reuse_an_environment_changed_by_a_running_one_wa
         reader = (await local.submit(notebook={"path": "reader.ipynb"}))["metadata"]["name"]
         await _until(local, reader, lambda st: (st.get("buildRetries") or 0) >= 1)
         go.touch()
-        done = {n: await local.engine.wait_for_terminal(n, 300) for n in (writer, reader)}
+        done = {n: await local.engine.wait_for_terminal(n, 900) for n in (writer, reader)}
         assert done[writer]["status"]["phase"] == Phase.SUCCEEDED, done[writer]["status"]
         st = done[reader]["status"]
         assert st["phase"] == Phase.FAILED and st["reason"] == Reason.VALIDATION_FAILED, st
@@ -243,7 +243,7 @@ async def test_a_job_whose_environment_changed_while_it_waited_for_its_run_is_no
         reader = (await local.submit(notebook={"path": "reader.ipynb"}))["metadata"]["name"]
         await _until(local, reader, lambda st: bool((st.get("buildStatus") or {}).get("imageReference")))
         go.touch()
-        done = {n: await local.engine.wait_for_terminal(n, 300) for n in (writer, reader)}
+        done = {n: await local.engine.wait_for_terminal(n, 900) for n in (writer, reader)}
         assert done[writer]["status"]["phase"] == Phase.SUCCEEDED, done[writer]["status"]
         st = done[reader]["status"]
         assert st["phase"] == Phase.FAILED and st["reason"] == Reason.INFRASTRUCTURE_FAILED, st
