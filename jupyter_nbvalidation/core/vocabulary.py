@@ -81,6 +81,9 @@ class EventReason(StrEnum):
     # (a plain-HTTP registry without c.KubernetesBackend.registry_insecure, a base image without a
     # digest, a registry lookup refused); no phase flip
     IMAGE_REUSE_OFF = "ImageReuseOff"
+    # a Warning once per job (local): the cached environment of its requirements was found changed
+    # since it was built (seal.py), so it was retired, never run in again, and built afresh; no phase flip
+    ENVIRONMENT_RETIRED = "EnvironmentRetired"
 
 
 class ResultReason(StrEnum):
@@ -171,7 +174,7 @@ REASON_ACTIONS: dict[str, str] = {
 RETRY_REASONS: frozenset[str] = frozenset({EventReason.VALIDATION_RETRIED, EventReason.BUILD_RETRIED})
 
 #: the events that say what is off for a job (action "Notice"): once per job, no transition, no status change
-NOTICE_REASONS: frozenset[str] = frozenset({EventReason.IMAGE_REUSE_OFF})
+NOTICE_REASONS: frozenset[str] = frozenset({EventReason.IMAGE_REUSE_OFF, EventReason.ENVIRONMENT_RETIRED})
 
 # the phase each transition reason leads to (how a timeline is read from events)
 REASON_PHASE: dict[str, Phase] = {

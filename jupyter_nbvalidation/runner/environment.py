@@ -11,6 +11,9 @@ kernel gets exactly:
   folder, removed with it), so no IPython profile, startup file or Jupyter
   configuration of anyone applies;
 * ``PYTHONNOUSERSITE=1`` (no user site-packages);
+* ``PYTHONDONTWRITEBYTECODE=1``: the kernel writes no bytecode. A built environment
+  is compiled by its build and sealed (backends/local/seal.py); a kernel that wrote
+  a ``.pyc`` there would change it for the next run;
 * ``NBVALIDATION_RUN_ID``: this run's identity, by which everything the kernel
   starts is found and stopped when the run ends (see :mod:`.hygiene`);
 * the job's own variables (``podConfig.env``), given to the runner by
@@ -80,6 +83,7 @@ def kernel_environment(python: str, root: str, run_id: str, *, extra: Mapping[st
     env.update(dirs)
     env.update({k: v for k, v in (extra or {}).items() if not hijacks(k)})  # the job's podConfig.env
     env.update({k: v for k, v in dirs.items() if k in ENFORCED})
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # enforced too: a job's podConfig.env cannot undo it
     env.update(interpreter_paths(python))
     env[RUN_ID_VAR] = run_id
     return env

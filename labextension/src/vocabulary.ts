@@ -63,7 +63,8 @@ export const RETRY_REASONS: readonly string[] = [
 
 /** Warning events that say what is off for a job (model.NOTICE_REASONS): no transition, no status change. */
 export const NOTICE_REASONS: readonly string[] = [
-  'ImageReuseOff'
+  'ImageReuseOff',
+  'EnvironmentRetired'
 ];
 
 /** status.reason of a job waiting for a build or validation slot (model.EventReason.QUEUED). */

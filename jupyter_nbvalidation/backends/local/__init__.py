@@ -11,6 +11,9 @@ Layout under ``data_dir`` (default ``<jupyter data dir>/nbvalidation``)::
     envs/<key>/                     a finished environment (content-addressed; .last-use: its LRU time)
     envs/.tmp-<key>-<rand>/         an environment being built (never used)
     envs/.tmp-<key>-<rand>.owner.json  who builds it (engine and current build step)
+    envs/.seals/<key>-<inode>.json  its seal: the content manifest taken at build (seal.py), and
+                                    .record.json, its environment record; beside it, never in it
+    envs/.retired-<key>-<rand>/     an environment found changed since its build, out of sight
     logs/build-<key>-<stamp>.log    build logs
 
 An environment becomes visible atomically: it is built in a temporary folder

@@ -169,6 +169,7 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         self._python_version: str | None = None
         self._interpreters: list[tuple[str, str]] | None = None  # (path, version) of self.pythons, asked once
         self._keys: dict[str, str] = {}
+        self._env_notes: dict[str, str] = {}  # by job uid: its environment found changed (environments.py)
         self.identity = new_identity()
         self.elector: StoreLeaseElector | None = None
         self._gc_task: asyncio.Task[None] | None = None

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import jupyter_nbvalidation.backends.build_failure as build_failure
+import jupyter_nbvalidation.backends.local.seal as seal
 import jupyter_nbvalidation.runner.hygiene as hygiene
 import jupyter_nbvalidation.verdict.environment_record as envrec
-from jupyter_nbvalidation.backends.base import FAILED, SUCCEEDED, Observation
+from jupyter_nbvalidation.backends.base import FAILED, SUCCEEDED, Fault, Observation
 from jupyter_nbvalidation.backends.local.disk import (
     ADOPT_POLL,
     ENV_MARKER,
@@ -37,7 +38,6 @@ from jupyter_nbvalidation.backends.local.disk import (
     process_record,
     same_process_alive,
 )
-from jupyter_nbvalidation.backends.local.environments import env_fingerprint
 from jupyter_nbvalidation.backends.local.faults import fault_of_build, fault_of_oserror, is_no_space
 from jupyter_nbvalidation.backends.local.state import LocalState
 from jupyter_nbvalidation.core.documents import Job
@@ -273,12 +273,17 @@ class BuildsRoom(LocalState):
         pid_file = tmp.parent / f"{tmp.name}.pid"
         build.pid_file = pid_file
         py = str(tmp / "bin" / "python")
+        # the environment's files are its own (copies: uv hard-links from its cache by default, and
+        # its "clone" falls back to hard links where the filesystem has no reflinks, as ext4), and
+        # compiled now: a kernel writes no bytecode (runner/environment.py), so the seal taken below
+        # (seal.py) lists every file a run may load, __pycache__ included
         if strategy == "uv":
             steps = [[self.uv_path, "venv", "--quiet", "--python", base_python, str(tmp)],
-                     [self.uv_path, "pip", "install", "--python", py, "-r", str(req_file), *c_args, *refresh]]
+                     [self.uv_path, "pip", "install", "--link-mode", "copy", "--compile-bytecode", "--python", py,
+                      "-r", str(req_file), *c_args, *refresh]]
         else:
             steps = [[base_python, "-m", "venv", str(tmp)],
-                     [py, "-m", "pip", "install", "--no-input", "-r", str(req_file), *c_args]]
+                     [py, "-m", "pip", "install", "--no-input", "--compile", "-r", str(req_file), *c_args]]
         steps.append([py, "-c", "import ipykernel, sys; print('kernel ready:', sys.executable)"])
         try:
             with open(log_path, "w", encoding="utf-8") as log:
@@ -307,25 +312,38 @@ class BuildsRoom(LocalState):
                 await asyncio.to_thread(c_file.unlink, True)
             await asyncio.to_thread(pid_file.unlink, True)
 
+        marker = {"key": key, "requirements": requirements.display_lines,
+                  "constraints": requirements.display_constraints,
+                  "local": requirements.cache_key_material()["local"], "strategy": strategy, "python": base_python,
+                  "startTime": started, "log": log_path}
+        # the environment record, taken now with the built interpreter (before the seal: it is
+        # kept beside the environment, where no kernel writes)
+        record = await self._built_record(py, marker)
+
         def publish() -> None:
-            fingerprint = env_fingerprint(tmp)  # after the last step; the marker is left out of it
-            marker = {"key": key, "requirements": requirements.display_lines,
-                      "constraints": requirements.display_constraints,
-                      "local": requirements.cache_key_material()["local"], "strategy": strategy, "python": base_python,
-                      "startTime": started, "completionTime": isotime(), "log": log_path,
-                      "fingerprint": fingerprint}
+            marker["completionTime"] = isotime()
             (tmp / ENV_MARKER).write_text(json.dumps(marker, indent=1))
+            # after the last write into the folder: the marker is sealed too, the last use is not
+            manifest = seal.take(tmp)
+            envs = tmp.parent
+            seal.write(envs, key, tmp, manifest, None if "error" in record else record)
             target = self.env_dir(key)
             try:
                 os.rename(tmp, target)  # atomic: the environment appears whole or not at all
             except OSError:
+                seal.remove(envs, key, manifest["ino"])
                 if not (target / ENV_MARKER).is_file():
                     raise
                 shutil.rmtree(tmp, ignore_errors=True)  # built twice; the first one stays
             with contextlib.suppress(OSError):
                 (target / LAST_USE).touch()
 
-        await asyncio.to_thread(publish)
+        try:
+            await asyncio.to_thread(publish)
+        except seal.SealError as e:
+            cause = f"The environment could not be sealed: {e}."
+            return Observation(FAILED, message=cause, started_at=started, finished_at=isotime(), log_path=log_path,
+                               strategy=strategy, fault=Fault(cause, transient=False))
         return Observation(SUCCEEDED, reference=str(self.env_dir(key)), started_at=started,
                            finished_at=isotime(), log_path=log_path, strategy=strategy,
                            message=f"Built with {strategy} ({requirements_sentence(requirements.count, None)}).")

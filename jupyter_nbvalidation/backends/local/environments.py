@@ -1,7 +1,9 @@
 """Environments of the local backend: content-addressed virtual environments (their
-keys, the cache, their fingerprints) built from a job's checked requirements (the
-builds themselves: builds.py), shared by every job with the same key, and each one's
-environment record (environment_record.py), read once."""
+keys, the cache) built from a job's checked requirements (the builds themselves:
+builds.py), shared by every job with the same key, each one sealed when it was built
+(seal.py: a content manifest, checked before the environment is handed to a run; one
+found changed is retired and built again), and each one's environment record
+(environment_record.py), taken once, when it was built."""
 
 from __future__ import annotations
 
@@ -11,15 +13,15 @@ import dataclasses
 import hashlib
 import json
 import os
-import stat
 import uuid
 from pathlib import Path
 from typing import Any
 
+import jupyter_nbvalidation.backends.local.seal as seal
 import jupyter_nbvalidation.environment.requirements as reqmod
 import jupyter_nbvalidation.verdict.cache as verdict_cache
 import jupyter_nbvalidation.verdict.environment_record as envrec
-from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Observation
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Notice, Observation
 from jupyter_nbvalidation.backends.local.disk import (
     ENV_MARKER,
     LAST_USE,
@@ -31,44 +33,11 @@ from jupyter_nbvalidation.backends.local.disk import (
 )
 from jupyter_nbvalidation.backends.local.state import LocalState
 from jupyter_nbvalidation.core.documents import Job, JobSpec
-from jupyter_nbvalidation.core.model import build_enabled, isotime, parse_time
+from jupyter_nbvalidation.core.model import EventReason, build_enabled, isotime, parse_time
 from jupyter_nbvalidation.environment.requirements import Requirements
 from jupyter_nbvalidation.spec.plan import ValidationPlan, requirements_key, requirements_of
 
 tool_identity = envrec.tool_identity  # the record's tool, as the local backend's package exported it
-
-
-# written into a built environment by this backend, not by what runs in it (the environment record and
-# its atomic write's temporary files start with "." or are named here)
-_OWN_FILES = frozenset({ENV_MARKER, LAST_USE, RECORD_FILE})
-
-
-def env_fingerprint(path: str | Path) -> str:
-    """What a kernel could change of a built environment, as one digest: the path,
-    size, modification time and mode of every file, link and folder in it. Left
-    out: ``__pycache__`` folders (bytecode the interpreter writes for the sources
-    beside it) and this backend's own files at the top (marker, last use, record).
-    A notebook that installs or writes into its environment (``%pip install``, a
-    module written to site-packages) changes it; a shared environment so changed
-    would let the next job of the same requirements pass on what it never
-    declared, so it is never handed on (:meth:`EnvironmentsRoom.ensure_build`,
-    and the runs' last look before a kernel starts, runs.py)."""
-    root = os.fspath(path)
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        rel = os.path.relpath(dirpath, root)
-        for name in dirnames + sorted(filenames):
-            if rel == "." and (name in _OWN_FILES or name.startswith(f".{RECORD_FILE}.")):
-                continue
-            try:
-                st = os.lstat(os.path.join(dirpath, name))
-            except FileNotFoundError:
-                continue
-            is_dir = stat.S_ISDIR(st.st_mode)
-            size, mtime = (0, 0) if is_dir else (st.st_size, st.st_mtime_ns)  # a folder's times move with its pycs
-            h.update(f"{rel}/{name}\0{st.st_mode}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
-    return h.hexdigest()
 
 
 class EnvironmentsRoom(LocalState):
@@ -179,23 +148,28 @@ class EnvironmentsRoom(LocalState):
         key = self._keys[uid] = self.env_key(plan)
         strategy = self.build_strategy(job)
         rec = self._job_build.get(uid)
-        if rec is None and await asyncio.to_thread(self._env_ready, key) \
-                and not await asyncio.to_thread(self._env_intact, key):
+        changed = await asyncio.to_thread(self._env_changes, key) \
+            if rec is None and await asyncio.to_thread(self._env_ready, key) else []
+        if changed:
             # changed since its build (a notebook installed or wrote into it): never handed on
+            found = f"the cached environment {key} was found changed since it was built ({seal.describe(changed)})"
             others = await self._env_users(key, uid)
             if others:  # a rename would pull it from under their kernels: once they are done
                 return Observation(FAILED, finished_at=isotime(), strategy=strategy, fault=Fault(
-                    f"The cached environment {key} changed since it was built (a notebook run in it installed "
-                    f"or wrote files there) and {', '.join(others)} still run in it; a fresh one is built "
-                    "when they are done.", transient=True))
-            await asyncio.to_thread(self._retire_env, key, "before a job would have reused it")
+                    f"{found[0].upper()}{found[1:]}, and {', '.join(others)} still run in it; it is retired and "
+                    "a fresh one built when they are done.", transient=True))
+            await asyncio.to_thread(self._retire_env, key, "before a job would have reused it", changed)
+            self._env_notes[uid] = f"{found[0].upper()}{found[1:]}; it was retired (never run in again) and rebuilt."
+        note = self._env_notes.get(uid)
+        notices = [Notice(EventReason.ENVIRONMENT_RETIRED, note)] if note else []
         if rec is None and await asyncio.to_thread(self._use_env, key):
             marker = await asyncio.to_thread(self._read_marker, key)
             return Observation(SUCCEEDED, reference=str(self.env_dir(key)), finished_at=isotime(),
                                message="Reused the cached environment (same interpreter and requirements).",
                                log_path=marker.get("log"), strategy=marker.get("strategy", strategy))
         if rec is not None and rec.task.done():
-            return rec.task.result()
+            obs = rec.task.result()
+            return dataclasses.replace(obs, message=f"{obs.message} {note}", notices=notices) if note else obs
         if rec is None:
             build = self._builds.get(key)
             shared = self._shared_failure(build, job)
@@ -219,7 +193,7 @@ class EnvironmentsRoom(LocalState):
             build.waiters.add(job["metadata"]["name"])
             self._job_build[uid] = build
         return Observation(RUNNING, message="Building the environment.", log_path=self._job_build[uid].log_path,
-                           strategy=strategy)
+                           strategy=strategy, notices=notices)
 
     @staticmethod
     def _shared_failure(build: _Build | None, job: Job) -> Observation | None:
@@ -244,11 +218,16 @@ class EnvironmentsRoom(LocalState):
             (self.env_dir(key) / LAST_USE).touch()
         return self._env_ready(key)
 
-    def _env_intact(self, key: str) -> bool:
-        """Whether the environment is as its build left it (its fingerprint; one built
-        before fingerprints were recorded cannot say so, and counts as changed)."""
-        recorded = self._read_marker(key).get("fingerprint")
-        return bool(recorded) and recorded == env_fingerprint(self.env_dir(key))
+    def _env_changes(self, key: str) -> list[str]:
+        """What of the environment is not as its build left it (seal.py): the paths added,
+        removed or changed since its seal, empty when none. One without a seal (built by
+        an older version, or its seal lost) cannot say so, and counts as changed."""
+        envs = self.root / "envs"
+        path = seal.seal_of(envs, key)
+        manifest = seal.load(path) if path is not None else None
+        if manifest is None:
+            return [seal.NO_SEAL]
+        return seal.verify(self.env_dir(key), manifest)
 
     async def _env_users(self, key: str, uid: str) -> list[str]:
         """The other unfinished jobs validating in (or about to validate in) the environment."""
@@ -257,18 +236,21 @@ class EnvironmentsRoom(LocalState):
                       if j["metadata"]["uid"] != uid
                       and ((j.get("status") or {}).get("buildStatus") or {}).get("imageReference") == path)
 
-    def _retire_env(self, key: str, when: str) -> None:
+    def _retire_env(self, key: str, when: str, changed: list[str]) -> None:
         """Out of sight at once (one rename: no job picks it up from now on, and the next
-        build of its key publishes beside nothing); removed by the next collection that
-        finds no job active. Never fails."""
-        gone = self.root / "envs" / f"{RETIRED_PREFIX}{key}-{uuid.uuid4().hex[:8]}"
+        build of its key publishes beside nothing), its seal removed; the folder removed
+        by the next collection that finds no job active. Never fails."""
+        envs = self.root / "envs"
+        gone = envs / f"{RETIRED_PREFIX}{key}-{uuid.uuid4().hex[:8]}"
         try:
+            ino = os.lstat(self.env_dir(key)).st_ino
             os.rename(self.env_dir(key), gone)
         except OSError:
             return  # retired or evicted meanwhile
-        self.log.warning("nbvalidation: environment %s changed since it was built (noticed %s: something run "
-                         "in it installed or wrote files there); retired, the next job of its requirements "
-                         "builds a fresh one", key, when)
+        seal.remove(envs, key, ino)
+        self.log.warning("nbvalidation: environment %s was found changed since it was built (noticed %s: %s; "
+                         "something run in it wrote there); retired, the next job of its requirements builds a "
+                         "fresh one", key, when, seal.describe(changed))
 
     def _read_marker(self, key: str) -> dict[str, Any]:
         try:
@@ -277,16 +259,35 @@ class EnvironmentsRoom(LocalState):
         except (OSError, ValueError):
             return {}
 
+    async def _built_record(self, python: str, marker: dict[str, Any] | None) -> dict[str, Any]:
+        """The environment record of ``python`` (its tool left for the job to fill in): a
+        built environment's from its marker, else an interpreter's. Never fails: a record
+        that cannot be taken says why (``error``)."""
+        environment: dict[str, Any] = {"kind": "interpreter", "python": python}
+        if marker is not None:
+            environment = {"kind": "built", "key": marker.get("key"), "strategy": marker.get("strategy"),
+                           "baseInterpreter": marker.get("python"), "requirements": marker.get("requirements"),
+                           "constraints": marker.get("constraints") or []}
+        try:
+            probe = await envrec.probe(python)
+        except envrec.RecordError as e:
+            return {"apiVersion": envrec.API_VERSION, "kind": envrec.KIND, "takenAt": isotime(),
+                    "environment": environment, "error": str(e)}
+        return envrec.shape(probe, environment=environment, tool={}, taken_at=isotime(),
+                            local_hashes=(marker or {}).get("local") or {})
+
     async def _record_environment(self, job: Job, python: str, reference: str | None) -> None:
         """The job's environment record (environment_record.py), beside its runs. A
-        built environment never changes: its distributions are read once, when it is
-        first used, and kept in it; with the build disabled they are read now from the
-        interpreter the kernel runs (it can change between jobs). The tool's identity
-        is this job's. Never fails the job: a record that cannot be taken says why."""
+        built environment never changes: its distributions were read when it was built
+        (builds.py) and kept beside its seal, out of every kernel's reach; with the build
+        disabled they are read now from the interpreter the kernel runs (it can change
+        between jobs). The tool's identity is this job's. Never fails the job: a record
+        that cannot be taken says why."""
         target = self.job_dir(job) / RECORD_FILE
         if await asyncio.to_thread(target.is_file):
             return  # a retry runs in the same environment
-        kept = Path(reference) / RECORD_FILE if reference else None
+        kept = await asyncio.to_thread(seal.seal_of, self.root / "envs", Path(reference).name, ".record.json") \
+            if reference else None
         record = await asyncio.to_thread(_read_json, kept) if kept is not None else None
         unbuilt = None
         if reference is None:  # read again only when its distributions changed (a few directory listings)
@@ -294,26 +295,14 @@ class EnvironmentsRoom(LocalState):
             memo = self._unbuilt_records.get(python)
             if unbuilt is not None and memo is not None and memo[0] == unbuilt:
                 record = dict(memo[1])
-        if record is None:
+        if record is None:  # a built one's kept record lost: taken again (written beside its seal)
             marker = await asyncio.to_thread(_read_json, Path(reference) / ENV_MARKER) if reference else None
-            environment: dict[str, Any] = {"kind": "interpreter", "python": python}
-            if marker is not None:
-                environment = {"kind": "built", "key": marker.get("key"), "strategy": marker.get("strategy"),
-                               "baseInterpreter": marker.get("python"), "requirements": marker.get("requirements"),
-                               "constraints": marker.get("constraints") or []}
-            try:
-                probe = await envrec.probe(python)
-            except envrec.RecordError as e:
-                record = {"apiVersion": envrec.API_VERSION, "kind": envrec.KIND, "takenAt": isotime(),
-                          "environment": environment, "error": str(e)}
-            else:
-                record = envrec.shape(probe, environment=environment, tool={}, taken_at=isotime(),
-                                      local_hashes=(marker or {}).get("local") or {})
-                if kept is not None:
-                    with contextlib.suppress(OSError):
-                        await asyncio.to_thread(_write_json_atomic, kept, record)
-                elif unbuilt is not None:
-                    self._unbuilt_records[python] = (unbuilt, dict(record))
+            record = await self._built_record(python, marker)
+            if "error" not in record and kept is not None:
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(_write_json_atomic, kept, record)
+            elif "error" not in record and unbuilt is not None:
+                self._unbuilt_records[python] = (unbuilt, dict(record))
         record["tool"] = await asyncio.to_thread(tool_identity)
 
         def write() -> None:

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import jupyter_nbvalidation.backends.local.seal as seal
 from jupyter_nbvalidation.backends.local.disk import ENV_MARKER, LAST_USE, RETIRED_PREFIX, _dir_bytes, isotime_of
 from jupyter_nbvalidation.backends.local.state import LocalState
 from jupyter_nbvalidation.core.documents import Job
@@ -139,6 +140,7 @@ class RetentionRoom(LocalState):
         await asyncio.to_thread(sweep_copies)
         uids = await self.store.all_uids()
         report["orphanDirs"] = await asyncio.to_thread(self._sweep_orphan_job_dirs, uids)
+        await asyncio.to_thread(seal.sweep, self.root / "envs")  # the seals of environments gone (seal.py)
         if not await self.store.list_active():  # no kernel can still run in a retired environment
             await asyncio.to_thread(self._remove_retired_envs)
         entries = await asyncio.to_thread(self._env_entries)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jupyter_nbvalidation.backends.local.seal as seal
 import jupyter_nbvalidation.backends.workcopy as workcopy
 import jupyter_nbvalidation.environment.requirements as reqmod
 import jupyter_nbvalidation.runner.hygiene as hygiene
@@ -238,13 +239,9 @@ class RunsRoom(LocalState):
         async with self._run_slots:
             run.started_at = isotime()
             # the last look before the kernel starts (a job may have waited for its slot meanwhile)
-            if reference is not None and not await asyncio.to_thread(self._env_intact, Path(reference).name):
-                return Observation(FAILED, started_at=run.started_at, reference=reference, finished_at=isotime(),
-                                   fault=Fault(f"The environment recorded at BuildComplete ({reference}) changed "
-                                               "after it was built (a run of another notebook in it installed or "
-                                               "wrote files there); this job's verdict could rest on that, so it "
-                                               "is not validated in it. Validate again: a fresh environment is "
-                                               "built.", transient=False))
+            changed = await asyncio.to_thread(self._env_changes, Path(reference).name) if reference else []
+            if changed:
+                return await self._changed_before_run(job, run, reference, changed)
             sandboxed = (await self.sandbox_state())["enabled"]
             argv = self.runner_argv(job, run.run_dir, python, plan)
             log_path = run.run_dir / "runner.log"
@@ -311,6 +308,24 @@ class RunsRoom(LocalState):
             obs = _observation_from_result(result, run.started_at, finished, reference, run.run_dir)
             obs.progress = _progress_of(run)
             return obs
+
+    async def _changed_before_run(self, job: Job, run: _Run, reference: str | None,
+                                  changed: list[str]) -> Observation:
+        """The environment was found changed (seal.py) after this job's BuildComplete, before
+        its kernel started: never run in; retired unless another job uses it (the last of
+        them to find it changed retires it)."""
+        key = Path(reference or "").name
+        users = await self._env_users(key, job["metadata"]["uid"])  # its kernels, and the jobs queued for it
+        if not users:
+            await asyncio.to_thread(self._retire_env, key, "before a kernel started in it", changed)
+        return Observation(FAILED, started_at=run.started_at, reference=reference, finished_at=isotime(),
+                           fault=Fault(f"The environment recorded at BuildComplete ({reference}) was found changed "
+                                       f"since it was built ({seal.describe(changed)}: a run of another notebook "
+                                       "wrote there) before this job's kernel started; this job's verdict could "
+                                       "rest on that, so it was not validated in it"
+                                       + ("" if users else ", and the environment was retired (never run in "
+                                          "again)") + ". Validate again: a fresh environment is built.",
+                                       transient=False))
 
     async def _keep_outputs(self, job: Job, run_dir: Path) -> None:
         """--keep-outputs: what the attempt's notebook wrote in its copy, out of the run
@@ -407,6 +422,7 @@ class RunsRoom(LocalState):
             run.task.cancel()
             await asyncio.wait({run.task}, timeout=10)  # its kernel stopped before its folder goes
         self._keys.pop(uid, None)
+        self._env_notes.pop(uid, None)
         reqmod.release(job["metadata"]["name"])
         await asyncio.to_thread(self._remove_copies, job)
 

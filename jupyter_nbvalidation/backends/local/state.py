@@ -58,6 +58,7 @@ class LocalState:
     _python_version: str | None
     _interpreters: list[tuple[str, str]] | None  # LocalBackend.pythons: (path, version), asked once
     _keys: dict[str, str]  # env key by job uid
+    _env_notes: dict[str, str]  # by job uid: its environment was found changed, retired and rebuilt
     identity: str
     elector: StoreLeaseElector | None
     last_gc: dict[str, Any] | None
@@ -131,7 +132,16 @@ class LocalState:
     def _touch_env(reference: str | None) -> None:
         raise NotImplementedError
 
-    def _env_intact(self, key: str) -> bool:
+    def _env_changes(self, key: str) -> list[str]:
+        raise NotImplementedError
+
+    def _retire_env(self, key: str, when: str, changed: list[str]) -> None:
+        raise NotImplementedError
+
+    async def _env_users(self, key: str, uid: str) -> list[str]:
+        raise NotImplementedError
+
+    async def _built_record(self, python: str, marker: dict[str, Any] | None) -> dict[str, Any]:
         raise NotImplementedError
 
     # -- BuildsRoom's (builds.py) ------------------------------------------------------

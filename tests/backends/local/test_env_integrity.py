@@ -9,6 +9,8 @@ fresh twin's. Real CLI runs, real virtual environments and kernels."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -16,8 +18,8 @@ import pytest
 from conftest import make_local
 from helpers import cli, wait_async, write_notebook
 
-from jupyter_nbvalidation.backends.local import ENV_MARKER, LAST_USE, RECORD_FILE
-from jupyter_nbvalidation.backends.local.environments import env_fingerprint
+import jupyter_nbvalidation.backends.local.seal as seal
+from jupyter_nbvalidation.backends.local import ENV_MARKER, LAST_USE
 from jupyter_nbvalidation.core.model import Phase, Reason
 
 WRITES = ("import os, sysconfig\n"
@@ -72,35 +74,109 @@ def test_a_notebook_that_writes_into_its_environment_does_not_pass_the_next_one(
     assert not [d for d in envs.iterdir() if d.name.startswith(".retired-")]
 
 
-def test_the_fingerprint_sees_what_a_kernel_can_change_and_not_what_running_writes(tmp_path):
+def _env(tmp_path: Path) -> tuple[Path, Path]:
     env = tmp_path / "env"
     site = env / "lib" / "python3.11" / "site-packages"
-    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__pycache__").mkdir(parents=True)
     (site / "pkg" / "__init__.py").write_text("x = 1\n")
+    (site / "pkg" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\0" * 16)
     (env / "bin").mkdir()
     (env / "bin" / "python").symlink_to(sys.executable)
-    before = env_fingerprint(env)
-    assert before == env_fingerprint(env)
+    (env / ENV_MARKER).write_text("{}")
+    return env, site
 
-    # bytecode beside the sources, this backend's own files at the top: not changes
-    (site / "pkg" / "__pycache__").mkdir()
-    (site / "pkg" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\0" * 16)
-    for own in (ENV_MARKER, LAST_USE, RECORD_FILE, f".{RECORD_FILE}.1.abc.tmp"):
-        (env / own).write_text("{}")
-    assert env_fingerprint(env) == before
 
-    # a new module, a new package, a file rewritten, a link repointed: changes
-    for change in (lambda: (site / "extra.py").write_text(""),
-                   lambda: (site / "newpkg").mkdir(),
-                   lambda: (site / "pkg" / "__init__.py").write_text("x = 22\n"),
-                   lambda: ((env / "bin" / "python").unlink(), (env / "bin" / "python").symlink_to("/bin/sh"))):
+def test_the_seal_sees_every_change_bytecode_and_marker_included_and_not_the_last_use(tmp_path):
+    env, site = _env(tmp_path)
+    manifest = seal.take(env)
+    assert seal.verify(env, manifest) == []
+    (env / LAST_USE).touch()  # the backend's own: its last use (LRU), never sealed
+    os.utime(env / LAST_USE, ns=(1, 1))
+    assert seal.verify(env, manifest) == []
+
+    def pyc() -> Path:
+        return site / "pkg" / "__pycache__" / "__init__.cpython-311.pyc"
+
+    changes = [
+        ("lib/python3.11/site-packages/extra.py", lambda: (site / "extra.py").write_text("")),
+        ("lib/python3.11/site-packages/newpkg", lambda: (site / "newpkg").mkdir()),
+        ("lib/python3.11/site-packages/pkg/__pycache__/__init__.cpython-311.pyc", lambda: pyc().write_bytes(b"\1" * 16)),
+        ("lib/python3.11/site-packages/pkg/__pycache__/other.cpython-311.pyc",
+         lambda: (pyc().parent / "other.cpython-311.pyc").write_bytes(b"")),
+        ("lib/python3.11/site-packages/pkg/__init__.py", lambda: (site / "pkg" / "__init__.py").chmod(0o755)),
+        ("lib/python3.11/site-packages/pkg/__init__.py", lambda: (site / "pkg" / "__init__.py").unlink()),
+        ("bin/python", lambda: ((env / "bin" / "python").unlink(), (env / "bin" / "python").symlink_to("/bin/sh"))),
+        (ENV_MARKER, lambda: (env / ENV_MARKER).write_text('{"log": "/etc/shadow"}')),
+        (LAST_USE, lambda: (env / LAST_USE).symlink_to(tmp_path / "elsewhere")),
+    ]
+    for i, (path, change) in enumerate(changes):
+        env, site = _env(tmp_path / str(i))
+        manifest = seal.take(env)
         change()
-        after = env_fingerprint(env)
-        assert after != before
-        before = after
+        assert seal.verify(env, manifest) == [path], path
 
 
-async def _until(local, name: str, ok, timeout: float = 180.0) -> dict:
+def test_a_same_size_edit_with_its_mtime_put_back_is_seen_and_a_same_content_copy_is_not(tmp_path):
+    """The skip of files whose (inode, size, ctime, mtime, mode) are as sealed is safe: an edit
+    that keeps the size and puts the mtime back still moves the ctime, so the file is hashed."""
+    env, site = _env(tmp_path)
+    module = site / "pkg" / "__init__.py"
+    manifest = seal.take(env)
+    before = module.stat()
+    module.write_text("x = 2\n")  # the same size
+    os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = module.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert after.st_ctime_ns != before.st_ctime_ns
+    assert seal.verify(env, manifest) == ["lib/python3.11/site-packages/pkg/__init__.py"]
+
+    # the same content in a new inode (a restore, a copy): hashed again, and found as sealed
+    module.write_text("x = 1\n")
+    assert seal.verify(env, manifest) == []
+    copy = tmp_path / "copy"
+    shutil.copytree(env, copy, symlinks=True)
+    assert seal.verify(copy, manifest) == []
+
+
+def test_a_file_shared_with_another_path_cannot_be_sealed(tmp_path):
+    """A hard link (uv's default from its package cache): an edit through one path would change
+    the other, so the build that made it is refused its seal."""
+    env, site = _env(tmp_path)
+    os.link(site / "pkg" / "__init__.py", tmp_path / "cache-copy.py")
+    with pytest.raises(seal.SealError, match="pkg/__init__.py shares its inode"):
+        seal.take(env)
+
+
+def test_a_change_is_described_in_plain_words():
+    assert seal.describe(["lib/python3.11/site-packages/six.py"]) == "1 file: six.py"
+    assert seal.describe([f"lib/python3.11/site-packages/m{i}.py" for i in range(5)]) == \
+        "5 files, e.g. m0.py, m1.py, m2.py"
+    assert "no seal" in seal.describe([seal.NO_SEAL])
+
+
+def test_a_built_environment_has_its_own_files_compiled_and_sealed_and_a_run_changes_nothing(tmp_path):
+    """uv installs copies (no file shares an inode with its cache), compiled; a kernel that imports
+    them writes no bytecode, so the environment stays as sealed and is reused."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "requirements.txt").write_text("six==1.16.0\n")
+    write_notebook(project / "plain.ipynb", ["import six, json, decimal\nprint(six.__version__)"])
+    data = tmp_path / "data"
+    assert _run(project, data, "plain.ipynb")["plain.ipynb"]["verdict"] == "Succeeded"
+    (env,) = [d for d in (data / "envs").iterdir() if not d.name.startswith(".")]
+    (six_py,) = env.glob("lib/python*/site-packages/six.py")
+    assert list(six_py.parent.glob("__pycache__/six.cpython-*.pyc"))
+    shared = [p for p in env.rglob("*") if p.is_file() and not p.is_symlink() and p.stat().st_nlink > 1]
+    assert not shared, shared[:5]
+    manifest = seal.load(seal.seal_of(data / "envs", env.name))
+    assert manifest is not None and "lib" in manifest["files"]
+    assert seal.verify(env, manifest) == []
+    assert _run(project, data, "plain.ipynb")["plain.ipynb"]["verdict"] == "Succeeded"
+    assert seal.verify(env, manifest) == []
+    assert len(list((data / "logs").glob("build-*.log"))) == 1
+
+
+async def _until(local, name: str, ok, timeout: float = 600.0) -> dict:
     seen: dict = {}
 
     async def there() -> dict | None:
@@ -134,7 +210,7 @@ async def test_a_job_that_would_reuse_an_environment_changed_by_a_running_one_wa
         reader = (await local.submit(notebook={"path": "reader.ipynb"}))["metadata"]["name"]
         await _until(local, reader, lambda st: (st.get("buildRetries") or 0) >= 1)
         go.touch()
-        done = {n: await local.engine.wait_for_terminal(n, 300) for n in (writer, reader)}
+        done = {n: await local.engine.wait_for_terminal(n, 900) for n in (writer, reader)}
         assert done[writer]["status"]["phase"] == Phase.SUCCEEDED, done[writer]["status"]
         st = done[reader]["status"]
         assert st["phase"] == Phase.FAILED and st["reason"] == Reason.VALIDATION_FAILED, st
@@ -161,11 +237,12 @@ async def test_a_job_whose_environment_changed_while_it_waited_for_its_run_is_no
         reader = (await local.submit(notebook={"path": "reader.ipynb"}))["metadata"]["name"]
         await _until(local, reader, lambda st: bool((st.get("buildStatus") or {}).get("imageReference")))
         go.touch()
-        done = {n: await local.engine.wait_for_terminal(n, 300) for n in (writer, reader)}
+        done = {n: await local.engine.wait_for_terminal(n, 900) for n in (writer, reader)}
         assert done[writer]["status"]["phase"] == Phase.SUCCEEDED, done[writer]["status"]
         st = done[reader]["status"]
         assert st["phase"] == Phase.FAILED and st["reason"] == Reason.INFRASTRUCTURE_FAILED, st
-        assert "changed after it was built" in st["message"], st
+        assert "was found changed since it was built" in st["message"], st
+        assert "nbv_undeclared.py" in st["message"], st
         assert not st.get("results"), st
     finally:
         await local.engine.stop()
