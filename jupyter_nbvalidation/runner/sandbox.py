@@ -47,20 +47,17 @@ import json
 import os
 import signal
 import stat
-import subprocess
 import sys
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
 if __package__:  # imported by the package (the runner, the backend)
     import jupyter_nbvalidation.runner.confine as confine
-else:  # run as a script (python -I -S): its sibling, by path
-    import importlib.util  # deferred: only the script needs it
-
-    _spec = importlib.util.spec_from_file_location("_nbv_confine", os.path.join(os.path.dirname(__file__), "confine.py"))
-    assert _spec is not None and _spec.loader is not None
-    confine = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(confine)
+else:  # run as a script (python -I -S): its sibling, read by path (no import machinery to load)
+    confine = type(sys)("_nbv_confine")
+    confine.__file__ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
+    with open(confine.__file__, encoding="utf-8") as _f:
+        exec(compile(_f.read(), confine.__file__, "exec"), confine.__dict__)
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -200,6 +197,8 @@ def _script_interpreter(path: str) -> list[str]:
                 return []
     except OSError:
         return []
+    import subprocess  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
+
     code = ("import json, os, sys; print(json.dumps([sys.prefix, sys.exec_prefix, sys.base_prefix, "
             "sys.base_exec_prefix, os.path.realpath(sys.executable)]))")
     try:
@@ -252,7 +251,7 @@ def plan_mounts(hide: Iterable[str], show: Iterable[str], scratch: Mapping[str, 
             out.append(("bind", path, sources[path]))
         elif kind == "hide" and covering != "hide":
             out.append((kind, path))
-        elif kind == "show" and covering == "hide" or kind == "write":
+        elif kind == "show" and covering in ("hide", "write") or kind == "write":
             out.append((kind, path))
     return out
 
@@ -531,6 +530,7 @@ def detect(python: str | None = None) -> dict[str, Any]:
     if not sys.platform.startswith("linux"):
         info["reason"] = f"not Linux ({sys.platform}): no namespaces"
         return info
+    import subprocess  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
     import tempfile  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
 
     with tempfile.TemporaryDirectory(prefix="nbvalidation-sandbox-probe-") as tmp:
