@@ -394,12 +394,10 @@ def _first_process(plan: Sequence[Sequence[str]], argv: Sequence[str], status_fd
             return 0
 
 
-def _read_report(fd: int, child: int, parent: int | None) -> str:
+def _read_report(fd: int, child: int, parent: int | None, select: Any) -> str:
     """What the namespace's first process reports (the kernel's wait status), read
     until it closes; meanwhile, the parent gone (ipykernel's parent poller, once a
     second): the namespace is killed."""
-    import select  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
-
     data = b""
     while True:
         try:
@@ -431,6 +429,9 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
         sys.stderr.write(f"nbvalidation sandbox: {config_file}: {e}\n")
         return 125
     plan = [tuple(str(x) for x in entry) for entry in config.get("mounts") or []]
+    # imported before the namespace's mounts begin (the launcher shares them: a module of a
+    # hidden interpreter could be missing for a moment while they are made)
+    import select  # deferred: the runner's side never needs it
     as_root = os.geteuid() == 0
     try:
         # root: its kernel runs as nobody, reading what it must through idmapped mounts
@@ -457,7 +458,7 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
     os.close(write_fd)
     if idmap is not None:
         os.close(idmap)
-    report = _read_report(read_fd, child, parent if watch else None)
+    report = _read_report(read_fd, child, parent if watch else None, select)
     while True:
         try:
             os.waitpid(child, 0)
