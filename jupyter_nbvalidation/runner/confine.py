@@ -100,6 +100,37 @@ def set_readonly(path: str, readonly: bool, *, recursive: bool = False) -> None:
          what=f"read-only {path}" if readonly else f"writable {path}")
 
 
+def real_root() -> bool:
+    """Root of the machine: uid 0 in the initial user namespace (not a container's root
+    mapped to another uid, which gets the sandbox of any other user)."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as f:
+            return f.read().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return False
+
+
+def closed_ancestors(paths: Iterable[str]) -> list[str]:
+    """Root only (its kernel runs as nobody): the folders above ``paths`` that others
+    cannot pass through, to be hidden by a tmpfs others can pass through (nobody
+    could not see into them anyway); nothing for another user."""
+    if not real_root():
+        return []
+    out: set[str] = set()
+    for path in paths:
+        real = os.path.realpath(path)
+        while real != "/":
+            real = os.path.dirname(real)
+            try:
+                if not os.stat(real).st_mode & 0o001:
+                    out.add(real)
+            except OSError:
+                break
+    return sorted(out)
+
+
 def idmap_userns(uid: int, gid: int) -> int:
     """A descriptor of a new user namespace in which id 0 is ``uid``/``gid`` (root
     only: an idmapped mount's mapping, root's files shown as ``uid``'s)."""
@@ -109,14 +140,16 @@ def idmap_userns(uid: int, gid: int) -> int:
     if child == 0:
         os.close(ready_r)
         os.close(go_w)
-        code = 0 if _c().unshare(ctypes.c_int(CLONE_NEWUSER)) == 0 else 1
-        os.write(ready_w, b"1")
+        err = 0 if _c().unshare(ctypes.c_int(CLONE_NEWUSER)) == 0 else ctypes.get_errno()
+        os.write(ready_w, str(err).encode())
         os.read(go_r, 1)  # held until the maps are written and the namespace is opened
-        os._exit(code)
+        os._exit(0)
     os.close(ready_w)
     os.close(go_r)
     try:
-        os.read(ready_r, 1)
+        err = int(os.read(ready_r, 16) or b"0")
+        if err:
+            raise OSError(err, f"unshare(CLONE_NEWUSER) for the idmapped mounts: {os.strerror(err)}")
         for name, ident in (("uid_map", uid), ("gid_map", gid)):
             fd = os.open(f"/proc/{child}/{name}", os.O_WRONLY)
             try:
@@ -226,7 +259,7 @@ def drop_to(uid: int, gid: int) -> None:
 def protections(write_error: str, abi: int | None, uid: Any) -> dict[str, Any]:
     """What the probe's kernel showed (a write to a shown folder failed with
     ``write_error``, it ran as ``uid``) as /health says it: ``uses`` and ``missing``."""
-    root = os.geteuid() == 0
+    root = real_root()
     uses = ["pid namespace", "mount namespace", "ipc namespace", "no capabilities", "no_new_privs",
             "links resolved in the kernel's view"]
     uses = (["user namespace"] if not root else []) + uses

@@ -2,33 +2,32 @@
 
 The kernel's command is wrapped by this file, run as a script by the runner's own
 interpreter (``python -I -S sandbox.py CONFIG -- KERNEL ARGV...``; standard library
-only, nothing of the package is imported). The launcher:
+only, nothing of the package is imported; its sibling confine.py is read by path).
+The launcher:
 
-1. ``unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)``, the user mapped to
-   itself (the same uid and gid inside: files, ``os.getuid()`` are as without it);
+1. ``unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC)``, the user
+   mapped to itself (files, ``os.getuid()`` are as without it); the machine's root
+   needs no user namespace: its kernel will run as nobody (confine.py);
 2. forks the namespace's first process (PID 1 there), which mounts a fresh
-   ``/proc`` (only the kernel's own processes: not the server's or the runner's
-   ``/proc/<pid>/environ`` nor ``cmdline``), puts an empty tmpfs over each *hidden*
-   path (the data dir: the store, other jobs' folders and environments; the
-   server's Jupyter runtime dir: ``jpserver-*.json`` holds its token, other
-   kernels' connection files; the user's HOME; ``/dev/shm``), binds a *scratch*
-   folder on disk over ``/tmp`` and ``/var/tmp`` (fresh, empty folders of the
-   attempt, made by the caller inside its run folder, so that a notebook's
-   scratch files there take disk as they would without the sandbox, not memory;
-   with no scratch folder given, an empty tmpfs hides them too), then bind-mounts
-   again, at their own paths and with their own rights, the *shown* paths that a
-   hidden one covers (the project root, the attempt's working copy, the targets
-   of the links it keeps, the kernel's environment and its base interpreter, the
-   runner's temporary folder with the kernel's connection file). The deepest
-   rule wins: the data dir inside the root stays hidden, the job's environment
-   inside the data dir stays visible; a scratch folder (inside the hidden data
-   dir) is seen only where it is bound, its handle taken before anything is hidden;
-3. drops every capability (bounding set, securebits ``NOROOT``, ``no_new_privs``):
-   the kernel cannot undo a mount nor mount another ``/proc``;
-4. forks the kernel (PID 2, signals at their defaults, the ones Python ignores
-   restored) and reaps the namespace's orphans until it exits; then everything
-   left in the namespace is killed by the kernel, and the launcher exits as the
-   kernel did (by the same signal).
+   ``/proc`` (only the kernel's own processes), puts an empty tmpfs over each
+   *hidden* path (the data dir: the store, other jobs' folders and environments;
+   the server's Jupyter runtime dir: its token, other kernels' connection files;
+   the user's HOME; ``/dev/shm``), binds a *scratch* folder on disk over ``/tmp``
+   and ``/var/tmp`` (fresh, empty folders of the attempt, inside its run folder:
+   scratch files take disk as without the sandbox, not memory; with none given,
+   an empty tmpfs), then binds again, at their own paths, the *shown* paths a
+   hidden one covers (the project root, the kernel's environment and its base
+   interpreter) and the *written* ones (its working copy, the runner's temporary
+   folder with its connection file and HOME). The deepest rule wins: the data
+   dir inside the root stays hidden, the job's environment inside it is seen. No
+   link's target is shown: a link resolves in this view, into a hidden path it
+   finds nothing. Every mount is then made read-only but the written ones;
+3. drops every capability (bounding set, securebits ``NOROOT``, ``no_new_privs``;
+   root: switched to nobody first): the kernel cannot undo a mount;
+4. forks the kernel (PID 2, signals at their defaults, under a Landlock ruleset
+   on writes where the Linux kernel has one) and reaps the namespace's orphans
+   until it exits; then everything left in the namespace is killed, and the
+   launcher exits as the kernel did (by the same signal).
 
 The launcher, the namespace's first process and the kernel are one process group
 (jupyter_client signals the group): the first two ignore SIGINT, SIGTERM, SIGHUP,
@@ -36,7 +35,7 @@ SIGQUIT, so an interrupt reaches the kernel once and a terminate ends it as
 without the sandbox; a SIGKILL to the group ends the namespace.
 
 :func:`detect` (run once at start, in a thread) tries it for real and says what
-is used, or why it cannot be.
+is used and missing, or why it cannot be.
 """
 
 from __future__ import annotations
@@ -432,11 +431,18 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
     # imported before the namespace's mounts begin (the launcher shares them: a module of a
     # hidden interpreter could be missing for a moment while they are made)
     import select  # deferred: the runner's side never needs it
-    as_root = os.geteuid() == 0
+    idmap = None
     try:
-        # root: its kernel runs as nobody, reading what it must through idmapped mounts
-        idmap = confine.idmap_userns(confine.NOBODY, confine.NOBODY) if as_root else None
-        _enter_namespaces(as_root)
+        try:  # root: its kernel runs as nobody, reading what it must through idmapped mounts
+            if confine.real_root():
+                idmap = confine.idmap_userns(confine.NOBODY, confine.NOBODY)
+                _enter_namespaces(True)
+        except OSError:  # a root without the rights for it (a container's): as any user (detect says)
+            if idmap is not None:
+                os.close(idmap)
+            idmap = None
+        if idmap is None:
+            _enter_namespaces(False)
     except OSError as e:
         sys.stderr.write(f"nbvalidation sandbox: {e}\n")
         return 125
@@ -500,26 +506,7 @@ def kernel_mounts(*, hide: Iterable[str], show: Iterable[str], python: str, temp
     view, so one into a hidden path finds nothing there, as a missing file."""
     shown = [*show, *environment_paths(python)]
     write = [temp_dir, *write]
-    return plan_mounts([*HIDDEN_BY_DEFAULT, *hide, *closed_ancestors([*shown, *write])], shown, scratch, write)
-
-
-def closed_ancestors(paths: Iterable[str]) -> list[str]:
-    """Root only (its kernel runs as nobody): the folders above ``paths`` that others
-    cannot pass through, hidden by a tmpfs others can pass through (nobody could not
-    see into them anyway); nothing for another user."""
-    if os.geteuid() != 0:
-        return []
-    out: set[str] = set()
-    for path in paths:
-        real = _real(path)
-        while real and real != "/":
-            real = os.path.dirname(real)
-            try:
-                if not os.stat(real).st_mode & stat.S_IXOTH:
-                    out.add(real)
-            except OSError:
-                break
-    return sorted(out)
+    return plan_mounts([*HIDDEN_BY_DEFAULT, *hide, *confine.closed_ancestors([*shown, *write])], shown, scratch, write)
 
 
 def detect(python: str | None = None) -> dict[str, Any]:
@@ -564,7 +551,7 @@ def detect(python: str | None = None) -> dict[str, Any]:
         config = os.path.join(tmp, "sandbox.json")
         with open(config, "w", encoding="utf-8") as f:
             seen = [shown, *environment_paths(python)]
-            mounts = plan_mounts([os.path.join(tmp, "hidden"), *closed_ancestors([*seen, tmp])], seen,
+            mounts = plan_mounts([os.path.join(tmp, "hidden"), *confine.closed_ancestors([*seen, tmp])], seen,
                                  {"/tmp": scratch}, [tmp])
             json.dump({"mounts": mounts}, f)
         argv = wrap([python, "-I", "-S", "-c", probe, secret, shown, mark, scratch], config)
