@@ -8,7 +8,8 @@ the same interpreter:
 (launcher) `python -c pass` started and waited for, bare and wrapped by the sandbox's
            launcher (unshare, a fresh /proc, the tmpfs and bind mounts of a typical
            kernel: HOME, the data dir, /tmp hidden, a project root and the environment
-           shown again), wall seconds;
+           shown again, every mount read-only but the run's own, Landlock on writes and,
+           run as root, idmapped mounts and the switch to nobody), wall seconds;
 (run)      after one warm-up run, a one-cell notebook (`print(1)`) run by the runner's own function
            (runner/verdict.run_notebook: a kernel started, the cell run, the kernel shut
            down), wall seconds; the project root under /tmp, so it is hidden and bound
@@ -30,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jupyter_nbvalidation.runner.sandbox as sandbox  # noqa: E402
+import jupyter_nbvalidation.runner.sandbox_probe as sandbox_probe  # noqa: E402
 from jupyter_nbvalidation.runner.verdict import run_notebook  # noqa: E402
 
 
@@ -42,7 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
-    found = sandbox.detect(sys.executable)
+    found = sandbox_probe.detect(sys.executable)
     print(f"sandbox: {json.dumps(found)}")
     if not found["available"]:
         raise SystemExit("the sandbox is not available here: nothing to compare")
@@ -58,10 +60,10 @@ def main() -> None:
         hide = [str(data), str(home), os.path.expanduser("~")]
         config_file = base / "launcher.json"
         config_file.write_text(json.dumps({"mounts": sandbox.kernel_mounts(
-            hide=hide, show=[str(root)], python=sys.executable, links=[str(root / "proj")], temp_dir=str(base))}))
+            hide=hide, show=[str(root)], python=sys.executable, write=[str(root / "proj")], temp_dir=str(base))}))
         bare = [sys.executable, "-c", "pass"]
         wrapped = sandbox.wrap(bare, str(config_file))
-        run_config = {"hide": hide, "show": [str(root)], "links": [str(root / "proj")]}
+        run_config = {"hide": hide, "show": [str(root)], "write": [str(root / "proj")]}
 
         launch: dict[str, list[float]] = {"without": [], "with": []}
         run: dict[str, list[float]] = {"without": [], "with": []}

@@ -148,10 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="variables for the kernel only: a JSON object {NAME: VALUE} or [{name, value}]")
     p.add_argument("--sandbox", default=None, metavar="FILE",
                    help='run the kernel in a sandbox (Linux namespaces): a JSON object {"hide": [paths the kernel '
-                        'must not see], "show": [paths it must see], "links": [folders whose links it follows], '
-                        '"scratch": {"/tmp": folder, "/var/tmp": folder} bound there (else a tmpfs), "network": '
-                        '{"mode": "none"} or {"mode": "user", "tool": "slirp4netns", "path": ...}: a network '
-                        'namespace of its own (else the host\'s network)}')
+                        'must not see], "show": [paths it must see, read-only], "write": [paths it may write, '
+                        'besides --cwd], "scratch": {"/tmp": folder, "/var/tmp": folder} bound there (else a tmpfs), '
+                        '"network": {"mode": "none"} or {"mode": "user", "tool": "slirp4netns", "path": ...}: a '
+                        'network namespace of its own (else the host\'s network)}')
     p.add_argument("--termination-log", default=None, help="also write a summary of at most 4096 bytes here")
     p.add_argument("--progress", action="store_true", help="print one NBVALIDATION-PROGRESS line per executed cell")
     p.add_argument("--print-environment", action="store_true",
@@ -205,18 +205,18 @@ def _read_env_file(path: str) -> dict[str, str]:
 
 
 def _read_sandbox_file(path: str) -> dict[str, Any]:
-    """``{"hide": [...], "show": [...], "links": [...], "scratch": {...}}``: lists of
+    """``{"hide": [...], "show": [...], "write": [...], "scratch": {...}}``: lists of
     absolute paths, and the folders to bind over /tmp and /var/tmp (``{path: folder}``)."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise _ArgumentError(f"--sandbox {path}: {e}") from None
-    if not isinstance(doc, dict) or set(doc) - {"hide", "show", "links", "scratch", "network"}:
-        raise _ArgumentError(f'--sandbox {path}: must hold a JSON object with only "hide", "show", "links", '
+    if not isinstance(doc, dict) or set(doc) - {"hide", "show", "write", "scratch", "network"}:
+        raise _ArgumentError(f'--sandbox {path}: must hold a JSON object with only "hide", "show", "write", '
                              '"scratch", "network"')
     out: dict[str, Any] = {}
-    for key in ("hide", "show", "links"):
+    for key in ("hide", "show", "write"):
         value = doc.get(key, [])
         if not isinstance(value, list) or not all(isinstance(p, str) and os.path.isabs(p) for p in value):
             raise _ArgumentError(f"--sandbox {path}: {key} must be a list of absolute paths")

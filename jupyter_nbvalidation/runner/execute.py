@@ -244,12 +244,12 @@ class _Execution(_Cells):
 
     def _sandboxed(self, argv: list[str], tmp: str) -> list[str]:
         """``argv`` wrapped by the sandbox's launcher, its mounts in ``tmp/sandbox.json``
-        (blocks: walks the working copy for the targets of its links)."""
+        (blocks: asks the interpreter where its environment is). It writes only its
+        working folder (``cwd``, and ``write``), ``tmp`` (its HOME) and its scratch folders."""
         config = self.sandbox or {}
         mounts = _sandbox.kernel_mounts(
-            hide=[str(p) for p in config.get("hide") or []],
-            show=[*(str(p) for p in config.get("show") or []), self.cwd],
-            python=self.python, links=[str(p) for p in config.get("links") or [self.cwd]], temp_dir=tmp,
+            hide=[str(p) for p in config.get("hide") or []], show=[str(p) for p in config.get("show") or []],
+            python=self.python, temp_dir=tmp, write=[*(str(p) for p in config.get("write") or []), self.cwd],
             scratch={str(k): str(v) for k, v in (config.get("scratch") or {}).items()})
         path = os.path.join(tmp, "sandbox.json")
         with open(path, "w", encoding="utf-8") as f:

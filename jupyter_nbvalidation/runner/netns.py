@@ -90,13 +90,15 @@ class Network:
             try:
                 for fd in (go_w, ready_r, exit_w):
                     os.close(fd)
-                if os.read(go_r, 16) != b"go":  # the launcher failed, or is gone
+                go = os.read(go_r, 16)
+                if go not in (b"go", b"go-root"):  # the launcher failed, or is gone
                     os._exit(0)
                 os.set_inheritable(ready_w, True)
                 os.set_inheritable(exit_r, True)
+                # a root launcher makes no user namespace (it drops to nobody): only its network is joined
+                userns = [] if go == b"go-root" else [f"--userns-path=/proc/{launcher}/ns/user"]
                 argv = [self.path, "--configure", "--mtu=65520", "--disable-host-loopback",
-                        f"--ready-fd={ready_w}", f"--exit-fd={exit_r}",
-                        f"--userns-path=/proc/{launcher}/ns/user", str(launcher), TAP]
+                        f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", *userns, str(launcher), TAP]
                 # the group's signals stay ignored (the launcher ignores them): an interrupt
                 # of the kernel (SIGINT to the group) does not end its network; a SIGKILL does
                 devnull = os.open(os.devnull, os.O_RDWR)
@@ -112,15 +114,16 @@ class Network:
             os.close(fd)
         self._fds = {"go": go_w, "ready": ready_r, "exit": exit_w}
 
-    def inside(self) -> None:
-        """In the launcher, after ``unshare`` and the user's mapping: raises OSError when
-        the network cannot be made."""
+    def inside(self, in_user_namespace: bool = True) -> None:
+        """In the launcher, after ``unshare`` and the user's mapping (``in_user_namespace``:
+        False for a root launcher, which makes none): raises OSError when the network cannot
+        be made."""
         if not self.flags:
             return
         loopback_up()
         if self.mode != "user":
             return
-        os.write(self._fds["go"], b"go")
+        os.write(self._fds["go"], b"go" if in_user_namespace else b"go-root")
         os.close(self._fds.pop("go"))
         ready = self._fds.pop("ready")
         try:

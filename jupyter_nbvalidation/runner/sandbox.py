@@ -2,33 +2,32 @@
 
 The kernel's command is wrapped by this file, run as a script by the runner's own
 interpreter (``python -I -S sandbox.py CONFIG -- KERNEL ARGV...``; standard library
-only, nothing of the package is imported). The launcher:
+only, nothing of the package is imported; its sibling confine.py is read by path).
+The launcher:
 
-1. ``unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)``, the user mapped to
-   itself (the same uid and gid inside: files, ``os.getuid()`` are as without it);
+1. ``unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC)``, the user
+   mapped to itself (files, ``os.getuid()`` are as without it); the machine's root
+   needs no user namespace: its kernel will run as nobody (confine.py);
 2. forks the namespace's first process (PID 1 there), which mounts a fresh
-   ``/proc`` (only the kernel's own processes: not the server's or the runner's
-   ``/proc/<pid>/environ`` nor ``cmdline``), puts an empty tmpfs over each *hidden*
-   path (the data dir: the store, other jobs' folders and environments; the
-   server's Jupyter runtime dir: ``jpserver-*.json`` holds its token, other
-   kernels' connection files; the user's HOME; ``/dev/shm``), binds a *scratch*
-   folder on disk over ``/tmp`` and ``/var/tmp`` (fresh, empty folders of the
-   attempt, made by the caller inside its run folder, so that a notebook's
-   scratch files there take disk as they would without the sandbox, not memory;
-   with no scratch folder given, an empty tmpfs hides them too), then bind-mounts
-   again, at their own paths and with their own rights, the *shown* paths that a
-   hidden one covers (the project root, the attempt's working copy, the targets
-   of the links it keeps, the kernel's environment and its base interpreter, the
-   runner's temporary folder with the kernel's connection file). The deepest
-   rule wins: the data dir inside the root stays hidden, the job's environment
-   inside the data dir stays visible; a scratch folder (inside the hidden data
-   dir) is seen only where it is bound, its handle taken before anything is hidden;
-3. drops every capability (bounding set, securebits ``NOROOT``, ``no_new_privs``):
-   the kernel cannot undo a mount nor mount another ``/proc``;
-4. forks the kernel (PID 2, signals at their defaults, the ones Python ignores
-   restored) and reaps the namespace's orphans until it exits; then everything
-   left in the namespace is killed by the kernel, and the launcher exits as the
-   kernel did (by the same signal).
+   ``/proc`` (only the kernel's own processes), puts an empty tmpfs over each
+   *hidden* path (the data dir: the store, other jobs' folders and environments;
+   the server's Jupyter runtime dir: its token, other kernels' connection files;
+   the user's HOME; ``/dev/shm``), binds a *scratch* folder on disk over ``/tmp``
+   and ``/var/tmp`` (fresh, empty folders of the attempt, inside its run folder:
+   scratch files take disk as without the sandbox, not memory; with none given,
+   an empty tmpfs), then binds again, at their own paths, the *shown* paths a
+   hidden one covers (the project root, the kernel's environment and its base
+   interpreter) and the *written* ones (its working copy, the runner's temporary
+   folder with its connection file and HOME). The deepest rule wins: the data
+   dir inside the root stays hidden, the job's environment inside it is seen. No
+   link's target is shown: a link resolves in this view, into a hidden path it
+   finds nothing. Every mount is then made read-only but the written ones;
+3. drops every capability (bounding set, securebits ``NOROOT``, ``no_new_privs``;
+   root: switched to nobody first): the kernel cannot undo a mount;
+4. forks the kernel (PID 2, signals at their defaults, under a Landlock ruleset
+   on writes where the Linux kernel has one) and reaps the namespace's orphans
+   until it exits; then everything left in the namespace is killed, and the
+   launcher exits as the kernel did (by the same signal).
 
 The launcher, the namespace's first process and the kernel are one process group
 (jupyter_client signals the group): the first two ignore SIGINT, SIGTERM, SIGHUP,
@@ -36,7 +35,7 @@ SIGQUIT, so an interrupt reaches the kernel once and a terminate ends it as
 without the sandbox; a SIGKILL to the group ends the namespace.
 
 :func:`detect` (run once at start, in a thread) tries it for real and says what
-is used, or why it cannot be.
+is used and missing, or why it cannot be.
 """
 
 from __future__ import annotations
@@ -47,14 +46,22 @@ import json
 import os
 import signal
 import stat
-import subprocess
 import sys
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
+if __package__:  # imported by the package (the runner, the backend)
+    import jupyter_nbvalidation.runner.confine as confine
+else:  # run as a script (python -I -S): its sibling, read by path (no import machinery to load)
+    confine = type(sys)("_nbv_confine")
+    confine.__file__ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
+    with open(confine.__file__, encoding="utf-8") as _f:
+        exec(compile(_f.read(), confine.__file__, "exec"), confine.__dict__)
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -63,13 +70,7 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
-PR_SET_NO_NEW_PRIVS = 38
-PR_CAPBSET_DROP = 24
-PR_SET_SECUREBITS = 28
 PR_SET_PDEATHSIG = 1
-# NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, each with its lock, and KEEP_CAPS_LOCKED
-SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
-CAP_VERSION_3 = 0x20080522
 SYS_LANDLOCK_CREATE_RULESET = 444
 LANDLOCK_CREATE_RULESET_VERSION = 1
 # what a launcher and the namespace's first process ignore (the kernel gets them from the group)
@@ -136,27 +137,6 @@ def _inside(path: str, parent: str) -> bool:
     return path == parent or parent == "/" or path.startswith(parent.rstrip("/") + "/")
 
 
-def link_targets(top: str, limit: int = 100000) -> list[str]:
-    """The real targets of the symbolic links under ``top`` (the kernel's working
-    copy; links are not followed). Bounded; what cannot be read is skipped."""
-    found: set[str] = set()
-    seen = 0
-    for dirpath, dirnames, filenames in os.walk(top, onerror=lambda e: None):
-        for name in dirnames + filenames:
-            seen += 1
-            if seen > limit:
-                return sorted(found)
-            path = os.path.join(dirpath, name)
-            try:
-                if os.path.islink(path):
-                    real = _real(path)
-                    if real is not None:
-                        found.add(real)
-            except OSError:
-                continue
-    return sorted(found)
-
-
 def environment_paths(python: str) -> list[str]:
     """What an interpreter needs to run: its environment (a venv's root), its real
     executable's prefix, the base interpreter a venv names (``home``), the paths
@@ -216,6 +196,8 @@ def _script_interpreter(path: str) -> list[str]:
                 return []
     except OSError:
         return []
+    import subprocess  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
+
     code = ("import json, os, sys; print(json.dumps([sys.prefix, sys.exec_prefix, sys.base_prefix, "
             "sys.base_exec_prefix, os.path.realpath(sys.executable)]))")
     try:
@@ -230,15 +212,16 @@ def _script_interpreter(path: str) -> list[str]:
     return paths[:4] + [os.path.dirname(os.path.dirname(p)) for p in paths[4:]]
 
 
-def plan_mounts(hide: Iterable[str], show: Iterable[str],
-                scratch: Mapping[str, str] | None = None) -> list[tuple[str, ...]]:
+def plan_mounts(hide: Iterable[str], show: Iterable[str], scratch: Mapping[str, str] | None = None,
+                write: Iterable[str] = ()) -> list[tuple[str, ...]]:
     """The mounts to make, in order: ("hide", path) an empty tmpfs, ("show", path)
-    the real path bound again, ("bind", path, folder) the folder bound at path
-    (``scratch``: {path: folder}; the path is hidden by it, whatever covers it,
-    and the folder is seen there only). Paths are made real (missing ones
-    dropped); the deepest rule covering a path decides whether it is seen; a show
-    not covered by any hide is already seen (nothing to do); a hide covered by
-    another is too."""
+    the real path bound again (read-only, as everything not written), ("write", path)
+    the real path bound again, writable (``write``: the run's own folders, bound even
+    where nothing hides them), ("bind", path, folder) the folder bound at path
+    (``scratch``: {path: folder}; the path is hidden by it, whatever covers it, and
+    the folder is seen there only). Paths are made real (missing ones dropped); the
+    deepest rule covering a path decides whether it is seen; a show not covered by
+    any hide is already seen (nothing to do); a hide covered by another is too."""
     rules: dict[str, str] = {}
     sources: dict[str, str] = {}
     for path, folder in (scratch or {}).items():
@@ -254,6 +237,10 @@ def plan_mounts(hide: Iterable[str], show: Iterable[str],
         real = _real(path)
         if real:
             rules[real] = "show"  # on the same path, show wins
+    for path in write:
+        real = _real(path)
+        if real and real != "/":
+            rules[real] = "write"
     out: list[tuple[str, ...]] = []
     for path in sorted(rules, key=lambda p: (p.count("/"), p)):
         kind = rules[path]
@@ -263,9 +250,16 @@ def plan_mounts(hide: Iterable[str], show: Iterable[str],
             out.append(("bind", path, sources[path]))
         elif kind == "hide" and covering != "hide":
             out.append((kind, path))
-        elif kind == "show" and covering == "hide":
+        elif kind == "show" and covering in ("hide", "write") or kind == "write":
             out.append((kind, path))
     return out
+
+
+def writable_mounts(plan: Sequence[Sequence[str]]) -> list[str]:
+    """The mount points of ``plan`` the kernel writes beneath: its own folders, its
+    scratch folders (or the tmpfs over /tmp, /var/tmp) and its private /dev/shm."""
+    return [path for kind, path, *_ in plan if kind in ("write", "bind") or
+            (kind == "hide" and path in HIDDEN_BY_DEFAULT)]
 
 
 # --- the launcher ------------------------------------------------------------------
@@ -279,9 +273,16 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _enter_namespaces(extra_flags: int = 0) -> None:
+def _enter_namespaces(as_root: bool, extra_flags: int = 0) -> None:
+    """New mount, PID and IPC namespaces (and ``extra_flags``: the network's); with a user
+    namespace (the user mapped to itself) unless the launcher is root, which needs none (and
+    drops to nobody)."""
+    spaces = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | extra_flags
+    if as_root:
+        _check(_c().unshare(spaces), "unshare")
+        return
     uid, gid = os.geteuid(), os.getegid()
-    _check(_c().unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | extra_flags), "unshare")
+    _check(_c().unshare(CLONE_NEWUSER | spaces), "unshare")
     with _suppress():
         _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
@@ -306,18 +307,22 @@ def _make_mountpoint(path: str, like_dir: bool) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
 
 
-def _set_up_mounts(plan: Sequence[Sequence[str]]) -> None:
+def _set_up_mounts(plan: Sequence[Sequence[str]], idmap: int | None) -> list[str]:
+    """The plan's mounts, then every mount read-only but the kernel's writable ones;
+    ``idmap`` (root: a user namespace mapping root to nobody) binds what is shown
+    through idmapped mounts. What could not be done of the read-only part (an old
+    Linux kernel), as a list of words."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     fds = {}
     for kind, path, *source in plan:  # handles on what is shown, taken before anything hides it
-        if kind == "show":
+        if kind in ("show", "write"):
             fds[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
         elif kind == "bind":  # a scratch folder, inside the (hidden) data dir
             fds[path] = os.open(source[0], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     for kind, path, *_ in plan:
         if kind == "hide":
-            mode = stat.S_IMODE(os.stat(path).st_mode)
+            mode = stat.S_IMODE(os.stat(path).st_mode) | (0o111 if idmap is not None else 0)
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode:o}")
         elif kind == "bind":
             _make_mountpoint(path, True)
@@ -325,31 +330,21 @@ def _set_up_mounts(plan: Sequence[Sequence[str]]) -> None:
         else:
             fd = fds[path]
             _make_mountpoint(path, stat.S_ISDIR(os.fstat(fd).st_mode))
-            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+            if idmap is not None:
+                confine.idmapped_bind(fd, path, idmap, readonly=kind == "show")
+            else:
+                _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
     for fd in fds.values():
         os.close(fd)
-
-
-def _drop_capabilities() -> None:
-    libc = _c()
-    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     try:
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            last = int(f.read().strip())
-    except (OSError, ValueError):
-        last = 63
-    for cap in range(last + 1):
-        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    _check(libc.prctl(PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0), "securebits")
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    header, data = Header(CAP_VERSION_3, 0), (Data * 2)()
-    _check(libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+        confine.set_readonly("/", True, recursive=True)
+    except OSError as e:
+        if e.errno not in (errno.ENOSYS, errno.EINVAL):
+            raise
+        return ["read-only mounts"]
+    for path in writable_mounts(plan):
+        confine.set_readonly(path, False)
+    return []
 
 
 def _restore_signals() -> None:
@@ -358,14 +353,20 @@ def _restore_signals() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
-def _first_process(plan: Sequence[Sequence[str]], argv: Sequence[str], status_fd: int) -> int:
-    """PID 1 of the namespace: the mounts, no capabilities, the kernel, the reaping."""
+def _first_process(plan: Sequence[Sequence[str]], argv: Sequence[str], status_fd: int, idmap: int | None) -> int:
+    """PID 1 of the namespace: the mounts, nobody (root only), no capabilities, the
+    kernel (confined by Landlock where the Linux kernel has it), the reaping."""
     cwd = os.getcwd()
     _c().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the launcher gone: the namespace goes
+    abi = landlock_abi()
     try:
-        _set_up_mounts(plan)
+        umask = os.umask(0o022)  # the mount points made: nobody passes through them
+        _set_up_mounts(plan, idmap)
+        os.umask(umask)
+        if idmap is not None:
+            os.close(idmap)
         os.chdir(cwd)  # the visible copy of it (a bind mount over a hidden path)
-        _drop_capabilities()
+        confine.drop_capabilities((confine.NOBODY, confine.NOBODY) if idmap is not None else None)
     except OSError as e:
         os.write(2, f"nbvalidation sandbox: {e}\n".encode())
         os.write(status_fd, b"setup-failed\n")
@@ -375,6 +376,8 @@ def _first_process(plan: Sequence[Sequence[str]], argv: Sequence[str], status_fd
         os.close(status_fd)
         _restore_signals()
         try:
+            if abi:
+                confine.landlock(abi, writable_mounts(plan))
             os.execvp(argv[0], list(argv))
         except OSError as e:
             os.write(2, f"nbvalidation sandbox: cannot run {argv[0]}: {e}\n".encode())
@@ -391,12 +394,10 @@ def _first_process(plan: Sequence[Sequence[str]], argv: Sequence[str], status_fd
             return 0
 
 
-def _read_report(fd: int, child: int, parent: int | None) -> str:
+def _read_report(fd: int, child: int, parent: int | None, select: Any) -> str:
     """What the namespace's first process reports (the kernel's wait status), read
     until it closes; meanwhile, the parent gone (ipykernel's parent poller, once a
     second): the namespace is killed."""
-    import select  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
-
     data = b""
     while True:
         try:
@@ -429,12 +430,26 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
         return 125
     plan = [tuple(str(x) for x in entry) for entry in config.get("mounts") or []]
     network = _netns().Network(config["network"]) if config.get("network") else None  # runner/netns.py
+    # imported before the namespace's mounts begin (the launcher shares them: a module of a
+    # hidden interpreter could be missing for a moment while they are made)
+    import select  # deferred: the runner's side never needs it
+    idmap = None
     try:
         if network is not None:
             network.start()
-        _enter_namespaces(network.flags if network is not None else 0)
+        extra = network.flags if network is not None else 0
+        try:  # root: its kernel runs as nobody, reading what it must through idmapped mounts
+            if confine.real_root():
+                idmap = confine.idmap_userns(confine.NOBODY, confine.NOBODY)
+                _enter_namespaces(True, extra)
+        except OSError:  # a root without the rights for it (a container's): as any user (detect says)
+            if idmap is not None:
+                os.close(idmap)
+            idmap = None
+        if idmap is None:
+            _enter_namespaces(False, extra)
         if network is not None:
-            network.inside()
+            network.inside(in_user_namespace=idmap is None)
     except OSError as e:
         sys.stderr.write(f"nbvalidation sandbox: {e}\n")
         if network is not None:
@@ -454,11 +469,13 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
         if network is not None:
             network.in_child()
         try:
-            code = _first_process(plan, argv, write_fd)
+            code = _first_process(plan, argv, write_fd, idmap)
         finally:
             os._exit(code)
     os.close(write_fd)
-    report = _read_report(read_fd, child, parent if watch else None)
+    if idmap is not None:
+        os.close(idmap)
+    report = _read_report(read_fd, child, parent if watch else None, select)
     while True:
         try:
             os.waitpid(child, 0)
@@ -503,66 +520,18 @@ def wrap(argv: Sequence[str], config_file: str, *, python: str | None = None) ->
     return [python or sys.executable, "-I", "-S", os.path.abspath(__file__), config_file, "--", *argv]
 
 
-def kernel_mounts(*, hide: Iterable[str], show: Iterable[str], python: str, links: Iterable[str],
-                  temp_dir: str, scratch: Mapping[str, str] | None = None) -> list[tuple[str, ...]]:
+def kernel_mounts(*, hide: Iterable[str], show: Iterable[str], python: str, temp_dir: str,
+                  write: Iterable[str] = (), scratch: Mapping[str, str] | None = None) -> list[tuple[str, ...]]:
     """The mounts for a kernel running ``python`` with its files in ``temp_dir``: the
     ``hide`` paths (and /tmp, /var/tmp, /dev/shm) hidden, the ``scratch`` folders
     ({path: folder}, paths among SCRATCH_PATHS) bound over their paths instead of a
-    tmpfs, the ``show`` paths, the interpreter's environment, ``temp_dir`` and the
-    targets of the links found under ``links`` (the working copy) shown."""
-    shown = [*show, temp_dir, *environment_paths(python)]
-    for top in links:
-        shown += link_targets(top)
-    return plan_mounts([*HIDDEN_BY_DEFAULT, *hide], shown, scratch)
-
-
-def detect(python: str | None = None) -> dict[str, Any]:
-    """Whether the sandbox works here, tried for real (blocks: call it in a thread):
-    ``{"available": bool, "uses": [...], "reason": str | None, "landlockAbi": int | None}``."""
-    info: dict[str, Any] = {"available": False, "uses": [], "reason": None, "landlockAbi": landlock_abi()}
-    if not sys.platform.startswith("linux"):
-        info["reason"] = f"not Linux ({sys.platform}): no namespaces"
-        return info
-    import tempfile  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
-
-    with tempfile.TemporaryDirectory(prefix="nbvalidation-sandbox-probe-") as tmp:
-        secret = os.path.join(tmp, "hidden", "secret")
-        os.makedirs(os.path.dirname(secret))
-        with open(secret, "w") as f:
-            f.write("x")
-        shown = os.path.join(tmp, "hidden", "shown")
-        os.makedirs(shown)
-        # a scratch folder inside the hidden one, seen at /tmp only (as a run's, see kernel_mounts)
-        scratch = os.path.join(tmp, "hidden", "scratch")
-        os.makedirs(scratch)
-        mark = os.path.basename(tmp) + ".mark"
-        open(os.path.join(scratch, mark), "w").close()
-        probe = ("import os,sys\n"
-                 "ok = os.getpid() == 2 and not os.path.exists(sys.argv[1]) and os.path.isdir(sys.argv[2])\n"
-                 "ok = ok and sorted(p for p in os.listdir('/proc') if p.isdigit()) == ['1', '2']\n"
-                 "ok = ok and os.path.exists('/tmp/' + sys.argv[3]) and not os.path.exists(sys.argv[4])\n"
-                 "print('sandboxed' if ok else 'not sandboxed')\n")
-        python = python or sys.executable
-        config = os.path.join(tmp, "sandbox.json")
-        with open(config, "w", encoding="utf-8") as f:
-            mounts = plan_mounts([os.path.join(tmp, "hidden")], [shown, tmp, *environment_paths(python)],
-                                 {"/tmp": scratch})
-            json.dump({"mounts": mounts}, f)
-        argv = wrap([python, "-I", "-S", "-c", probe, secret, shown, mark, scratch], config)
-        try:
-            proc = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT, cwd=tmp,
-                                  env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
-        except (OSError, subprocess.TimeoutExpired) as e:
-            info["reason"] = f"the probe could not run: {e}"
-            return info
-    out = proc.stdout.decode(errors="replace").strip()
-    if proc.returncode == 0 and out == "sandboxed":
-        info.update(available=True, uses=["user namespace", "pid namespace", "mount namespace",
-                                          "no capabilities", "no_new_privs"])
-        return info
-    err = [ln for ln in proc.stderr.decode(errors="replace").splitlines() if ln.strip()]
-    info["reason"] = (err[-1] if err else out or f"the probe exited with {proc.returncode}")[:500]
-    return info
+    tmpfs, the ``show`` paths and the interpreter's environment shown read-only,
+    ``temp_dir`` (its HOME, its connection file) and ``write`` (its working copy)
+    shown writable. No link's target is shown: a link resolves in the kernel's own
+    view, so one into a hidden path finds nothing there, as a missing file."""
+    shown = [*show, *environment_paths(python)]
+    write = [temp_dir, *write]
+    return plan_mounts([*HIDDEN_BY_DEFAULT, *hide, *confine.closed_ancestors([*shown, *write])], shown, scratch, write)
 
 
 if __name__ == "__main__":

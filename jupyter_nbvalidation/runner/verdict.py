@@ -201,7 +201,7 @@ def run_notebook(
     notebook holds the injected cell. ``max_cell_output_bytes`` /
     ``max_output_bytes`` bound the outputs kept in the executed notebook
     (:mod:`.outputs`; None: the defaults); the comparison sees them whole.
-    ``sandbox`` (``{"hide": [paths], "show": [paths], "links": [folders], "scratch":
+    ``sandbox`` (``{"hide": [paths], "show": [paths], "write": [paths], "scratch":
     {"/tmp": folder, "/var/tmp": folder}}``) runs the kernel in the sandbox of
     :mod:`.sandbox` (None: without it); the scratch folders, on disk, are bound over
     /tmp and /var/tmp (without them, an empty tmpfs is there).

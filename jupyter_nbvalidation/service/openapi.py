@@ -428,14 +428,20 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                     "enabled": {"type": "boolean", "description": "kernels run in the sandbox"},
                                     "mode": {"type": "string", "enum": ["auto", "off"]},
                                     "uses": {"type": "array", "items": {"type": "string"},
-                                             "description": "what it is made of, e.g. user namespace, pid "
-                                                            "namespace, mount namespace, no capabilities, "
-                                                            "no_new_privs"},
+                                             "description": "the protections active here, e.g. user namespace, "
+                                                            "pid namespace, mount namespace, no capabilities, "
+                                                            "links resolved in the kernel's view, read-only "
+                                                            "mounts, landlock (writes, ABI 7), unprivileged "
+                                                            "uid (nobody, idmapped mounts)"},
+                                    "missing": {"type": "array", "items": {"type": "string"},
+                                                "description": "the protections this system cannot give, each "
+                                                               "with what that leaves open (also warned at start)"},
                                     "reason": {"type": ["string", "null"],
                                                "description": "why it is off (null when enabled)"},
                                     "landlockAbi": {"type": ["integer", "null"],
-                                                    "description": "the Linux kernel's Landlock ABI, reported "
-                                                                   "(not used)"},
+                                                    "description": "the Linux kernel's Landlock ABI (null: "
+                                                                   "none; writes then confined by read-only "
+                                                                   "mounts only)"},
                                     "network": {"type": "object", "description": "LocalBackend.network: "
                                                 "whether each run has a network of its own",
                                                 "required": ["mode", "isolated", "outbound", "reason"],

@@ -48,7 +48,7 @@ def sandbox_args(tmp_path: Path, sandbox: bool) -> list[str]:
         return []
     (tmp_path / "private").mkdir(exist_ok=True)
     config = tmp_path / "sandbox.json"
-    config.write_text(json.dumps({"hide": [str(tmp_path / "private")], "show": [], "links": []}))
+    config.write_text(json.dumps({"hide": [str(tmp_path / "private")], "show": [], "write": []}))
     return ["--sandbox", str(config)]
 
 

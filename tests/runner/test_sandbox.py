@@ -60,6 +60,9 @@ CANNOT = {  # name: the cell asserting the kernel cannot see it
         "    raise AssertionError(f'read {text!r}')\n"
         "except OSError:\n"
         "    pass"),
+    "link-into-home": (  # a link the project keeps, to HOME outside the root: as a missing file
+        "assert os.path.islink('home-link.txt'), os.listdir('.')\n"
+        "assert not os.path.exists('home-link.txt'), open('home-link.txt').read()"),
     "runtime-dir": (
         "files = glob.glob(os.path.join(S['runtime'], 'jpserver-*.json'))\n"
         "assert not files, [open(f).read()[:80] for f in files]"),
@@ -72,7 +75,7 @@ CAN = {  # name: the cell asserting the kernel can read it (both modes)
         "assert sorted(os.listdir('..'))"),
     "kept-links": (
         "assert os.path.islink('outside.txt'), os.listdir('.')\n"
-        "assert open('outside.txt').read() == 'outside the root\\n'\n"
+        "assert open('outside.txt').read() == open('/etc/passwd').read()\n"
         "assert open('data-link/x.csv').read() == 'a,b\\n1,2\\n'"),
     # what ordinary notebooks do that touches a hidden path or the machine: scratch files in
     # /tmp, /var/tmp, /dev/shm and TMPDIR, HOME, processes with semaphores and shared memory
@@ -146,7 +149,10 @@ def test_what_the_kernel_can_and_cannot_read(tmp_path, layout, mode):
         jsonschema.validate(health["sandbox"], schema["properties"]["sandbox"])
         if mode == "auto":
             assert sandbox.get("enabled") is True and sandbox.get("mode") == "auto", health
-            assert {"user namespace", "pid namespace", "mount namespace"} <= set(sandbox["uses"]), sandbox
+            assert {"pid namespace", "mount namespace", "read-only mounts"} <= set(sandbox["uses"]), sandbox
+            # a server run as root (CI) runs its kernels as nobody; another user's, in its user namespace
+            assert ("unprivileged uid (nobody, idmapped mounts)" if os.geteuid() == 0 else "user namespace") \
+                in sandbox["uses"], sandbox
         else:
             assert sandbox.get("enabled") is False and "off" in sandbox.get("reason", ""), health
 
@@ -159,7 +165,8 @@ def test_what_the_kernel_can_and_cannot_read(tmp_path, layout, mode):
         known = facts(server, layout, other)
         for name, cell in {**CANNOT, **CAN}.items():
             write_notebook(probes / f"{name}.ipynb", [HEAD.format(facts=known), cell])
-        (probes / "outside.txt").symlink_to(tmp_path / "outside" / "w.txt")  # leaves the root: stays a link
+        (probes / "outside.txt").symlink_to("/etc/passwd")  # leaves the root, to a place seen: works
+        (probes / "home-link.txt").symlink_to(tmp_path / "outside" / "w.txt")  # to HOME: finds nothing
         (probes / "data-link").symlink_to(server.root / "data")
         write_notebook(probes / "packages.ipynb", [
             HEAD.format(facts=known),

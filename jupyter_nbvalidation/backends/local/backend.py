@@ -21,7 +21,7 @@ import jupyter_nbvalidation.backends.local.network as run_network
 import jupyter_nbvalidation.backends.workcopy as workcopy
 import jupyter_nbvalidation.core.space as space
 import jupyter_nbvalidation.runner.hygiene as hygiene
-import jupyter_nbvalidation.runner.sandbox as sandbox
+import jupyter_nbvalidation.runner.sandbox_probe as sandbox_probe
 import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import Backend, Capabilities, lease_traits
 from jupyter_nbvalidation.backends.local.artefacts import ArtefactsRoom
@@ -106,10 +106,12 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                                         "each attempt, the files its notebook created or changed in its working "
                                         "copy are copied to <this folder>/<notebook path without .ipynb>/.")
     sandbox = Enum(["auto", "off"], default_value="auto",
-                   help="Linux: run each kernel in a sandbox (user, PID and mount namespaces; no root needed) "
-                        "in which it cannot see this server's processes (their environment), the data dir "
-                        "(the store, other jobs, environments other than its own), the Jupyter runtime dir "
-                        "(the server's token), the user's HOME outside the project, /tmp. auto (the "
+                   help="Linux: run each kernel in a sandbox (user, PID, IPC and mount namespaces; no root "
+                        "needed) in which it cannot see this server's processes (their environment), the data "
+                        "dir (the store, other jobs, environments other than its own), the Jupyter runtime dir "
+                        "(the server's token), the user's HOME outside the project, /tmp (a link to one of "
+                        "them finds nothing), and writes only its working copy, its /tmp, /var/tmp and HOME "
+                        "(read-only mounts and Landlock); a server run as root runs it as nobody. auto (the "
                         "default): used when this system allows it (tried at start, shown in /health), "
                         "else kernels run with the user's rights and can reach the store (a warning is "
                         "logged, /health says why); off: never.").tag(config=True)
@@ -175,7 +177,7 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         self._gc_task: asyncio.Task[None] | None = None
         self.last_gc: dict[str, Any] | None = None
         self._forkserver: RunnerForkServer | None = None
-        self._sandbox: dict[str, Any] | None = None  # sandbox.detect(), once
+        self._sandbox: dict[str, Any] | None = None  # sandbox_probe.detect(), once
         self._sandbox_lock = asyncio.Lock()
         self._run_network: dict[str, Any] | None = None  # what each run's sandbox file asks (network.py)
         self._private_paths: list[str] = []
@@ -216,16 +218,20 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         """Whether kernels run in the sandbox (runner/sandbox.py): tried once, in a thread."""
         async with self._sandbox_lock:
             if self._sandbox is None:
+                info: dict[str, Any]
                 if self.sandbox == "off":
-                    info: dict[str, Any] = {"enabled": False, "mode": "off", "uses": [],
-                                            "reason": "off (LocalBackend.sandbox)", "landlockAbi": None}
+                    info = {"enabled": False, "mode": "off", "uses": [], "missing": [],
+                            "reason": "off (LocalBackend.sandbox)", "landlockAbi": None}
                 else:
-                    found = await asyncio.to_thread(sandbox.detect, self.unbuilt_python)
+                    found = await asyncio.to_thread(sandbox_probe.detect, self.unbuilt_python)
                     info = {"enabled": bool(found["available"]), "mode": self.sandbox, "uses": found["uses"],
-                            "reason": found["reason"], "landlockAbi": found["landlockAbi"]}
+                            "missing": found["missing"], "reason": found["reason"],
+                            "landlockAbi": found["landlockAbi"]}
                     if not info["enabled"]:
                         self.log.warning("nbvalidation: kernels run without a sandbox (with the user's rights, "
                                          "they can read the data dir and the user's files): %s", info["reason"])
+                    for missing in info["missing"]:
+                        self.log.warning("nbvalidation: the kernels' sandbox lacks a protection here: %s", missing)
                 said, self._run_network = await asyncio.to_thread(
                     run_network.network_state, self.network, self.unbuilt_python, bool(info["enabled"]))
                 info["network"] = said
@@ -250,9 +256,10 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         # the root is seen also by a job with inputFiles (its copy is its snapshot; an
         # absolute path into the root reads the real file, as without the sandbox)
         root = root or (job["metadata"].get("annotations") or {}).get(ROOT_ANNOTATION)
+        # the copy is the only folder of the job's it writes (read-only: the root, the folder)
         tree = str(run_dir / workcopy.TREE)
-        show = [p for p in (root, folder) if p] + [tree]
-        return {"hide": hide, "show": show, "links": [tree], "scratch": workcopy.scratch_paths(run_dir),
+        show = [p for p in (root, folder) if p]
+        return {"hide": hide, "show": show, "write": [tree], "scratch": workcopy.scratch_paths(run_dir),
                 **({"network": self._run_network} if self._run_network else {})}
 
     async def run_election(self, on_started_leading: Callable[[], None],

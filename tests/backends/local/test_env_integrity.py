@@ -4,7 +4,11 @@ Jobs with the same requirements share one built environment (local backend). A
 notebook that installs or writes into its environment (``%pip install``, a module
 written to site-packages) must not make the next notebook of the same
 requirements pass on what that one never declared: its verdict must be its
-fresh twin's. Real CLI runs, real virtual environments and kernels."""
+fresh twin's. Real CLI runs, real virtual environments and kernels.
+
+With the sandbox on, a kernel cannot write into its environment at all (read-only mounts and
+Landlock, issue 40: tests/security); these run with LocalBackend.sandbox off, where a kernel
+writes with the user's rights and the environment's fingerprint is what stands."""
 
 from __future__ import annotations
 
@@ -29,8 +33,12 @@ IMPORTS = "import nbv_undeclared\nprint(nbv_undeclared.VALUE)"
 
 
 def _run(project: Path, data: Path, *notebooks: str) -> dict[str, dict]:
+    config = data.parent / "config-sandbox-off"  # the CLI reads the Jupyter config: the sandbox off
+    config.mkdir(exist_ok=True)
+    (config / "jupyter_server_config.json").write_text(json.dumps({"LocalBackend": {"sandbox": "off"}}))
     proc = cli("run", *notebooks, "--local", "--data-dir", str(data), "--no-cache", "-j", "1", "-o", "json",
-               cwd=project, timeout=600, env={"JUPYTER_RUNTIME_DIR": str(data.parent / "no-servers")})
+               cwd=project, timeout=600, env={"JUPYTER_RUNTIME_DIR": str(data.parent / "no-servers"),
+                                              "JUPYTER_CONFIG_DIR": str(config)})
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     return {o["notebook"]: o for o in json.loads(proc.stdout)}
 
@@ -199,7 +207,7 @@ async def test_a_job_that_would_reuse_an_environment_changed_by_a_running_one_wa
     """The writer has written and still runs: no rename under its kernel; the reader's build is
     retried (a transient fault) until the writer is done, then gets a fresh environment and the
     fresh twin's verdict."""
-    local = make_local(tmp_path, max_retries=20, retry_backoff=0.2, max_backoff=1.0)
+    local = make_local(tmp_path, backend_kw={"sandbox": "off"}, max_retries=20, retry_backoff=0.2, max_backoff=1.0)
     await local.engine.start()
     try:
         root, go = local.root, local.root / "go"
@@ -226,7 +234,7 @@ async def test_a_job_whose_environment_changed_while_it_waited_for_its_run_is_no
     """The reader reused the environment while it was intact, then waited for its turn (one
     validation at a time) while the writer wrote into it: it ends InfrastructureFailed, saying
     so, and runs no cell (without the look before its kernel starts it passed)."""
-    local = make_local(tmp_path, backend_kw={"max_parallel_validations": 1})
+    local = make_local(tmp_path, backend_kw={"max_parallel_validations": 1, "sandbox": "off"})
     await local.engine.start()
     try:
         root, go = local.root, local.root / "go"

@@ -138,7 +138,9 @@ def _flaky_python(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.asyncio
 async def test_a_kernel_that_fails_to_start_once_is_retried_then_succeeds(tmp_path):
     wrapper, marker = _flaky_python(tmp_path)
-    env = Env(tmp_path, unbuilt_python=str(wrapper))
+    # the stand-in keeps its state outside the run (the marker), which a sandboxed kernel cannot
+    # write (it writes only its run's folders): the retry is what is tested, without the sandbox
+    env = Env(tmp_path, unbuilt_python=str(wrapper), sandbox="off")
     await env.engine.start()
     try:
         nb = "ok.ipynb"
