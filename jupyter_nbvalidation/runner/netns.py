@@ -35,7 +35,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS = 0x8913
@@ -237,9 +237,11 @@ print(' '.join(out))
 """
 
 
-def detect(python: str, launcher: str, network: Mapping[str, Any]) -> dict[str, Any]:
+def detect(python: str, launcher: str, network: Mapping[str, Any],
+           mounts: Callable[[str], list[Any]] | None = None) -> dict[str, Any]:
     """Whether a run gets a network of its own here, tried for real through the
-    launcher ``launcher`` (runner/sandbox.py) with ``{"network": network}`` (blocks):
+    launcher ``launcher`` (runner/sandbox.py) with ``{"network": network}`` and the
+    mounts ``mounts(folder)`` gives for a kernel whose files are in ``folder`` (blocks):
     ``{"isolated": bool, "outbound": bool, "reason": str | None, "startSeconds": float}``."""
     import json  # deferred: the runner's side only
     import socket  # deferred: as above
@@ -252,7 +254,7 @@ def detect(python: str, launcher: str, network: Mapping[str, Any]) -> dict[str, 
         host.listen(4)
         config = os.path.join(tmp, "sandbox.json")
         with open(config, "w", encoding="utf-8") as f:
-            json.dump({"mounts": [], "network": dict(network)}, f)
+            json.dump({"mounts": mounts(tmp) if mounts else [], "network": dict(network)}, f)
         argv = [python, "-I", "-S", launcher, config, "--",
                 python, "-I", "-S", "-c", PROBE, str(host.getsockname()[1])]
         started = time.monotonic()

@@ -183,7 +183,24 @@ def environment_paths(python: str) -> list[str]:
                     path = line if os.path.isabs(line) else os.path.join(site, line)
                     if os.path.exists(path):
                         out.append(path)
+                        out += _linked(path)
+        out += _linked(site)
     return [p for p in dict.fromkeys(_real(p) for p in out) if p]
+
+
+def _linked(folder: str) -> list[str]:
+    """Where the top-level links of an environment's site folder lead (an environment assembled
+    of links into another one, e.g. under HOME): their real targets, as the folders that hold
+    them when several lie side by side (one mount, not hundreds)."""
+    try:
+        with os.scandir(folder) as entries:
+            targets = [os.path.realpath(e.path) for e in entries if e.is_symlink()]
+    except OSError:
+        return []
+    parents: dict[str, list[str]] = {}
+    for target in targets:
+        parents.setdefault(os.path.dirname(target), []).append(target)
+    return [p if len(ts) > 1 else ts[0] for p, ts in parents.items()]
 
 
 def _script_interpreter(path: str) -> list[str]:
@@ -367,6 +384,8 @@ def _first_process(plan: Sequence[Sequence[str]], argv: Sequence[str], status_fd
             os.close(idmap)
         os.chdir(cwd)  # the visible copy of it (a bind mount over a hidden path)
         confine.drop_capabilities((confine.NOBODY, confine.NOBODY) if idmap is not None else None)
+        # the switch to nobody cleared the parent-death signal (prctl(2)): set again
+        _c().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except OSError as e:
         os.write(2, f"nbvalidation sandbox: {e}\n".encode())
         os.write(status_fd, b"setup-failed\n")

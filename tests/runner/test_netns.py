@@ -78,7 +78,10 @@ def world():
 
 def launch(tmp_path, network: dict | None, argv: list[str], marker: str, **kw) -> subprocess.Popen:
     config = tmp_path / "sandbox.json"
-    config.write_text(json.dumps({"mounts": [], **({"network": network} if network else {})}))
+    # what a kernel's launcher is given (a root launcher's kernel runs as nobody: it sees its
+    # interpreter through the idmapped mounts of these, not through root's 0700 folders)
+    mounts = sandbox.kernel_mounts(hide=[], show=[], python=sys.executable, temp_dir=str(tmp_path))
+    config.write_text(json.dumps({"mounts": mounts, **({"network": network} if network else {})}))
     return subprocess.Popen(sandbox.wrap(argv, str(config)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "NBV_NETNS_TEST": marker}, start_new_session=True, **kw)
 

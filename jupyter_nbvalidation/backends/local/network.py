@@ -29,9 +29,13 @@ def network_state(mode: str, python: str, sandboxed: bool) -> tuple[dict[str, An
     if not sandboxed:
         return _said(mode, False, "host", f"no sandbox: {LEFT_OPEN}"), None
     launcher = os.path.abspath(sandbox.__file__)
+
+    def mounts(folder: str) -> list[Any]:  # as a kernel's (a root launcher's kernel runs as nobody)
+        return list(sandbox.kernel_mounts(hide=[], show=[], python=python, temp_dir=folder))
+
     if mode == "none":
         config: dict[str, Any] = {"mode": "none"}
-        found = netns.detect(python, launcher, config)
+        found = netns.detect(python, launcher, config, mounts)
         if not found["isolated"]:
             return _said(mode, False, "host", f"no network namespace ({found['reason']}): {LEFT_OPEN}"), None
         return _said(mode, True, "none", None, found), config
@@ -39,7 +43,7 @@ def network_state(mode: str, python: str, sandboxed: bool) -> tuple[dict[str, An
     if tool is None:
         return _said(mode, False, "host", f"no user-mode network (install slirp4netns): {LEFT_OPEN}"), None
     config = {"mode": "user", **tool}
-    found = netns.detect(python, launcher, config)
+    found = netns.detect(python, launcher, config, mounts)
     if not found["isolated"] or not found["outbound"]:
         return _said(mode, False, "host", f"{tool['tool']} did not work ({found['reason']}): {LEFT_OPEN}"), None
     return _said(mode, True, tool["tool"], None, found), config
