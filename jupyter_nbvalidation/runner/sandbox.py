@@ -82,6 +82,21 @@ SCRATCH_PATHS = ("/tmp", "/var/tmp")
 PROBE_TIMEOUT = 20.0
 
 _libc: Any = None
+_bounds_module: Any = None
+
+
+def _bounds() -> Any:
+    """runner/bounds.py beside this file, loaded by path (this script imports nothing of the package)."""
+    global _bounds_module
+    if _bounds_module is None:
+        import importlib.util  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
+
+        spec = importlib.util.spec_from_file_location("_nbvalidation_bounds",
+                                                      os.path.join(os.path.dirname(__file__), "bounds.py"))
+        assert spec is not None and spec.loader is not None
+        _bounds_module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_bounds_module)
+    return _bounds_module
 
 
 def _c() -> Any:
@@ -364,6 +379,8 @@ def _first_process(plan: Sequence[Sequence[str]], argv: Sequence[str], status_fd
     _c().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the launcher gone: the namespace goes
     try:
         _set_up_mounts(plan)
+        if _bounds_module is not None:  # its /dev/shm, of the run's disk budget (runner/bounds.py)
+            _bounds_module.mount_shm(_mount, MS_NOSUID | MS_NODEV)
         os.chdir(cwd)  # the visible copy of it (a bind mount over a hidden path)
         _drop_capabilities()
     except OSError as e:
@@ -429,6 +446,8 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
         return 125
     plan = [tuple(str(x) for x in entry) for entry in config.get("mounts") or []]
     try:
+        if config.get("bounds"):  # the memory cgroup and rlimits (runner/bounds.py)
+            _bounds().apply(config["bounds"])
         _enter_namespaces()
     except OSError as e:
         sys.stderr.write(f"nbvalidation sandbox: {e}\n")

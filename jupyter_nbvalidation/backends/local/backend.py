@@ -43,7 +43,6 @@ UNSUPPORTED_LOCALLY = {
     "podConfig.containerImage": "needs the kubernetes backend (the local backend runs no containers)",
     "podConfig.buildConfig.baseImage": "needs the kubernetes backend (locally the base is the configured interpreter, c.LocalBackend.python)",
     "podConfig.resources.requests": "needs the kubernetes backend (the local backend sets no resource requests)",
-    "podConfig.resources.limits": "needs the kubernetes backend (the local backend sets no resource limits)",
     "podConfig.nodeSelector": "needs the kubernetes backend (the local backend schedules nothing)",
     "podConfig.tolerations": "needs the kubernetes backend (the local backend schedules nothing)",
 }
@@ -111,6 +110,13 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                         "default): used when this system allows it (tried at start, shown in /health), "
                         "else kernels run with the user's rights and can reach the store (a warning is "
                         "logged, /health says why); off: never.").tag(config=True)
+    run_disk_limit = Int(4 * 2**30, help="The disk budget of one validation run, in bytes: what its kernel (and all "
+                                         "it starts) writes to its working copy, its /tmp and /var/tmp, its HOME and "
+                                         "(in the sandbox) its private /dev/shm, a tmpfs of this size. Past it the "
+                                         "kernel is stopped and the job fails (DiskLimitExceeded); 0: no budget. "
+                                         "The kernel's memory is bounded by the job's "
+                                         "podConfig.resources.limits.memory (a memory cgroup, else "
+                                         "RLIMIT_AS).").tag(config=True)
     gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
                                      "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
                                      "still works).").tag(config=True)
@@ -319,6 +325,11 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         return UNSUPPORTED_LOCALLY.get(field)
 
     def check_spec(self, spec: JobSpec) -> None:
+        for name in (spec.get("podConfig", {}).get("resources", {}).get("limits") or {}):
+            if name != "memory":  # held here: memory only (runner/limits.py)
+                raise SpecError(f"podConfig.resources.limits.{name}",
+                                "not supported by the local backend: it holds a memory limit only "
+                                "(the kubernetes backend sets the others)")
         strategy = spec.get("podConfig", {}).get("buildConfig", {}).get("strategy")
         if strategy is not None and strategy not in ("auto", "uv", "venv"):
             raise SpecError("podConfig.buildConfig.strategy",

@@ -42,6 +42,7 @@ class LocalState:
     env_min_idle: float
     max_folder_files: int
     max_folder_bytes: int
+    run_disk_limit: int
     keep_outputs_dir: str
     gc_interval: float
     log: logging.Logger  # LoggingConfigurable's
