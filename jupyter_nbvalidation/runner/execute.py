@@ -264,7 +264,8 @@ class _Execution(_Cells):
         """Past a bound, that is the verdict's reason, whatever the cell then reported."""
         index = self.failed_index if self.reason is not None else self._current_index
         entry = self.results[index] if index is not None else {}
-        found = bounds.outcome(self.reason is not None, entry.get("errorName"), self.reason == ResultReason.KERNEL_DIED)
+        found = bounds.outcome(self.reason is not None, entry.get("errorName"), self.reason == ResultReason.KERNEL_DIED,
+                               str(entry.get("errorMessage") or ""))
         if found is None:
             return
         self.reason, text = found

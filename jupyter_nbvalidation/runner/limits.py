@@ -149,6 +149,17 @@ def make_cgroup(run_id: str, limit: int, root: str = CGROUP_ROOT) -> tuple[str, 
     raise OSError(errno.ENOTSUP, "; ".join(tried) or "no memory cgroup of this process")
 
 
+def detect(root: str = CGROUP_ROOT) -> dict[str, Any]:
+    """How a job's memory limit is held here (blocks: a cgroup is made and removed):
+    ``{"memory": "cgroup v2" | "cgroup v1" | "RLIMIT_AS", "reason": why no cgroup, or None}``."""
+    try:
+        folder, method = make_cgroup(f"probe-{os.getpid()}-{time.monotonic_ns()}", 2**30, root)
+    except OSError as e:
+        return {"memory": "RLIMIT_AS", "reason": f"no memory cgroup can be made here ({e.strerror or e})"}
+    remove_cgroup(folder)
+    return {"memory": method, "reason": None}
+
+
 def oom_kills(folder: str) -> int:
     """How many processes the cgroup's out-of-memory killer stopped."""
     for name in ("memory.events", "memory.oom_control"):
@@ -299,10 +310,11 @@ class RunBounds:
 
     # when it has ended -------------------------------------------------------------
 
-    def outcome(self, failed: bool, error_name: str | None, kernel_died: bool) -> tuple[str, str] | None:
+    def outcome(self, failed: bool, error_name: str | None, kernel_died: bool,
+                error_message: str = "") -> tuple[str, str] | None:
         """(reason, text) when the run went past a bound, else None. ``failed``: the run failed
-        (``error_name``: its failing cell's error; ``kernel_died``: the kernel died)."""
-        if self.exceeded:
+        (``error_name``, ``error_message``: its failing cell's error; ``kernel_died``: the kernel died)."""
+        if self.exceeded or (failed and self.disk > 0 and _past_budget(error_message, self.shm is not None)):
             return ResultReason.DISK_LIMIT_EXCEEDED, disk_text(self.disk_text, self.disk_field)
         if self.memory <= 0 or not failed:
             return None
@@ -329,6 +341,12 @@ class RunBounds:
         if self.disk > 0:
             out["disk"] = {"budget": self.disk, "written": self.written}
         return out
+
+
+def _past_budget(message: str, shm: bool) -> bool:
+    """A write refused by the budget itself, when a measure missed it: a file past RLIMIT_FSIZE
+    (EFBIG), or the sandbox's /dev/shm full (its tmpfs is the budget's size)."""
+    return message.startswith("[Errno 27]") or (shm and message.startswith("[Errno 28]") and "/dev/shm/" in message)
 
 
 def read_bounds_file(path: str) -> dict[str, Any]:

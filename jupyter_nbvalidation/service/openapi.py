@@ -430,7 +430,17 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                                "description": "why it is off (null when enabled)"},
                                     "landlockAbi": {"type": ["integer", "null"],
                                                     "description": "the Linux kernel's Landlock ABI, reported "
-                                                                   "(not used)"}}}]}}},
+                                                                   "(not used)"}}}]},
+                            "bounds": {"description": "local: how a run's bounds are held (null until detected "
+                                       "at start)", "oneOf": [
+                                {"type": "null"},
+                                {"type": "object", "required": ["memory", "reason", "runDiskLimit"], "properties": {
+                                    "memory": {"type": "string", "enum": ["cgroup v2", "cgroup v1", "RLIMIT_AS"],
+                                               "description": "what holds podConfig.resources.limits.memory"},
+                                    "reason": {"type": ["string", "null"],
+                                               "description": "why no memory cgroup (null with one)"},
+                                    "runDiskLimit": {"type": "integer",
+                                                     "description": "LocalBackend.run_disk_limit (0: none)"}}}]}}},
                                                    "Health"), **_errors()}},
             },
             "/openapi.json": {

@@ -143,3 +143,15 @@ def test_cgroup_v2_is_used_where_the_memory_controller_is_delegated(tmp_path, mo
 def test_sizes_are_said_as_people_write_them():
     assert [limits.fmt_bytes(n) for n in (4 * 2**30, 100 * MiB, 2048, 1536, 1000)] == \
         ["4 GiB", "100 MiB", "2 KiB", "1536 bytes", "1000 bytes"]
+
+
+def test_a_write_the_budget_refused_is_named_even_when_no_measure_saw_it():
+    bounds = limits.RunBounds({"disk": {"bytes": 100 * MiB, "paths": []}}, "x")
+    assert bounds.outcome(True, "OSError", False, "[Errno 27] File too large")[0] == "DiskLimitExceeded"
+    # a full disk elsewhere stays the machine's (backends/local/faults.py: infrastructure)
+    assert bounds.outcome(True, "OSError", False, "[Errno 28] No space left on device: '/data/x'") is None
+    assert bounds.outcome(True, "OSError", False, "[Errno 28] No space left on device: '/dev/shm/x'") is None
+    bounds.shm = "/proc/1/root/dev/shm"  # in the sandbox, /dev/shm is a tmpfs of the budget
+    assert bounds.outcome(True, "OSError", False, "[Errno 28] No space left on device: '/dev/shm/x'")[0] == \
+        "DiskLimitExceeded"
+    assert bounds.outcome(False, None, False, "") is None

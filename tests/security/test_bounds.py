@@ -80,8 +80,11 @@ def server(tmp_path_factory):
     try:
         s.start()
         client = s.client()
-        sandbox = detected_health(client)["sandbox"]
-        assert sandbox["enabled"] is True, sandbox
+        health = detected_health(client)
+        assert health["sandbox"]["enabled"] is True, health["sandbox"]
+        # said: how the memory limit is held here (CI's machine: cgroup v1, as root), and the budget
+        assert health["bounds"]["runDiskLimit"] == BUDGET, health["bounds"]
+        assert health["bounds"]["memory"] in ("cgroup v1", "cgroup v2"), health["bounds"]
         write_notebook(s.root / "bob" / "victim.ipynb", VICTIM)
         yield s
     finally:

@@ -19,6 +19,7 @@ from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
 
 import jupyter_nbvalidation.backends.workcopy as workcopy
 import jupyter_nbvalidation.runner.hygiene as hygiene
+import jupyter_nbvalidation.runner.limits as limits
 import jupyter_nbvalidation.runner.sandbox as sandbox
 import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import Backend, Capabilities, lease_traits
@@ -179,6 +180,7 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         self._forkserver: RunnerForkServer | None = None
         self._sandbox: dict[str, Any] | None = None  # sandbox.detect(), once
         self._sandbox_lock = asyncio.Lock()
+        self._bounds: dict[str, Any] | None = None  # how a run's bounds are held here, detected at start
         self._private_paths: list[str] = []
 
     elects_leader = True
@@ -211,7 +213,18 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         await asyncio.to_thread(self._sweep_stale_builds)
         await asyncio.to_thread(hygiene.sweep)  # temp folders (and kernels) of runners that died
         await self._check_python()
+        await self._detect_bounds()
         await self.sandbox_state()
+
+    async def _detect_bounds(self) -> None:
+        """How a job's memory limit will be held (runner/limits.py), once, in a thread; a warning
+        when only RLIMIT_AS can (per process, and of address space)."""
+        if self._bounds is None:
+            found = await asyncio.to_thread(limits.detect)
+            self._bounds = {**found, "runDiskLimit": self.run_disk_limit}
+            if found["reason"]:
+                self.log.warning("nbvalidation: podConfig.resources.limits.memory is held by RLIMIT_AS (per "
+                                 "process, of its address space): %s", found["reason"])
 
     async def sandbox_state(self) -> dict[str, Any]:
         """Whether kernels run in the sandbox (runner/sandbox.py): tried once, in a thread."""

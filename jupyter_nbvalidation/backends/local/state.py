@@ -64,6 +64,7 @@ class LocalState:
     last_gc: dict[str, Any] | None
     _forkserver: RunnerForkServer | None
     _sandbox: dict[str, Any] | None
+    _bounds: dict[str, Any] | None
 
     # -- LocalBackend's (backend.py) ------------------------------------------------
     @property
