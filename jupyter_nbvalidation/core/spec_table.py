@@ -165,7 +165,8 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
         "resources": Obj("Resources", "Requests and limits of the validation container (over the server's "
                                       "defaults).", {
             "requests": Field("quantities", "Resource requests, e.g. {cpu: 500m, memory: 2Gi}."),
-            "limits": Field("quantities", "Resource limits, e.g. {cpu: 2, memory: 4Gi}."),
+            "limits": Field("quantities", "Resource limits, e.g. {cpu: 2, memory: 4Gi}; the local backend holds "
+                                          "memory only (a memory cgroup of the kernel's, else RLIMIT_AS)."),
         }),
         "nodeSelector": Field("labels", "Node labels the validation Pod must be scheduled on."),
         "tolerations": Field("tolerations", "Taints the validation Pod tolerates (e.g. of GPU nodes)."),

@@ -108,7 +108,10 @@ class ResultReason(StrEnum):
     # Kubernetes reason (Evicted, ErrImagePull, ...) is passed on as it is
     VALIDATION_FAILED = "ValidationFailed"
     NO_RESULT = "NoResult"
+    # (also local: the kernel went past podConfig.resources.limits.memory, runner/limits.py)
     OOM_KILLED = "OOMKilled"
+    # local: the run wrote more than c.LocalBackend.run_disk_limit (runner/limits.py)
+    DISK_LIMIT_EXCEEDED = "DiskLimitExceeded"
     CONTAINER_FAILED = "ContainerFailed"
     POD_FAILED = "PodFailed"
     POD_CONFLICT = "PodConflict"

@@ -7,6 +7,7 @@
         [--compare-execution-count] [--lax] [--sanitizers JSON] [--parameters JSON]
         [--cell-timeout SECONDS] [--timeout SECONDS] [--max-cell-output-bytes N] [--max-output-bytes N]
         [--kernel-env NAME=VALUE]... [--kernel-env-file FILE.json] [--sandbox FILE.json]
+        [--bounds FILE.json]
         [--termination-log PATH] [--progress] [--print-executed]
 
 The last line on stdout is always ``NBVALIDATION-RESULT <result JSON>`` (see
@@ -35,6 +36,7 @@ import jupyter_nbvalidation.verdict.sanitize as _sanitize
 from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.environment import RUN_ID_VAR
 from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT
+from jupyter_nbvalidation.runner.limits import read_bounds_file
 from jupyter_nbvalidation.runner.protocol import (
     RESULT_PREFIX,
     environment_line,
@@ -152,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
                         'besides --cwd], "scratch": {"/tmp": folder, "/var/tmp": folder} bound there (else a tmpfs), '
                         '"network": {"mode": "none"} or {"mode": "user", "tool": "slirp4netns", "path": ...}: a '
                         'network namespace of its own (else the host\'s network)}')
+    p.add_argument("--bounds", default=None, metavar="FILE",
+                   help='the kernel\'s memory limit and the run\'s disk budget: a JSON object {"memory": {"bytes": N, '
+                        '"text", "field", "method": auto|cgroup|rlimit}, "disk": {"bytes": N, "text", "field", '
+                        '"paths": [folders the run writes]}} (runner/limits.py)')
     p.add_argument("--termination-log", default=None, help="also write a summary of at most 4096 bytes here")
     p.add_argument("--progress", action="store_true", help="print one NBVALIDATION-PROGRESS line per executed cell")
     p.add_argument("--print-environment", action="store_true",
@@ -237,6 +243,13 @@ def _read_sandbox_file(path: str) -> dict[str, Any]:
     return out
 
 
+def _read_bounds(path: str) -> dict[str, Any]:
+    try:
+        return read_bounds_file(path)
+    except ValueError as e:
+        raise _ArgumentError(str(e)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -245,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kernel_env = _read_env_file(args.kernel_env_file) if args.kernel_env_file else {}
         kernel_env.update(dict(args.kernel_env))
         sandbox = _read_sandbox_file(args.sandbox) if args.sandbox else None
+        bounds = _read_bounds(args.bounds) if args.bounds else None
     except _ArgumentError as e:
         parser.print_usage(sys.stderr)
         sys.stderr.write(f"{parser.prog}: error: {e}\n")
@@ -298,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_id=run_id,
             reap_descendants=reaper,
             sandbox=sandbox,
+            bounds=bounds,
         )
     except OSError as e:  # the result or the termination log cannot be written
         sys.stderr.write(f"nbvalidation: {e}\n")

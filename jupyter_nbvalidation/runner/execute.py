@@ -27,6 +27,7 @@ from jupyter_nbvalidation.runner.cells import _Cells, _Stop
 from jupyter_nbvalidation.runner.environment import kernel_environment
 from jupyter_nbvalidation.runner.errors import partial_output
 from jupyter_nbvalidation.runner.kernel import kill_process_group, maybe_await, read_log, shell_reply, stop_kernel
+from jupyter_nbvalidation.runner.limits import RunBounds
 from jupyter_nbvalidation.runner.outputs import OutputBudget
 from jupyter_nbvalidation.runner.protocol import STATUS_FAILURE, STATUS_SKIPPED
 from jupyter_nbvalidation.runner.text import cell_label, fmt_limit, strip_ansi
@@ -57,8 +58,10 @@ class _Execution(_Cells):
         not_run: Mapping[int, str] | None = None,
         output_budget: OutputBudget | None = None,
         sandbox: Mapping[str, Any] | None = None,
+        bounds: Mapping[str, Any] | None = None,
     ) -> None:
         self.nb = nb
+        self.bounds = RunBounds(bounds, run_id) if bounds else None  # memory limit, disk budget (runner/limits.py)
         self.sandbox = dict(sandbox) if sandbox is not None else None
         self.output_budget = output_budget or OutputBudget()
         # (index, cell): a cell that is not the notebook's own (the job's parameters,
@@ -145,8 +148,11 @@ class _Execution(_Cells):
             spec_dir = os.path.join(tmp, "kernels", KERNEL_NAME)
             os.makedirs(spec_dir)
             argv = [self.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+            launch = await asyncio.to_thread(self.bounds.prepare, tmp, self.sandbox is not None) if self.bounds else {}
             if self.sandbox is not None:  # the kernel's view of the machine (runner/sandbox.py)
-                argv = await asyncio.to_thread(self._sandboxed, argv, tmp)
+                argv = await asyncio.to_thread(self._sandboxed, argv, tmp, launch)
+            elif launch:  # its bounds set by runner/bounds.py before it starts
+                argv = RunBounds.wrap(argv, self._write_json(tmp, "bounds.json", launch))
             with open(os.path.join(spec_dir, "kernel.json"), "w", encoding="utf-8") as f:
                 json.dump(
                     {
@@ -199,6 +205,8 @@ class _Execution(_Cells):
                 kernel_pid = getattr(provisioner, "pid", None)
                 if kernel_pid:
                     deprioritize(kernel_pid, own_niceness())
+                if self.bounds is not None:
+                    self.bounds.watch(kernel_pid, self.sandbox is not None, self._stop_for_bounds)
                 await client.async_start_new_kernel_client()
                 kc = client.kc
                 await self._kernel_info(client, kc)
@@ -228,6 +236,8 @@ class _Execution(_Cells):
                 raise
             self._stopped_by_signal()
         finally:
+            if self.bounds is not None:
+                await self.bounds.stop_watching()
             await self._shutdown(km, kc, graceful=self.reason is None or self.reason == ResultReason.CELL_EXECUTION_FAILED)
             if log_file is not None:
                 log_file.close()
@@ -240,21 +250,51 @@ class _Execution(_Cells):
             # whatever the kernel started and left running (setsid, double forks)
             self.leftovers = await asyncio.to_thread(
                 hygiene.kill_all, self.run_id, descendants_of=os.getpid() if self.reap_descendants else None)
+            if self.bounds is not None:
+                self._judge_bounds(self.bounds)
+                await asyncio.to_thread(self.bounds.release)
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _sandboxed(self, argv: list[str], tmp: str) -> list[str]:
-        """``argv`` wrapped by the sandbox's launcher, its mounts in ``tmp/sandbox.json``
-        (blocks: asks the interpreter where its environment is). It writes only its
-        working folder (``cwd``, and ``write``), ``tmp`` (its HOME) and its scratch folders."""
+    async def _stop_for_bounds(self) -> None:
+        """The run went past its disk budget: its kernel and all it started, stopped."""
+        kill_process_group(self._pgid)
+        await asyncio.to_thread(hygiene.kill_all, self.run_id)
+
+    def _judge_bounds(self, bounds: RunBounds) -> None:
+        """Past a bound, that is the verdict's reason, whatever the cell then reported."""
+        index = self.failed_index if self.reason is not None else self._current_index
+        entry = self.results[index] if index is not None else {}
+        found = bounds.outcome(self.reason is not None, entry.get("errorName"), self.reason == ResultReason.KERNEL_DIED,
+                               str(entry.get("errorMessage") or ""))
+        if found is None:
+            return
+        self.reason, text = found
+        self.failed_index = index
+        self.message = text[:1].upper() + text[1:] + (f"; stopped in {cell_label(index)}" if index is not None else "")
+        if entry and entry.get("errorName") in (None, "DeadKernelError"):
+            entry.update(status=STATUS_FAILURE, errorName=str(self.reason), errorMessage=text)
+
+    @staticmethod
+    def _write_json(folder: str, name: str, doc: Mapping[str, Any]) -> str:
+        path = os.path.join(folder, name)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        return path
+
+    def _sandboxed(self, argv: list[str], tmp: str, launch: Mapping[str, Any]) -> list[str]:
+        """``argv`` wrapped by the sandbox's launcher, its mounts (and the bounds it sets,
+        runner/bounds.py, and its network) in ``tmp/sandbox.json`` (blocks: asks the interpreter
+        where its environment is). It writes only its working folder (``cwd``, and ``write``),
+        ``tmp`` (its HOME) and its scratch folders."""
         config = self.sandbox or {}
         mounts = _sandbox.kernel_mounts(
             hide=[str(p) for p in config.get("hide") or []], show=[str(p) for p in config.get("show") or []],
             python=self.python, temp_dir=tmp, write=[*(str(p) for p in config.get("write") or []), self.cwd],
             scratch={str(k): str(v) for k, v in (config.get("scratch") or {}).items()})
-        path = os.path.join(tmp, "sandbox.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump({"mounts": mounts, **({"network": config["network"]} if config.get("network") else {})}, f)
-        return _sandbox.wrap(argv, path)
+        network = {"network": config["network"]} if config.get("network") else {}
+        return _sandbox.wrap(argv, self._write_json(tmp, "sandbox.json",
+                                                    {"mounts": mounts, **({"bounds": launch} if launch else {}),
+                                                     **network}))
 
     def _start_failure_message(self, error: BaseException, log_path: str) -> str:
         if isinstance(error, FileNotFoundError) or not os.path.exists(self.python):

@@ -83,6 +83,23 @@ SCRATCH_PATHS = ("/tmp", "/var/tmp")
 PROBE_TIMEOUT = 20.0
 
 _libc: Any = None
+_siblings: dict[str, Any] = {}  # runner/NAME.py loaded by path: "bounds", "netns"
+
+
+def _sibling(name: str) -> Any:
+    """runner/NAME.py beside this file, loaded by path once (run as a script, this file imports
+    nothing of the package): bounds.py (the run's limits), netns.py (its network)."""
+    if name not in _siblings:
+        import importlib.util  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
+
+        spec = importlib.util.spec_from_file_location(f"_nbvalidation_{name}",
+                                                      os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                   f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _siblings[name] = module
+    return _siblings[name]
 
 
 def _c() -> Any:
@@ -379,6 +396,8 @@ def _first_process(plan: Sequence[Sequence[str]], argv: Sequence[str], status_fd
     try:
         umask = os.umask(0o022)  # the mount points made: nobody passes through them
         _set_up_mounts(plan, idmap)
+        if "bounds" in _siblings:  # its /dev/shm, of the run's disk budget (runner/bounds.py)
+            _sibling("bounds").mount_shm(_mount, MS_NOSUID | MS_NODEV)
         os.umask(umask)
         if idmap is not None:
             os.close(idmap)
@@ -448,12 +467,14 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
         sys.stderr.write(f"nbvalidation sandbox: {config_file}: {e}\n")
         return 125
     plan = [tuple(str(x) for x in entry) for entry in config.get("mounts") or []]
-    network = _netns().Network(config["network"]) if config.get("network") else None  # runner/netns.py
+    network = _sibling("netns").Network(config["network"]) if config.get("network") else None
     # imported before the namespace's mounts begin (the launcher shares them: a module of a
     # hidden interpreter could be missing for a moment while they are made)
     import select  # deferred: the runner's side never needs it
     idmap = None
     try:
+        if config.get("bounds"):  # the memory cgroup and rlimits (runner/bounds.py)
+            _sibling("bounds").apply(config["bounds"])
         if network is not None:
             network.start()
         extra = network.flags if network is not None else 0
@@ -516,18 +537,6 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
         time.sleep(1)
         return 128 + killed_by
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 125
-
-
-def _netns() -> Any:
-    """runner/netns.py beside this file (run as a script: nothing of the package is importable)."""
-    import importlib.util  # deferred: only a launcher with a network of its own (start-up time)
-
-    spec = importlib.util.spec_from_file_location(
-        "nbvalidation_netns", os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # --- the runner's side ---------------------------------------------------------------

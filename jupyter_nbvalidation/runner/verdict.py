@@ -181,6 +181,7 @@ def run_notebook(
     max_cell_output_bytes: int | None = None,
     max_output_bytes: int | None = None,
     sandbox: Mapping[str, Any] | None = None,
+    bounds: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Execute ``notebook`` in a fresh kernel, optionally compare with ``golden``.
 
@@ -204,7 +205,9 @@ def run_notebook(
     ``sandbox`` (``{"hide": [paths], "show": [paths], "write": [paths], "scratch":
     {"/tmp": folder, "/var/tmp": folder}}``) runs the kernel in the sandbox of
     :mod:`.sandbox` (None: without it); the scratch folders, on disk, are bound over
-    /tmp and /var/tmp (without them, an empty tmpfs is there).
+    /tmp and /var/tmp (without them, an empty tmpfs is there). ``bounds`` (``{"memory":
+    {...}, "disk": {...}}``, :mod:`.limits`): the kernel's memory limit and the run's disk
+    budget; past either the verdict is Failed, its reason naming the limit.
     """
     started = time.monotonic()
     notebook = os.path.abspath(os.fspath(notebook))
@@ -274,6 +277,7 @@ def run_notebook(
         not_run=replaced,
         output_budget=budget,
         sandbox=sandbox,
+        bounds=bounds,
     )
     internal_error: BaseException | None = None
     try:
@@ -365,6 +369,8 @@ def run_notebook(
     note = kernel_note(nb)
     if note and isinstance(result.get("message"), str):
         result["message"] += f" ({note})"
+    if execution.bounds is not None:
+        result["runner"]["bounds"] = execution.bounds.record()
     if execution.leftovers:
         result["runner"]["processesStopped"] = execution.leftovers
     return finish(result)

@@ -455,7 +455,17 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                                                  "host's network, loopback included)"},
                                                     "reason": {"type": ["string", "null"], "description":
                                                                "what is left open (null when isolated)"},
-                                                    "probeSeconds": {"type": ["number", "null"]}}}}}]}}},
+                                                    "probeSeconds": {"type": ["number", "null"]}}}}}]},
+                            "bounds": {"description": "local: how a run's bounds are held (null until detected "
+                                       "at start)", "oneOf": [
+                                {"type": "null"},
+                                {"type": "object", "required": ["memory", "reason", "runDiskLimit"], "properties": {
+                                    "memory": {"type": "string", "enum": ["cgroup v2", "cgroup v1", "RLIMIT_AS"],
+                                               "description": "what holds podConfig.resources.limits.memory"},
+                                    "reason": {"type": ["string", "null"],
+                                               "description": "why no memory cgroup (null with one)"},
+                                    "runDiskLimit": {"type": "integer",
+                                                     "description": "LocalBackend.run_disk_limit (0: none)"}}}]}}},
                                                    "Health"), **_errors()}},
             },
             "/openapi.json": {

@@ -30,7 +30,7 @@ export interface INotebookRef {
 export interface IResources {
   /** Resource requests, e.g. {cpu: 500m, memory: 2Gi}. */
   requests?: Record<string, string | number>;
-  /** Resource limits, e.g. {cpu: 2, memory: 4Gi}. */
+  /** Resource limits, e.g. {cpu: 2, memory: 4Gi}; the local backend holds memory only (a memory cgroup of the kernel's, else RLIMIT_AS). */
   limits?: Record<string, string | number>;
 }
 

@@ -113,6 +113,7 @@ class ArtefactsRoom(LocalState):
             "lease": await self.lease_state(),
             "lastGc": self.last_gc,
             "sandbox": self._sandbox,
+            "bounds": self._bounds,
         }
 
     async def lease_state(self) -> dict[str, Any]:

@@ -21,6 +21,8 @@ import jupyter_nbvalidation.backends.local.network as run_network
 import jupyter_nbvalidation.backends.workcopy as workcopy
 import jupyter_nbvalidation.core.space as space
 import jupyter_nbvalidation.runner.hygiene as hygiene
+import jupyter_nbvalidation.runner.limits as limits
+import jupyter_nbvalidation.runner.sandbox as sandbox
 import jupyter_nbvalidation.runner.sandbox_probe as sandbox_probe
 import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import Backend, Capabilities, lease_traits
@@ -45,7 +47,6 @@ UNSUPPORTED_LOCALLY = {
     "podConfig.containerImage": "needs the kubernetes backend (the local backend runs no containers)",
     "podConfig.buildConfig.baseImage": "needs the kubernetes backend (locally the base is the configured interpreter, c.LocalBackend.python)",
     "podConfig.resources.requests": "needs the kubernetes backend (the local backend sets no resource requests)",
-    "podConfig.resources.limits": "needs the kubernetes backend (the local backend sets no resource limits)",
     "podConfig.nodeSelector": "needs the kubernetes backend (the local backend schedules nothing)",
     "podConfig.tolerations": "needs the kubernetes backend (the local backend schedules nothing)",
 }
@@ -116,6 +117,13 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                         "else kernels run with the user's rights and can reach the store (a warning is "
                         "logged, /health says why); off: never.").tag(config=True)
     network = Enum(list(run_network.MODES), default_value="auto", help=run_network.HELP).tag(config=True)
+    run_disk_limit = Int(4 * 2**30, help="The disk budget of one validation run, in bytes: what its kernel (and all "
+                                         "it starts) writes to its working copy, its /tmp and /var/tmp, its HOME and "
+                                         "(in the sandbox) its private /dev/shm, a tmpfs of this size. Past it the "
+                                         "kernel is stopped and the job fails (DiskLimitExceeded); 0: no budget. "
+                                         "The kernel's memory is bounded by the job's "
+                                         "podConfig.resources.limits.memory (a memory cgroup, else "
+                                         "RLIMIT_AS).").tag(config=True)
     gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
                                      "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
                                      "still works).").tag(config=True)
@@ -180,6 +188,7 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         self._sandbox: dict[str, Any] | None = None  # sandbox_probe.detect(), once
         self._sandbox_lock = asyncio.Lock()
         self._run_network: dict[str, Any] | None = None  # what each run's sandbox file asks (network.py)
+        self._bounds: dict[str, Any] | None = None  # how a run's bounds are held here, detected at start
         self._private_paths: list[str] = []
 
     elects_leader = True
@@ -212,7 +221,18 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         await asyncio.to_thread(self._sweep_stale_builds)
         await asyncio.to_thread(hygiene.sweep)  # temp folders (and kernels) of runners that died
         await self._check_python()
+        await self._detect_bounds()
         await self.sandbox_state()
+
+    async def _detect_bounds(self) -> None:
+        """How a job's memory limit will be held (runner/limits.py), once, in a thread; a warning
+        when only RLIMIT_AS can (per process, and of address space)."""
+        if self._bounds is None:
+            found = await asyncio.to_thread(limits.detect)
+            self._bounds = {**found, "runDiskLimit": self.run_disk_limit}
+            if found["reason"]:
+                self.log.warning("nbvalidation: podConfig.resources.limits.memory is held by RLIMIT_AS (per "
+                                 "process, of its address space): %s", found["reason"])
 
     async def sandbox_state(self) -> dict[str, Any]:
         """Whether kernels run in the sandbox (runner/sandbox.py): tried once, in a thread."""
@@ -339,6 +359,11 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         return UNSUPPORTED_LOCALLY.get(field)
 
     def check_spec(self, spec: JobSpec) -> None:
+        for name in (spec.get("podConfig", {}).get("resources", {}).get("limits") or {}):
+            if name != "memory":  # held here: memory only (runner/limits.py)
+                raise SpecError(f"podConfig.resources.limits.{name}",
+                                "not supported by the local backend: it holds a memory limit only "
+                                "(the kubernetes backend sets the others)")
         strategy = spec.get("podConfig", {}).get("buildConfig", {}).get("strategy")
         if strategy is not None and strategy not in ("auto", "uv", "venv"):
             raise SpecError("podConfig.buildConfig.strategy",

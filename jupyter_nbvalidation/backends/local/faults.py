@@ -81,6 +81,8 @@ def fault_of_result(result: dict[str, Any], where: str | Path) -> Fault | None:
     message = str(result.get("message") or "")
     if result.get("verdict") == "Succeeded":
         return None
+    if reason in (ResultReason.OOM_KILLED, ResultReason.DISK_LIMIT_EXCEEDED):
+        return None  # past the run's own bounds (an ENOSPC of its /dev/shm, too): the notebook's
     if reason in (ResultReason.KERNEL_START_FAILED, ResultReason.RUNNER_ERROR):
         full = _no_space_in(message, where)
         if full is not None:

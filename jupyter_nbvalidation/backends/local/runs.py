@@ -46,6 +46,8 @@ from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION,
 from jupyter_nbvalidation.core.priority import deprioritize
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.runner.environment import forkserver_environment, runner_environment
+from jupyter_nbvalidation.runner.limits import fmt_bytes
+from jupyter_nbvalidation.spec.checks import parse_quantity
 from jupyter_nbvalidation.spec.plan import ValidationPlan
 
 
@@ -213,7 +215,23 @@ class RunsRoom(LocalState):
             argv += ["--kernel-env-file", str(run_dir / "kernel-env.json")]
         if self._sandbox is not None and self._sandbox["enabled"]:
             argv += ["--sandbox", str(run_dir / "sandbox.json")]
+        if self._bounds_config(job, run_dir):
+            argv += ["--bounds", str(run_dir / "bounds.json")]
         return argv
+
+    def _bounds_config(self, job: Job, run_dir: Path) -> dict[str, Any]:
+        """The run's bounds (runner --bounds, runner/limits.py): the job's memory limit, this
+        backend's disk budget over the attempt's working copy and scratch folders."""
+        out: dict[str, Any] = {}
+        memory = ((job["spec"].get("podConfig") or {}).get("resources") or {}).get("limits", {}).get("memory")
+        if memory is not None:
+            out["memory"] = {"bytes": int(parse_quantity(memory)), "text": str(memory),
+                             "field": "podConfig.resources.limits.memory"}
+        if self.run_disk_limit > 0:
+            out["disk"] = {"bytes": self.run_disk_limit, "text": fmt_bytes(self.run_disk_limit),
+                           "field": "LocalBackend.run_disk_limit",
+                           "paths": [str(run_dir / workcopy.TREE), str(run_dir / workcopy.SCRATCH)]}
+        return out
 
     async def _validate(self, job: Job, run: _Run, python: str, reference: str | None,
                         plan: ValidationPlan) -> Observation:
@@ -263,6 +281,9 @@ class RunsRoom(LocalState):
                 if kernel_env:
                     (run.run_dir / "kernel-env.json").write_text(json.dumps(kernel_env), encoding="utf-8")
                 (run.run_dir / "run-id").write_text(run.run_id)
+                bounds = self._bounds_config(job, run.run_dir)
+                if bounds:
+                    (run.run_dir / "bounds.json").write_text(json.dumps(bounds), encoding="utf-8")
                 if sandboxed:  # its /tmp and /var/tmp: fresh folders of this attempt, on disk
                     workcopy.make_scratch(run.run_dir)
                     (run.run_dir / "sandbox.json").write_text(json.dumps(self._sandbox_config(job, run.run_dir)),

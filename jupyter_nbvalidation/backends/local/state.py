@@ -42,6 +42,7 @@ class LocalState:
     env_min_idle: float
     max_folder_files: int
     max_folder_bytes: int
+    run_disk_limit: int
     keep_outputs_dir: str
     gc_interval: float
     log: logging.Logger  # LoggingConfigurable's
@@ -64,6 +65,7 @@ class LocalState:
     last_gc: dict[str, Any] | None
     _forkserver: RunnerForkServer | None
     _sandbox: dict[str, Any] | None
+    _bounds: dict[str, Any] | None
 
     # -- LocalBackend's (backend.py) ------------------------------------------------
     @property

@@ -151,7 +151,9 @@ def test_a_big_scratch_file_in_tmp_goes_to_disk_not_memory(tmp_path, monkeypatch
                     f"folders) must be on disk for this test; give --basetemp on a disk")
     monkeypatch.setenv("UV_CACHE_DIR", os.environ.get("UV_CACHE_DIR") or os.path.expanduser("~/.cache/uv"))
     name = f"nbv-big-{secrets.token_hex(6)}.bin"
-    server = ServerProcess(tmp_path)  # the default settings: LocalBackend.sandbox auto
+    # the default settings (LocalBackend.sandbox auto) but the disk budget: this run writes 4 GiB,
+    # the default budget (tests/security/test_bounds.py holds it)
+    server = ServerProcess(tmp_path, extra_args=[f"--LocalBackend.run_disk_limit={8 * GiB}"])
     seen: list[tuple[str, int]] = []  # (path, size) of the scratch file, seen from outside during the run
     stop = threading.Event()
 
