@@ -22,7 +22,6 @@ import jupyter_nbvalidation.backends.workcopy as workcopy
 import jupyter_nbvalidation.core.space as space
 import jupyter_nbvalidation.runner.hygiene as hygiene
 import jupyter_nbvalidation.runner.limits as limits
-import jupyter_nbvalidation.runner.sandbox as sandbox
 import jupyter_nbvalidation.runner.sandbox_probe as sandbox_probe
 import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import Backend, Capabilities, lease_traits
