@@ -142,7 +142,8 @@ def pytest_configure(config):
 
 
 # What a test needs of Kubernetes, marked from what it uses (not by hand): `cluster`, the real
-# node (tools/cluster/up.sh); `k8s`, the kube-apiserver + etcd harness (tools/testbin/build.sh).
+# node (tools/cluster/up.sh; a parametrized case "real-node" too); `k8s`, the kube-apiserver + etcd
+# harness (tools/testbin/build.sh).
 # tools/setup-and-test.sh runs `-m "not k8s and not cluster"` while the Go builds run, with
 # NBV_TESTBIN on an empty folder, so a test that needs the binaries and is not marked fails there.
 HARNESS_FIXTURES = {"kube_apiserver", "k8s_namespace", "admin", "aio_admin"}
@@ -150,9 +151,10 @@ HARNESS_FIXTURES = {"kube_apiserver", "k8s_namespace", "admin", "aio_admin"}
 
 def kubernetes_marker_of(item, module: str) -> str | None:
     names = set(getattr(item, "fixturenames", ()))
-    if module.startswith("test_k8s_real_") or "real_cluster" in names:
-        return "cluster"
     params = getattr(getattr(item, "callspec", None), "params", {})
+    # "real-node": a parametrized fixture's case that asks for real_cluster itself (the port contract)
+    if module.startswith("test_k8s_real_") or "real_cluster" in names or "real-node" in params.values():
+        return "cluster"
     if (module.startswith("test_k8s_") or names & HARNESS_FIXTURES
             or any(v == "kubernetes" for v in params.values())):
         return "k8s"
