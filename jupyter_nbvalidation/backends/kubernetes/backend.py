@@ -447,7 +447,7 @@ class KubernetesBackend(Backend):
             out["buildStrategyReason"] = self.build_strategy_reason({"spec": {}})
         established, problem = await crd_state(self.kube)
         out["crdEstablished"] = established
-        out["networkPolicy"] = await network_policy_state(self.kube, self.namespace)
+        out["networkPolicy"] = await network_policy_state(self.kube, self.namespace, out["api"]["apiReachable"])
         out["cacheSynced"] = self.store.synced
         if problem is None and not self.store.synced:
             errors = [i.last_error for i in (self.store.jobs, self.store.build_jobs, self.store.pods)

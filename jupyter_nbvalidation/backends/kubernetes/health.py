@@ -38,11 +38,14 @@ async def crd_state(kube: Kube) -> tuple[bool, str | None]:
     return False, f"the CRD {CRD_NAME} is not served"
 
 
-async def network_policy_state(kube: Kube, namespace: str) -> dict[str, Any]:
+async def network_policy_state(kube: Kube, namespace: str, reachable: bool = True) -> dict[str, Any]:
     """``installed``: the validation Pods' NetworkPolicy is in the namespace (None: it could not
-    be read); ``note``: what that does and does not mean (the API does not say whether the
-    cluster's network plugin enforces it)."""
+    be read; not asked while the API server is known to be unreachable); ``note``: what that
+    does and does not mean (the API does not say whether the cluster's network plugin enforces it)."""
     out: dict[str, Any] = {"name": NETWORK_POLICY, "installed": None, "note": NETWORK_POLICY_NOTE}
+    if not reachable:
+        out["note"] = f"not known while the API server is unreachable; {NETWORK_POLICY_NOTE}"
+        return out
     try:
         await kube.request("GET", f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/"
                                   f"{NETWORK_POLICY}", timeout=10)

@@ -162,6 +162,7 @@ async def test_the_leader_dies_while_the_api_server_is_down_and_the_other_finish
             hs = await wait_async(outage_on_health, 30, "the outage on both engines' /health", interval=0.2)
             seen_at = time.monotonic()
             assert all("unreachable" in h["problem"] for h in hs), [h["problem"] for h in hs]
+            assert all(h["networkPolicy"]["installed"] is None for h in hs), hs  # not asked meanwhile
             listed, _ = await follower.backend.store.list_jobs()  # the last known state is still served
             assert {j["metadata"]["name"] for j in listed} == set(jobs)
             await leader.engine.stop()  # the leader dies during the outage

@@ -30,7 +30,8 @@ from helpers import write_notebook
 
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
 from jupyter_nbvalidation.backends.kubernetes import NETWORK_POLICY, NETWORK_POLICY_NOTE
-from jupyter_nbvalidation.backends.kubernetes.client import PODS
+from jupyter_nbvalidation.backends.kubernetes.client import PODS, connect
+from jupyter_nbvalidation.backends.kubernetes.health import network_policy_state
 from jupyter_nbvalidation.backends.kubernetes.install import apply
 from jupyter_nbvalidation.core.model import Phase, Reason
 
@@ -73,6 +74,12 @@ def excluded(policy: dict, address: str) -> bool:
 @pytest.mark.asyncio
 async def test_install_applies_the_policy_that_isolates_the_validation_pods(real_cluster, tmp_path):
     ns = real_cluster.namespace()
+    kube = await connect(real_cluster.kubeconfig)
+    try:  # before install, /health's networkPolicy says it is not there
+        before = await network_policy_state(kube, ns)
+    finally:
+        await kube.close()
+    assert before["installed"] is False and before["note"].startswith("not installed: "), before
     out = io.StringIO()
     assert await apply(ns, real_cluster.kubeconfig, out=out) == 0, out.getvalue()
     said = out.getvalue()
