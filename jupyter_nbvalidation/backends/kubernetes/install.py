@@ -102,8 +102,12 @@ async def _wait_established(kube: "Kube", name: str, timeout: float) -> bool:
     return False
 
 
-async def apply(namespace: str, kubeconfig: str | None, out: Any = sys.stdout, timeout: float = 60.0) -> int:
+async def apply(namespace: str, kubeconfig: str | None, out: Any = None, timeout: float = 60.0) -> int:
+    """Create or replace each manifest, saying what was done on ``out`` (default: sys.stdout as
+    it is when called, not as it was at import)."""
     from jupyter_nbvalidation.backends.kubernetes.client import connect  # optional: kubernetes
+
+    out = sys.stdout if out is None else out
 
     kube = await connect(kubeconfig)
     try:
