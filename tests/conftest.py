@@ -27,16 +27,16 @@ pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster"
 # second worker would contend for or build again: the headless browser and its lab server,
 # the corpus runs (nested pytest -n 2 of their own), and modules whose module- or session-
 # scoped fixtures build venvs, images or servers a second worker would build again. The
-# real node's tests run on both workers (two kaniko builds at a time fit the node); the one
-# module that blocks a part they all use (the registry) is marked `alone`
-# (ALONE_MODULES): lane K runs it after them, in a pytest run of its own (its tests on one
-# worker: MODULE_GROUPED).
+# real node's tests run on both workers (two kaniko builds at a time fit the node); the
+# modules that block a part they all use (the registry; the API server) are marked `alone`
+# (ALONE_MODULES): lane K runs them after the others, in a pytest run of its own, without -n
+# (their tests on one worker if -n is given: MODULE_GROUPED).
 XDIST_GROUPS = {
     "browser": ("test_ui_e2e", "test_ui_options", "test_ui_ux"),
     "corpus": ("test_corpus", "test_peer_notebooks", "test_nbval_parity"),
 }
-ALONE_MODULES = ("test_k8s_real_registry",)
-MODULE_GROUPED = ("test_k8s_real_registry", "test_runner", "test_runner_standalone", "test_k8s_progress",
+ALONE_MODULES = ("test_k8s_real_registry", "test_k8s_real_ha")
+MODULE_GROUPED = ("test_k8s_real_registry", "test_k8s_real_ha", "test_runner", "test_runner_standalone", "test_k8s_progress",
                   "test_k8s_builders", "test_k8s_backend")
 
 
@@ -142,7 +142,8 @@ def pytest_configure(config):
 
 
 # What a test needs of Kubernetes, marked from what it uses (not by hand): `cluster`, the real
-# node (tools/cluster/up.sh); `k8s`, the kube-apiserver + etcd harness (tools/testbin/build.sh).
+# node (tools/cluster/up.sh; a parametrized case "real-node" too); `k8s`, the kube-apiserver + etcd
+# harness (tools/testbin/build.sh).
 # tools/setup-and-test.sh runs `-m "not k8s and not cluster"` while the Go builds run, with
 # NBV_TESTBIN on an empty folder, so a test that needs the binaries and is not marked fails there.
 HARNESS_FIXTURES = {"kube_apiserver", "k8s_namespace", "admin", "aio_admin"}
@@ -150,9 +151,10 @@ HARNESS_FIXTURES = {"kube_apiserver", "k8s_namespace", "admin", "aio_admin"}
 
 def kubernetes_marker_of(item, module: str) -> str | None:
     names = set(getattr(item, "fixturenames", ()))
-    if module.startswith("test_k8s_real_") or "real_cluster" in names:
-        return "cluster"
     params = getattr(getattr(item, "callspec", None), "params", {})
+    # "real-node": a parametrized fixture's case that asks for real_cluster itself (the port contract)
+    if module.startswith("test_k8s_real_") or "real_cluster" in names or "real-node" in params.values():
+        return "cluster"
     if (module.startswith("test_k8s_") or names & HARNESS_FIXTURES
             or any(v == "kubernetes" for v in params.values())):
         return "k8s"

@@ -92,6 +92,7 @@ class Cluster:
     def server_config(self, namespace: str, **traits: Any) -> dict:
         kb = {"kubeconfig": self.kubeconfig, "namespace": namespace,
               "registry": self.env["NBV_REGISTRY"], "base_image": self.env["NBV_BASE_IMAGE"],
+              "runner_image": self.env["NBV_RUNNER_IMAGE"],
               "builder_image": self.env["NBV_BUILDER_IMAGE"],
               "builder_args": json.loads(self.env["NBV_BUILDER_ARGS"])}
         kb.update(traits.pop("KubernetesBackend", {}))
@@ -101,13 +102,14 @@ class Cluster:
         return cfg
 
     def backend(self, namespace: str, registry: str, **traits: Any):
-        """A KubernetesBackend on this cluster (in this process), pushing under ``registry``."""
+        """A KubernetesBackend on this cluster (in this process), pushing under ``registry``;
+        build-disabled jobs run in the runner image of this checkout (``NBV_RUNNER_IMAGE``)."""
         from jupyter_nbvalidation.backends.kubernetes.backend import KubernetesBackend
 
-        return KubernetesBackend(namespace=namespace, kubeconfig=self.kubeconfig, registry=registry,
-                                 base_image=self.env["NBV_BASE_IMAGE"], builder_image=self.env["NBV_BUILDER_IMAGE"],
-                                 builder_args=json.loads(self.env["NBV_BUILDER_ARGS"]),
-                                 run_as_user=int(self.env.get("NBV_RUN_AS_USER", "1000")), **traits)
+        kw = {"base_image": self.env["NBV_BASE_IMAGE"], "runner_image": self.env["NBV_RUNNER_IMAGE"],
+              "builder_image": self.env["NBV_BUILDER_IMAGE"], "builder_args": json.loads(self.env["NBV_BUILDER_ARGS"]),
+              "run_as_user": int(self.env.get("NBV_RUN_AS_USER", "1000")), **traits}
+        return KubernetesBackend(namespace=namespace, kubeconfig=self.kubeconfig, registry=registry, **kw)
 
     @contextlib.asynccontextmanager
     async def engine(self, root: Path, registry: str, namespace: str | None = None, log: Any = None,
@@ -152,8 +154,8 @@ def real_cluster(tmp_path_factory) -> Cluster:
     if p.returncode:
         pytest.fail(f"tools/cluster/runner-image.sh failed ({p.returncode}):\n{p.stderr}", pytrace=False)
     env = read_env(ENV_FILE)
-    missing = [k for k in ("KUBECONFIG", "NBV_REGISTRY", "NBV_BASE_IMAGE", "NBV_BUILDER_IMAGE", "NBV_BUILDER_ARGS",
-                           "NBV_KUBECTL") if not env.get(k)]
+    missing = [k for k in ("KUBECONFIG", "NBV_REGISTRY", "NBV_BASE_IMAGE", "NBV_RUNNER_IMAGE", "NBV_BUILDER_IMAGE",
+                           "NBV_BUILDER_ARGS", "NBV_KUBECTL") if not env.get(k)]
     if missing:
         pytest.fail(f"{ENV_FILE} lacks {', '.join(missing)}: run `{UP}` again", pytrace=False)
     cluster = Cluster(env, tmp_path_factory.mktemp("real-cluster"))

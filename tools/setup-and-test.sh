@@ -85,7 +85,7 @@ lane_k() {
   local rc=0
   step "lane K: pytest -m \"(k8s or cluster) and not alone\" (the real node's tests and the harness's, two workers)"
   "${PYTEST[@]}" -n 2 --dist loadgroup -m "(k8s or cluster) and not alone" || rc=1
-  step "lane K: pytest -m alone (the registry faults: they block the registry every other real-node test uses)"
+  step "lane K: pytest -m alone (the registry faults and the API server outage: they block a part every other real-node test uses)"
   "${PYTEST[@]}" -m alone || rc=1
   step "lane K: done"
   return "$rc"

@@ -4,9 +4,13 @@ The store contract runs against the SQLite store (local backend), the Kubernetes
 kube-apiserver and etcd, tests/k8s_harness.py) and the in-memory store of the engine-semantics
 tests (tests/fake_backend.py), so that the fake the fast tests trust is held to what the real
 stores do. The backend contract runs real notebooks in real kernels through the engine and the
-service against the local backend and tests/toy_backend.py (a third backend written against the
-port only: the runner in a subprocess, no build): the same specs give the same phases, events,
-verdicts and refusals.
+service against the local backend, tests/toy_backend.py (a third backend written against the
+port only: the runner in a subprocess, no build) and the Kubernetes backend on the REAL node
+(``real-node``: tests/real_cluster.py, lane K; a real kaniko build, Pods run by the real kubelet,
+build-disabled jobs in the runner image of this checkout, ``NBV_RUNNER_IMAGE``): the same specs
+give the same phases, events, verdicts and refusals. Every case runs on every backend; where a
+backend declares (supported_fields, capabilities) that a case's premise does not hold for it,
+the case says so by an assertion on that declaration and checks the rule that does hold.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from jupyter_nbvalidation.core.events import make_event
 from jupyter_nbvalidation.core.model import REASON_PHASE, Phase, Reason, new_job
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.jobs import JobService
+from jupyter_nbvalidation.spec.checks import spec_fields
 from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, NotFound
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 
@@ -158,24 +163,38 @@ async def test_store_watch_names_what_changed_until_unsubscribed(store):
 NO_BUILD = {"podConfig": {"buildConfig": {"enabled": False}}}
 
 
-@pytest_asyncio.fixture(params=["local", "toy"])
+REAL_NODE = "real-node"  # tests/conftest.py kubernetes_marker_of: this parameter needs the real node
+
+
+@pytest_asyncio.fixture(params=["local", "toy", REAL_NODE])
 async def backend_env(request, tmp_path, start_engine):
     root = tmp_path / "root"
     root.mkdir()
+    env = type("Env", (), {})()
+    env.root, env.base, env.timeout = root, NO_BUILD, 180.0
+    if request.param == REAL_NODE:
+        cluster = request.getfixturevalue("real_cluster")
+        # build-disabled jobs run in the runner image of this checkout (KubernetesBackend.runner_image:
+        # NBV_RUNNER_IMAGE of tools/cluster/runner-image.sh)
+        async with cluster.engine(root, cluster.env["NBV_REGISTRY"], log=LOG) as k:
+            assert k.backend.runner_image == cluster.env["NBV_RUNNER_IMAGE"]
+            env.backend, env.engine, env.service = k.backend, k.engine, k.service
+            env.timeout = 600.0  # a cold kaniko build (pip from the index) on a loaded 2-core machine
+            yield env
+        return
     if request.param == "local":
         backend = LocalBackend(data_dir=str(tmp_path / "data"))
     else:
         backend = SubprocessBackend(SQLiteJobStore(tmp_path / "jobs.db"), tmp_path / "toy")
     engine, _ = await start_engine(backend, log=LOG, resync_period=3600)
-    env = type("Env", (), {})()
-    env.backend, env.engine, env.root, env.base = backend, engine, root, NO_BUILD
+    env.backend, env.engine = backend, engine
     env.service = JobService(engine, backend, str(root))
-    return env
+    yield env
 
 
-async def _verdict(env, spec: dict, timeout: float = 180, build: bool = False) -> tuple[dict, list[dict]]:
+async def _verdict(env, spec: dict, build: bool = False) -> tuple[dict, list[dict]]:
     job = await env.service.submit(spec if build else {**env.base, **spec})
-    done = await env.engine.wait_for_terminal(job["metadata"]["name"], timeout)
+    done = await env.engine.wait_for_terminal(job["metadata"]["name"], env.timeout)
     await env.engine.wait_idle(30)
     await env.engine.recorder.flush()
     evs = sorted(await env.backend.store.list_events(done), key=lambda e: e.get("eventTime") or "")
@@ -207,7 +226,7 @@ async def test_backend_a_passing_notebook_goes_build_first_then_validate(backend
     _transition_events_match(done, evs)
     executed = await backend_env.backend.executed_notebook(done)
     text = executed["cells"][1]["outputs"][0]["text"]
-    assert "".join(text) if isinstance(text, list) else text == "42\n", executed["cells"][1]
+    assert ("".join(text) if isinstance(text, list) else text) == "42\n", executed["cells"][1]
 
 
 @pytest.mark.asyncio
@@ -239,7 +258,7 @@ async def test_backend_cancel_during_a_cell_ends_cancelled(backend_env):
     async def running() -> bool:
         return ((await backend_env.backend.store.get(name)).get("status") or {}).get("phase") == Phase.VALIDATION_RUNNING
 
-    await wait_async(running, 60, f"{name} to run its slow cell", interval=0.1)
+    await wait_async(running, 120, f"{name} to run its slow cell", interval=0.1)
     await backend_env.engine.request_cancel(name)
     done = await backend_env.engine.wait_for_terminal(name, 30)
     assert (done["status"]["phase"], done["status"]["reason"]) == (Phase.FAILED, Reason.CANCELLED), done["status"]
@@ -247,15 +266,28 @@ async def test_backend_cancel_during_a_cell_ends_cancelled(backend_env):
     assert [t["phase"] for t in done["status"]["transitions"]][:2] == [Phase.INITIALIZING, Phase.VALIDATION_RUNNING]
 
 
+def _a_field_refused_by(backend: Backend) -> tuple[str, object]:
+    """A spec field this backend refuses, with a value: one of the spec's fields that it declares
+    unsupported (local, toy: podConfig.nodeSelector), else, for a backend that declares every
+    field of the spec (Kubernetes), a field no backend takes (podConfig.volumes)."""
+    unsupported = spec_fields() - backend.supported_fields()
+    if "podConfig.nodeSelector" in unsupported:
+        return "podConfig.nodeSelector", {"disk": "ssd"}
+    assert not unsupported, sorted(unsupported)  # a new unsupported field: give it a value above
+    assert backend.supported_fields() == spec_fields(), backend.name
+    assert "podConfig.volumes" not in spec_fields()
+    return "podConfig.volumes", [{"name": "host", "hostPath": {"path": "/"}}]
+
+
 @pytest.mark.asyncio
 async def test_backend_refuses_a_field_it_does_not_support_and_creates_nothing(backend_env):
     write_notebook(backend_env.root / "nb.ipynb", ["print(1)"])
-    assert "podConfig.nodeSelector" not in backend_env.backend.supported_fields()
+    field, value = _a_field_refused_by(backend_env.backend)
     spec = {"notebook": {"path": "nb.ipynb"},
-            "podConfig": {"buildConfig": {"enabled": False}, "nodeSelector": {"disk": "ssd"}}}
+            "podConfig": {"buildConfig": {"enabled": False}, field.split(".")[1]: value}}
     with pytest.raises(ApiError) as err:
         await backend_env.service.submit(spec)
-    assert err.value.status == 400 and err.value.field == "spec.podConfig.nodeSelector", err.value
+    assert err.value.status == 400 and err.value.field == f"spec.{field}", err.value
     jobs, _ = await backend_env.backend.store.list_jobs()
     assert jobs == []
 

@@ -302,7 +302,7 @@ NBV_KUBECTL=$KUBECTL
 NBV_CLUSTER_STATE=$STATE
 ENV
   # keep the runner image line until runner-image.sh replaces it (readers never see it missing)
-  [[ -f "$REPO/.cluster/env" ]] && grep '^NBV_BASE_IMAGE=' "$REPO/.cluster/env" >> "$REPO/.cluster/env.tmp" || true
+  [[ -f "$REPO/.cluster/env" ]] && grep -e '^NBV_BASE_IMAGE=' -e '^NBV_RUNNER_IMAGE=' "$REPO/.cluster/env" >> "$REPO/.cluster/env.tmp" || true
   mv "$REPO/.cluster/env.tmp" "$REPO/.cluster/env"
 }
 part env write_env

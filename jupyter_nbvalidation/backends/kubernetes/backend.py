@@ -54,7 +54,7 @@ from jupyter_nbvalidation.backends.kubernetes.builders.discovery import discover
 from jupyter_nbvalidation.backends.kubernetes.children import IMAGE_ANNOTATION, Children
 from jupyter_nbvalidation.backends.kubernetes.client import Kube, KubeApiError, default_namespace
 from jupyter_nbvalidation.backends.kubernetes.executor import PodSettings, ValidationExecutor
-from jupyter_nbvalidation.backends.kubernetes.health import CRD_NAME, crd_state
+from jupyter_nbvalidation.backends.kubernetes.health import CRD_NAME, crd_state, network_policy_state
 from jupyter_nbvalidation.backends.kubernetes.images import Images, ImageSettings
 from jupyter_nbvalidation.backends.kubernetes.leader import LeaseElector, new_identity
 from jupyter_nbvalidation.backends.kubernetes.snapshot import Snapshots
@@ -447,6 +447,7 @@ class KubernetesBackend(Backend):
             out["buildStrategyReason"] = self.build_strategy_reason({"spec": {}})
         established, problem = await crd_state(self.kube)
         out["crdEstablished"] = established
+        out["networkPolicy"] = await network_policy_state(self.kube, self.namespace, out["api"]["apiReachable"])
         out["cacheSynced"] = self.store.synced
         if problem is None and not self.store.synced:
             errors = [i.last_error for i in (self.store.jobs, self.store.build_jobs, self.store.pods)

@@ -1,6 +1,7 @@
 """``jupyter nbvalidation install [--namespace NS] [--print] [--kubeconfig F]``:
-the CRD, the server Role and an example ServiceAccount + RoleBinding, printed
-as YAML or applied (create, or replace what exists). A CLI command: it runs
+the CRD, the server Role, an example ServiceAccount + RoleBinding and the
+NetworkPolicy that isolates the validation Pods, printed as YAML or applied
+(create, or replace what exists). A CLI command: it runs
 its own event loop with ``asyncio.run``.
 
 ``--print`` needs only the package (the manifests ship in it) and PyYAML:
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no annotations (types-PyYAML is not installed)
 
-from jupyter_nbvalidation.backends.kubernetes import MANIFESTS_DIR
+from jupyter_nbvalidation.backends.kubernetes import MANIFESTS_DIR, NETWORK_POLICY_NOTE
 
 if TYPE_CHECKING:  # pragma: no cover
     from jupyter_nbvalidation.backends.kubernetes.client import Kube
@@ -32,7 +33,7 @@ def _load(name: str) -> list[dict[str, Any]]:
 
 def manifests(namespace: str) -> list[dict[str, Any]]:
     """The objects to install, in apply order, with ``namespace`` filled in."""
-    docs = _load("crd.yaml") + _load("role.yaml") + _load("rolebinding-example.yaml")
+    docs = _load("crd.yaml") + _load("role.yaml") + _load("rolebinding-example.yaml") + _load("networkpolicy.yaml")
     out = []
     for doc in docs:
         doc = copy.deepcopy(doc)
@@ -46,8 +47,9 @@ def manifests(namespace: str) -> list[dict[str, Any]]:
 
 
 def render(namespace: str) -> str:
-    header = (f"# jupyter-nbvalidation: CRD (cluster-scoped), server Role and an example ServiceAccount +\n"
-              f"# RoleBinding in namespace {namespace}. Apply with: kubectl apply -f -\n")
+    header = (f"# jupyter-nbvalidation: CRD (cluster-scoped), server Role, an example ServiceAccount +\n"
+              f"# RoleBinding and the validation Pods' NetworkPolicy in namespace {namespace}.\n"
+              f"# Apply with: kubectl apply -f -\n# Note: {NETWORK_POLICY_NOTE}.\n")
     body: str = yaml.safe_dump_all(manifests(namespace), sort_keys=False)  # no stream: the YAML text
     return header + body
 
@@ -62,6 +64,8 @@ def _collection(doc: dict[str, Any]) -> str:
         return f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings"
     if kind == "ServiceAccount":
         return f"/api/v1/namespaces/{ns}/serviceaccounts"
+    if kind == "NetworkPolicy":
+        return f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
     raise ValueError(f"unexpected kind {kind} in the manifests")
 
 
@@ -98,8 +102,12 @@ async def _wait_established(kube: "Kube", name: str, timeout: float) -> bool:
     return False
 
 
-async def apply(namespace: str, kubeconfig: str | None, out: Any = sys.stdout, timeout: float = 60.0) -> int:
+async def apply(namespace: str, kubeconfig: str | None, out: Any = None, timeout: float = 60.0) -> int:
+    """Create or replace each manifest, saying what was done on ``out`` (default: sys.stdout as
+    it is when called, not as it was at import)."""
     from jupyter_nbvalidation.backends.kubernetes.client import connect  # optional: kubernetes
+
+    out = sys.stdout if out is None else out
 
     kube = await connect(kubeconfig)
     try:
@@ -107,6 +115,8 @@ async def apply(namespace: str, kubeconfig: str | None, out: Any = sys.stdout, t
             what = await _create_or_replace(kube, doc)
             where = f" in {namespace}" if doc["metadata"].get("namespace") else ""
             print(f"{doc['kind'].lower()}/{doc['metadata']['name']}{where} {what}", file=out)
+            if doc["kind"] == "NetworkPolicy":
+                print(f"note: {NETWORK_POLICY_NOTE}", file=out)
             if doc["kind"] == "CustomResourceDefinition":
                 if not await _wait_established(kube, doc["metadata"]["name"], timeout):
                     print(f"error: the CRD {doc['metadata']['name']} is not Established after {timeout:.0f}s",

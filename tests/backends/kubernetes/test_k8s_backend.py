@@ -911,7 +911,7 @@ def test_install_prints_and_applies(kube_apiserver, k8s_namespace, capsys):
     h, ns = kube_apiserver, k8s_namespace
     assert install(ns, True, None) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert [d["kind"] for d in docs] == ["CustomResourceDefinition", "Role", "ServiceAccount", "RoleBinding"]
+    assert [d["kind"] for d in docs] == ["CustomResourceDefinition", "Role", "ServiceAccount", "RoleBinding", "NetworkPolicy"]
     assert all(d["metadata"]["namespace"] == ns for d in docs[1:])
     assert docs[3]["subjects"][0]["namespace"] == ns
 
@@ -1311,7 +1311,7 @@ def test_install_print_needs_no_kubernetes_client(tmp_path):
     p = run("--print", "-n", "team-a")
     assert p.returncode == 0, p.stderr
     docs = list(yaml.safe_load_all(p.stdout))
-    assert [d["kind"] for d in docs] == ["CustomResourceDefinition", "Role", "ServiceAccount", "RoleBinding"]
+    assert [d["kind"] for d in docs] == ["CustomResourceDefinition", "Role", "ServiceAccount", "RoleBinding", "NetworkPolicy"]
     p = run("-n", "team-a")
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.count("\n") == 1 and "jupyter-nbvalidation[kubernetes]" in p.stderr
