@@ -3,7 +3,7 @@
     %load_ext jupyter_nbvalidation
     %nbvalidate                       # this notebook (found from the server's session of this kernel)
     %nbvalidate other.ipynb --golden golden.ipynb --no-build --timeout 10m --no-wait
-    %nbvalidate --abs-tol 1e-6 --rel-tol 0 --ignore-output stream:stderr --cell-timeout 60 -p epochs 1
+    %nbvalidate --abs-tol 1e-6 --rel-tol 0 --ignore-output stream:stderr -p epochs 1
 
 It takes the spec options of ``jupyter nbvalidation submit`` (``cli.spec_options.add_spec_options``:
 parameters, tolerances, ignored outputs, timeouts, lax mode, sanitizer files, build
@@ -99,7 +99,7 @@ def parse(line: str) -> argparse.Namespace:
         return p.parse_args(words)
     except SystemExit:
         raise MagicError("usage: %nbvalidate [NOTEBOOK] [--golden G] [--no-build] [--timeout 10m] "
-                         "[--cell-timeout 60] [--abs-tol X] [--rel-tol X] [--ignore-output SELECTOR] "
+                         "[--abs-tol X] [--rel-tol X] [--ignore-output SELECTOR] "
                          "[-p NAME VALUE] [--lax] [--sanitize-with FILE] [--no-wait] [--server URL --token T] "
                          "(the options of `jupyter nbvalidation submit`)") from None
 

@@ -22,6 +22,7 @@ from traitlets import Float, Int, MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
 from jupyter_nbvalidation.core.documents import Job, JobSpec, Progress, RunnerResult
+from jupyter_nbvalidation.core.spec_table import runner_options
 from jupyter_nbvalidation.core.vocabulary import RunState
 from jupyter_nbvalidation.environment.requirements import Requirements
 from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
@@ -142,6 +143,7 @@ class Backend(LoggingConfigurable, ABC, metaclass=_PortMeta):
 
     store: JobStore
 
+    # the server's default of a runner option (spec_table.Runner.default: NAME is the trait default_NAME)
     default_cell_timeout = Int(600, help="Per-cell timeout in seconds unless the job or notebook sets one."
                                ).tag(config=True)
     max_retries = Int(3, help="Retries of a build or a validation that failed because of a transient fault "
@@ -282,6 +284,14 @@ class Backend(LoggingConfigurable, ABC, metaclass=_PortMeta):
         """The server's own folders (its Jupyter runtime dir: the token, the connection
         files of the user's kernels), which no notebook's kernel may see, where this
         backend can hide them (the local backend's sandbox). Default: nothing to do."""
+
+    def runner_defaults(self) -> dict[str, Any]:
+        """The server's default of every runner option whose row in the spec table names
+        one (``spec_table.Runner.default``: NAME, held by this backend's trait
+        ``default_NAME``), by NAME: the plan's keywords (``make_plan(..., **defaults)``),
+        and part of the verdict cache's key."""
+        return {option.default: getattr(self, "default_" + option.default)
+                for _, option in runner_options() if option.default}
 
     def private_paths(self) -> frozenset[str]:
         """Real paths never part of a notebook's folder as its kernel sees it (e.g. a

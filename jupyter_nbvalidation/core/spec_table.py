@@ -13,7 +13,11 @@ against it:
   same tool, and so are the TypedDicts at the end of this file (``documents``
   re-exports them);
 - the CLI's spec options (``cli.add_spec_options`` / ``spec_from_options``, also
-  used by the magic and the pytest plugin) are the :class:`Cli` entries below.
+  used by the magic and the pytest plugin) are the :class:`Cli` entries below;
+- the runner's arguments a spec gives (``spec/runner_args.py``, every backend) are
+  the :class:`Runner` entries, in :data:`RUNNER_ORDER`; a runner option whose
+  server default is a backend trait (``Runner.default``) reaches the plan, the
+  engine and the verdict cache's key through ``Backend.runner_defaults()``.
 
 ``tests/test_spec_schemas.py`` fails when a generated file is stale: run
 ``python tools/gen_spec.py``. Standard library only, and nothing of the package
@@ -117,6 +121,38 @@ class Cli:
         return long[2:].replace("-", "_")
 
 
+#: Runner.form: how a runner option's value is written as the runner's arguments (spec/runner_args.py)
+RUNNER_FORMS = (
+    "value",    # FLAG TEXT, when the value is not empty
+    "float",    # FLAG NUMBER (as a float), when the value is set
+    "int",      # FLAG N (a whole number), when the value is not 0
+    "true",     # FLAG, when the value is true
+    "false",    # FLAG, when the value is false (a switch whose default is true)
+    "each",     # FLAG=ITEM for every item (one token: an item may start with "-")
+    "json",     # FLAG=JSON (one compact token), when the value is not empty; ``keys``: each item's kept keys
+    "seconds",  # FLAG SECONDS, always: the spec's duration, else the server's default (the plan resolves it)
+)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """The field is a runner option: the runner takes it as ``flag`` (runner/options.py
+    declares the same flag; tests/core/test_runner_options.py holds the two together),
+    written as ``form`` (:data:`RUNNER_FORMS`). ``default``: the server's default of a
+    ``seconds`` option when a backend holds it, as ``NAME``: the trait
+    ``Backend.default_<NAME>`` (a user's ``c.LocalBackend.default_<NAME>``), which the
+    plan takes as its keyword ``NAME`` and the verdict cache's key as
+    ``default<Name>``."""
+
+    flag: str
+    form: str
+    keys: tuple[str, ...] = ()
+    default: str | None = None
+
+    def __post_init__(self) -> None:
+        assert self.form in RUNNER_FORMS, self.form
+
+
 @dataclass(frozen=True)
 class Field:
     """A leaf field. ``kind`` names the validator's check (model._check) and the shape in every
@@ -133,6 +169,7 @@ class Field:
     min_length: int | None = None
     cli: tuple[Cli, ...] = ()
     crd: Mapping[str, Any] = field(default_factory=dict)
+    runner: Runner | None = None
 
 
 @dataclass(frozen=True)
@@ -211,50 +248,61 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
     }),
     "comparisonConfig": Obj("ComparisonConfig", "How outputs are compared with the golden notebook.", {
         "strategy": Field("enum", "normalized (default) or exact.", COMPARISON_STRATEGIES,
-                          cli=(Cli(("--comparison",), "choice", "comparison strategy"),)),
+                          cli=(Cli(("--comparison",), "choice", "comparison strategy"),),
+                          runner=Runner("--comparison", "value")),
         "floatingPointTolerance": Field(
             "number", "Absolute tolerance for numbers in outputs (normalized mode; default 1e-4).", MAX_TOLERANCE,
             cli=(Cli(("--abs-tol", "--tolerance"), "float",
                      "normalized comparison: absolute tolerance for numbers (default 1e-4)",
-                     metavar="X", dest="tolerance"),)),
+                     metavar="X", dest="tolerance"),),
+            runner=Runner("--abs-tol", "float")),
         "relativeTolerance": Field(
             "number", "Relative tolerance for numbers in outputs (normalized mode; default 0).", MAX_TOLERANCE,
             cli=(Cli(("--rel-tol",), "float", "normalized comparison: relative tolerance for numbers (default 0)",
-                     metavar="X"),)),
+                     metavar="X"),),
+            runner=Runner("--rel-tol", "float")),
         "ignoreTimestamps": Field(
             "bool", "normalized mode replaces dates and times before comparing (default true).",
-            cli=(Cli(("--keep-timestamps",), "set_false", "compare dates and times too"),)),
+            cli=(Cli(("--keep-timestamps",), "set_false", "compare dates and times too"),),
+            runner=Runner("--keep-timestamps", "false")),
         "customTimestampPatterns": Field(
             "regexlist", "normalized mode also replaces what these regular expressions match.",
             (MAX_PATTERNS, MAX_PATTERN_CHARS),
             cli=(Cli(("--timestamp-pattern",), "append",
-                     "normalized comparison: also mask what REGEX matches (repeatable)", metavar="REGEX"),)),
+                     "normalized comparison: also mask what REGEX matches (repeatable)", metavar="REGEX"),),
+            runner=Runner("--timestamp-pattern", "each")),
         "ignoreOutputTypes": Field(
             "outputlist", "outputs left out of the comparison, by nbformat type (stream, execute_result, "
                           "display_data, error), stream (stream:stderr) or MIME type (text/html, image/*).",
             (MAX_PATTERNS, MAX_PATTERN_CHARS), pattern=OUTPUT_SELECTOR_PATTERN,
             cli=(Cli(("--ignore-output",), "append",
                      "leave out outputs of this type (stream, execute_result, display_data, error), stream "
-                     "(stream:stderr) or MIME type (text/html, image/*) (repeatable)", metavar="SELECTOR"),)),
+                     "(stream:stderr) or MIME type (text/html, image/*) (repeatable)", metavar="SELECTOR"),),
+            runner=Runner("--ignore-output-type", "each")),
         "ignoreExecutionCount": Field(
             "bool", "false compares execution counts too (default true).",
-            cli=(Cli(("--compare-execution-count",), "set_false", "compare execution counts too"),)),
+            cli=(Cli(("--compare-execution-count",), "set_false", "compare execution counts too"),),
+            runner=Runner("--compare-execution-count", "false")),
         "lax": Field(
             "bool", "nbval's lax mode, compare only the cells marked NBVAL_CHECK_OUTPUT or tagged "
                     "nbval-check-output (default false).",
             cli=(Cli(("--lax",), "set_true",
-                     "compare only cells marked # NBVAL_CHECK_OUTPUT or tagged nbval-check-output"),)),
+                     "compare only cells marked # NBVAL_CHECK_OUTPUT or tagged nbval-check-output"),),
+            runner=Runner("--lax", "true")),
         "sanitizers": Field(
             "sanitizers", "nbval sanitizers (regular expression and its re.sub replacement), applied in order to "
                           "golden and actual text before comparing, in both strategies.",
             cli=(Cli(("--sanitize-with",), "sanitizer_file",
                      "an nbval sanitizer file ([section], regex: / replace: lines) applied before comparing "
-                     "(repeatable); its content goes into the spec", metavar="FILE"),)),
+                     "(repeatable); its content goes into the spec", metavar="FILE"),),
+            runner=Runner("--sanitizers", "json", keys=("regex", "replace"))),
     }),
     "timeout": Field("duration", "Overall timeout as a Go duration, e.g. 30m.", MAX_DURATION_SECONDS,
-                     cli=(Cli(("--timeout",), "duration", "validation timeout, e.g. 30m"),)),
+                     cli=(Cli(("--timeout",), "duration", "validation timeout, e.g. 30m"),),
+                     runner=Runner("--timeout", "seconds")),
     "cellTimeout": Field("duration", "Per-cell timeout as a Go duration, e.g. 90s.", MAX_DURATION_SECONDS,
-                         cli=(Cli(("--cell-timeout",), "duration", "per-cell timeout, e.g. 10m or 60 (seconds)"),)),
+                         cli=(Cli(("--cell-timeout",), "duration", "per-cell timeout, e.g. 10m or 60 (seconds)"),),
+                         runner=Runner("--cell-timeout", "seconds", default="cell_timeout")),
     "parameters": Field(
         "parameters", "Parameters injected as papermill does, {name: JSON value}, as a new cell tagged "
                       "injected-parameters after the cell tagged parameters (at the top when none). Names are "
@@ -263,11 +311,14 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
                  "a parameter injected as papermill does (spec.parameters); VALUE is read as JSON (1, 0.5, true, "
                  "[1, 2]) or True/False/None, else kept as a string (repeatable)", metavar=("NAME", "VALUE")),
              Cli(("-r", "--raw-parameter"), "raw_parameter", "a parameter whose VALUE is always a string "
-                 "(repeatable)", metavar=("NAME", "VALUE")))),
+                 "(repeatable)", metavar=("NAME", "VALUE"))),
+        runner=Runner("--parameters", "json")),
     "outputLimits": Obj("OutputLimits", "How much output the stored executed notebook keeps (a marker output says "
                                         "how much was cut; the verdict is decided on the full output).", {
-        "perCell": Field("bytes", "Bytes per cell (default 2 MiB).", MAX_OUTPUT_BYTES),
-        "total": Field("bytes", "Bytes for the whole notebook (default 32 MiB).", MAX_OUTPUT_BYTES),
+        "perCell": Field("bytes", "Bytes per cell (default 2 MiB).", MAX_OUTPUT_BYTES,
+                         runner=Runner("--max-cell-output-bytes", "int")),
+        "total": Field("bytes", "Bytes for the whole notebook (default 32 MiB).", MAX_OUTPUT_BYTES,
+                       runner=Runner("--max-output-bytes", "int")),
     }),
 }, ("notebook",))
 
@@ -276,6 +327,11 @@ CLI_ORDER = ("--no-build", "--requirements-file", "--requirement", "--extra", "-
              "--build-timeout", "--timeout", "--cell-timeout", "-p", "-r", "--comparison", "--abs-tol", "--rel-tol",
              "--timestamp-pattern", "--sanitize-with", "--lax", "--ignore-output", "--keep-timestamps",
              "--compare-execution-count")
+
+#: the order of the runner's arguments a spec gives; every Runner of the table, by its flag
+RUNNER_ORDER = ("--comparison", "--abs-tol", "--rel-tol", "--keep-timestamps", "--timestamp-pattern",
+                "--ignore-output-type", "--compare-execution-count", "--lax", "--sanitizers", "--parameters",
+                "--max-cell-output-bytes", "--max-output-bytes", "--cell-timeout", "--timeout")
 
 
 # --- reading the table -------------------------------------------------------------------------------
@@ -299,6 +355,14 @@ def cli_options() -> list[tuple[str, Field, Cli]]:
     found = {c.flags[0]: (path, sub, c) for path, sub in walk() if isinstance(sub, Field) for c in sub.cli}
     assert set(found) == set(CLI_ORDER), set(found) ^ set(CLI_ORDER)
     return [found[flag] for flag in CLI_ORDER]
+
+
+def runner_options() -> list[tuple[str, Runner]]:
+    """(spec path, runner option) for every runner option of the table, in :data:`RUNNER_ORDER`."""
+    found = {sub.runner.flag: (path, sub.runner) for path, sub in walk()
+             if isinstance(sub, Field) and sub.runner is not None}
+    assert set(found) == set(RUNNER_ORDER), set(found) ^ set(RUNNER_ORDER)
+    return [found[flag] for flag in RUNNER_ORDER]
 
 
 def validator_schema(obj: Obj = SPEC) -> dict[str, Any]:

@@ -145,15 +145,15 @@ class Phases(EngineState):
         plan = self._plans.get(uid)
         if plan is None:
             snapshot = await self.backend.read_snapshot(job)
-            limits = self._timeouts(job)
-            plan = await asyncio.to_thread(make_plan, job, snapshot, build_timeout=limits.build,
-                                           validation_timeout=limits.validation, cell_timeout=limits.cell)
+            plan = await asyncio.to_thread(make_plan, job, snapshot, build_timeout=self.build_timeout,
+                                           validation_timeout=self.validation_timeout,
+                                           **self.backend.runner_defaults())
             self._plans[uid] = plan
         return plan
 
     def _timeouts(self, job: Job) -> Timeouts:
         return timeouts(job["spec"], build_timeout=self.build_timeout, validation_timeout=self.validation_timeout,
-                        cell_timeout=self.backend.default_cell_timeout)
+                        **self.backend.runner_defaults())
 
     async def _forget(self, job: Job) -> None:
         """A terminal job: its plan is dropped, the backend releases what it holds."""

@@ -13,6 +13,7 @@ Modules, by concern:
 * :mod:`.execute`: one kernel, one pass over the cells (:mod:`.cells`: the pass;
   :mod:`.errors`: what a failed cell says; :mod:`.kernel`: the kernel's stop);
 * :mod:`.verdict`: inputs, golden comparison, the result document (:func:`run_notebook`);
+* :mod:`.options`: what a job asks of one run, parsed once (:class:`RunnerOptions`);
 * :mod:`.protocol`: what a runner reports, written *and* read (result line,
   progress lines, executed-notebook line, termination summary);
 * :mod:`.environment`: the kernel's (and runner's) environment, from an allow-list;
@@ -32,7 +33,8 @@ from jupyter_nbvalidation.core.vocabulary import ResultReason  # noqa: E402
 from jupyter_nbvalidation.runner.cli import build_parser, main  # noqa: E402
 from jupyter_nbvalidation.runner.environment import RUN_ID_VAR, kernel_environment, runner_environment  # noqa: E402
 from jupyter_nbvalidation.runner.errors import OUTPUT_LIMIT  # noqa: E402
-from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT, KERNEL_NAME  # noqa: E402
+from jupyter_nbvalidation.runner.execute import KERNEL_NAME  # noqa: E402
+from jupyter_nbvalidation.runner.options import RunnerOptions  # noqa: E402
 from jupyter_nbvalidation.runner.protocol import (  # noqa: E402
     EXECUTED_PREFIX,
     FAILED,
@@ -56,8 +58,8 @@ from jupyter_nbvalidation.runner.text import strip_ansi, truncate_tail  # noqa: 
 from jupyter_nbvalidation.runner.verdict import error_result, run_notebook  # noqa: E402
 
 __all__ = [
-    "DEFAULT_CELL_TIMEOUT", "EXECUTED_PREFIX", "SHARED_MODULES", "FAILED", "KERNEL_NAME", "OUTPUT_LIMIT", "PROGRESS_PREFIX",
-    "RESULT_PREFIX", "RUNNER_FAILURE_REASONS", "RUN_ID_VAR", "STATUS_FAILURE", "STATUS_SKIPPED",
+    "EXECUTED_PREFIX", "SHARED_MODULES", "FAILED", "KERNEL_NAME", "OUTPUT_LIMIT", "PROGRESS_PREFIX",
+    "RESULT_PREFIX", "RUNNER_FAILURE_REASONS", "RUN_ID_VAR", "RunnerOptions", "STATUS_FAILURE", "STATUS_SKIPPED",
     "STATUS_SUCCESS", "SUCCEEDED", "TERMINATION_LOG_LIMIT", "ResultReason", "build_parser", "decode_executed",
     "error_result", "exit_code", "kernel_environment", "main", "parse_log", "parse_summary", "result_line",
     "run_notebook", "runner_environment", "strip_ansi", "termination_summary", "truncate_tail",

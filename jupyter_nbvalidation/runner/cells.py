@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.errors import error_details, error_summary, partial_output, traceback_details
+from jupyter_nbvalidation.runner.options import RunnerOptions
 from jupyter_nbvalidation.runner.outputs import OutputBudget
 from jupyter_nbvalidation.runner.protocol import (
     PROGRESS_END,
@@ -58,7 +59,7 @@ class _Cells:
     results: list[dict[str, Any]]
     injected: tuple[int, Any] | None
     not_run: dict[int, str]
-    cell_timeout: float | None
+    options: RunnerOptions  # what the job asks: the per-cell limit is read here
     deadline: float | None
     run_timeout: float | None
     allow_errors: bool
@@ -164,7 +165,7 @@ class _Cells:
                        f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; "
                        "the injected parameters cell was not started")
             raise _Stop
-        limit = self.cell_timeout
+        limit = self.options.cell_timeout
         if remaining is not None and (limit is None or remaining < limit):
             limit = max(remaining, 0.001)
         self._current_timeout = limit
@@ -203,7 +204,7 @@ class _Cells:
                 f"The validation did not finish within {fmt_limit(self.run_timeout or 0)}; {cell_label(index)} was not started",
             )
             raise _Stop
-        limit = self.cell_timeout
+        limit = self.options.cell_timeout
         bound_by_deadline = False
         if remaining is not None and (limit is None or remaining < limit):
             limit, bound_by_deadline = max(remaining, 0.001), True

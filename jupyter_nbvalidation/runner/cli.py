@@ -1,14 +1,14 @@
 """The runner's command line (``python -m jupyter_nbvalidation.runner``)::
 
     python -m jupyter_nbvalidation.runner NOTEBOOK --result RESULT.json --executed EXECUTED.ipynb
-        [--python PYTHON] [--cwd DIR] [--golden GOLDEN.ipynb]
-        [--comparison exact|normalized] [--abs-tol FLOAT] [--rel-tol FLOAT]
-        [--keep-timestamps] [--timestamp-pattern REGEX]... [--ignore-output-type SELECTOR]...
-        [--compare-execution-count] [--lax] [--sanitizers JSON] [--parameters JSON]
-        [--cell-timeout SECONDS] [--timeout SECONDS] [--max-cell-output-bytes N] [--max-output-bytes N]
+        [--python PYTHON] [--cwd DIR] [--golden GOLDEN.ipynb] [OPTIONS OF THE RUN]
         [--kernel-env NAME=VALUE]... [--kernel-env-file FILE.json] [--sandbox FILE.json]
         [--bounds FILE.json]
         [--termination-log PATH] [--progress] [--print-executed]
+
+The options of the run (the comparison, the tolerances, the parameters, the
+timeouts, the output limits: what a job's spec asks) are :mod:`.options`'s,
+parsed into one ``RunnerOptions``.
 
 The last line on stdout is always ``NBVALIDATION-RESULT <result JSON>`` (see
 :mod:`.protocol`). Exit status: 0 verdict Succeeded, 1 verdict Failed, 2 the
@@ -30,13 +30,11 @@ from typing import Any, Sequence
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
 import jupyter_nbvalidation.runner.netns as netns
-import jupyter_nbvalidation.verdict.compare as _compare
 import jupyter_nbvalidation.verdict.probe as probe
-import jupyter_nbvalidation.verdict.sanitize as _sanitize
 from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.environment import RUN_ID_VAR
-from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT
 from jupyter_nbvalidation.runner.limits import read_bounds_file
+from jupyter_nbvalidation.runner.options import RunnerOptions, add_arguments
 from jupyter_nbvalidation.runner.protocol import (
     RESULT_PREFIX,
     environment_line,
@@ -59,54 +57,6 @@ class _Parser(argparse.ArgumentParser):
         raise _ArgumentError(message)
 
 
-def _non_negative(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if number != number or number in (float("inf"), float("-inf")) or number < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {value!r}")
-    return number
-
-
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value!r}")
-    return number
-
-
-def _json_arg(value: str) -> Any:
-    try:
-        return json.loads(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
-
-
-def _parameters(value: str) -> dict[str, Any]:
-    doc = _json_arg(value)
-    if not isinstance(doc, dict) or not all(isinstance(k, str) and k.isidentifier() for k in doc):
-        raise argparse.ArgumentTypeError("must be a JSON object whose keys are Python identifiers")
-    return doc
-
-
-def _sanitizers(value: str) -> list[dict[str, str]]:
-    doc = _json_arg(value)
-    if not isinstance(doc, list) or not all(
-            isinstance(d, dict) and isinstance(d.get("regex"), str) and isinstance(d.get("replace"), str)
-            for d in doc):
-        raise argparse.ArgumentTypeError('must be a JSON list of {"regex": ..., "replace": ...}')
-    for d in doc:
-        try:
-            _sanitize.check_sanitizer(d["regex"], d["replace"])
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    return doc
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m jupyter_nbvalidation.runner",
@@ -118,32 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--python", default=None, help="interpreter for the kernel (default: this one)")
     p.add_argument("--cwd", default=None, help="kernel working directory (default: the notebook's folder)")
     p.add_argument("--golden", default=None, help="golden notebook to compare outputs with (may be NOTEBOOK itself)")
-    p.add_argument("--comparison", choices=_compare.STRATEGIES, default=_compare.NORMALIZED)
-    p.add_argument("--abs-tol", type=_non_negative, default=_compare.DEFAULT_ABS_TOL)
-    p.add_argument("--rel-tol", type=_non_negative, default=_compare.DEFAULT_REL_TOL)
-    p.add_argument("--keep-timestamps", action="store_true",
-                   help="normalized mode: compare dates and times too (comparisonConfig.ignoreTimestamps: false)")
-    p.add_argument("--timestamp-pattern", action="append", default=[], metavar="REGEX",
-                   help="normalized mode: also replace what REGEX matches (repeatable)")
-    p.add_argument("--ignore-output-type", action="append", default=[], metavar="SELECTOR",
-                   help="leave out outputs of this type, stream (stream:stderr) or MIME type (repeatable)")
-    p.add_argument("--compare-execution-count", action="store_true",
-                   help="compare execution counts too (comparisonConfig.ignoreExecutionCount: false)")
-    p.add_argument("--lax", action="store_true",
-                   help="compare only cells marked # NBVAL_CHECK_OUTPUT / nbval-check-output (comparisonConfig.lax)")
-    p.add_argument("--sanitizers", type=_sanitizers, default=[], metavar="JSON",
-                   help='nbval sanitizers applied before comparing: [{"regex": ..., "replace": ...}] '
-                        "(comparisonConfig.sanitizers)")
-    p.add_argument("--parameters", type=_parameters, default=None, metavar="JSON",
-                   help="a JSON object {name: value} injected as papermill does, after the cell tagged "
-                        "parameters (spec.parameters)")
-    p.add_argument("--cell-timeout", type=_non_negative, default=DEFAULT_CELL_TIMEOUT,
-                   help="per-cell timeout in seconds (0: none); metadata.execution.timeout overrides it")
-    p.add_argument("--timeout", type=_non_negative, default=None, help="deadline for the whole run, in seconds")
-    p.add_argument("--max-cell-output-bytes", type=_positive_int, default=None, metavar="BYTES",
-                   help="outputs kept per cell in the executed notebook (spec outputLimits.perCell; default 2 MiB)")
-    p.add_argument("--max-output-bytes", type=_positive_int, default=None, metavar="BYTES",
-                   help="outputs kept in the whole executed notebook (spec outputLimits.total; default 32 MiB)")
+    add_arguments(p)
     p.add_argument("--kernel-env", action="append", type=_env_item, default=[], metavar="NAME=VALUE",
                    help="a variable for the kernel only, over its clean environment (repeatable)")
     p.add_argument("--kernel-env-file", default=None, metavar="FILE",
@@ -292,20 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             python=args.python,
             cwd=args.cwd,
             golden=args.golden,
-            comparison=args.comparison,
-            abs_tol=args.abs_tol,
-            rel_tol=args.rel_tol,
-            compare_options={"ignore_timestamps": not args.keep_timestamps,
-                             "timestamp_patterns": args.timestamp_pattern,
-                             "ignore_output_types": args.ignore_output_type,
-                             "compare_execution_count": args.compare_execution_count,
-                             "lax": args.lax,
-                             "sanitizers": args.sanitizers},
-            parameters=args.parameters,
-            max_cell_output_bytes=args.max_cell_output_bytes,
-            max_output_bytes=args.max_output_bytes,
-            cell_timeout=args.cell_timeout,
-            timeout=args.timeout,
+            options=RunnerOptions.from_arguments(args),
             termination_log=args.termination_log,
             progress=progress if args.progress else None,
             kernel_env=kernel_env,

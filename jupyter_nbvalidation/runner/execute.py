@@ -28,11 +28,11 @@ from jupyter_nbvalidation.runner.environment import kernel_environment
 from jupyter_nbvalidation.runner.errors import partial_output
 from jupyter_nbvalidation.runner.kernel import kill_process_group, maybe_await, read_log, shell_reply, stop_kernel
 from jupyter_nbvalidation.runner.limits import RunBounds
+from jupyter_nbvalidation.runner.options import RunnerOptions
 from jupyter_nbvalidation.runner.outputs import OutputBudget
 from jupyter_nbvalidation.runner.protocol import STATUS_FAILURE, STATUS_SKIPPED
 from jupyter_nbvalidation.runner.text import cell_label, fmt_limit, strip_ansi
 
-DEFAULT_CELL_TIMEOUT = 600.0
 DEFAULT_STARTUP_TIMEOUT = 120.0
 KERNEL_NAME = "nbvalidation-python"
 
@@ -46,7 +46,7 @@ class _Execution(_Cells):
         *,
         python: str,
         cwd: str,
-        cell_timeout: float | None,
+        options: RunnerOptions,
         deadline: float | None,
         run_timeout: float | None,
         allow_errors: bool,
@@ -71,7 +71,7 @@ class _Execution(_Cells):
         self.not_run = dict(not_run or {})  # index -> why it is not run (skipReason)
         self.python = python
         self.cwd = cwd
-        self.cell_timeout = cell_timeout
+        self.options = options
         self.deadline = deadline
         self.run_timeout = run_timeout
         self.allow_errors = allow_errors

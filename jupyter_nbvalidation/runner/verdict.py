@@ -14,7 +14,7 @@ Rules:
   ``metadata.execution.allow_errors`` is true; cells tagged / commented as allowed to
   raise do not fail; skip markers are honoured (see :mod:`..markers`); a saved
   validate cell (``%nbvalidate``, ``%load_ext jupyter_nbvalidation``) is skipped;
-* ``metadata.execution.timeout`` overrides ``cell_timeout``;
+* ``metadata.execution.timeout`` overrides the job's per-cell limit (:mod:`.options`);
 * a notebook whose kernelspec names a kernel not known to be Python is run with
   Python (the only language validated), and the message says so;
 * the kernel and every process it started are gone when the run ends.
@@ -32,13 +32,15 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import jupyter_nbvalidation.runner.parameters as _parameters
 import jupyter_nbvalidation.verdict.compare as _compare
 import jupyter_nbvalidation.verdict.sanitize as _sanitize
 from jupyter_nbvalidation.core.vocabulary import ResultReason
-from jupyter_nbvalidation.runner.execute import DEFAULT_CELL_TIMEOUT, _Execution
+from jupyter_nbvalidation.runner.execute import _Execution
+from jupyter_nbvalidation.runner.options import RunnerOptions
 from jupyter_nbvalidation.runner.outputs import OutputBudget
 from jupyter_nbvalidation.runner.protocol import FAILED, SUCCEEDED, write_termination_log
 from jupyter_nbvalidation.runner.text import cell_label, plural
@@ -166,42 +168,34 @@ def run_notebook(
     python: str | None = None,
     cwd: str | os.PathLike[str] | None = None,
     golden: str | os.PathLike[str] | None = None,
-    comparison: str = _compare.NORMALIZED,
-    abs_tol: float = _compare.DEFAULT_ABS_TOL,
-    rel_tol: float = _compare.DEFAULT_REL_TOL,
-    compare_options: Mapping[str, Any] | None = None,
-    cell_timeout: float | None = DEFAULT_CELL_TIMEOUT,
-    timeout: float | None = None,
+    options: RunnerOptions | None = None,
     termination_log: str | os.PathLike[str] | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     kernel_env: Mapping[str, str] | None = None,
     run_id: str | None = None,
     reap_descendants: bool = False,
-    parameters: Mapping[str, Any] | None = None,
-    max_cell_output_bytes: int | None = None,
-    max_output_bytes: int | None = None,
     sandbox: Mapping[str, Any] | None = None,
     bounds: Mapping[str, Any] | None = None,
+    **asked: Any,
 ) -> dict[str, Any]:
     """Execute ``notebook`` in a fresh kernel, optionally compare with ``golden``.
 
     Blocks until done (it runs its own event loop: call it from a process or thread
     without a running loop). Writes the executed notebook to ``executed`` and the
     result document to ``result_path`` / ``termination_log`` when given, and returns
-    the result document. ``cell_timeout`` / ``timeout`` of ``None`` or ``<= 0`` mean
-    no limit. ``progress`` is called with ``{"cellIndex", "status", "executionTime"}``
-    after every executed cell. ``compare_options`` are further keyword arguments of
-    :func:`compare.compare_notebooks` (``ignore_timestamps``, ``timestamp_patterns``,
-    ``ignore_output_types``, ``compare_execution_count``). ``kernel_env``: variables
+    the result document. ``options`` (:class:`.options.RunnerOptions`: the comparison,
+    the tolerances, the parameters, the limits) is what the job asks of the run;
+    ``asked`` are fields of it by name (``parameters={...}``), over ``options``.
+    ``progress`` is called with ``{"cellIndex", "status", "executionTime"}``
+    after every executed cell. ``kernel_env``: variables
     for the kernel only (a job's ``podConfig.env``) over its clean environment.
     ``run_id`` marks every process of this run (default: a new one); with
     ``reap_descendants`` every process below this one is stopped at the end too
     (for the runner's own process, see :mod:`.hygiene`). ``parameters``
     (``{name: JSON value}``) are injected as papermill does (:mod:`.parameters`):
     cell indexes in the result stay the submitted notebook's; only the executed
-    notebook holds the injected cell. ``max_cell_output_bytes`` /
-    ``max_output_bytes`` bound the outputs kept in the executed notebook
-    (:mod:`.outputs`; None: the defaults); the comparison sees them whole.
+    notebook holds the injected cell. The output limits bound the outputs kept in
+    the executed notebook (:mod:`.outputs`); the comparison sees them whole.
     ``sandbox`` (``{"hide": [paths], "show": [paths], "write": [paths], "scratch":
     {"/tmp": folder, "/var/tmp": folder}}``) runs the kernel in the sandbox of
     :mod:`.sandbox` (None: without it); the scratch folders, on disk, are bound over
@@ -210,6 +204,7 @@ def run_notebook(
     budget; past either the verdict is Failed, its reason naming the limit.
     """
     started = time.monotonic()
+    options = replace(options or RunnerOptions(), **asked)
     notebook = os.path.abspath(os.fspath(notebook))
     executed_path = os.path.abspath(os.fspath(executed)) if executed is not None else None
     result = _base_result(executed_path)
@@ -223,11 +218,7 @@ def run_notebook(
         return res
 
     # -- arguments
-    problems = []
-    if comparison not in _compare.STRATEGIES:
-        problems.append(f"comparison must be one of {', '.join(_compare.STRATEGIES)}")
-    if abs_tol is None or abs_tol < 0 or rel_tol is None or rel_tol < 0:
-        problems.append("tolerances must be non-negative numbers")
+    problems = options.problems()
     if cwd is not None and not os.path.isdir(cwd):
         problems.append(f"the working directory {cwd} does not exist")
     if executed_path is not None and executed_path == notebook:
@@ -247,25 +238,24 @@ def run_notebook(
         return finish(result)
 
     settings = notebook_execution_settings(nb)
-    if settings["timeout"] is not None:
-        cell_timeout = settings["timeout"]
-    effective_cell_timeout = float(cell_timeout) if cell_timeout and cell_timeout > 0 else None
-    run_timeout = float(timeout) if timeout and timeout > 0 else None
+    options = options.for_notebook(settings)
+    run_timeout = options.timeout
     python_path = _resolve_python(python)
     workdir = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.path.dirname(notebook)
 
     work_nb = _clean_copy(nb)
     injected = None
     replaced: dict[int, str] = {}
+    parameters = options.parameters
     if parameters:
         injected = (_parameters.injection_index(nb), _parameters.injected_cell(parameters))
         replaced = {i: _parameters.REPLACED_NOTE for i in _parameters.replaced_cells(nb)}
-    budget = OutputBudget(max_cell_output_bytes, max_output_bytes, keep_full=golden_nb is not None)
+    budget = OutputBudget(options.max_cell_output_bytes, options.max_output_bytes, keep_full=golden_nb is not None)
     execution = _Execution(
         work_nb,
         python=python_path,
         cwd=workdir,
-        cell_timeout=effective_cell_timeout,
+        options=options,
         deadline=None if run_timeout is None else started + run_timeout,
         run_timeout=run_timeout,
         allow_errors=settings["allow_errors"],
@@ -315,8 +305,8 @@ def run_notebook(
                    if i not in execution.executed or i in execution.validate_cells]
         try:
             result["comparisonResult"] = _compare.compare_notebooks(
-                golden_nb, budget.with_full_outputs(work_nb), strategy=comparison, abs_tol=abs_tol, rel_tol=rel_tol, skip_cells=not_run,
-                **(compare_options or {}),
+                golden_nb, budget.with_full_outputs(work_nb), strategy=options.comparison, abs_tol=options.abs_tol, rel_tol=options.rel_tol,
+                skip_cells=not_run, **options.compare_options,
             )
         except _sanitize.PatternTimeout as e:
             # the job's own pattern: the comparison's failure (exit 1), not the runner's (exit 2)

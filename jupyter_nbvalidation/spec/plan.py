@@ -27,7 +27,7 @@ import jupyter_nbvalidation.environment.local_sources as local_sources
 import jupyter_nbvalidation.environment.requirements as reqmod
 from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled, parse_duration
-from jupyter_nbvalidation.spec.runner_args import plan_args
+from jupyter_nbvalidation.spec.runner_args import runner_args
 
 NOTEBOOK = "notebook.ipynb"
 GOLDEN = "golden.ipynb"
@@ -82,7 +82,7 @@ class ValidationPlan:
     what the environment must contain (the requirement lines, constraints and
     the content of every local path they name); a backend adds where it
     builds (interpreter, base image). ``runner_args`` is what the spec asks of
-    the runner (runner_args.spec_args); a backend adds only locations (the
+    the runner (runner_args.runner_args); a backend adds only locations (the
     notebook, the golden notebook, result paths, the kernel's interpreter)."""
 
     uid: str
@@ -188,7 +188,7 @@ def make_plan(job: Mapping[str, Any], snapshot: Snapshot, *, build_timeout: floa
         requirements=reqs,
         requirements_key=key,
         timeouts=limits,
-        runner_args=tuple(plan_args(spec, cell_timeout=limits.cell, timeout=limits.validation)),
+        runner_args=tuple(runner_args(spec, {"timeout": limits.validation, "cellTimeout": limits.cell})),
         kernel_env=tuple((e["name"], e.get("value", "")) for e in env),
         input_files=tuple(snapshot.input_files),
     )

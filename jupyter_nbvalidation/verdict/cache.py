@@ -68,14 +68,14 @@ MAX_FOLDER_FILES = 5000
 MAX_FOLDER_BYTES = 512 * 2**20
 class KeyedBackend(Protocol):
     """What the key needs of the backend a job goes to (backends/base.py's ``Backend``
-    has it): its name and per-cell timeout (a verdict depends on them) and the real
-    paths it hides from a kernel (left out of the folder's digest)."""
+    has it): its name and its defaults of the runner options (a verdict depends on
+    them: ``runner_defaults``, from the spec table) and the real paths it hides from a
+    kernel (left out of the folder's digest)."""
 
     @property
     def name(self) -> str: ...
 
-    @property
-    def default_cell_timeout(self) -> int: ...
+    def runner_defaults(self) -> Mapping[str, Any]: ...
 
     def private_paths(self) -> frozenset[str]: ...
 
@@ -212,6 +212,12 @@ def _counted(name: str, spec: dict[str, Any], files: dict[str, bytes]) -> bool:
     return name.rsplit("/", 1)[-1] in files.get("notebook.ipynb", b"").decode("utf-8", "replace")
 
 
+def _defaults(defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """A backend's runner defaults as the key names them since recipe 3: ``default`` and
+    the name in camel case (NAME ``some_limit`` as ``defaultSomeLimit``)."""
+    return {"default" + "".join(word.title() for word in name.split("_")): value for name, value in defaults.items()}
+
+
 def verdict_key(spec: dict[str, Any], files: dict[str, bytes], environment: str | None, *, workdir: Path | None,
                 notebook_path: Path | None, backend: KeyedBackend, root: Path | None = None) -> str | None:
     """The key of a job about to be submitted, or None when it cannot be known or the
@@ -225,7 +231,7 @@ def verdict_key(spec: dict[str, Any], files: dict[str, bytes], environment: str 
         "environment": environment,
         "runner": runner_identity(),
         "inherited": inherited_environment(),
-        "backend": {"name": backend.name, "defaultCellTimeout": backend.default_cell_timeout},
+        "backend": {"name": backend.name, **_defaults(backend.runner_defaults())},
     }
     if workdir is not None:
         skip = {notebook_path.resolve()} if notebook_path else set()

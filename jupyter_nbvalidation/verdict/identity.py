@@ -29,8 +29,9 @@ _PKG = Path(__file__).resolve().parents[1]
 RUNNER_DIR = "runner"
 
 # Beside runner/, the modules a verdict's judgement runs through (paths in the package).
-# The runner imports each (runner.SHARED_MODULES), or, for spec/runner_args.py, each
-# backend turns the job's spec into the runner's arguments with it.
+# The runner imports each (runner.SHARED_MODULES), or, for spec/runner_args.py and the
+# table it reads (core/spec_table.py), each backend turns the job's spec into the
+# runner's arguments with it.
 VERDICT_MODULES = (
     "__init__.py",               # runs first in every runner process: defers jsonschema's rfc3987 format
     #                              checker, which nbformat's validation of the notebook goes through
@@ -38,6 +39,8 @@ VERDICT_MODULES = (
     "core/priority.py",          # the CPU priority the runner gives itself and the kernel: cell times, so timeouts
     "core/tasks.py",             # wait_within: how the runner's timeouts are kept
     "core/vocabulary.py",        # the verdicts, reasons and cell statuses the runner writes
+    "core/spec_table.py",        # the runner options' rows (flag, form, server default) spec/runner_args.py
+    #                              writes the runner's arguments from
     "spec/runner_args.py",       # the spec's comparison options, parameters and output limits as the runner's
     #                              arguments (both backends)
     "verdict/compare.py",        # the golden comparison: tolerances, one cell, the whole notebook
