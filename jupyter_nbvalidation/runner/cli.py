@@ -149,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help='run the kernel in a sandbox (Linux namespaces): a JSON object {"hide": [paths the kernel '
                         'must not see], "show": [paths it must see], "links": [folders whose links it follows], '
                         '"scratch": {"/tmp": folder, "/var/tmp": folder} bound there (else a tmpfs)}')
+    p.add_argument("--read-set", nargs="+", default=None, metavar="PATH",
+                   help="ROOT [COPY]: record what the kernel reads (an audit hook in its process) and put a Succeeded "
+                        "result's read-set under ROOT in readSet, for the verdict cache; COPY: the kernel's working "
+                        "copy of ROOT (its paths are ROOT's)")
     p.add_argument("--termination-log", default=None, help="also write a summary of at most 4096 bytes here")
     p.add_argument("--progress", action="store_true", help="print one NBVALIDATION-PROGRESS line per executed cell")
     p.add_argument("--print-environment", action="store_true",
@@ -287,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_id=run_id,
             reap_descendants=reaper,
             sandbox=sandbox,
+            read_set=(args.read_set[0], args.read_set[1] if len(args.read_set) > 1 else None) if args.read_set else None,
         )
     except OSError as e:  # the result or the termination log cannot be written
         sys.stderr.write(f"nbvalidation: {e}\n")

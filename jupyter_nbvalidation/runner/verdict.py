@@ -35,6 +35,7 @@ import uuid
 from typing import Any, Callable, Mapping
 
 import jupyter_nbvalidation.runner.parameters as _parameters
+import jupyter_nbvalidation.runner.sandbox as _sandbox
 import jupyter_nbvalidation.verdict.compare as _compare
 import jupyter_nbvalidation.verdict.sanitize as _sanitize
 from jupyter_nbvalidation.core.vocabulary import ResultReason
@@ -43,6 +44,7 @@ from jupyter_nbvalidation.runner.outputs import OutputBudget
 from jupyter_nbvalidation.runner.protocol import FAILED, SUCCEEDED, write_termination_log
 from jupyter_nbvalidation.runner.text import cell_label, plural
 from jupyter_nbvalidation.verdict.markers import notebook_execution_settings
+from jupyter_nbvalidation.verdict.readset import describe as describe_reads
 
 KERNEL_LOG_LIMIT = 20000  # kernel stdout/stderr copied to our stderr
 _PYTHON_KERNEL_NAME = re.compile(r"^i?python[0-9.]*$", re.IGNORECASE)
@@ -181,6 +183,7 @@ def run_notebook(
     max_cell_output_bytes: int | None = None,
     max_output_bytes: int | None = None,
     sandbox: Mapping[str, Any] | None = None,
+    read_set: tuple[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Execute ``notebook`` in a fresh kernel, optionally compare with ``golden``.
 
@@ -274,6 +277,7 @@ def run_notebook(
         not_run=replaced,
         output_budget=budget,
         sandbox=sandbox,
+        record_reads=read_set is not None,
     )
     internal_error: BaseException | None = None
     try:
@@ -367,6 +371,16 @@ def run_notebook(
         result["message"] += f" ({note})"
     if execution.leftovers:
         result["runner"]["processesStopped"] = execution.leftovers
+    if read_set is not None and result["verdict"] == SUCCEEDED:
+        # the kernel's own folders, and in the sandbox its /tmp and /var/tmp: fresh for this run
+        scratch = [execution.temp_dir] if execution.temp_dir else []
+        visible: list[str] = []
+        if sandbox is not None:  # its /tmp and /var/tmp are fresh, but for the real paths it shows there
+            scratch += list(_sandbox.SCRATCH_PATHS)
+            visible += [*(sandbox.get("show") or []), workdir]
+            visible += [t for top in sandbox.get("links") or [workdir] for t in _sandbox.link_targets(top)]
+        result["readSet"] = describe_reads(execution.reads, root=read_set[0], tree=read_set[1], scratch=scratch,
+                                           shown=visible)
     return finish(result)
 
 

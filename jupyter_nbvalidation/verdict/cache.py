@@ -61,9 +61,10 @@ from jupyter_nbvalidation.core.vocabulary import Phase
 from jupyter_nbvalidation.verdict.identity import runner_identity
 from jupyter_nbvalidation.verdict.inherited import PASSED_THROUGH
 from jupyter_nbvalidation.verdict.markers import notebook_opts_out_of_cache
+from jupyter_nbvalidation.verdict.readset import first_change
 
 ANNOTATION = "nbvalidation.dev/verdict-key"
-VERSION = 3  # of the key's recipe: a change of recipe never matches an older key
+VERSION = 4  # of the key's recipe: a change of recipe never matches an older key
 MAX_FOLDER_FILES = 5000
 MAX_FOLDER_BYTES = 512 * 2**20
 class KeyedBackend(Protocol):
@@ -175,8 +176,9 @@ def _tree_digest(folder: Path, keep: Callable[[Path], bool], root: Path | None =
 
 
 def source_digest(folder: Path) -> str | None:
-    """The ``.py`` files of an editable install's source folder, by content."""
-    return _tree_digest(folder, lambda path: path.suffix == ".py")
+    """Every file of an editable install's source folder by content (its data files too:
+    a ``.json`` beside its modules), bytecode and EXCLUDED_DIRS left out."""
+    return _tree_digest(folder, lambda path: path.suffix not in (".pyc", ".pyo"))
 
 
 def folder_digest(folder: Path, notebook_text: str, skip: set[Path], root: Path | None = None,
@@ -241,6 +243,18 @@ def verdict_key(spec: dict[str, Any], files: dict[str, bytes], environment: str 
 def has_key(job: Mapping[str, Any], key: str) -> bool:
     """A job submitted with this verdict key."""
     return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION) == key
+
+
+def reads_hold(job: Mapping[str, Any], root: str) -> bool:
+    """What the job's kernel read (``status.readSet``, verdict/readset.py) is as it was: every
+    file under the root by content and mode, every folder it listed by its names, every file
+    of its environment by size and times; and it read nothing it cannot be held to. A job
+    without a read-set (another backend, spec.inputFiles without a root) holds by its key
+    alone. Blocks: reads files."""
+    read_set = (job.get("status") or {}).get("readSet")
+    if read_set is None:
+        return True
+    return isinstance(read_set, dict) and first_change(read_set, root) is None
 
 
 def matches(job: Mapping[str, Any], key: str) -> bool:

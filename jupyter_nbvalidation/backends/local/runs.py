@@ -212,6 +212,9 @@ class RunsRoom(LocalState):
             argv += ["--kernel-env-file", str(run_dir / "kernel-env.json")]
         if self._sandbox is not None and self._sandbox["enabled"]:
             argv += ["--sandbox", str(run_dir / "sandbox.json")]
+        real_root = (job["metadata"].get("annotations") or {}).get(ROOT_ANNOTATION)
+        if real_root:  # what the kernel reads under the root, for the verdict cache (verdict/readset.py)
+            argv += ["--read-set", real_root, *([os.path.join(run_dir, workcopy.TREE)] if folder else [])]
         return argv
 
     async def _validate(self, job: Job, run: _Run, python: str, reference: str | None,
