@@ -29,8 +29,8 @@ inputs have now, and runs nothing. The key covers:
   nowhere, by its target only); EXCLUDED_DIRS and virtual environments left out of
   both; other notebooks only when this one names them;
 - with the build disabled, the source of every editable (``-e``) install of the
-  interpreter (its ``.py`` files and their content), since its name and version stay
-  while its code changes.
+  interpreter (every file of its folder by content, data files included, bytecode left
+  out), since its name and version stay while its code changes.
 
 Only the **newest** job with the key decides: a hit is that job when it Succeeded; a
 newer Failed, Cancelled or still running job of the same key means the notebook runs.
@@ -42,9 +42,14 @@ registry still serving the image the job ran, on Kubernetes).
 When one of these cannot be known (a backend without an environment key, a
 build-disabled interpreter other than this one, a base image whose digest the
 registry does not give, a folder over the bounds) there is no key, and the
-notebook always runs: never a false "unchanged". Files a
-notebook reads from outside its folder (``../data.csv``: the real files, not
-copied) are not seen: use ``--no-cache`` when they change."""
+notebook always runs: never a false "unchanged".
+
+Beside the key, what the kernel actually read (``status.readSet``, verdict/readset.py,
+recorded by the runner's audit hook on the local backend) must still hold
+(:func:`reads_hold`): a file it read under the root (``../data.csv``, a sibling
+notebook read under a computed name, a script it ran, by content and mode), a folder it
+listed, a file of its environment it imported (by size and times); a verdict whose kernel
+read outside the root and its environment is never reused."""
 
 from __future__ import annotations
 

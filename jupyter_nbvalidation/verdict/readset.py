@@ -156,8 +156,9 @@ def describe(raw: Mapping[str, Any] | None, *, root: str, tree: str | None, scra
         elif entry[0] == "x":  # an executed program: [x, cwd, program, args...]
             for word in _tokens(entry[2:]):
                 path = os.path.normpath(os.path.join(entry[1], word))
-                if word and os.path.lexists(path):
-                    take("f", path)
+                where, rel = placer.place(path)
+                if word and (os.path.lexists(path) or (where == "root" and os.path.lexists(os.path.join(root, rel)))):
+                    take("f", path)  # a word naming no file (a flag, a program found on PATH) is not a path
     for module in raw.get("modules") or []:
         if isinstance(module, str) and os.path.isabs(module):
             take("f", os.path.normpath(module))
