@@ -13,7 +13,7 @@ A path the kernel used is placed (:func:`describe`):
   folder it listed by its names (or absent): the root's file, not the copy's, so that what
   the kernel wrote in its copy is not taken for an input;
 - under the kernel's environment (its prefixes and the ``sys.path`` it started with, which
-  hold the editable installs' sources): by ``(size, mtime_ns, ctime_ns)``, so that a
+  hold the editable installs' sources): by ``(size, mtime_ns, inode)``, so that a
   dependency whose source is edited under the same version is seen;
 - under scratch (the kernel's own folders: its ``HOME``, ``TMPDIR``; in the sandbox its
   ``/tmp`` and ``/var/tmp``, fresh for each run) or the system (``/usr``, ``/etc``, ``/proc``,
@@ -74,11 +74,15 @@ def listing_state(path: str) -> str:
 
 
 def stat_state(path: str) -> list[int] | None:
+    """A file of the environment by ``[size, mtime_ns, inode]``: an edit changes its size or
+    time, a reinstall (even of the same version) makes a new file. Not its ctime: uv links the
+    files of every environment it builds from its cache (hard links), and each new link changes
+    the ctime of the same file in every other environment."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 def _tokens(strings: Iterable[str]) -> list[str]:
@@ -123,7 +127,7 @@ def describe(raw: Mapping[str, Any] | None, *, root: str, tree: str | None, scra
     ``scratch``: the kernel's own folders, but for the real paths ``shown`` in them (the
     sandbox binds the root, the environment and the targets of links over its /tmp):
     ``{"version", "root", "files": {rel: state}, "dirs": {rel: state}, "environment": {path:
-    [size, mtime_ns, ctime_ns]}, "uncacheable": sentence or None}``."""
+    [size, mtime_ns, inode]}, "uncacheable": sentence or None}``."""
     root = os.path.normpath(root)
     doc: dict[str, Any] = {"version": VERSION, "root": root, "files": {}, "dirs": {}, "environment": {},
                            "uncacheable": None}

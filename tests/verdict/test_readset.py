@@ -61,7 +61,10 @@ def test_each_change_of_what_the_kernel_read_is_seen_and_nothing_else(tmp_path):
                                              os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns)),
                                              doc["environment"].update({str(source): [before.st_size,
                                                                                       before.st_mtime_ns,
-                                                                                      source.stat().st_ctime_ns]})))
+                                                                                      source.stat().st_ino]})))
+    # another hard link to an environment's file (uv links every environment from its cache): not a change
+    os.link(source, tmp_path / "linked-from-another-environment.py")
+    assert first_change(doc, str(root)) is None
     (root / "unread.txt").write_text("never read")  # a file the kernel did not read: not a change
     assert first_change(doc, str(root)) is None
     assert first_change(doc, str(tmp_path)) is not None  # held against another root: never
