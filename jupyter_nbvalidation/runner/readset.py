@@ -50,14 +50,14 @@ def _nbvalidation_install_reads():
         if kind is not None:
             if on[0]:
                 p = args[0]
-                if p.__class__ is not str:
-                    if p.__class__ is int:
-                        return
-                    try:
+                try:  # never fail the notebook's own call (a hook's exception would)
+                    if p.__class__ is not str:
+                        if p.__class__ is int:
+                            return
                         p = "." if p is None else text(p)
-                    except Exception:
-                        return
-                add((kind, p) if p[:1] == "/" else (kind, p, getcwd()))
+                    add((kind, p) if p[:1] == "/" else (kind, p, getcwd()))
+                except Exception:  # a working folder removed under the kernel: not placeable
+                    add(("f", "/<unknown working folder>"))
         elif event in runs and on[0]:
             try:
                 if event == "subprocess.Popen":
@@ -72,7 +72,7 @@ def _nbvalidation_install_reads():
                 words += [argv] if isinstance(argv, (str, bytes)) else list(argv or ())
                 add(("x", text(cwd) if cwd is not None else getcwd(), *(text(w) for w in words)))
             except Exception:
-                add(("x", "/", "<unreadable command>", "/"))
+                add(("f", "/<unreadable command>"))
 
     def dump():
         on[0] = False

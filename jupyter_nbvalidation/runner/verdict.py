@@ -379,8 +379,11 @@ def run_notebook(
             scratch += list(_sandbox.SCRATCH_PATHS)
             visible += [*(sandbox.get("show") or []), workdir]
             visible += [t for top in sandbox.get("links") or [workdir] for t in _sandbox.link_targets(top)]
-        result["readSet"] = describe_reads(execution.reads, root=read_set[0], tree=read_set[1], scratch=scratch,
-                                           shown=visible)
+        try:
+            result["readSet"] = describe_reads(execution.reads, root=read_set[0], tree=read_set[1], scratch=scratch,
+                                               shown=visible)
+        except Exception as e:  # never the verdict's loss: only its reuse
+            result["readSet"] = {"uncacheable": f"what the kernel read could not be described: {e}"}
     return finish(result)
 
 
