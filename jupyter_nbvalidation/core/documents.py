@@ -126,6 +126,7 @@ class JobStatus(TypedDict, total=False):
     buildRetries: int  # as validationRetries, for the build: a counter of its own
     lastRetryTime: str  # when the current attempt (of either) began: its phase deadline counts from here
     environment: str  # what the job's environment is built from (env_notes.environment_sentence), from planning on
+    readSet: dict[str, Any]  # what the kernel of a Succeeded run read (verdict/readset.py; the verdict cache)
     eventsIncomplete: bool  # an event of the job could not be recorded or was dropped (engine/transitions.py)
 
 
@@ -189,5 +190,6 @@ class RunnerResult(TypedDict, total=False):
     executedNotebook: str | None
     durationSeconds: float
     runner: dict[str, Any]
+    readSet: dict[str, Any]  # a Succeeded run's read-set (verdict/readset.py), when the runner was asked for it
     detail: str  # "summary": only the termination summary was readable
     cells: dict[str, int]

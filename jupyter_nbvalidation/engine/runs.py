@@ -178,6 +178,8 @@ class Runs(EngineState):
                 vs["environment"] = obs.reference
             st["validationStatus"] = cast(ValidationStatus, {k: v for k, v in vs.items() if v is not None})
             st["results"] = result.get("results", [])
+            if ok and isinstance(result.get("readSet"), dict):  # the verdict cache re-checks it (verdict/readset.py)
+                st["readSet"] = result["readSet"]
             if result.get("comparisonResult") is not None:
                 st["comparisonResult"] = result["comparisonResult"]
             st["failedCellIndex"] = result.get("failedCellIndex")
@@ -200,6 +202,9 @@ class Runs(EngineState):
                                               self.backend.unbuilt_environment(job))
             if module_hint:
                 message = f"{message.rstrip().rstrip('.')}. {module_hint}"
+        uncacheable = (result.get("readSet") or {}).get("uncacheable") if ok else None
+        if uncacheable:  # the verdict cache will not reuse it (verdict/readset.py): say why
+            message = f"{message.rstrip().rstrip('.')}. Not reused by the verdict cache: {uncacheable}."
         message = scrub(message)
         if ok:
             await self._move(job, Phase.VALIDATION_RUNNING, Phase.SUCCEEDED, Reason.VALIDATION_SUCCEEDED,

@@ -27,7 +27,7 @@ Modules, by concern:
 SHARED_MODULES = ("__init__.py", "_version.py", "core/__init__.py", "core/deferred_imports.py", "core/priority.py",
                   "core/tasks.py", "core/vocabulary.py", "verdict/__init__.py", "verdict/compare.py",
                   "verdict/flatten.py", "verdict/inherited.py", "verdict/markers.py", "verdict/probe.py",
-                  "verdict/sanitize.py")
+                  "verdict/readset.py", "verdict/sanitize.py")
 
 from jupyter_nbvalidation.core.vocabulary import ResultReason  # noqa: E402
 from jupyter_nbvalidation.runner.cli import build_parser, main  # noqa: E402

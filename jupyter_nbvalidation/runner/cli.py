@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help='the kernel\'s memory limit and the run\'s disk budget: a JSON object {"memory": {"bytes": N, '
                         '"text", "field", "method": auto|cgroup|rlimit}, "disk": {"bytes": N, "text", "field", '
                         '"paths": [folders the run writes]}} (runner/limits.py)')
+    p.add_argument("--read-set", nargs="+", default=None, metavar="PATH",
+                   help="ROOT [COPY]: record what the kernel reads (an audit hook in its process) and put a Succeeded "
+                        "result's read-set under ROOT in readSet, for the verdict cache; COPY: the kernel's working "
+                        "copy of ROOT (its paths are ROOT's)")
     p.add_argument("--termination-log", default=None, help="also write a summary of at most 4096 bytes here")
     p.add_argument("--progress", action="store_true", help="print one NBVALIDATION-PROGRESS line per executed cell")
     p.add_argument("--print-environment", action="store_true",
@@ -225,6 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reap_descendants=reaper,
             sandbox=sandbox,
             bounds=bounds,
+            read_set=(args.read_set[0], args.read_set[1] if len(args.read_set) > 1 else None) if args.read_set else None,
         )
     except OSError as e:  # the result or the termination log cannot be written
         sys.stderr.write(f"nbvalidation: {e}\n")

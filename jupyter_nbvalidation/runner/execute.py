@@ -19,6 +19,7 @@ import signal
 from typing import Any, Callable, Mapping
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
+import jupyter_nbvalidation.runner.readset as readset
 import jupyter_nbvalidation.runner.sandbox as _sandbox
 from jupyter_nbvalidation.core.priority import deprioritize, own_niceness
 from jupyter_nbvalidation.core.tasks import wait_within
@@ -59,10 +60,14 @@ class _Execution(_Cells):
         output_budget: OutputBudget | None = None,
         sandbox: Mapping[str, Any] | None = None,
         bounds: Mapping[str, Any] | None = None,
+        record_reads: bool = False,
     ) -> None:
         self.nb = nb
         self.bounds = RunBounds(bounds, run_id) if bounds else None  # memory limit, disk budget (runner/limits.py)
         self.sandbox = dict(sandbox) if sandbox is not None else None
+        self.record_reads = record_reads  # the kernel's reads, for the verdict cache (runner/readset.py)
+        self.reads: dict[str, Any] | None = None
+        self.temp_dir: str | None = None
         self.output_budget = output_budget or OutputBudget()
         # (index, cell): a cell that is not the notebook's own (the job's parameters,
         # runner/parameters.py), run before cell ``index`` of the notebook (after the last
@@ -132,7 +137,7 @@ class _Execution(_Cells):
                 installed.append(signum)
             except (RuntimeError, NotImplementedError, ValueError):
                 pass  # not the main thread, or no signals on this platform
-        tmp = hygiene.make_temp_dir(self.run_id)
+        tmp = self.temp_dir = hygiene.make_temp_dir(self.run_id)
         km = kc = None
         log_file = None
         try:
@@ -210,6 +215,7 @@ class _Execution(_Cells):
                 await client.async_start_new_kernel_client()
                 kc = client.kc
                 await self._kernel_info(client, kc)
+                installed_hook = self.record_reads and await readset.install(kc)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -231,6 +237,8 @@ class _Execution(_Cells):
                 await self._run_cells(client, CellTimeoutError, DeadKernelError)
             except _Stop:
                 pass
+            if installed_hook and self.reason is None:  # only a success is ever reused
+                self.reads = await readset.collect(kc)
         except asyncio.CancelledError:
             if self.stop_signal is None:
                 raise

@@ -36,6 +36,7 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import jupyter_nbvalidation.runner.parameters as _parameters
+import jupyter_nbvalidation.runner.sandbox as _sandbox
 import jupyter_nbvalidation.verdict.compare as _compare
 import jupyter_nbvalidation.verdict.sanitize as _sanitize
 from jupyter_nbvalidation.core.vocabulary import ResultReason
@@ -45,6 +46,7 @@ from jupyter_nbvalidation.runner.outputs import OutputBudget
 from jupyter_nbvalidation.runner.protocol import FAILED, SUCCEEDED, write_termination_log
 from jupyter_nbvalidation.runner.text import cell_label, plural
 from jupyter_nbvalidation.verdict.markers import notebook_execution_settings
+from jupyter_nbvalidation.verdict.readset import describe as describe_reads
 
 KERNEL_LOG_LIMIT = 20000  # kernel stdout/stderr copied to our stderr
 _PYTHON_KERNEL_NAME = re.compile(r"^i?python[0-9.]*$", re.IGNORECASE)
@@ -176,6 +178,7 @@ def run_notebook(
     reap_descendants: bool = False,
     sandbox: Mapping[str, Any] | None = None,
     bounds: Mapping[str, Any] | None = None,
+    read_set: tuple[str, str | None] | None = None,
     **asked: Any,
 ) -> dict[str, Any]:
     """Execute ``notebook`` in a fresh kernel, optionally compare with ``golden``.
@@ -268,6 +271,7 @@ def run_notebook(
         output_budget=budget,
         sandbox=sandbox,
         bounds=bounds,
+        record_reads=read_set is not None,
     )
     internal_error: BaseException | None = None
     try:
@@ -363,6 +367,19 @@ def run_notebook(
         result["runner"]["bounds"] = execution.bounds.record()
     if execution.leftovers:
         result["runner"]["processesStopped"] = execution.leftovers
+    if read_set is not None and result["verdict"] == SUCCEEDED:
+        # the kernel's own folders, and in the sandbox its /tmp and /var/tmp: fresh for this run
+        scratch = [execution.temp_dir] if execution.temp_dir else []
+        visible: list[str] = []
+        if sandbox is not None:  # its /tmp and /var/tmp are fresh, but for the real paths it shows there
+            scratch += list(_sandbox.SCRATCH_PATHS)
+            # (no link's target is shown: a link resolves in the kernel's view, runner/sandbox.py)
+            visible += [*(sandbox.get("show") or []), *(sandbox.get("write") or []), workdir]
+        try:
+            result["readSet"] = describe_reads(execution.reads, root=read_set[0], tree=read_set[1], scratch=scratch,
+                                               shown=visible)
+        except Exception as e:  # never the verdict's loss: only its reuse
+            result["readSet"] = {"uncacheable": f"what the kernel read could not be described: {e}"}
     return finish(result)
 
 

@@ -41,7 +41,8 @@ class HistoryRoom(ServiceState):
                 # only jobs of this root, and known to be: a job without its root never stands in
                 if self._root_of(job) == self.real_root and verdict_cache.has_key(job, key):
                     # the newest with the key decides: a Failed, Cancelled or unfinished one means it runs
-                    if verdict_cache.matches(job, key) and await self.backend.same_verdict_environment(job, env):
+                    if verdict_cache.matches(job, key) and await self.backend.same_verdict_environment(job, env) \
+                            and await asyncio.to_thread(verdict_cache.reads_hold, job, self.real_root):
                         return job
                     return None
             if not token:

@@ -56,6 +56,11 @@ JOB_SCHEMA: dict[str, Any] = {
             "lastRetryTime": {"type": "string", "format": "date-time",
                               "description": "when the current attempt began after the last retry (its phase's "
                                              "deadline counts from here)"},
+            "readSet": {"type": "object", "additionalProperties": True,
+                        "description": "what the kernel of a Succeeded run read (local backend): files under the "
+                                       "root by content and mode, folders it listed, environment files by size "
+                                       "and times; uncacheable: why the verdict cannot be reused (the verdict "
+                                       "cache re-checks it, docs/cli.md \"Verdict cache\")"},
             "eventsIncomplete": {"type": "boolean",
                                  "description": "true when an event of this job could not be recorded (after its "
                                                 "retries) or was dropped: the timeline falls back to "

@@ -29,8 +29,8 @@ inputs have now, and runs nothing. The key covers:
   nowhere, by its target only); EXCLUDED_DIRS and virtual environments left out of
   both; other notebooks only when this one names them;
 - with the build disabled, the source of every editable (``-e``) install of the
-  interpreter (its ``.py`` files and their content), since its name and version stay
-  while its code changes.
+  interpreter (every file of its folder by content, data files included, bytecode left
+  out), since its name and version stay while its code changes.
 
 Only the **newest** job with the key decides: a hit is that job when it Succeeded; a
 newer Failed, Cancelled or still running job of the same key means the notebook runs.
@@ -42,9 +42,14 @@ registry still serving the image the job ran, on Kubernetes).
 When one of these cannot be known (a backend without an environment key, a
 build-disabled interpreter other than this one, a base image whose digest the
 registry does not give, a folder over the bounds) there is no key, and the
-notebook always runs: never a false "unchanged". Files a
-notebook reads from outside its folder (``../data.csv``: the real files, not
-copied) are not seen: use ``--no-cache`` when they change."""
+notebook always runs: never a false "unchanged".
+
+Beside the key, what the kernel actually read (``status.readSet``, verdict/readset.py,
+recorded by the runner's audit hook on the local backend) must still hold
+(:func:`reads_hold`): a file it read under the root (``../data.csv``, a sibling
+notebook read under a computed name, a script it ran, by content and mode), a folder it
+listed, a file of its environment it imported (by size and times); a verdict whose kernel
+read outside the root and its environment is never reused."""
 
 from __future__ import annotations
 
@@ -61,9 +66,10 @@ from jupyter_nbvalidation.core.vocabulary import Phase
 from jupyter_nbvalidation.verdict.identity import runner_identity
 from jupyter_nbvalidation.verdict.inherited import PASSED_THROUGH
 from jupyter_nbvalidation.verdict.markers import notebook_opts_out_of_cache
+from jupyter_nbvalidation.verdict.readset import first_change
 
 ANNOTATION = "nbvalidation.dev/verdict-key"
-VERSION = 3  # of the key's recipe: a change of recipe never matches an older key
+VERSION = 4  # of the key's recipe: a change of recipe never matches an older key
 MAX_FOLDER_FILES = 5000
 MAX_FOLDER_BYTES = 512 * 2**20
 class KeyedBackend(Protocol):
@@ -175,8 +181,9 @@ def _tree_digest(folder: Path, keep: Callable[[Path], bool], root: Path | None =
 
 
 def source_digest(folder: Path) -> str | None:
-    """The ``.py`` files of an editable install's source folder, by content."""
-    return _tree_digest(folder, lambda path: path.suffix == ".py")
+    """Every file of an editable install's source folder by content (its data files too:
+    a ``.json`` beside its modules), bytecode and EXCLUDED_DIRS left out."""
+    return _tree_digest(folder, lambda path: path.suffix not in (".pyc", ".pyo"))
 
 
 def folder_digest(folder: Path, notebook_text: str, skip: set[Path], root: Path | None = None,
@@ -247,6 +254,18 @@ def verdict_key(spec: dict[str, Any], files: dict[str, bytes], environment: str 
 def has_key(job: Mapping[str, Any], key: str) -> bool:
     """A job submitted with this verdict key."""
     return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION) == key
+
+
+def reads_hold(job: Mapping[str, Any], root: str) -> bool:
+    """What the job's kernel read (``status.readSet``, verdict/readset.py) is as it was: every
+    file under the root by content and mode, every folder it listed by its names, every file
+    of its environment by size and times; and it read nothing it cannot be held to. A job
+    without a read-set (another backend, spec.inputFiles without a root) holds by its key
+    alone. Blocks: reads files."""
+    read_set = (job.get("status") or {}).get("readSet")
+    if read_set is None:
+        return True
+    return isinstance(read_set, dict) and first_change(read_set, root) is None
 
 
 def matches(job: Mapping[str, Any], key: str) -> bool:

@@ -53,7 +53,8 @@ VERDICT_MODULES = (
 # string, two empty package files, and the probe of the kernel's interpreter (the
 # environment record, taken beside the run). tests/verdict/test_verdict_cache.py holds
 # SHARED_MODULES to these two tuples.
-SHARED_BUT_NOT_JUDGING = ("_version.py", "core/__init__.py", "verdict/__init__.py", "verdict/probe.py")
+SHARED_BUT_NOT_JUDGING = ("_version.py", "core/__init__.py", "verdict/__init__.py", "verdict/probe.py",
+                          "verdict/readset.py")
 
 # The distributions a run goes through: the runner's (nbclient drives the kernel through
 # jupyter_client; nbformat reads, validates and writes the notebook) and the kernel's

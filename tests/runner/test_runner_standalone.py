@@ -26,7 +26,7 @@ ALLOWED_OWN = {"jupyter_nbvalidation", "jupyter_nbvalidation.runner", "jupyter_n
                "jupyter_nbvalidation.verdict.inherited", "jupyter_nbvalidation.verdict.probe",
                "jupyter_nbvalidation.verdict.markers", "jupyter_nbvalidation.core.priority", "jupyter_nbvalidation.core.tasks",
                "jupyter_nbvalidation.core.vocabulary", "jupyter_nbvalidation._version",
-               "jupyter_nbvalidation.core.deferred_imports"}
+               "jupyter_nbvalidation.core.deferred_imports", "jupyter_nbvalidation.verdict.readset"}
 THIRD_PARTY_OK = {"nbformat", "nbclient", "jupyter_client"}
 
 

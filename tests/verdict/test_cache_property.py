@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import site
 import subprocess
@@ -176,3 +177,131 @@ def test_after_a_change_of_the_tools_own_code_run_gives_the_fresh_verdict(python
     with open(copy / "jupyter_nbvalidation" / "verdict" / "compare.py", "a", encoding="utf-8") as f:
         f.write("\n\ndef texts_equal(*args, **kwargs):  # a change of behaviour\n    return False\n")
     check(python, tmp_path, {"nbs/golden/nb.ipynb"}, env=env)
+
+
+# --- what the kernel actually read (issue 41): the read-set ---------------------------------------
+
+def dependency(python: Path, name: str, value: int) -> Path:
+    """``name`` installed (not editable) in the venv of ``python``, version 1.0 with a RECORD:
+    its module, whose source an edit may change while its version stays."""
+    sp = next((python.parents[1] / "lib").glob("python*/site-packages"))
+    (sp / name).mkdir(exist_ok=True)
+    (sp / name / "__init__.py").write_text(f"VALUE = {value}\n")
+    info = sp / f"{name}-1.0.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "RECORD").write_text(f"{name}/__init__.py,,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n")
+    return sp / name / "__init__.py"
+
+
+def helper(path: Path, ok: bool) -> None:
+    """A sibling notebook (itself a notebook `run` validates: no cells) that another one reads."""
+    nbformat.write(nbformat.v4.new_notebook(metadata={"ok": ok}), str(path))
+
+
+def test_each_false_pass_of_issue_41_gives_the_fresh_verdict(python, tmp_path):
+    """The four cases of issue 41, each against its fresh twin: a script the notebook runs
+    loses its run bit; a sibling notebook read under a computed name changes; an editable
+    project's data file (not a .py) changes; a dependency's source is edited under the same
+    version. Before each change every notebook is Unchanged; after it, `run` says what
+    `run --no-cache` says, and the changed one fails."""
+    nbs = tmp_path / "nbs"
+    write_notebook(nbs / "script" / "nb.ipynb", ["import subprocess\nsubprocess.run(['./tool.sh'], check=True)"])
+    (nbs / "script" / "tool.sh").write_text("#!/bin/sh\necho ok\n")
+    (nbs / "script" / "tool.sh").chmod(0o755)
+    write_notebook(nbs / "computed" / "nb.ipynb", ["import json\n"
+                                                   "assert json.load(open('hel' + 'per.ipynb'))['metadata']['ok']"])
+    helper(nbs / "computed" / "helper.ipynb", True)
+    data = python.parents[2] / "src" / "mylib" / "settings.json"
+    data.write_text('{"ok": true}')
+    write_notebook(nbs / "data" / "nb.ipynb", ["import json, os, mylib\n"
+                                               "path = os.path.join(os.path.dirname(mylib.__file__), 'settings.json')\n"
+                                               "assert json.load(open(path))['ok']"])
+    source = dependency(python, "depx", 1)
+    write_notebook(nbs / "dependency" / "nb.ipynb", ["import depx\nassert depx.VALUE == 1, depx.VALUE"])
+    names = {f"nbs/{d}/nb.ipynb" for d in ("script", "computed", "data", "dependency")} | {"nbs/computed/helper.ipynb"}
+    assert run(python, tmp_path) == dict.fromkeys(names, "Succeeded")
+    assert run(python, tmp_path) == dict.fromkeys(names, "Unchanged")
+    failing: set[str] = set()
+    for where, change in [
+        ("script", lambda: (nbs / "script" / "tool.sh").chmod(0o644)),
+        ("computed", lambda: helper(nbs / "computed" / "helper.ipynb", False)),
+        ("data", lambda: data.write_text('{"ok": false}')),
+        ("dependency", lambda: source.write_text("VALUE = 22\n")),
+    ]:
+        change()
+        failing.add(f"nbs/{where}/nb.ipynb")
+        check(python, tmp_path, failing)
+
+
+def test_a_read_outside_the_root_makes_the_verdict_uncacheable_and_says_so(python, tmp_path):
+    """The file is reached by its real path, outside the root (a link in the notebook's folder
+    leads there, so that the kernel's sandbox shows it): the verdict is not reused, and says so."""
+    (tmp_path / "outside").mkdir()
+    outside = tmp_path / "outside" / "value.txt"
+    outside.write_text("ok")
+    root = tmp_path / "root"
+    write_notebook(root / "nbs" / "reads" / "nb.ipynb", ["import os\n"
+                                                         "assert open(os.path.realpath('data/value.txt')).read() == 'ok'"])
+    (root / "nbs" / "reads" / "data").symlink_to(tmp_path / "outside", target_is_directory=True)
+    write_notebook(root / "nbs" / "control" / "nb.ipynb", ["print('control')"])
+    assert run(python, root) == {"nbs/reads/nb.ipynb": "Succeeded", "nbs/control/nb.ipynb": "Succeeded"}
+    proc = subprocess.run([str(python), "-m", "jupyter_nbvalidation.cli.main", "run", "nbs/reads", "--no-build",
+                           "--local", "--data-dir", str(root / "data")], cwd=root, capture_output=True, text=True,
+                          timeout=900, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "JUPYTER_RUNTIME_DIR": str(root / "no-servers")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "not reused by the verdict cache: the kernel read " + str(outside) in proc.stdout, proc.stdout
+    outside.write_text("changed")
+    check(python, root, {"nbs/reads/nb.ipynb"})
+    assert run(python, root)["nbs/control/nb.ipynb"] == "Unchanged"
+
+
+def test_random_edits_of_what_the_kernel_reads_never_make_run_and_a_fresh_run_disagree(python, tmp_path):
+    """Random edits (content, mode, rename) of files notebooks read under computed names, through
+    a script they run, or by listing a folder: after each round `run` and `run --no-cache` agree."""
+    seed = int(os.environ.get("NBV_PROPERTY_SEED") or random.SystemRandom().randrange(1 << 30))
+    rng = random.Random(seed)
+    nbs = tmp_path / "nbs"
+    shared = nbs / "shared"
+    shared.mkdir(parents=True)
+    (shared / "data.txt").write_text("ok")
+    write_notebook(nbs / "computed" / "nb.ipynb", ["assert open('../shared/' + 'da' + 'ta.txt').read() == 'ok'"])
+    write_notebook(nbs / "listed" / "nb.ipynb", ["import os\nassert 'data.txt' in os.listdir('../shared')"])
+    write_notebook(nbs / "script" / "nb.ipynb", ["import subprocess\n"
+                                                 "out = subprocess.run(['./tool.sh'], capture_output=True, check=True)\n"
+                                                 "assert out.stdout == b'ok\\n', out"])
+    write_notebook(nbs / "sibling" / "nb.ipynb", ["import json\n"
+                                                  "assert json.load(open('hel' + 'per.ipynb'))['metadata']['ok']"])
+    helper(nbs / "sibling" / "helper.ipynb", True)
+    tool = nbs / "script" / "tool.sh"
+    tool.write_text("#!/bin/sh\necho ok\n")
+    tool.chmod(0o755)
+
+    def toggle_content() -> None:
+        target = rng.choice([shared / "data.txt", tool, nbs / "sibling" / "helper.ipynb"])
+        if target.exists():
+            text = target.read_text()
+            swaps = [("true", "false"), ("false", "true"), ("ok", "no"), ("no", "ok")]
+            old, new = next((a, b) for a, b in swaps if a in text)
+            target.write_text(text.replace(old, new))
+
+    def toggle_mode() -> None:
+        tool.chmod(tool.stat().st_mode ^ 0o111)
+
+    def rename() -> None:
+        a, b = shared / "data.txt", shared / "data.old"
+        (a.rename(b) if a.exists() else b.rename(a)) if (a.exists() or b.exists()) else None
+
+    def unrelated() -> None:  # a file no notebook reads, outside every notebook's folder: Unchanged is right
+        (shared / "notes.md").write_text(str(rng.random()))
+
+    edits = [toggle_content, toggle_mode, rename, unrelated]
+    assert set(run(python, tmp_path).values()) == {"Succeeded"}
+    for round_ in range(4):
+        done = [rng.choice(edits) for _ in range(rng.randint(1, 2))]
+        for edit in done:
+            edit()
+        cached, fresh = run(python, tmp_path), run(python, tmp_path, "--no-cache")
+        assert {nb: SAME.get(v, v) for nb, v in cached.items()} == fresh, (seed, round_, [e.__name__ for e in done],
+                                                                          cached, fresh)

@@ -225,8 +225,8 @@ def test_an_editable_install_is_keyed_by_its_source(monkeypatch, tmp_path):
     (src / "node_modules").mkdir()
     (src / "node_modules" / "x.py").write_text("")  # left out, as in a folder's key
     after = verdict_cache.installed_distributions(sys.executable)
-    (src / "README.md").write_text("not code")
-    assert verdict_cache.installed_distributions(sys.executable) == after
+    (src / "settings.json").write_text('{"not": "code"}')  # a data file beside the modules: in the key (issue 41)
+    assert verdict_cache.installed_distributions(sys.executable) != after
 
 
 def test_what_can_change_a_verdict_is_in_the_key_and_only_that(monkeypatch, tmp_path):

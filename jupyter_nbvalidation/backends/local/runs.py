@@ -217,6 +217,9 @@ class RunsRoom(LocalState):
             argv += ["--sandbox", str(run_dir / "sandbox.json")]
         if self._bounds_config(job, run_dir):
             argv += ["--bounds", str(run_dir / "bounds.json")]
+        real_root = (job["metadata"].get("annotations") or {}).get(ROOT_ANNOTATION)
+        if real_root:  # what the kernel reads under the root, for the verdict cache (verdict/readset.py)
+            argv += ["--read-set", real_root, *([os.path.join(run_dir, workcopy.TREE)] if folder else [])]
         return argv
 
     def _bounds_config(self, job: Job, run_dir: Path) -> dict[str, Any]:

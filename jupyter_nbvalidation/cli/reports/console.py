@@ -22,6 +22,15 @@ def first_failure(outcome: Outcome) -> str:
     return f.headline if f else outcome.message
 
 
+def not_reused(outcome: Outcome) -> str:
+    """Why a Succeeded verdict will not be reused by the verdict cache (its kernel read
+    what a later run cannot check, verdict/readset.py), or ""."""
+    if outcome.job is None or outcome.verdict != "Succeeded":
+        return ""
+    read_set = (outcome.job.get("status") or {}).get("readSet")
+    return str(read_set.get("uncacheable") or "") if isinstance(read_set, dict) else ""
+
+
 def finished_line(outcome: Outcome, done: int, total: int) -> str:
     width = len(str(total))
     verdict = outcome.verdict
@@ -76,6 +85,9 @@ class Progress(Listener):
         self.running.pop(outcome.name, None)
         self.done += 1
         self.stream.write(finished_line(outcome, self.done, self.total) + "\n")
+        why = not_reused(outcome)
+        if why:
+            self.stream.write(f"    not reused by the verdict cache: {why}\n")
         self._draw()
         self.stream.flush()
 
