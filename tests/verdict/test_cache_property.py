@@ -234,9 +234,15 @@ def test_each_false_pass_of_issue_41_gives_the_fresh_verdict(python, tmp_path):
         check(python, tmp_path, failing)
 
 
-def test_a_read_outside_the_root_makes_the_verdict_uncacheable_and_says_so(python, tmp_path):
+def test_a_read_outside_the_root_makes_the_verdict_uncacheable_and_says_so(python, tmp_path, monkeypatch):
     """The file is reached by its real path, outside the root (a link in the notebook's folder
-    leads there, so that the kernel's sandbox shows it): the verdict is not reused, and says so."""
+    leads there): the verdict is not reused, and says so. Without the sandbox, which would hide
+    the machine's /tmp where the file is (a link leads to nothing there): what a kernel read
+    outside the root is what is tested, wherever it can read."""
+    config = tmp_path / "config-sandbox-off"
+    config.mkdir()
+    (config / "jupyter_server_config.json").write_text(json.dumps({"LocalBackend": {"sandbox": "off"}}))
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(config))
     (tmp_path / "outside").mkdir()
     outside = tmp_path / "outside" / "value.txt"
     outside.write_text("ok")
