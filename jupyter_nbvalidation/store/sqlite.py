@@ -262,6 +262,7 @@ class SQLiteJobStore(JobStore):
 
     async def start(self) -> None:
         if self._conn is None:
+            self.damaged = None  # looked at again when it opens (a file recovered since)
             self._loop = asyncio.get_running_loop()
             await self._run(self._open)
             await self._run_lease(self._open_lease)

@@ -156,7 +156,8 @@ def folder_size(folder: str | Path, root: str | Path | None, skip: frozenset[str
 
 
 def _tree_digest(folder: Path, keep: Callable[[Path], bool], root: Path | None = None,
-                 skip: frozenset[str] | set[str] = frozenset()) -> str | None:
+                 skip: frozenset[str] | set[str] = frozenset(),
+                 keep_other: Callable[[Path], bool] | None = None) -> str | None:
     """The entries of ``walk_folder`` (the files ``keep`` accepts, by relative path and
     content; folders, links not followed and folders reached twice by what they are).
     None over the bounds or on a read error."""
@@ -165,7 +166,8 @@ def _tree_digest(folder: Path, keep: Callable[[Path], bool], root: Path | None =
     try:
         for e in walk_folder(folder, root, skip):
             if e.kind != "file":
-                h.update(f"{e.rel}\0{e.kind} {e.real if e.kind != 'dir' else ''}\0".encode())
+                if keep_other is None or keep_other(Path(e.path)):
+                    h.update(f"{e.rel}\0{e.kind} {e.real if e.kind != 'dir' else ''}\0".encode())
                 continue
             if not keep(Path(e.path)):
                 continue
@@ -181,9 +183,26 @@ def _tree_digest(folder: Path, keep: Callable[[Path], bool], root: Path | None =
 
 
 def source_digest(folder: Path) -> str | None:
-    """Every file of an editable install's source folder by content (its data files too:
-    a ``.json`` beside its modules), bytecode and EXCLUDED_DIRS left out."""
-    return _tree_digest(folder, lambda path: path.suffix not in (".pyc", ".pyo"))
+    """An editable install's source folder by content: every module, and every file of its
+    packages (a folder with an ``__init__.py``, or one inside it: a ``.json`` beside its
+    modules), bytecode and EXCLUDED_DIRS left out. What lies outside its packages (a checkout's
+    build output, test artifacts, a cluster's state) is nothing an import reads."""
+    packages: dict[Path, bool] = {}
+
+    def in_package(path: Path) -> bool:
+        for d in path.parents:
+            if d == folder or folder not in d.parents:
+                return False
+            if d not in packages:
+                packages[d] = (d / "__init__.py").is_file()
+            if packages[d]:
+                return True
+        return False
+
+    def keep(path: Path) -> bool:
+        return path.suffix not in (".pyc", ".pyo") and (path.suffix in (".py", ".pyi", ".pth") or in_package(path))
+
+    return _tree_digest(folder, keep, keep_other=in_package)
 
 
 def folder_digest(folder: Path, notebook_text: str, skip: set[Path], root: Path | None = None,

@@ -264,12 +264,17 @@ def test_termination_log_in_a_read_only_folder(tmp_path):
     os.chmod(folder, 0o555)
     code = ("import sys; from jupyter_nbvalidation.runner.protocol import write_termination_log;"
             "write_termination_log(sys.argv[1], {'verdict': 'Succeeded', 'reason': 'ValidationSucceeded'})")
+    # the package as a copy nobody can read: the checkout may lie in a folder only its owner
+    # passes (a clone under HOME)
+    package = Path(__file__).resolve().parents[2] / "jupyter_nbvalidation"
+    shutil.copytree(package, base / "site" / "jupyter_nbvalidation",
+                    ignore=shutil.ignore_patterns("__pycache__", "labextension"))
     argv = [sys.executable, "-c", code, str(log)]
     if os.geteuid() == 0:  # root ignores the folder's mode: run as nobody
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+                              env={**os.environ, "PYTHONPATH": str(base / "site")})
         assert proc.returncode == 0 and "cannot write" not in proc.stderr, proc.stderr
         assert json.loads(log.read_text())["verdict"] == "Succeeded"
     finally:

@@ -698,6 +698,8 @@ async def rest(jp_fetch, *parts, method="GET", body=None, params=None):
     kw = {"method": method, "params": params or {}}
     if body is not None or method == "POST":
         kw["body"] = json.dumps(body) if body is not None else ""
+    if body is not None:  # a body is read only as declared JSON (415 otherwise)
+        kw["headers"] = {"Content-Type": "application/json"}
     r = await jp_fetch(*API, *parts, **kw)
     return r.code, json.loads(r.body) if r.body else None
 
