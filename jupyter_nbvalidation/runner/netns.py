@@ -156,12 +156,7 @@ class Network:
 
     def stop(self) -> None:
         """The user-mode network ends (its exit pipe closed) and is waited for, then killed."""
-        for fd in self._fds.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fds = {}
+        self.in_child()  # the pipes closed: the exit pipe's close is what ends it
         if self.helper is None:
             return
         pid, self.helper = self.helper, None
