@@ -345,3 +345,13 @@ def building(tmp_path: Path, job: str) -> str:
 
     assert doc["job"]["metadata"]["annotations"][ORIGIN_ANNOTATION] in message
     return message
+
+
+def report_of(client, name: str) -> dict:
+    """The JSON an attacker's notebook printed as its first cell's "REPORT ..." line (its executed
+    notebook, read through ``client``)."""
+    executed = client.request("GET", f"jobs/{name}/notebook")
+    text = "".join(o.get("text", "") for o in executed["cells"][0].get("outputs", []) if o.get("name") == "stdout")
+    line = next((ln for ln in text.splitlines() if ln.startswith("REPORT ")), None)
+    assert line, f"the attack printed no report: {text[-2000:]}"
+    return json.loads(line[len("REPORT "):])

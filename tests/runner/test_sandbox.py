@@ -23,7 +23,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest import ServerProcess
-from helpers import NOBUILD, detected_health, explain, submit, wait_all, write_notebook
+from helpers import NOBUILD, detected_health, explain, report_of, submit, wait_all, write_notebook
 
 # the probes' first cell: where things are (filled in by the test)
 HEAD = "import glob, os, sys\nS = {facts!r}"
@@ -258,14 +258,6 @@ print("REPORT " + json.dumps(R))
 '''
 VERDICT = ("assert not R['tokens'] and not R['secret_seen'] and R['store'] is None and R['kernel'] is None, "
            "json.dumps(R)")
-
-
-def report_of(client, name: str) -> dict:
-    executed = client.request("GET", f"jobs/{name}/notebook")
-    text = "".join(o.get("text", "") for o in executed["cells"][0].get("outputs", []) if o.get("name") == "stdout")
-    line = next((ln for ln in text.splitlines() if ln.startswith("REPORT ")), None)
-    assert line, f"the attack printed no report: {text[-2000:]}"
-    return json.loads(line[len("REPORT "):])
 
 
 @pytest.mark.parametrize("settings", ["default", "off"])

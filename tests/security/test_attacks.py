@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ServerProcess
-from helpers import NOBUILD, detected_health, explain, submit, wait, wait_all, write_notebook
+from helpers import NOBUILD, detected_health, explain, report_of, submit, wait, wait_all, write_notebook
 
 MARK = "NBV_SECURITY_PWNED_"
 VICTIM = (  # bob's notebook: a clean verdict is Succeeded with nothing of alice's in its kernel
@@ -34,14 +34,6 @@ VICTIM = (  # bob's notebook: a clean verdict is Succeeded with nothing of alice
     "print('bob ok')")
 HEAD = "import glob, json, os, sys\nS = {facts!r}\nR = {{}}\n"
 TAIL = "\nprint('REPORT ' + json.dumps(R))\n"
-
-
-def report_of(client, name: str) -> dict:
-    executed = client.request("GET", f"jobs/{name}/notebook")
-    text = "".join(o.get("text", "") for o in executed["cells"][0].get("outputs", []) if o.get("name") == "stdout")
-    line = next((ln for ln in text.splitlines() if ln.startswith("REPORT ")), None)
-    assert line, f"the attack printed no report: {text[-2000:]}"
-    return json.loads(line[len("REPORT "):])
 
 
 @pytest.fixture
