@@ -21,7 +21,9 @@ from pathlib import Path
 # beside the checkout (…/shared/corpus), also for a worktree deeper down
 CORPUS = next((p / "shared" / "corpus" for p in Path(__file__).resolve().parents if (p / "shared" / "corpus").is_dir()),
               Path(__file__).resolve().parents[2].parent / "shared" / "corpus")
-NOTEBOOKS = CORPUS / "notebooks"
+# resolved: a subprocess started in a folder reached through a link sees its real path as its cwd, so pytest's
+# --rootdir must be the real path too, or the plugin's JUnit cases lose their folder (a clone beside a linked shared/)
+NOTEBOOKS = (CORPUS / "notebooks").resolve()
 MANIFEST = CORPUS / "MANIFEST.tsv"
 JUPYTER = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or "jupyter"
 CELL = re.compile(r"^cell (\d+)\b")
