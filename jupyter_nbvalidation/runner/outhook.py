@@ -72,6 +72,12 @@ def _nbvalidation_install_output(part, window, wait, key, ack_type, drop_over, d
             if (string.__class__ is not str or len(string) <= part or os.getpid() != master
                     or stream.pub_thread is None):
                 return original(string)
+            echo = getattr(stream, "echo", None)
+            if echo is not None:  # as ipykernel's write does
+                try:
+                    echo.write(string)
+                except OSError:
+                    pass
             stream.flush()  # what was written before goes first
             parent, session, name, n = stream.parent_header, stream.session, stream.name, len(string)
             for start in range(0, n, part):
