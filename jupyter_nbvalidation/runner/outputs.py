@@ -245,10 +245,8 @@ class OutputBudget:
                 kept.append(output)
                 cell_used += size
                 continue
-            if marker_at is None:  # before the error that ended the cell, where the cut was
+            if marker_at is None:
                 marker_at = len(kept)
-                while marker_at and kept[marker_at - 1].get("output_type") == "error":
-                    marker_at -= 1
                 by_total = room_total < room_cell
                 if output.get("output_type") == "stream" and room > 0:
                     text = output.get("text") or ""

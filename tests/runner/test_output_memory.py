@@ -92,6 +92,19 @@ def test_parts_are_merged_into_the_output_a_whole_write_gives(tmp_path):
         ("stdout", "a" * 3_000_000 + "\n"), ("stderr", "é" * 1_500_000), ("stdout", "b\n")]
 
 
+def test_an_output_that_was_cleared_no_longer_counts_against_the_budget(tmp_path):
+    """The budget as outputs arrive counts what the cell shows at its end: 3 MB printed, then
+    cleared (``wait=True``: at the next output) leaves the cell's budget whole (before, the cleared
+    output still counted and the next one was cut)."""
+    nb = write_notebook(tmp_path / "nb" / "nb.ipynb", [
+        'from IPython.display import clear_output\nprint("a" * 3_000_000)\nclear_output(wait=True)\nprint("short")',
+        'from IPython.display import clear_output\nprint("b" * 3_000_000)\nclear_output()\nprint("c" * 5)'])
+    result, executed, _ = _run(tmp_path, nb)
+    assert result["verdict"] == "Succeeded", result["message"]
+    assert _texts(executed) == [["short\n"], ["ccccc\n"]]
+    assert "outputTruncated" not in result["results"][0] and "outputTruncated" not in result["results"][1], result
+
+
 def test_with_a_golden_notebook_parts_are_compared_in_full(tmp_path):
     """The cut is made after the comparison: a difference past the budget in a parted write
     still fails, the same output passes."""
