@@ -12,9 +12,9 @@ each instance: ``write``) a write that sends a string longer than ``PART`` chara
 ``WINDOW`` parts are ahead of the runner: the runner acknowledges the parts it has
 taken (:func:`acknowledge`, a control-channel message that ipykernel's control thread
 hands to the hook while the cell runs), and the writer waits for that. Where no
-acknowledgement comes within ``WAIT`` seconds (a runner that does not take part
-messages, an ipykernel without a control thread), the flow control is off for the rest
-of the kernel's life: the parts are then sent as fast as ipykernel sends, as before.
+acknowledgement comes within ``WAIT`` seconds (nobody reads the parts: a thread that
+writes after its cell ended; an ipykernel without a control thread), the rest of that write
+is sent as fast as ipykernel sends, as before; the next write waits again.
 
 So the kernel holds the notebook's own string (its own memory, not copied) and about
 ``WINDOW`` parts; the runner merges the parts back into one stream output
@@ -39,7 +39,7 @@ from jupyter_nbvalidation.runner.kernel import shell_reply
 
 PART = 2**20  # characters per part message
 WINDOW = 8  # parts sent and not yet acknowledged
-WAIT = 5.0  # seconds without an acknowledgement before the flow control is off
+WAIT = 5.0  # seconds without an acknowledgement before the rest of a write goes unthrottled
 PART_KEY = "nbvalidation_part"  # the parts' metadata key (their sequence number)
 DROP_KEY = "nbvalidation_dropped"  # a display sent without its data: its size
 ACK_TYPE = "nbvalidation_output_ack"  # the runner's acknowledgement, on the control channel
@@ -54,7 +54,7 @@ def _nbvalidation_install_output(part, window, wait, key, ack_type, drop_over, d
     kernel = getattr(get_ipython(), "kernel", None)
     if kernel is None or getattr(sys, "_nbvalidation_output", None) is not None:
         return
-    state = {"sent": 0, "acked": 0, "off": False}
+    state = {"sent": 0, "acked": 0}
     cond = threading.Condition()
 
     def ack(stream, ident, msg):
@@ -80,12 +80,13 @@ def _nbvalidation_install_output(part, window, wait, key, ack_type, drop_over, d
                     pass
             stream.flush()  # what was written before goes first
             parent, session, name, n = stream.parent_header, stream.session, stream.name, len(string)
+            throttled = True
             for start in range(0, n, part):
                 with cond:
                     state["sent"] += 1
                     seq = state["sent"]
-                    if not state["off"] and not cond.wait_for(lambda: state["acked"] >= seq - window, wait):
-                        state["off"] = True
+                    if throttled and not cond.wait_for(lambda: state["acked"] >= seq - window, wait):
+                        throttled = False  # no runner taking the parts: the rest of this write as before
                 msg = session.msg("stream", {"name": name, "text": string[start:start + part]}, parent=parent,
                                   metadata={key: seq})
                 session.send(stream.pub_thread, msg, ident=stream.topic)

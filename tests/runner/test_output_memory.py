@@ -122,38 +122,60 @@ def test_with_a_golden_notebook_parts_are_compared_in_full(tmp_path):
     assert result["verdict"] == "Failed" and result["reason"] == "GoldenMismatch", result["message"]
 
 
-def test_the_kernel_sends_at_most_a_window_of_parts_ahead_of_the_runner():
-    """The flow control itself, against a real kernel: unacknowledged, the kernel stops after
-    WINDOW parts; each acknowledgement lets the next ones go; all arrive, in order."""
+def _with_kernel(scenario) -> None:
     from jupyter_client.manager import start_new_async_kernel  # deferred: the kernel's client, only here
 
-    parts = outhook.WINDOW * 3
-
-    async def scenario() -> None:
-        km, kc = await start_new_async_kernel(kernel_name="python3", extra_arguments=["--HistoryManager.hist_file=:memory:"])
+    async def run() -> None:
+        km, kc = await start_new_async_kernel(kernel_name="python3",
+                                              extra_arguments=["--HistoryManager.hist_file=:memory:"])
         try:
             assert await outhook.install(kc)
-            msg_id = kc.execute(f'print("z" * {parts * outhook.PART})')
-
-            async def next_part() -> dict:
-                while True:
-                    msg = await kc.get_iopub_msg(timeout=30)
-                    if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
-                        return msg
-
-            got = [await next_part() for _ in range(outhook.WINDOW)]
-            try:  # the kernel waits for the runner: no part beyond the window (it waits WAIT s)
-                extra = await asyncio.wait_for(next_part(), outhook.WAIT / 5)
-            except asyncio.TimeoutError:
-                extra = None
-            assert extra is None, "a part was sent beyond the window without an acknowledgement"
-            while len(got) < parts:
-                outhook.acknowledge(kc, outhook.part_of(got[-1]) or 0)
-                got += [await next_part() for _ in range(min(outhook.WINDOW, parts - len(got)))]
-            assert [outhook.part_of(m) for m in got] == list(range(1, parts + 1))
-            assert "".join(m["content"]["text"] for m in got) == "z" * (parts * outhook.PART)
+            await scenario(kc)
         finally:
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
 
-    asyncio.run(scenario())
+    asyncio.run(run())
+
+
+async def _next_part(kc, msg_id: str, timeout: float = 30) -> dict:
+    while True:
+        msg = await kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+            return msg
+
+
+def test_a_write_nobody_acknowledges_still_arrives_whole():
+    """Never a hang: without acknowledgements (nobody reads the parts) the kernel waits WAIT
+    seconds once, then sends the rest of the write as before."""
+    parts = outhook.WINDOW + 4
+
+    async def scenario(kc) -> None:
+        msg_id = kc.execute(f'print("w" * {parts * outhook.PART})')
+        got = [await _next_part(kc, msg_id, timeout=outhook.WAIT * 4) for _ in range(parts + 1)]
+        assert [outhook.part_of(m) for m in got] == [*range(1, parts + 1), None]  # the parts, then print's newline
+        assert "".join(m["content"]["text"] for m in got) == "w" * (parts * outhook.PART) + "\n"
+
+    _with_kernel(scenario)
+
+
+def test_the_kernel_sends_at_most_a_window_of_parts_ahead_of_the_runner():
+    """The flow control itself, against a real kernel: unacknowledged, the kernel stops after
+    WINDOW parts; each acknowledgement lets the next ones go; all arrive, in order."""
+    parts = outhook.WINDOW * 3
+
+    async def scenario(kc) -> None:
+        msg_id = kc.execute(f'print("z" * {parts * outhook.PART})')
+        got = [await _next_part(kc, msg_id) for _ in range(outhook.WINDOW)]
+        try:  # the kernel waits for the runner: no part beyond the window (it waits WAIT s)
+            extra = await asyncio.wait_for(_next_part(kc, msg_id), outhook.WAIT / 5)
+        except asyncio.TimeoutError:
+            extra = None
+        assert extra is None, "a part was sent beyond the window without an acknowledgement"
+        while len(got) < parts:
+            outhook.acknowledge(kc, outhook.part_of(got[-1]) or 0)
+            got += [await _next_part(kc, msg_id) for _ in range(min(outhook.WINDOW, parts - len(got)))]
+        assert [outhook.part_of(m) for m in got] == list(range(1, parts + 1))
+        assert "".join(m["content"]["text"] for m in got) == "z" * (parts * outhook.PART)
+
+    _with_kernel(scenario)
