@@ -6,8 +6,11 @@ error outputs are always kept: the verdict reads them) and one marker output
 takes their place: ``[nbvalidation: 187.3 MB of output truncated; limit 1 MiB
 per cell]``. With a golden notebook the cell's full outputs are kept aside
 until the comparison (the verdict is decided on what the notebook produced),
-then dropped; without one they are dropped at once. Sizes are UTF-8 bytes of
-the output's text and data values.
+then dropped; without one they are dropped as they arrive (``watch``), and a
+display past the per-cell budget is not even sent whole by the kernel. A big
+write the kernel sent in parts (:mod:`.outhook`) is merged back into one stream
+output as its parts arrive. Sizes are UTF-8 bytes of the output's text and data
+values.
 """
 
 from __future__ import annotations
