@@ -37,7 +37,7 @@ XDIST_GROUPS = {
 }
 ALONE_MODULES = ("test_k8s_real_registry", "test_k8s_real_ha")
 MODULE_GROUPED = ("test_k8s_real_registry", "test_k8s_real_ha", "test_runner", "test_runner_standalone", "test_k8s_progress",
-                  "test_k8s_builders", "test_k8s_backend")
+                  "test_k8s_builders", "test_k8s_backend", "test_output_memory")
 
 
 def xdist_group_of(module: str) -> str | None:
@@ -105,6 +105,8 @@ SLOW_TESTS = {
     "test_lock": ("test_the_lock_of_the_last_success_turns_a_drifted_notebook_green_again",),
     "test_magic": ("test_nbvalidate_takes_the_spec_options",),
     "test_openapi_fuzz": ("test_openapi_fuzz",),
+    "test_output_memory": ("test_a_cell_printing_200_mb_passes_under_a_400_mib_memory_limit",
+                           "test_a_cell_displaying_200_mb_passes_under_a_400_mib_memory_limit"),
     "test_parameters": ("test_cli_p_on_the_local_backend", "test_golden_comparison_leaves_the_injected_cell_out",
                         "test_rest_refuses_bad_parameters_and_runs_good_ones"),
     "test_progress": ("test_progress_advances_mid_run_and_is_whole_at_the_end",),

@@ -19,6 +19,7 @@ import signal
 from typing import Any, Callable, Mapping
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
+import jupyter_nbvalidation.runner.outhook as outhook
 import jupyter_nbvalidation.runner.readset as readset
 import jupyter_nbvalidation.runner.sandbox as _sandbox
 from jupyter_nbvalidation.core.priority import deprioritize, own_niceness
@@ -215,6 +216,10 @@ class _Execution(_Cells):
                 await client.async_start_new_kernel_client()
                 kc = client.kc
                 await self._kernel_info(client, kc)
+                # big writes in parts, merged back by the output budget; without a golden notebook a
+                # display past the per-cell budget is not sent whole (the runner would drop it)
+                budget = self.output_budget
+                await outhook.install(kc, None if budget.keep_full else budget.cell_bytes)
                 installed_hook = self.record_reads and await readset.install(kc)
             except asyncio.CancelledError:
                 raise

@@ -6,14 +6,19 @@ error outputs are always kept: the verdict reads them) and one marker output
 takes their place: ``[nbvalidation: 187.3 MB of output truncated; limit 1 MiB
 per cell]``. With a golden notebook the cell's full outputs are kept aside
 until the comparison (the verdict is decided on what the notebook produced),
-then dropped; without one they are dropped at once. Sizes are UTF-8 bytes of
-the output's text and data values.
+then dropped; without one they are dropped as they arrive (``watch``), and a
+display past the per-cell budget is not even sent whole by the kernel. A big
+write the kernel sent in parts (:mod:`.outhook`) is merged back into one stream
+output as its parts arrive. Sizes are UTF-8 bytes of the output's text and data
+values.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from jupyter_nbvalidation.runner.outhook import acknowledge, dropped_of, part_of
 
 DEFAULT_CELL_BYTES = 2 * 2**20  # spec outputLimits.perCell
 DEFAULT_TOTAL_BYTES = 32 * 2**20  # spec outputLimits.total
@@ -75,6 +80,28 @@ def _cut_utf8(text: str, budget: int) -> str:
     return text.encode("utf-8", "surrogatepass")[:budget].decode("utf-8", "ignore")
 
 
+class _Live:
+    """One running cell's outputs as they arrive: bytes kept, outputs in it, bytes dropped,
+    and whether something was cut (every later output is then cut too)."""
+
+    __slots__ = ("kept", "count", "dropped", "cut")
+
+    def __init__(self) -> None:
+        self.kept = self.count = self.dropped = 0
+        self.cut = False
+
+
+class _Chain:
+    """A stream output the kernel sent in parts (runner/outhook.py), merged as they arrive."""
+
+    __slots__ = ("out", "name", "pieces")
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.name = out.get("name")
+        self.pieces: list[str] = []
+
+
 class OutputBudget:
     """Bounds the outputs of the cells of one run (``bound`` after each cell)."""
 
@@ -85,34 +112,108 @@ class OutputBudget:
         self.used = 0  # bytes kept in the notebook so far
         self.full: dict[int, list[Any]] = {}  # cell index -> its outputs before truncation (keep_full)
         self.truncated: dict[int, int] = {}  # cell index -> bytes cut
-        self._live: dict[int, list[int]] = {}  # cell index -> [bytes kept while it runs, outputs seen]
-        self._dropped: dict[int, int] = {}  # cell index -> bytes dropped while it ran (live)
+        self._live: dict[int, _Live] = {}  # cell index -> what was kept and dropped while it runs
+        self._chains: dict[int, _Chain] = {}  # cell index -> the stream its parts are merged into
 
     def watch(self, client: Any) -> None:
-        """Without a golden notebook nothing needs the full outputs: cut them as
-        they arrive (nbclient's ``output``), so a runaway cell is never held
-        whole. The stream that crosses the budget is kept and cut by ``bound``."""
-        if self.keep_full:
-            return
+        """Apply the budget as outputs arrive (nbclient's ``output``). A big write the kernel
+        sent in parts (runner/outhook.py) is merged back into one stream output, each part
+        acknowledged once taken. Without a golden notebook nothing needs the full outputs:
+        they are cut as they arrive, so a runaway cell is never held whole (a merged stream
+        is cut at the budget; a stream that crosses it in one message is kept and cut by
+        ``bound``). With one, a truncated cell's outputs are kept whole until ``bound``."""
         original = client.output
 
         def output(outs: list[Any], msg: Any, display_id: Any, cell_index: int) -> Any:
-            out = original(outs, msg, display_id, cell_index)
-            state = self._live.setdefault(cell_index, [0, 0])
-            if len(outs) < state[1]:  # cleared (clear_output): count again
-                state[0] = sum(output_size(o) for o in outs)
-            elif out is not None and outs and outs[-1] is out:
-                size = output_size(out)
-                room = min(self.cell_bytes, self.total_bytes - self.used)
-                if state[0] >= room and out.get("output_type") != "error":
-                    outs.pop()
-                    self._dropped[cell_index] = self._dropped.get(cell_index, 0) + size
-                else:
-                    state[0] += size
-            state[1] = len(outs)
-            return out
+            seq = part_of(msg)
+            try:
+                return self._output(client, original, outs, msg, display_id, cell_index, seq)
+            finally:
+                if seq is not None and getattr(client, "kc", None) is not None:
+                    acknowledge(client.kc, seq)
+
+        original_clear = client.clear_output
+
+        def clear_output(outs: list[Any], msg: Any, cell_index: int) -> Any:
+            self._close(cell_index)
+            done = original_clear(outs, msg, cell_index)
+            if not outs:  # cleared at once (a wait=True clear is seen at the next output)
+                self._live[cell_index] = _Live()
+            return done
 
         client.output = output
+        client.clear_output = clear_output
+
+    def _output(self, client: Any, original: Any, outs: list[Any], msg: Any, display_id: Any, cell_index: int,
+                seq: int | None) -> Any:
+        live = self._live.setdefault(cell_index, _Live())
+        clearing = bool(getattr(client, "clear_before_next_output", False))
+        chain = self._chains.get(cell_index)
+        if chain is not None:
+            content = msg.get("content") or {}
+            if (msg.get("msg_type") == "stream" and content.get("name") == chain.name and outs
+                    and outs[-1] is chain.out and not clearing):
+                self._extend(live, chain, content.get("text") or "")
+                if seq is None:  # what the write left in ipykernel's buffer (print's newline): the end
+                    self._close(cell_index, outs)
+                return chain.out
+            self._close(cell_index, outs)
+        out = original(outs, msg, display_id, cell_index)
+        appended = out is not None and bool(outs) and outs[-1] is out
+        if len(outs) < live.count or (clearing and not getattr(client, "clear_before_next_output", False)):
+            # cleared (clear_output): what it held, kept or dropped, is no longer the cell's
+            live.kept, live.dropped, live.cut = sum(output_size(o) for o in outs if o is not out), 0, False
+        stubbed = dropped_of(msg) if appended else None
+        if stubbed is not None:  # sent without its data by the kernel (runner/outhook.py): dropped whole
+            outs.pop()
+            live.dropped += stubbed
+            live.cut = True
+        elif appended:
+            if seq is not None and out.get("output_type") == "stream":
+                text = out.get("text") or ""
+                out["text"] = ""
+                chain = self._chains[cell_index] = _Chain(out)
+                self._extend(live, chain, "".join(text) if isinstance(text, list) else text)
+            elif not self.keep_full:
+                size = output_size(out)
+                room = min(self.cell_bytes, self.total_bytes - self.used)
+                if (live.cut or live.kept >= room) and out.get("output_type") != "error":
+                    outs.pop()  # after a cut, every later output is cut too (as ``bound`` does)
+                    live.dropped += size
+                    live.cut = True
+                else:
+                    live.kept += size
+        live.count = len(outs)
+        return out
+
+    def _extend(self, live: _Live, chain: _Chain, text: str) -> None:
+        """One part more of a merged stream, up to the budget (all of it with a golden notebook)."""
+        if self.keep_full:
+            chain.pieces.append(text)
+            return
+        size = _str_size(text)
+        fit = 0 if live.cut else min(self.cell_bytes, self.total_bytes - self.used) - live.kept
+        if size > fit:
+            kept = _cut_utf8(text, fit) if fit > 0 else ""
+            live.dropped += size - _str_size(kept)
+            live.cut = True
+            text, size = kept, _str_size(kept)
+        if text:
+            chain.pieces.append(text)
+            live.kept += size
+
+    def _close(self, index: int, outs: list[Any] | None = None) -> None:
+        """The merged stream is complete: its text joined once (an output nothing was kept of, removed)."""
+        chain = self._chains.pop(index, None)
+        if chain is None:
+            return
+        if not chain.pieces and outs is not None and outs and outs[-1] is chain.out:
+            outs.pop()
+            live = self._live.get(index)
+            if live is not None:
+                live.count = len(outs)
+        chain.out["text"] = "".join(chain.pieces)
+        chain.pieces.clear()
 
     def limit_text(self, by_total: bool) -> str:
         if by_total:
@@ -122,11 +223,12 @@ class OutputBudget:
     def start(self, index: int) -> None:
         """A cell of the notebook starts: its live count starts from nothing."""
         self._live.pop(index, None)
-        self._dropped.pop(index, None)
+        self._chains.pop(index, None)
 
     def bound(self, index: int, cell: Any) -> dict[str, Any] | None:
         """Cut ``cell``'s outputs to the budget (in place). Returns what the
         cell's result records (``outputTruncated``), or None when nothing was cut."""
+        self._close(index, cell.get("outputs"))
         outputs = list(cell.get("outputs") or [])
         kept: list[Any] = []
         cell_used = 0
@@ -162,12 +264,14 @@ class OutputBudget:
                     continue
             cut += size
         self.used += cell_used
-        self._live.pop(index, None)
-        dropped = self._dropped.pop(index, 0)
+        live = self._live.pop(index, None)
+        dropped = live.dropped if live is not None else 0
         if dropped:
             cut += dropped
-            if marker_at is None:
+            if marker_at is None:  # before the error that ended the cell, where the cut was
                 marker_at = len(kept)
+                while marker_at and kept[marker_at - 1].get("output_type") == "error":
+                    marker_at -= 1
                 by_total = self.total_bytes - self.used < self.cell_bytes
         if marker_at is None:
             return None
