@@ -20,6 +20,7 @@ replaced, not extended); a value the request gives (a CLI flag, a spec field) wi
 from __future__ import annotations
 
 import copy
+import os
 import posixpath
 import re
 import tomllib
@@ -350,16 +351,62 @@ def fill_spec(spec: dict[str, Any], settings: Settings, notebook: Path, notebook
     return merge(from_file, spec) if from_file else spec
 
 
-def goldens(settings: Settings, notebooks: list[Path]) -> set[Path]:
-    """The notebooks the settings name as another notebook's golden (resolved paths)."""
+SKIP_FOLDERS = {"__pycache__", "node_modules", ".ipynb_checkpoints"}
+
+
+def _notebooks_below(folder: Path) -> list[Path]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in SKIP_FOLDERS]
+        found += [Path(dirpath, f) for f in filenames if f.endswith(".ipynb") and not f.startswith(".")]
+    return found
+
+
+def goldens(settings: Settings) -> set[Path]:
+    """The notebooks below the settings file's folder that it names as another notebook's
+    golden (resolved paths); a notebook that is its own golden is not one."""
+    if "goldenNotebook" not in settings.defaults and not any("goldenNotebook" in e.options
+                                                             for e in settings.entries):
+        return set()
     named: set[Path] = set()
-    for nb in notebooks:
-        try:
-            golden = (settings.options_for(nb).get("goldenNotebook") or {}).get("path")
-        except ValueError:
-            continue
+    folder = settings.folder.resolve()
+    for nb in _notebooks_below(folder):
+        golden = (settings.options_for(nb).get("goldenNotebook") or {}).get("path")
         if isinstance(golden, str):
             target = (nb.parent / golden).resolve()
-            if target != nb:
+            if target != nb.resolve():
                 named.add(target)
     return named
+
+
+def settings_folder_above(folder: Path) -> Path | None:
+    """The nearest folder at or above ``folder`` (resolved) whose ``pyproject.toml`` has a
+    ``[tool.nbvalidation]`` table or which holds ``nbvalidation.toml``, searched up to a
+    repository's top (``.git``); None when there is none. The CLI's own root is widened to
+    it, so the file is read as a server whose root holds the project reads it."""
+    for here in (folder, *folder.parents):
+        if (here / STANDALONE).is_file() or ((here / PYPROJECT).is_file() and _has_table(here / PYPROJECT)):
+            return here
+        if (here / PYPROJECT).is_file() or (here / ".git").exists():
+            return None
+    return None
+
+
+class GoldenFinder:
+    """Which notebooks a project's settings name as another's golden (``run DIR`` and the pytest
+    plugin do not validate them as notebooks), each settings file read once."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = root
+        self._by_file: dict[Path, set[Path]] = {}
+
+    def is_golden(self, notebook: Path) -> bool:
+        """Raises SettingsError for a malformed settings file."""
+        notebook = notebook.resolve()
+        root = self.root or settings_folder_above(notebook.parent) or notebook.parent
+        if root not in (notebook.parent, *notebook.parent.parents):
+            return False
+        path = locate(notebook, root)
+        if path not in self._by_file:
+            self._by_file[path] = goldens(load(path))
+        return notebook in self._by_file[path]
