@@ -344,11 +344,37 @@ def golden_in_root(options: dict[str, Any], notebook_rel: str) -> dict[str, Any]
     return {**options, "goldenNotebook": {**golden, "path": joined}}
 
 
+#: the build fields that choose where the environment comes from: one given by the request
+#: replaces all of the file's (requirementsFile or requirements or extras, never two of them)
+ENVIRONMENT_CHOICE = ("requirementsFile", "requirements", "extras")
+#: the build fields that apply to a build only: left out of the file's when the request builds nothing
+BUILD_ONLY = ("extras", "constraints")
+
+
+def _yielding(from_file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """The file's options minus what a request's choice makes contradictory (a requirements list
+    beside the file's requirementsFile, a constraint when the request turns the build off)."""
+    asked = ((spec.get("podConfig") or {}).get("buildConfig") or {}) if isinstance(spec.get("podConfig"), dict) else {}
+    ours = (from_file.get("podConfig") or {}).get("buildConfig")
+    if not isinstance(asked, dict) or not isinstance(ours, dict):
+        return from_file
+    drop = set()
+    if any(k in asked for k in ENVIRONMENT_CHOICE):
+        drop |= set(ENVIRONMENT_CHOICE)
+    if asked.get("enabled") is False:
+        drop |= set(BUILD_ONLY)
+    if not drop & set(ours):
+        return from_file
+    out = copy.deepcopy(from_file)
+    out["podConfig"]["buildConfig"] = {k: v for k, v in ours.items() if k not in drop}
+    return out
+
+
 def fill_spec(spec: dict[str, Any], settings: Settings, notebook: Path, notebook_rel: str) -> dict[str, Any]:
     """``spec`` with what it leaves out taken from the settings for ``notebook``: what the
-    request gives wins, field by field."""
+    request gives wins, field by field (and over the file's fields its choice contradicts)."""
     from_file = golden_in_root(settings.options_for(notebook), notebook_rel)
-    return merge(from_file, spec) if from_file else spec
+    return merge(_yielding(from_file, spec), spec) if from_file else spec
 
 
 SKIP_FOLDERS = {"__pycache__", "node_modules", ".ipynb_checkpoints"}
