@@ -197,3 +197,18 @@ async def test_a_setting_the_backend_does_not_support_names_the_file(jp_fetch, c
                             body={"notebook": {"path": "other/free.ipynb"}, **NOBUILD})
     assert code == 400, err
     assert err["error"]["message"].startswith("pyproject.toml:17: tool.nbvalidation.podConfig.nodeSelector"), err
+
+
+async def test_the_notebooks_own_metadata_wins_over_the_file(jp_fetch, jp_root_dir):
+    """nbmake's metadata.execution (timeout, allow_errors) stays the notebook's word over the file's."""
+    (jp_root_dir / "nbvalidation.toml").write_text('cellTimeout = "1s"\n')
+    write_notebook(jp_root_dir / "plain.ipynb", ["import time\ntime.sleep(3)"])
+    write_notebook(jp_root_dir / "own.ipynb", ["import time\ntime.sleep(3)", "1 / 0", "print('after')"],
+                   metadata={"execution": {"timeout": 60, "allow_errors": True}})
+    done = {}
+    for nb in ("plain.ipynb", "own.ipynb"):
+        job = await call(jp_fetch, "jobs", method="POST", body={"notebook": {"path": nb}, **NOBUILD})
+        assert job["spec"]["cellTimeout"] == "1s"
+        done[nb] = await rest_wait_terminal(jp_fetch, job["metadata"]["name"], 120)
+    assert done["plain.ipynb"]["status"]["phase"] == Phase.FAILED  # the file's limit applies
+    assert done["own.ipynb"]["status"]["phase"] == Phase.SUCCEEDED, done["own.ipynb"]["status"]
