@@ -89,7 +89,8 @@ class Settings:
 
     def matching(self, notebook: Path) -> list[Entry]:
         rel = self.relative(notebook)
-        return [e for e in self.entries if glob_matches(e.glob, rel)]
+        # an entry written for exactly this path matches it, whatever its characters mean in a glob
+        return [e for e in self.entries if e.glob == rel or glob_matches(e.glob, rel)]
 
     def own_entry(self, notebook: Path) -> Entry | None:
         """The entry written for exactly this notebook (its glob is the notebook's path)."""

@@ -138,3 +138,12 @@ def test_values_toml_cannot_hold_and_layouts_the_edit_does_not_handle_are_refuse
 
     assert tomllib.loads(fresh)["notebooks"] == [{"glob": "a.ipynb", "comparisonConfig": {
         "customTimestampPatterns": ['\\d+ "s"\t']}}]
+
+
+def test_an_entry_for_a_path_with_glob_characters_matches_that_notebook(tmp_path):
+    nb = tmp_path / "[draft] a?.ipynb"
+    nb.write_text("{}")
+    W.write_entry(tmp_path / "nbvalidation.toml", "[draft] a?.ipynb", {"timeout": "1m"})
+    s = P.load(tmp_path / "nbvalidation.toml")
+    assert s.options_for(nb) == {"timeout": "1m"} and s.own_entry(nb) is not None
+    assert s.options_for(tmp_path / "other.ipynb") == {}
