@@ -165,10 +165,10 @@ def load(path: Path, shown: str | None = None) -> Settings:
     if not path.is_file():
         return Settings(path, exists=False)
     try:
-        data = path.read_bytes()
-        if len(data) > MAX_SETTINGS_BYTES:
-            raise SettingsError(shown, 1, "", f"the file is {len(data)} bytes; the limit is {MAX_SETTINGS_BYTES}")
-        text = data.decode("utf-8")
+        size = path.stat().st_size
+        if size > MAX_SETTINGS_BYTES:
+            raise SettingsError(shown, 1, "", f"the file is {size} bytes; the limit is {MAX_SETTINGS_BYTES}")
+        text = path.read_bytes()[:MAX_SETTINGS_BYTES + 1].decode("utf-8")
     except OSError as e:
         raise SettingsError(shown, 1, "", f"cannot be read: {e.strerror}") from None
     except UnicodeDecodeError:
