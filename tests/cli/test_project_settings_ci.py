@@ -113,3 +113,26 @@ def test_golden_named_explicitly_is_validated_and_a_malformed_file_is_exit_2(cou
     assert "pyproject.toml:7: tool.nbvalidation.cellTimeout: must be a duration" in proc.stderr
     proc = pytest_run(server.root, server.runtime, "--nbvalidation", "--nbvalidation-no-build", "lessons")
     assert proc.returncode != 0 and "pyproject.toml:7: tool.nbvalidation.cellTimeout" in proc.stdout + proc.stderr
+
+
+def test_without_a_server_the_file_above_the_current_folder_applies(tmp_path):
+    """`run` started in a subfolder of the project, no server: its own root reaches up to the folder
+    of the settings file, so the file's golden and tolerance apply as a server's root would have them."""
+    proj = tmp_path / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / "pyproject.toml").write_text(
+        PYPROJECT + '\n[[tool.nbvalidation.notebooks]]\nglob = "lessons/week1/analysis.ipynb"\n'
+                    'goldenNotebook = { path = "golden.ipynb" }\ncomparisonConfig = { floatingPointTolerance = 1e-5 }\n')
+    week = proj / "lessons" / "week1"
+    write_golden(write_notebook(week / "analysis.ipynb", ["print(1.0004)"]), "1.0\n", week / "golden.ipynb")
+    proc = cli("run", "week1", "--local", "--data-dir", str(tmp_path / "data"), "--no-build", "-o", "json",
+               cwd=proj / "lessons", no_servers=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [row] = json.loads(proc.stdout)  # golden.ipynb is not validated as a notebook
+    assert row["notebook"] == "week1/analysis.ipynb" and row["verdict"] == "Failed", row
+    listed = cli("list", "--local", "--data-dir", str(tmp_path / "data"), "-o", "json", cwd=proj / "lessons",
+                 no_servers=True)
+    [job] = json.loads(listed.stdout)["items"]
+    assert job["spec"]["goldenNotebook"] == {"path": "lessons/week1/golden.ipynb"}  # the root is the project's
+    assert job["spec"]["comparisonConfig"] == {"floatingPointTolerance": 1e-5}
+    assert job["status"]["comparisonResult"]["tolerance"]["absolute"] == 1e-5, job["status"]
