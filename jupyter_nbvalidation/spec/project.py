@@ -109,11 +109,21 @@ class Settings:
 # -- where the file is ------------------------------------------------------------------------
 
 
+def _mentions_us(raw: bytes) -> bool:
+    """A pyproject.toml that cannot be parsed is ours to report only when it names our table: a
+    project's own broken file never turns a notebook that validates today into a refused one."""
+    return b"nbvalidation" in raw
+
+
 def _has_table(pyproject: Path) -> bool:
     try:
-        doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return True  # unreadable or malformed: reading it says why
+        raw = pyproject.read_bytes()
+    except OSError:
+        return False
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return _mentions_us(raw)  # malformed: reading it says why, if it is meant for us
     tool = doc.get("tool")
     return isinstance(tool, dict) and "nbvalidation" in tool
 
@@ -168,14 +178,20 @@ def load(path: Path, shown: str | None = None) -> Settings:
         size = path.stat().st_size
         if size > MAX_SETTINGS_BYTES:
             raise SettingsError(shown, 1, "", f"the file is {size} bytes; the limit is {MAX_SETTINGS_BYTES}")
-        text = path.read_bytes()[:MAX_SETTINGS_BYTES + 1].decode("utf-8")
+        raw = path.read_bytes()[:MAX_SETTINGS_BYTES + 1]
     except OSError as e:
         raise SettingsError(shown, 1, "", f"cannot be read: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise SettingsError(shown, 1, "", "not UTF-8 text") from None
+    ours = path.name == STANDALONE or _mentions_us(raw)
     try:
+        text = raw.decode("utf-8")
         doc = tomllib.loads(text)
+    except UnicodeDecodeError:
+        if not ours:
+            return Settings(path, exists=True)
+        raise SettingsError(shown, 1, "", "not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
+        if not ours:  # a project's pyproject.toml broken for reasons of its own: no settings in it
+            return Settings(path, exists=True)
         raise _syntax_error(shown, text, e) from None
     return parse(doc, path, text, shown)
 

@@ -92,7 +92,10 @@ def edited(text: str, prefix: str, rel: str, options: dict[str, Any]) -> str:
     they are empty, appended after the settings' last table when there was none)."""
     newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
-    rest_before, table = _table_of(text, prefix)
+    try:
+        rest_before, table = _table_of(text, prefix)
+    except tomllib.TOMLDecodeError as e:
+        raise WriteRefused(f"it is not valid TOML ({e})") from None
     table = table if isinstance(table, dict) else {}
     entries = table.get(ENTRIES, [])
     array = f"{prefix}{ENTRIES}"

@@ -147,3 +147,19 @@ def test_an_entry_for_a_path_with_glob_characters_matches_that_notebook(tmp_path
     s = P.load(tmp_path / "nbvalidation.toml")
     assert s.options_for(nb) == {"timeout": "1m"} and s.own_entry(nb) is not None
     assert s.options_for(tmp_path / "other.ipynb") == {}
+
+
+def test_a_projects_own_broken_pyproject_is_no_settings_but_one_meant_for_us_is_an_error(tmp_path):
+    nb = tmp_path / "nb.ipynb"
+    nb.write_text("{}")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nname = "twice"\n')  # not TOML: a duplicate key
+    assert P.load(tmp_path / "pyproject.toml").options_for(nb) == {}
+    with pytest.raises(W.WriteRefused, match="not valid TOML"):  # never edited (the route's 409), never 500
+        W.write_entry(tmp_path / "pyproject.toml", "nb.ipynb", {"timeout": "1m"})
+    (tmp_path / "pyproject.toml").write_text('[tool.nbvalidation]\ntimeout = "1m"\ntimeout = "2m"\n')
+    with pytest.raises(P.SettingsError, match=r"pyproject.toml:3: timeout: not valid TOML"):
+        P.load(tmp_path / "pyproject.toml", "pyproject.toml")
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / "nbvalidation.toml").write_text('timeout = "1m"\ntimeout = "2m"\n')
+    with pytest.raises(P.SettingsError, match=r"nbvalidation.toml:2: timeout: not valid TOML"):
+        P.load(tmp_path / "nbvalidation.toml", "nbvalidation.toml")
