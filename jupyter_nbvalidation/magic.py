@@ -8,6 +8,8 @@
 It takes the spec options of ``jupyter nbvalidation submit`` (``cli.spec_options.add_spec_options``:
 parameters, tolerances, ignored outputs, timeouts, lax mode, sanitizer files, build
 options), with files relative to the kernel's working directory (the notebook's folder).
+What it does not give comes from the project settings file (``[tool.nbvalidation]``,
+docs/project-settings.md), which the server reads: an argument wins over the file.
 
 It talks to the Jupyter server that runs this kernel through the REST API,
 shows the phase, elapsed time and a compact timeline in the cell output

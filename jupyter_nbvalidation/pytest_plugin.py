@@ -101,7 +101,31 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
     if is_golden_copy(file_path, config.getoption("nbvalidation_golden_suffix")):
         return None
+    if _project_golden(config, file_path):
+        return None
     return NotebookFile.from_parent(parent, path=file_path)
+
+
+_GOLDENS = pytest.StashKey[Any]()
+
+
+def _project_golden(config: pytest.Config, file_path: Path) -> bool:
+    """A notebook the project settings name as another's golden, not named on the command line
+    itself: compared with, never collected (as ``run DIR`` leaves it out)."""
+    from jupyter_nbvalidation.spec.project import (  # deferred: start-up time of every pytest run
+        GoldenFinder,
+        SettingsError,
+    )
+
+    if _GOLDENS not in config.stash:
+        config.stash[_GOLDENS] = GoldenFinder()
+    resolved = file_path.resolve()
+    if any((config.invocation_params.dir / a.split("::")[0]).resolve() == resolved for a in config.args):
+        return False
+    try:
+        return bool(config.stash[_GOLDENS].is_golden(resolved))
+    except SettingsError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 class NotebookFile(pytest.File):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from jupyter_nbvalidation.clients.base import INTERRUPT_GRACE, Client, ClientError, Json
+from jupyter_nbvalidation.spec.project import GoldenFinder, SettingsError
 
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "node_modules"}
 GLOB_CHARS = set("*?[")
@@ -142,8 +143,10 @@ def discover(paths: list[str], exclude: list[str] | None = None, golden_suffix: 
     """The notebooks ``paths`` name: files, folders (recursive; hidden folders and
     ``.ipynb_checkpoints`` skipped) and globs; minus ``exclude`` (globs on the shown
     path, its file name or a folder of it) and golden copies (``<stem><suffix>.ipynb``,
-    the golden copy of ``<stem>.ipynb`` beside it). Raises BatchInputError naming the
-    path when one names nothing, and when no notebook is left."""
+    the golden copy of ``<stem>.ipynb`` beside it; a notebook the project settings name
+    as another's golden, found in a folder or by a glob). Raises BatchInputError naming
+    the path when one names nothing or a settings file is malformed, and when no notebook
+    is left."""
     if golden_suffix is not None:
         if not golden_suffix or "/" in golden_suffix or golden_suffix.endswith(".ipynb"):
             raise BatchInputError(f"--golden-suffix {golden_suffix!r}: give what comes between a notebook's "
@@ -153,6 +156,7 @@ def discover(paths: list[str], exclude: list[str] | None = None, golden_suffix: 
     base_dir = Path(base or os.getcwd()).resolve()
     exclude = list(exclude or [])
     found: dict[Path, None] = {}
+    named: set[Path] = set()  # given as files: validated even when a golden
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
@@ -161,6 +165,7 @@ def discover(paths: list[str], exclude: list[str] | None = None, golden_suffix: 
             if not raw.endswith(".ipynb"):
                 raise BatchInputError(f"{raw}: not a notebook (.ipynb)")
             hits = [p]
+            named.add(p.resolve())
         elif GLOB_CHARS & set(raw):
             hits = []
             for match in sorted(glob.glob(raw, recursive=True)):
@@ -176,10 +181,16 @@ def discover(paths: list[str], exclude: list[str] | None = None, golden_suffix: 
         for h in hits:
             found.setdefault(h.resolve(), None)
     items = []
+    finder = GoldenFinder()
     for path in found:
         shown = _shown(path, base_dir)
         if _excluded(shown, exclude):
             continue
+        try:
+            if path not in named and finder.is_golden(path):
+                continue  # the project's settings compare another notebook with it
+        except SettingsError as e:
+            raise BatchInputError(str(e)) from None
         golden = None
         if golden_suffix:
             if is_golden_copy(path, golden_suffix):

@@ -15,6 +15,14 @@ from jupyter_nbvalidation.clients.base import ClientError
 from jupyter_nbvalidation.clients.http import ServerClient, find_server
 from jupyter_nbvalidation.clients.in_process import InProcess
 from jupyter_nbvalidation.clients.remote import Remote
+from jupyter_nbvalidation.spec.project import settings_folder_above
+
+
+def _with_project(root: Path) -> Path:
+    """``root`` widened to the folder of the project settings file above it, if any: the
+    jobs of this process read that file as a server whose root holds the project does."""
+    above = settings_folder_above(root)
+    return above if above is not None and above in root.parents else root
 
 
 def in_process(root_dir: str, data_dir: str | None = None,
@@ -54,7 +62,8 @@ def connect(args: argparse.Namespace, path_hint: str | None = None,
         hint = Path(path_hint).resolve()
         if Path(root).resolve() not in hint.parents:
             root = str(hint.parent)
-    return in_process(root, args.data_dir, backend_config)
+    widened = _with_project(Path(root).resolve())
+    return in_process(str(widened) if widened != Path(root).resolve() else root, args.data_dir, backend_config)
 
 
 def connect_batch(args: argparse.Namespace, folder: str, jobs: int,
@@ -72,7 +81,7 @@ def connect_batch(args: argparse.Namespace, folder: str, jobs: int,
     target = Path(folder).resolve()
     if target != root and root not in target.parents:
         root = target
-    return in_process(str(root), args.data_dir,
+    return in_process(str(_with_project(root)), args.data_dir,
                       {"max_parallel_validations": jobs, "max_parallel_builds": max(1, min(jobs, 2)),
                        **(backend_config or {})})
 

@@ -1,9 +1,12 @@
 """``jupyter nbvalidation lock NOTEBOOK``: the exact pins of the environment of the notebook's
-last success (or of ``--job``) as a requirements file (``pip install -r`` takes it)."""
+last success (or of ``--job``) as a requirements file (``pip install -r`` takes it). A local
+``--find-links`` folder is written relative to the lock file (printed: to the current folder),
+as pip and uv read it, so the lock works wherever its project is moved or cloned."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +22,22 @@ def arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--job", help="the job whose environment to pin (default: the notebook's last success)")
     s.add_argument("-o", "--output", dest="lock_file", metavar="FILE",
                    help="write it to FILE (default: print it; - prints it)")
+
+
+def portable(text: str, folder: Path) -> str:
+    """``text`` with every ``--find-links`` line naming a local absolute folder made relative to
+    ``folder`` (where the lock file is: pip and uv resolve such a path from the file's folder)."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        option, _, value = line.rstrip("\n").partition(" ")
+        if option in ("--find-links", "-f") and os.path.isabs(value):
+            try:
+                rel = Path(os.path.relpath(value, folder.resolve())).as_posix()
+            except ValueError:  # another drive: stays absolute
+                rel = value
+            line = f"{option} {rel}" + ("\n" if line.endswith("\n") else "")
+        out.append(line)
+    return "".join(out)
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
@@ -42,8 +61,9 @@ def cmd_lock(args: argparse.Namespace) -> int:
         if isinstance(api, InProcess):
             api.close()
     if not args.lock_file or args.lock_file == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(portable(text, Path.cwd()))
         return EXIT_OK
+    text = portable(text, Path(args.lock_file).parent)
     try:
         Path(args.lock_file).write_text(text, encoding="utf-8")
     except OSError as e:

@@ -49,7 +49,7 @@ class Leadership(EngineState):
             admitted.clear()
         self._waiting.clear()
         if self.leading.is_set():
-            if self._handing_back:  # step_down: given back, not taken by another server
+            if self._handing_back or not self.running:  # step_down or a clean stop: given back, not taken
                 self.log.info("nbvalidation: handed the lead back")
             else:
                 self.log.warning("nbvalidation: lost leadership; another server reconciles now")

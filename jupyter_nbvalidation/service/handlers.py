@@ -83,7 +83,7 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
         code = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
                 405: "MethodNotAllowed", 413: "TooLarge", 415: "UnsupportedMediaType"}.get(status_code, "InternalError")
         if status_code == 405:
-            self.set_header("Allow", ", ".join(m for m in ("GET", "POST", "DELETE")
+            self.set_header("Allow", ", ".join(m for m in ("GET", "POST", "PUT", "DELETE")
                                                if m.lower() in type(self).__dict__))
         if status_code >= 500:
             message = "Internal error; see the server log."
@@ -274,6 +274,23 @@ class ChangesHandler(BaseHandler):
         self.send(await self.service.since_last_success(name))
 
 
+class ProjectSettingsHandler(BaseHandler):
+    """The project settings file of a notebook's project (service/project_settings.py): GET reads
+    what applies to ``?notebook=PATH``, PUT replaces that notebook's own entry."""
+
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self) -> None:
+        self.send(await self.service.project_settings(self.get_query_argument("notebook", None)))
+
+    @web.authenticated
+    @authorized
+    @api
+    async def put(self) -> None:
+        self.send(await self.service.put_project_settings(self.json_body()))
+
+
 class HealthHandler(BaseHandler):
     serves_without_store = True
     @web.authenticated
@@ -306,6 +323,7 @@ def routes() -> list[tuple[str, type]]:
         (rf"{p}/jobs/{NAME}/bisect/?", BisectHandler),
         (rf"{p}/jobs/{NAME}/changes/?", ChangesHandler),
         (rf"{p}/unchanged/?", UnchangedHandler),
+        (rf"{p}/project-settings/?", ProjectSettingsHandler),
         (rf"{p}/health/?", HealthHandler),
         (rf"{p}/openapi.json", OpenAPIHandler),
     ]

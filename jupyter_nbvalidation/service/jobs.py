@@ -21,16 +21,18 @@ from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.service.bisections import Bisections
 from jupyter_nbvalidation.service.errors import ApiError as ApiError
 from jupyter_nbvalidation.service.history import PROBE_ANNOTATION, HistoryRoom
+from jupyter_nbvalidation.service.project_settings import ProjectSettingsRoom
 from jupyter_nbvalidation.service.queries import QueriesRoom
 from jupyter_nbvalidation.service.snapshot import SnapshotRoom
 from jupyter_nbvalidation.store.base import NotFound, StoreError
 
 
-class JobService(SnapshotRoom, QueriesRoom, HistoryRoom):
+class JobService(SnapshotRoom, QueriesRoom, HistoryRoom, ProjectSettingsRoom):
     """The operations every entry point (REST, CLI, magic) shares. Its rooms: snapshot.py
     (checking a spec, reading its inputs), queries.py (reading jobs), history.py (the verdict
-    cache, what changed since the last success); here: running the service, submitting,
-    cancelling and deleting, and the server's searches for the cause of a red."""
+    cache, what changed since the last success), project_settings.py (the project settings
+    file); here: running the service, submitting, cancelling and deleting, and the server's
+    searches for the cause of a red."""
 
     def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20,
                  max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20):

@@ -10,6 +10,24 @@ from jupyter_nbvalidation.core.spec_table import json_schema
 
 # the spec's schema is built from the one table (spec_table.py), as the CRD's and the validator's are
 SPEC_SCHEMA = json_schema("openapi")
+#: a project settings file's options: the spec's fields minus notebook, none required; in them
+#: goldenNotebook.path is relative to the notebook's folder (spec/project.py)
+PARTIAL_SPEC_SCHEMA = {**SPEC_SCHEMA, "required": [],
+                       "properties": {k: v for k, v in SPEC_SCHEMA["properties"].items() if k != "notebook"},
+                       "description": "Spec fields minus notebook, as the project settings file holds them; "
+                                      "goldenNotebook.path is relative to the notebook's folder."}
+PROJECT_SETTINGS_SCHEMA = {
+    "type": "object", "required": ["file", "exists", "options", "entry"],
+    "properties": {
+        "file": {"type": "string", "description": "the settings file that applies (pyproject.toml's "
+                                                  "[tool.nbvalidation], or nbvalidation.toml), or the one a PUT "
+                                                  "would write, relative to the server root"},
+        "exists": {"type": "boolean"},
+        "options": {"$ref": "#/components/schemas/PartialSpec",
+                    "description": "what the file gives this notebook: the defaults, then every matching entry"},
+        "entry": {"$ref": "#/components/schemas/PartialSpec",
+                  "description": "this notebook's own entry only ({} if none)"}},
+}
 
 # status.progress: written during ValidationRunning (at most once a second, never an event), kept as it
 # last was at the terminal phase. Cell indexes are 0-based notebook indexes (all cells, markdown included).
@@ -266,7 +284,8 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
             "schemas": {"Spec": SPEC_SCHEMA, "Job": JOB_SCHEMA, "JobSummary": JOB_SUMMARY_SCHEMA, "Event": EVENT_SCHEMA,
                         "Timeline": TIMELINE_SCHEMA, "Error": ERROR_SCHEMA,
                         "EnvironmentRecord": ENVIRONMENT_RECORD_SCHEMA, "Changes": CHANGES_SCHEMA,
-                        "Bisection": BISECTION_SCHEMA,
+                        "Bisection": BISECTION_SCHEMA, "PartialSpec": PARTIAL_SPEC_SCHEMA,
+                        "ProjectSettings": PROJECT_SETTINGS_SCHEMA,
                         "Switch": {"type": "object", "required": ["enabled", "reason"], "properties": {
                             "enabled": {"type": "boolean"},
                             "reason": {"type": ["string", "null"], "description": "why it is off (plain-HTTP "
@@ -322,6 +341,28 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                     "responses": {"200": _json({"type": "object", "required": ["job"], "properties": {
                         "job": {"oneOf": [job_ref, {"type": "null"}]}}}, "The earlier job, or null"),
                         **_errors(400, 403, 404, 413, 415)},
+                },
+            },
+            "/project-settings": {
+                "get": {
+                    "summary": "The project settings that apply to a notebook: the nearest pyproject.toml "
+                               "([tool.nbvalidation]) or nbvalidation.toml at or above its folder. A malformed "
+                               "file is a 400 whose message names the file, the line and the key",
+                    "parameters": [{"name": "notebook", "in": "query", "required": True, "schema": {"type": "string"},
+                                    "description": "the notebook's path from the server root"}],
+                    "responses": {"200": _json({"$ref": "#/components/schemas/ProjectSettings"}, "The settings"),
+                                  **_errors(400, 404)},
+                },
+                "put": {
+                    "summary": "Replace the notebook's own entry (glob = its path from the settings file's "
+                               "folder) keeping every other byte of the file; options {} removes the entry. A bad "
+                               "option is a 400 naming it, and nothing is written",
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                        "type": "object", "required": ["notebook", "options"], "additionalProperties": False,
+                        "properties": {"notebook": {"type": "string"},
+                                       "options": {"$ref": "#/components/schemas/PartialSpec"}}}}}},
+                    "responses": {"200": _json({"$ref": "#/components/schemas/ProjectSettings"}, "The settings"),
+                                  **_errors(400, 404, 409, 415)},
                 },
             },
             "/jobs/{name}": {

@@ -288,6 +288,8 @@ class SnapshotRoom(ServiceState):
         bad = find_bad_number(spec, "spec")
         if bad:
             raise ApiError(400, "InvalidSpec", f"{bad[0]}: {bad[1]}", bad[0])
+        # what the spec leaves out, from the project settings file (stored so: describe tells the truth)
+        spec = await asyncio.to_thread(self._with_project_settings, spec)
         spec = self._validate(spec)
         files, nb_path, reqs = await asyncio.to_thread(self._collect, spec)
         if not spec.get("inputFiles"):

@@ -51,3 +51,7 @@ class ServiceState:
     async def _prepare(self, spec: Any) -> tuple[dict[str, Any], dict[str, bytes], Path, Requirements, str | None,
                                                  str | None]:
         raise NotImplementedError
+
+    # -- ProjectSettingsRoom's (project_settings.py) -------------------------------------
+    def _with_project_settings(self, spec: Any) -> Any:
+        raise NotImplementedError

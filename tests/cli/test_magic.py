@@ -209,3 +209,22 @@ def test_a_failed_verdict_in_the_magic_says_its_environment():
     assert "\nEnvironment:  1 requirement from requirements.txt beside the notebook" in text, text
     ok = {**job, "status": {**job["status"], "phase": "Succeeded", "reason": "ValidationSucceeded"}}
     assert "Environment:" not in _progress(ok, None, 0.0)[0]
+
+
+def test_nbvalidate_reads_the_project_settings_and_its_arguments_win(lab):
+    """What the magic's line leaves out comes from the project's [tool.nbvalidation] (issue 42)."""
+    server, kc = lab
+    write_notebook(server.root / "work" / "num.ipynb", ["print(1.0004)"])
+    write_golden(server.root / "work" / "num.ipynb", "1.0\n", server.root / "work" / "num-golden.ipynb")
+    (server.root / "pyproject.toml").write_text(
+        '[project]\nname = "w"\n\n[tool.nbvalidation]\ntimeout = "7m"\n\n[[tool.nbvalidation.notebooks]]\n'
+        'glob = "work/num.ipynb"\ngoldenNotebook = { path = "num-golden.ipynb" }\n'
+        'comparisonConfig = { floatingPointTolerance = 1e-5 }\n')
+    text, _ = _run(kc, "%load_ext jupyter_nbvalidation\n%nbvalidate num.ipynb --no-build")
+    assert "Failed" in text, text  # 1.0004 against 1.0 beyond the file's tolerance
+    job = server.client().request("GET", "jobs")["items"][0]
+    assert job["spec"]["goldenNotebook"] == {"path": "work/num-golden.ipynb"} and job["spec"]["timeout"] == "7m"
+    text, _ = _run(kc, "%nbvalidate num.ipynb --no-build --abs-tol 0.01")
+    assert "Succeeded" in text, text
+    assert server.client().request("GET", "jobs")["items"][0]["spec"]["comparisonConfig"] == {
+        "floatingPointTolerance": 0.01}

@@ -260,3 +260,14 @@ def test_the_cli_reference_lists_every_subcommand_and_option():
             positional = action.metavar if isinstance(action.metavar, str) else action.dest
             for option in action.option_strings or [positional]:
                 assert re.search(rf"^- `[^\n]*{re.escape(option)}\b", sections[name], re.M), (name, option)
+
+
+def test_the_project_settings_reference_lists_every_key_the_file_takes():
+    """The keys of [tool.nbvalidation] are the spec's fields minus notebook (spec/project.py): the
+    generated page lists each, and nothing else."""
+    from jupyter_nbvalidation.core.spec_table import leaf_paths
+
+    page = _autogen().settings_page()
+    keys = re.findall(r"^\| `([\w.]+)` \|", page, re.M)
+    assert sorted(keys) == sorted(p for p in leaf_paths() if not p.startswith("notebook.")), keys
+    assert "(../project-settings.md)" in page

@@ -256,15 +256,16 @@ async def test_every_route_requires_credentials(jp_fetch, jp_serverapp, nbs, htt
     paths = []
     for pattern, handler in routes():
         path = pattern.replace("(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,252})", "some-job").rstrip("/?")
-        methods = [m for m in ("GET", "POST", "DELETE") if m.lower() in handler.__dict__]
+        methods = [m for m in ("GET", "POST", "PUT", "DELETE") if m.lower() in handler.__dict__]
         paths += [(m, path) for m in methods]
     assert len(paths) >= 10
     for method, path in paths:
         url = jp_base_url.rstrip("/") + path
-        body = "{}" if method == "POST" else None
+        body = "{}" if method in ("POST", "PUT") else None
         with pytest.raises(HTTPClientError) as e:
             await http_server_client.fetch(url, method=method, body=body, raise_error=True)
         assert e.value.code in (401, 403), (method, path, e.value.code)
+    assert any(m == "PUT" and p.endswith("project-settings") for m, p in paths)
     assert (await call(jp_fetch, "jobs"))["items"] == []
 
 

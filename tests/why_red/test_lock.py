@@ -114,7 +114,7 @@ def test_the_lock_of_the_last_success_turns_a_drifted_notebook_green_again(tmp_p
     assert out.returncode == 0, out.stderr
     pins = (tmp_path / "pins.txt").read_text()
     body = [ln for ln in pins.splitlines() if not ln.startswith("#")]
-    assert body[0] == f"--find-links {wheels.resolve()}"
+    assert body[0] == "--find-links proj/wheels"  # relative to the lock file (here: the current folder)
     assert "nbvprobe==1.0" in body and "nbvdriftb==1.0" in body and any(ln.startswith("ipykernel==") for ln in body)
     assert cli("lock", *local, "proj/nb.ipynb", cwd=tmp_path).stdout == pins  # printed without -o
 
@@ -137,13 +137,21 @@ def test_the_lock_of_the_last_success_turns_a_drifted_notebook_green_again(tmp_p
     # without them the notebook is still red: the cache never answers for the constrained run
     assert cli("run", *local, "proj/nb.ipynb", cwd=tmp_path).returncode == 1
 
-    # the lock itself, as the notebook's requirements file: green; and the same with submit
-    shutil.copy(tmp_path / "pins.txt", proj / "pins.txt")
-    again = cli("submit", *local, "proj/nb.ipynb", "--requirements-file", "pins.txt", "--wait", cwd=tmp_path)
-    assert again.returncode == 0, again.stdout + again.stderr
     sub = cli("submit", *local, "proj/nb.ipynb", "--constraints-from-last-success", "--wait", cwd=tmp_path)
     assert sub.returncode == 0, sub.stdout + sub.stderr
     assert "proj/nb.ipynb: constrained to the " in sub.stdout
+
+    # the lock written beside the notebook names its --find-links folder relative to itself (issue 42):
+    # the project moved elsewhere (or cloned on another machine), the lock as its requirements file: green
+    out = cli("lock", *local, "proj/nb.ipynb", "-o", "proj/pins.txt", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "--find-links wheels" in (proj / "pins.txt").read_text().splitlines()
+    moved = tmp_path / "elsewhere" / "proj"
+    moved.parent.mkdir()
+    shutil.move(str(proj), str(moved))
+    again = cli("submit", *local, "elsewhere/proj/nb.ipynb", "--requirements-file", "pins.txt", "--wait",
+                cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
 
 
 def test_a_backend_without_constraints_refuses_the_field_naming_it(tmp_path):
