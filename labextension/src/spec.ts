@@ -372,7 +372,8 @@ export function optionOfSpecField(field: string | null | undefined): OptionKey |
   if (!field) {
     return null;
   }
-  const f = field.replace(/^spec\./, '');
+  // "spec.X" (POST …/jobs) or "options.X" (PUT …/project-settings)
+  const f = field.replace(/^(spec|options)\./, '');
   for (const [key, specField] of Object.entries(OPTION_FIELDS) as Array<[OptionKey, string]>) {
     if (f === specField || f.startsWith(`${specField}.`) || f.startsWith(`${specField}[`)) {
       return key;

@@ -32,7 +32,7 @@ export const FIELD_WORDS: Record<string, string> = {
 
 /** A spec field in words ("comparisonConfig.relativeTolerance" → "the relative tolerance"). */
 export function fieldWords(field: string): string {
-  const f = field.replace(/^spec\./, '');
+  const f = field.replace(/^(spec|options)\./, '');
   if (FIELD_WORDS[f]) {
     return FIELD_WORDS[f];
   }
@@ -46,7 +46,8 @@ function folderOf(path: string): string {
   return i < 0 ? '' : path.slice(0, i + 1);
 }
 
-const SPEC_PATH = /\bspec\.([A-Za-z]+(?:\.[A-Za-z]+)*(?:\[\d+\])?)/g;
+/** A spec field in a server message: "spec.X" (POST …/jobs) or "options.X" (PUT …/project-settings). */
+const SPEC_PATH = /\b(?:spec|options)\.([A-Za-z]+(?:\.[A-Za-z]+)*(?:\[\d+\])?)/g;
 /** An absolute path inside a Jupyter data dir's nbvalidation folder (environments, runs, logs). */
 const DATA_DIR_PATH = /(?:\/[^\s/'"():]+)*\/nbvalidation\/((?:[^\s/'"():]+\/?)*)/g;
 /** Build folders of environments: "/…/envs/.tmp-abc/bin/python" outside a data dir (a custom one). */
@@ -98,7 +99,8 @@ export function plainMessage(message: string | null | undefined, notebookPath = 
   if (!text) {
     return '';
   }
-  const missing = /\bspec\.([A-Za-z.]+): no such notebook: ([^\s;]+?)\.?(?=$|[\s;])/.exec(text);
+  const missing =
+    /\b(?:spec|options)\.([A-Za-z.]+): no such notebook: ([^\s;]+?)\.?(?=$|[\s;])/.exec(text);
   if (missing) {
     const what = fieldWords(missing[1]);
     const where = notebookPath

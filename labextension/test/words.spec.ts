@@ -205,3 +205,15 @@ describe('a golden mismatch is not a failing cell', () => {
     );
   });
 });
+
+describe('the project settings route’s refusals', () => {
+  it('name the field in words too', () => {
+    expect(
+      plainMessage(
+        "options.goldenNotebook.path: must be relative to the notebook's folder and stay inside the server root"
+      )
+    ).toBe(
+      "The golden notebook: must be relative to the notebook's folder and stay inside the server root"
+    );
+  });
+});

@@ -389,6 +389,17 @@ describe('the panel reads at a glance, in light and dark', () => {
     await dialog.waitFor({ state: 'detached', timeout: 30_000 });
     await page.waitForTimeout(500);
     assert.equal(await waitForVerdict(), 'Failed');
+    if (project) {
+      // saved for the project: the notebook's own entry in the settings file (contract42)
+      const saved = await rest(
+        'GET',
+        'nbvalidation/api/v1/project-settings?notebook=twocells/current.ipynb'
+      );
+      assert.equal(saved.status, 200, JSON.stringify(saved.body));
+      assert.equal(saved.body.exists, true);
+      assert.deepEqual(saved.body.entry.goldenNotebook, { path: 'golden.ipynb' });
+      console.log(`# saved in ${saved.body.file}: ${JSON.stringify(saved.body.entry)}`);
+    }
     const diffs = page.locator(`${PANEL} .jp-NBValidation-diff`);
     await diffs.first().waitFor({ timeout: 60_000 });
     assert.equal(await diffs.count(), 2);

@@ -129,7 +129,7 @@ async function saveForProject(
     return [
       {
         option: optionOfSpecField(field),
-        field: field ? field.replace(/^spec\./, '') : 'spec',
+        field: field ? field.replace(/^(spec|options)\./, '') : 'spec',
         message: `not saved in ${project.file}: ${message}`
       }
     ];
