@@ -113,7 +113,10 @@ export function plainMessage(message: string | null | undefined, notebookPath = 
   }
   text = text.replace(/\bthe server refused it: /g, '');
   // "spec.timeout: must be …" → "The timeout: must be …" (at a sentence's start) or "the timeout"
-  text = text.replace(SPEC_PATH, (_m, field: string) => fieldWords(field));
+  text = text.replace(SPEC_PATH, (m: string, field: string) =>
+    // "options.ipynb" is a file name, not the route's "options.goldenNotebook.path"
+    m.startsWith('options.') && !FIELD_WORDS[field.split(/[.[]/)[0]] ? m : fieldWords(field)
+  );
   text = text.replace(
     /(^|[.!?]\s+)(the|an) /g,
     (_m, pre: string, art: string) => `${pre}${capital(art)} `
