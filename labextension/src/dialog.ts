@@ -207,7 +207,7 @@ export class ValidateOptionsBody extends Widget {
       choice(
         'project',
         'Save for this project',
-        `Written to ${file}; Validate, jupyter nbvalidation run and the pytest plugin use them.`
+        'Written to the file above; Validate, jupyter nbvalidation run and the pytest plugin use them.'
       );
       const where = document.createElement('div');
       where.className = 'jp-NBValidation-settingsFile';

@@ -82,12 +82,12 @@ const session = browserSession({
 });
 const { pageErrors, rest, openNotebook, waitForVerdict } = session;
 
-async function shot(name) {
+async function shot(name, docs = false) {
   await page.mouse.move(0, 0);
   await page.waitForTimeout(300);
   const file = path.join(ARTIFACTS, name);
   await page.locator(PANEL).screenshot({ path: file });
-  if (process.env.NBV_UPDATE_DOCS_SHOTS === '1') {
+  if (docs && process.env.NBV_UPDATE_DOCS_SHOTS === '1') {
     // only on request: a test run leaves the checkout as it found it
     fs.mkdirSync(DOCS_SHOTS, { recursive: true });
     fs.copyFileSync(file, path.join(DOCS_SHOTS, name));
@@ -263,7 +263,7 @@ async function measure(state, theme, { first = [], buildLogCollapsed = false } =
       `${state} (${theme}): the events are open`
     );
   }
-  await shot(`lab-${state}-${theme}.png`);
+  await shot(`lab-${state}-${theme}.png`, true);
   const text = await readableText();
   seenText.push(text);
   assert.deepEqual(forbiddenIn(text), [], `${state} (${theme}) shows internal words`);
