@@ -13,7 +13,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { browserSession, PANEL, VISIBLE_NB, notebook, tail, REPO } = require('./lab');
+const { browserSession, PANEL, VISIBLE_NB, notebook, tail, REPO, jupyterBin } = require('./lab');
 
 const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
 // generous: a first build on a loaded 2-core machine can take minutes
@@ -541,7 +541,8 @@ describe('the lab as a data scientist meets it', () => {
         'for name in ("nbvdrifta", "nbvdriftb"):',
         `    (out / f"{name}-${version}-py3-none-any.whl").write_bytes(make_wheel(name, "${version}", "VALUE = ${version.split('.')[0]}\\n"))`
       ].join('\n');
-      execFileSync(path.join(REPO, '.venv', 'bin', 'python'), ['-c', code]);
+      // the venv's python beside the jupyter that runs the lab (a worktree has no .venv of its own)
+      execFileSync(path.join(path.dirname(jupyterBin()), 'python'), ['-c', code]);
     };
     wheels('1.0');
     const button = await openNotebook('drift/drift.ipynb');
