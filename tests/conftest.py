@@ -455,6 +455,10 @@ def ui_tests():
     def installed_labextension() -> Path | None:
         from jupyter_core.paths import jupyter_path
 
+        # this checkout's own build comes first (ui-tests/lab.js puts it on JUPYTER_PATH)
+        built = root / "jupyter_nbvalidation" / "labextension" / "package.json"
+        if built.is_file():
+            return built
         for base in jupyter_path("labextensions"):
             pkg = Path(base) / "jupyter-nbvalidation" / "package.json"
             if pkg.is_file():

@@ -74,6 +74,8 @@ class Observation:
     result: RunnerResult | None = None  # validation: the runner's result document
     #: build: an image already in the registry stands for this build (nothing was built)
     reused: bool = False
+    #: build: an environment already built stands for this build; when it was built (buildStatus.builtAt)
+    built_at: str | None = None
     #: validation: the cells run so far (status.progress without updatedAt), when the runner said any
     progress: Progress | None = None
     #: validation, RUNNING: ask again within this many seconds (a backend that reads progress only

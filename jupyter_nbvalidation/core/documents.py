@@ -80,6 +80,7 @@ class BuildStatus(TypedDict, total=False):
     imageReference: str | None
     logPath: str
     duration: str
+    builtAt: str  # a reused environment: when it was built (the lab says "reused (built 3 days ago)")
 
 
 class ValidationStatus(TypedDict, total=False):

@@ -86,6 +86,8 @@ class Runs(EngineState):
                 bs["strategy"] = obs.strategy
             if obs.log_path:
                 bs["logPath"] = obs.log_path
+            if obs.built_at:
+                bs["builtAt"] = obs.built_at
             if ok:
                 bs["imageReference"] = obs.reference
             started = parse_time(bs.get("startTime"))

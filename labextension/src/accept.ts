@@ -7,7 +7,7 @@ import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import type { IDocumentManager } from '@jupyterlab/docmanager';
 import type { Contents } from '@jupyterlab/services';
 import { cellLabel } from './cells';
-import { acceptCell } from './golden';
+import { acceptCells } from './golden';
 import { describe, ValidationModel } from './model';
 import type { IJob } from './types';
 
@@ -16,18 +16,26 @@ export async function acceptAsGolden(
   contents: Contents.IManager,
   docManager: IDocumentManager,
   job: IJob,
-  index: number
+  index: number | readonly number[]
 ): Promise<boolean> {
   const golden = job.spec.goldenNotebook?.path;
-  if (!golden) {
+  const indexes = typeof index === 'number' ? [index] : [...index];
+  if (!golden || !indexes.length) {
     return false;
   }
+  const which =
+    indexes.length === 1
+      ? cellLabel(indexes[0], false)
+      : `the ${indexes.length} differing cells (${indexes.map(i => cellLabel(i, false)).join(', ')})`;
   const answer = await showDialog({
-    title: `Accept ${cellLabel(index, false)} as golden?`,
+    title: indexes.length === 1 ? `Accept ${which} as golden?` : 'Accept all as golden?',
     body:
-      `The outputs of ${cellLabel(index, false)} in ${golden} are replaced by the outputs ` +
-      `this validation (${job.metadata.name}) produced. Validate again to check the notebook now matches.`,
-    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Accept as golden' })]
+      `The outputs of ${which} in ${golden} are replaced by the outputs ` +
+      'this validation produced. Validate again to check the notebook now matches.',
+    buttons: [
+      Dialog.cancelButton(),
+      Dialog.warnButton({ label: indexes.length === 1 ? 'Accept as golden' : 'Accept all' })
+    ]
   });
   if (!answer.button.accept) {
     return false;
@@ -38,24 +46,26 @@ export async function acceptAsGolden(
       throw new Error('the job has no executed notebook');
     }
     const current = await contents.get(golden, { type: 'notebook', content: true });
-    const updated = acceptCell(
+    const updated = acceptCells(
       current.content as Record<string, unknown>,
       executed as Record<string, unknown>,
-      index
+      indexes
     );
     await contents.save(golden, { type: 'notebook', format: 'json', content: updated });
     const open = docManager.findWidget(golden);
     if (open && !open.context.model.dirty) {
       await open.context.revert();
     }
-    model.markAccepted(job.metadata.name, index);
+    for (const i of indexes) {
+      model.markAccepted(job.metadata.name, i);
+    }
     Notification.success(
-      `${cellLabel(index)} of ${golden} now holds this validation's outputs. Validate again to confirm.`,
+      `${golden} now holds this validation's outputs of ${which}. Validate again to confirm.`,
       { autoClose: 6000 }
     );
     return true;
   } catch (e) {
-    Notification.error(`Could not accept ${cellLabel(index, false)} as golden: ${describe(e)}`, {
+    Notification.error(`Could not accept ${which} as golden: ${describe(e)}`, {
       autoClose: 10000
     });
     return false;
@@ -66,7 +76,7 @@ export async function acceptAsGolden(
 export async function confirmCancel(job: IJob): Promise<boolean> {
   const answer = await showDialog({
     title: 'Cancel this validation?',
-    body: `${job.metadata.name} (${job.spec.notebook.path}) stops now and ends as Cancelled.`,
+    body: `The validation of ${job.spec.notebook.path} stops now and ends as cancelled.`,
     buttons: [
       Dialog.cancelButton({ label: 'Keep running' }),
       Dialog.warnButton({ label: 'Cancel validation' })

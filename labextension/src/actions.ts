@@ -20,4 +20,6 @@ export interface IPanelActions {
   downloadLock(job: IJob): Promise<void> | void;
   /** Ask for a confirmation, then write cell `index`'s executed outputs into the golden notebook. */
   acceptGolden(job: IJob, index: number): Promise<void> | void;
+  /** Ask once, then write all these cells' executed outputs into the golden notebook. */
+  acceptAllGolden(job: IJob, indexes: number[]): Promise<void> | void;
 }

@@ -5,6 +5,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { APIError } from './errors';
+import type { IProjectSettings, PartialSpec } from './projectsettings';
 import type {
   IBisection,
   IBuildLogChunk,
@@ -92,6 +93,29 @@ export class NBValidationAPI implements IValidationAPI {
       }
       throw e;
     }
+  }
+
+  /**
+   * The project settings that apply to `notebook` (GET project-settings), or null when this
+   * server has no such route (an older server: the lab then keeps options in the browser).
+   */
+  async projectSettings(notebook: string): Promise<IProjectSettings | null> {
+    try {
+      return await this.json<IProjectSettings>(['project-settings'], {}, { notebook });
+    } catch (e) {
+      if (e instanceof APIError && e.status === 404 && !e.code) {
+        return null;
+      }
+      throw e;
+    }
+  }
+
+  /** Write (replace) `notebook`'s own entry in the project settings file (PUT project-settings). */
+  saveProjectSettings(notebook: string, options: PartialSpec): Promise<IProjectSettings> {
+    return this.json<IProjectSettings>(['project-settings'], {
+      method: 'PUT',
+      body: JSON.stringify({ notebook, options })
+    });
   }
 
   health(): Promise<IHealth> {

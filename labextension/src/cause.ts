@@ -3,6 +3,7 @@
  * panel shows of the server's search (GET /jobs/{name}/bisect).
  */
 import type { IBisection, IChanges, IJob } from './types';
+import { somethingToSearch } from './words';
 
 /** A failed job (not cancelled, not an infrastructure fault) whose notebook passed before. */
 export function canFindCause(
@@ -13,7 +14,12 @@ export function canFindCause(
   if (!status || status.phase !== 'Failed' || !changes?.since) {
     return false;
   }
-  return status.reason !== 'Cancelled' && status.reason !== 'InfrastructureFailed';
+  if (status.reason === 'Cancelled' || status.reason === 'InfrastructureFailed') {
+    return false;
+  }
+  // only where there is something to search: packages (or Python, requirements) that changed,
+  // not when only the golden file or the cells changed
+  return somethingToSearch(changes);
 }
 
 export interface ICauseView {

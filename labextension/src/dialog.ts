@@ -11,12 +11,30 @@ let counter = 0;
 
 type TextKey = Exclude<OptionKey, 'buildEnabled' | 'lax'>;
 
+/** Where the dialog's options go: the project's settings file, or this run only. */
+export type SaveMode = 'project' | 'once';
+
+/** The dialog's value: the fields, and where they go. */
+export interface IOptionsChoice extends IValidateOptions {
+  save: SaveMode;
+}
+
 export class ValidateOptionsBody extends Widget {
-  /** `errors` (from the checks or the server's 400) are shown at their fields. */
-  constructor(defaults: IValidateOptions, errors: IOptionError[] = []) {
+  /**
+   * `errors` (from the checks or the server's 400) are shown at their fields. `file`: the
+   * project settings file the options are saved in (in words), or null when this server keeps
+   * no project settings (then they apply to this run only, and are remembered in this browser).
+   */
+  constructor(
+    defaults: IValidateOptions,
+    errors: IOptionError[] = [],
+    file: string | null = null,
+    save: SaveMode = 'project'
+  ) {
     super();
     this.addClass('jp-NBValidation-optionsForm');
     const id = `jp-nbvalidation-opt-${++counter}`;
+    this._saveChoice(id, file, save);
     const general = errors.filter(e => !e.option);
     if (general.length) {
       const box = document.createElement('div');
@@ -159,7 +177,66 @@ export class ValidateOptionsBody extends Widget {
     this._checks[key] = box;
   }
 
-  getValue(): IValidateOptions {
+  /** "Save for this project" (the default) or "Only this time", and the file it writes. */
+  private _saveChoice(id: string, file: string | null, save: SaveMode): void {
+    const box = document.createElement('fieldset');
+    box.className = 'jp-NBValidation-saveChoice';
+    const legend = document.createElement('legend');
+    legend.textContent = 'Keep these options';
+    box.appendChild(legend);
+    const choice = (mode: SaveMode, text: string, detail: string) => {
+      const row = document.createElement('div');
+      row.className = 'jp-NBValidation-saveRow';
+      const radio = document.createElement('input');
+      radio.type = 'radio';
+      radio.name = `${id}-save`;
+      radio.id = `${id}-save-${mode}`;
+      radio.value = mode;
+      radio.checked = mode === save;
+      const label = document.createElement('label');
+      label.htmlFor = radio.id;
+      label.textContent = text;
+      const small = document.createElement('div');
+      small.className = 'jp-NBValidation-optionHelp';
+      small.textContent = detail;
+      row.append(radio, label, small);
+      box.appendChild(row);
+      this._save[mode] = radio;
+    };
+    if (file !== null) {
+      choice(
+        'project',
+        'Save for this project',
+        'Written to the file above; Validate, jupyter nbvalidation run and the pytest plugin use them.'
+      );
+      const where = document.createElement('div');
+      where.className = 'jp-NBValidation-settingsFile';
+      where.textContent = file;
+      where.title = 'The project settings file these options are saved in';
+      box.insertBefore(where, box.children[1]);
+    } else {
+      box.classList.add('jp-mod-noProject');
+    }
+    choice(
+      'once',
+      'Only this time',
+      file !== null
+        ? 'Sent with this validation only; nothing is written.'
+        : 'This server keeps no project settings: the options go with this validation, and this browser remembers them for the notebook.'
+    );
+    if (file === null) {
+      this._save.once!.checked = true;
+    }
+    this.node.appendChild(box);
+  }
+
+  /** The fields and where they go. */
+  getValue(): IOptionsChoice {
+    return { ...this.getOptions(), save: this._save.project?.checked ? 'project' : 'once' };
+  }
+
+  /** The fields alone. */
+  getOptions(): IValidateOptions {
     const v = (key: TextKey) => this._texts[key]!.value.trim();
     return {
       goldenPath: v('goldenPath'),
@@ -176,6 +253,17 @@ export class ValidateOptionsBody extends Widget {
   }
 
   protected onAfterAttach(): void {
+    // the dialog fits, or shows that it scrolls: a "more below" cue until the end is in view
+    const node = this.node;
+    const cue = () =>
+      node.classList.toggle(
+        'jp-mod-moreBelow',
+        node.scrollHeight - node.scrollTop - node.clientHeight > 4
+      );
+    node.addEventListener('scroll', cue);
+    requestAnimationFrame(cue);
+    window.addEventListener('resize', cue);
+    this._cue = cue;
     const first = this._first;
     const target =
       first && first !== 'buildEnabled' && first !== 'lax'
@@ -184,6 +272,14 @@ export class ValidateOptionsBody extends Widget {
     target?.focus();
   }
 
+  protected onBeforeDetach(): void {
+    if (this._cue) {
+      window.removeEventListener('resize', this._cue);
+    }
+  }
+
+  private _cue: (() => void) | null = null;
+  private _save: Partial<Record<SaveMode, HTMLInputElement>> = {};
   private _texts: Partial<Record<TextKey, HTMLInputElement | HTMLTextAreaElement>> = {};
   private _checks: Partial<Record<'buildEnabled' | 'lax', HTMLInputElement>> = {};
   private _first: OptionKey | null;

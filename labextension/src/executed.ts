@@ -168,12 +168,43 @@ export function setupExecutedNotebooks(
   app.docRegistry.addWidgetFactory(factory);
   factory.widgetCreated.connect((_, panel) => {
     panel.addClass('jp-NBValidation-executed');
-    void panel.context.ready.then(() => makeReadOnly(panel));
+    void panel.context.ready.then(() => makeReadOnly(panel, api));
   });
   return true;
 }
 
-function makeReadOnly(panel: NotebookPanel): void {
+/** "analysis.ipynb — validated 10:42" (the tab of a job's executed notebook). */
+export function executedTabTitle(notebookPath: string, finished: number | null): string {
+  const name = notebookPath.split('/').pop() || notebookPath;
+  if (finished === null) {
+    return `${name} — validation`;
+  }
+  const d = new Date(finished);
+  const hm = `${String(d.getHours()).padStart(2, '0')}:${String(d.getMinutes()).padStart(2, '0')}`;
+  return `${name} — validated ${hm}`;
+}
+
+/**
+ * The tab names the job: a DocumentWidget renames its file when its label changes, so that
+ * handler is disconnected first (the drive is read-only: nothing here is ever renamed).
+ */
+async function nameTab(panel: NotebookPanel, api: IValidationAPI, job: string): Promise<void> {
+  let title: string;
+  try {
+    const j = await api.getJob(job);
+    const end = j.status?.completionTime ?? j.metadata.creationTimestamp ?? null;
+    title = executedTabTitle(j.spec.notebook.path, end ? Date.parse(end) : null);
+  } catch {
+    return; // the file name stays
+  }
+  const widget = panel as unknown as { _onTitleChanged?: (sender: unknown) => void };
+  if (widget._onTitleChanged) {
+    panel.title.changed.disconnect(widget._onTitleChanged, panel);
+  }
+  panel.title.label = title;
+}
+
+function makeReadOnly(panel: NotebookPanel, api: IValidationAPI): void {
   const notebook = panel.content;
   const apply = () => {
     for (const cell of notebook.widgets) {
@@ -184,6 +215,7 @@ function makeReadOnly(panel: NotebookPanel): void {
   notebook.model?.cells.changed.connect(apply);
   // (the label stays the file name: a DocumentWidget renames its file when the label changes)
   const job = panel.context.localPath.split('/')[0];
+  void nameTab(panel, api, job);
   const ours = `Executed notebook of validation ${job} (read-only, no kernel)`;
   // the document manager writes its own caption (name, path, last saved) once it has
   // read the file, and again later: keep ours first, above what it says

@@ -41,3 +41,16 @@ export function acceptCell(
   cells[index] = { ...g, outputs, execution_count: a.execution_count ?? null };
   return { ...golden, cells };
 }
+
+/** A copy of `golden` where every cell of `indexes` carries the executed notebook's outputs. */
+export function acceptCells(
+  golden: AnyNotebook,
+  executed: AnyNotebook,
+  indexes: readonly number[]
+): Notebook {
+  let out = golden as Notebook;
+  for (const index of indexes) {
+    out = acceptCell(out, executed, index);
+  }
+  return out;
+}

@@ -101,6 +101,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       downloadLock: job => downloadLock(api, job),
       acceptGolden: async (job, index) => {
         await acceptAsGolden(model, app.serviceManager.contents, docManager, job, index);
+      },
+      acceptAllGolden: async (job, indexes) => {
+        await acceptAsGolden(model, app.serviceManager.contents, docManager, job, indexes);
       }
     });
     panel.title.caption = 'Notebook validation';

@@ -9,6 +9,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 import { BuildLogFollower } from './buildlog';
 import { APIError } from './errors';
+import { isTerminal } from './phases';
 import {
   IPanelState,
   Scope,
@@ -80,6 +81,35 @@ export class ValidationModel {
   /** The newest job of the active notebook (status-bar verdict). */
   get activeNotebookJob(): IJob | null {
     return latestJobFor(this._state.jobs, this._state.notebookPath);
+  }
+
+  /**
+   * The one clock of the panel and the status bar (ms since the epoch): read at each change,
+   * and every second while the selected job or the active notebook's job runs, so both show the
+   * same elapsed time from the same start.
+   */
+  get now(): number {
+    return this._now;
+  }
+
+  private _syncClock(): void {
+    const running = [this.selectedJob, this.activeNotebookJob].some(
+      j => !!j && !isTerminal(j.status?.phase)
+    );
+    if (running && this._clock === null && !this._disposed) {
+      const timer = setInterval(() => {
+        this._now = Date.now();
+        this._syncClock();
+        if (!this._disposed) {
+          this._changed.emit();
+        }
+      }, 1000);
+      (timer as unknown as { unref?: () => void }).unref?.();
+      this._clock = timer;
+    } else if ((!running || this._disposed) && this._clock !== null) {
+      clearInterval(this._clock);
+      this._clock = null;
+    }
   }
 
   /**
@@ -350,6 +380,10 @@ export class ValidationModel {
   }
 
   dispose(): void {
+    if (this._clock !== null) {
+      clearInterval(this._clock);
+      this._clock = null;
+    }
     for (const follower of this._logs.values()) {
       follower.dispose();
     }
@@ -428,10 +462,15 @@ export class ValidationModel {
   }
 
   private _emit(): void {
+    this._now = Date.now();
+    this._syncClock();
     if (!this._disposed) {
       this._changed.emit();
     }
   }
+
+  private _now = Date.now();
+  private _clock: ReturnType<typeof setInterval> | null = null;
 
   private _state: IPanelState = initialState();
   private _changed = new Signal<this, void>(this);

@@ -56,3 +56,31 @@ export function progressText(view: IProgressView | null): string {
   }
   return `${view.done}/${view.total} cells done`;
 }
+
+/** When the job entered `phase` (its last transition into it), ms since the epoch, or null. */
+export function phaseEnteredAt(job: IJob | null | undefined, phase: string): number | null {
+  const ts = (job?.status?.transitions ?? []).filter(t => t.phase === phase);
+  return ts.length ? parseTime(ts[ts.length - 1].time) : null;
+}
+
+/**
+ * What the job does right now, for the panel and the status bar alike (one clock: both pass the
+ * model's `now`): "Starting the kernel in the new environment… 12 s" until the first cell runs,
+ * then the cell progress. "" when there is nothing live to say.
+ */
+export function liveText(job: IJob | null | undefined, now: number): string {
+  const phase = job?.status?.phase ?? '';
+  if (phase === 'BuildComplete') {
+    return 'Environment ready; starting the validation…';
+  }
+  if (phase !== 'ValidationRunning') {
+    return '';
+  }
+  const view = readProgress(job, now);
+  if (view && (view.currentIndex !== null || view.done > 0)) {
+    return progressText(view);
+  }
+  const since = phaseEnteredAt(job, 'ValidationRunning');
+  const secs = since === null ? null : Math.max(0, Math.floor((now - since) / 1000));
+  return `Starting the kernel in the new environment…${secs === null ? '' : ` ${secs} s`}`;
+}

@@ -20,6 +20,7 @@ import {
 } from './spec.generated';
 import type { IComparisonConfig, SpecField } from './spec.generated';
 import type { IJobSpec } from './types';
+import { plainMessage } from './words';
 
 /** What the Options dialog holds: the text the user typed, as typed. */
 export interface ISpecOptions {
@@ -356,10 +357,14 @@ export function checkOptions(options: ISpecOptions): IOptionError[] {
   return errors;
 }
 
-/** One line per error, naming the dialog field and the spec field: "Absolute tolerance (comparisonConfig.floatingPointTolerance): ...". */
+/**
+ * One line per error, naming the dialog's field in words: "Absolute tolerance: "abc" is not a
+ * number". The spec field stays in the row's data-field (and the REST API's 400), never in the
+ * words a person reads.
+ */
 export function describeOptionError(e: IOptionError): string {
-  const label = e.option ? OPTION_LABELS[e.option] : 'Spec';
-  return `${label} (${e.field}): ${e.message}`;
+  const label = e.option ? OPTION_LABELS[e.option] : 'Options';
+  return `${label}: ${plainMessage(e.message)}`;
 }
 
 /** The dialog field a spec field of a server error belongs to ("parameters.x" → parameters), or null. */
@@ -367,7 +372,8 @@ export function optionOfSpecField(field: string | null | undefined): OptionKey |
   if (!field) {
     return null;
   }
-  const f = field.replace(/^spec\./, '');
+  // "spec.X" (POST …/jobs) or "options.X" (PUT …/project-settings)
+  const f = field.replace(/^(spec|options)\./, '');
   for (const [key, specField] of Object.entries(OPTION_FIELDS) as Array<[OptionKey, string]>) {
     if (f === specField || f.startsWith(`${specField}.`) || f.startsWith(`${specField}[`)) {
       return key;
@@ -390,7 +396,8 @@ export function optionOfSpecField(field: string | null | undefined): OptionKey |
 export function buildSpec(notebookPath: string, options: ISpecOptions = {}): IJobSpec {
   const errors = checkOptions(options);
   if (errors.length) {
-    throw new Error(errors.map(describeOptionError).join('\n'));
+    // a programming error (checkOptions comes first): the spec field, for whoever debugs it
+    throw new Error(errors.map(e => `${e.field}: ${e.message}`).join('\n'));
   }
   const spec: IJobSpec = { notebook: { path: rootRelative(notebookPath) } };
   const golden = goldenSpecPath(notebookPath, options.goldenPath ?? '');

@@ -4,7 +4,8 @@ import { ReactWidget } from '@jupyterlab/ui-components';
 import { validateIcon } from './icons';
 import type { ValidationModel } from './model';
 import { isTerminal } from './phases';
-import { progressText, readProgress } from './progress';
+import { useModel } from './components/useModel';
+import { liveText } from './progress';
 import { jobPhase } from './state';
 import { statusBarText, verdictAttr } from './verdict';
 
@@ -24,25 +25,17 @@ export class ValidationStatus extends ReactWidget {
 
 function StatusView(props: { model: ValidationModel; openPanel: () => void }): JSX.Element | null {
   const { model, openPanel } = props;
-  const [, setVersion] = React.useState(0);
-  React.useEffect(() => {
-    const onChange = () => setVersion(v => v + 1);
-    model.changed.connect(onChange);
-    return () => {
-      model.changed.disconnect(onChange);
-    };
-  }, [model]);
+  const now = useModel(model);
   const job = model.activeNotebookJob;
   if (!model.state.notebookPath) {
     return null;
   }
   const phase = job ? jobPhase(job) : '';
-  const progress = phase === 'ValidationRunning' ? progressText(readProgress(job, Date.now())) : '';
+  // the panel's clock (model.now): the same elapsed time in both places
+  const progress = liveText(job, now);
   const text = statusBarText(job, progress);
   const title = job
-    ? `Last validation of ${model.state.notebookPath}: ${phase || 'pending'}${
-        job.status?.reason ? ` (${job.status.reason})` : ''
-      } — click to open the validation panel`
+    ? `Last validation of ${model.state.notebookPath}: ${text} — click to open the validation panel`
     : 'Open the validation panel';
   return (
     <button

@@ -171,3 +171,33 @@ export function barGeometry(
 export function totalSeconds(timeline: ITimeline): number {
   return Math.max(0, timeline.axisEnd - timeline.axisStart) / 1000;
 }
+
+/**
+ * The rows the panel shows: an instant "Build complete" (the validation started within a second)
+ * is folded into the Building row, which then lasts until the validation starts — no
+ * "Build complete 0.002s" row of noise. A Build complete that lasted (waiting for a slot) stays.
+ */
+export function shownPhases(timeline: ITimeline): ITimelinePhase[] {
+  const out: ITimelinePhase[] = [];
+  for (const p of timeline.phases) {
+    const prev = out[out.length - 1];
+    if (
+      p.phase === 'BuildComplete' &&
+      !p.current &&
+      !p.failed &&
+      p.durationSeconds < 1 &&
+      prev?.phase === 'Building'
+    ) {
+      const end = p.end ?? prev.end;
+      out[out.length - 1] = {
+        ...prev,
+        end,
+        durationSeconds: prev.durationSeconds + p.durationSeconds,
+        message: [prev.message, p.message].filter(Boolean).join('\n')
+      };
+      continue;
+    }
+    out.push(p);
+  }
+  return out;
+}

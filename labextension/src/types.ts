@@ -10,6 +10,7 @@ import type { Phase } from './vocabulary';
 /** A job's spec: generated from the server's spec table (jupyter_nbvalidation/core/spec_table.py). */
 export type { IJobSpec } from './spec.generated';
 import type { IJobSpec } from './spec.generated';
+import type { IProjectSettings, PartialSpec } from './projectsettings';
 
 export interface ITransition {
   phase: string;
@@ -98,6 +99,8 @@ export interface IBuildStatus {
   strategy?: string;
   message?: string;
   logPath?: string;
+  /** a reused environment: when it was built */
+  builtAt?: string;
 }
 
 export interface IJobStatus {
@@ -196,6 +199,10 @@ export interface IValidationAPI {
   startBisection?(name: string): Promise<IBisection>;
   /** Stop it (DELETE …/bisect): its running step is cancelled. */
   stopBisection?(name: string): Promise<IBisection>;
+  /** The project settings of a notebook (null: this server keeps none). */
+  projectSettings?(notebook: string): Promise<IProjectSettings | null>;
+  /** Write a notebook's own entry in the project settings file. */
+  saveProjectSettings?(notebook: string, options: PartialSpec): Promise<IProjectSettings>;
 }
 
 /** GET /jobs/{name}/bisect (bisect_runs.py): which package changes turned a failed job red. */

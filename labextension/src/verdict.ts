@@ -9,6 +9,7 @@ import { formatAgo } from './format';
 import { PHASE_LABELS, isTerminal } from './phases';
 import type { IChanges, IJob } from './types';
 import { Reason } from './vocabulary';
+import { plainChanges, plainMessage } from './words';
 
 export type VerdictKind =
   'succeeded' | 'failed' | 'infrastructure' | 'cancelled' | 'running' | 'none';
@@ -108,7 +109,7 @@ export function verdictAttr(job: IJob | null): string {
  */
 export function environmentText(job: IJob | null | undefined): string | null {
   const env = job?.status?.environment;
-  return env ? `Environment: ${env}` : null;
+  return env ? `Environment: ${plainMessage(env)}` : null;
 }
 
 /**
@@ -125,7 +126,7 @@ export function sinceLastSuccessText(
   }
   const when = changes.since.completionTime ? Date.parse(changes.since.completionTime) : NaN;
   const ago = Number.isNaN(when) ? '' : ` ${formatAgo(when, now)}`;
-  return `Since the last success${ago}: ${changes.sentence}`;
+  return `Since the last success${ago}: ${plainChanges(changes.sentence)}`;
 }
 
 export { isTerminal };

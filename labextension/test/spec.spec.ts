@@ -181,7 +181,9 @@ describe('the Options dialog: tolerances, ignored outputs, timeouts, parameters,
     expect(errors).toHaveLength(1);
     expect(errors[0].field).toBe(field);
     expect(errors[0].message).toMatch(message);
-    expect(describeOptionError(errors[0])).toContain(`(${field})`);
+    // the words name the dialog's field, never the spec path (that stays in data-field)
+    expect(describeOptionError(errors[0])).toMatch(/^[A-Z][a-z]+( [a-z]+)*: /);
+    expect(describeOptionError(errors[0])).not.toContain('comparisonConfig');
     expect(() => buildSpec('nb.ipynb', options)).toThrow(field);
   });
 

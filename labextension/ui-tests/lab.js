@@ -240,6 +240,19 @@ async function startLab({ overrides = {}, withoutServerExtension = false, files 
     JUPYTER_RUNTIME_DIR: dirs.runtime,
     PYTHONUNBUFFERED: '1'
   };
+  // The labextension this checkout built (jlpm build:prod writes jupyter_nbvalidation/labextension)
+  // comes first on JUPYTER_PATH, so the tests load it and not an older copy installed in the venv
+  // (share/jupyter/labextensions): a worktree tests its own frontend without touching the venv.
+  const built = path.join(REPO, 'jupyter_nbvalidation', 'labextension');
+  if (
+    fs.existsSync(path.join(built, 'package.json')) &&
+    fs.existsSync(path.join(built, 'static'))
+  ) {
+    const jpath = path.join(tmp, 'jupyter-path');
+    fs.mkdirSync(path.join(jpath, 'labextensions'), { recursive: true });
+    fs.symlinkSync(built, path.join(jpath, 'labextensions', 'jupyter-nbvalidation'));
+    env.JUPYTER_PATH = env.JUPYTER_PATH ? `${jpath}${path.delimiter}${env.JUPYTER_PATH}` : jpath;
+  }
   // venv bin first so the lab finds the venv's tools (uv, python) too
   const bin = path.dirname(jupyterBin());
   if (bin !== '.') {

@@ -13,7 +13,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { browserSession, PANEL, VISIBLE_NB, notebook, tail, REPO } = require('./lab');
+const { browserSession, PANEL, VISIBLE_NB, notebook, tail, REPO, jupyterBin } = require('./lab');
 
 const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
 // generous: a first build on a loaded 2-core machine can take minutes
@@ -178,7 +178,7 @@ describe('the lab as a data scientist meets it', () => {
       );
     });
     const label = (await failure.locator('.jp-NBValidation-cellIndex').textContent()).trim();
-    // the traceback starts with the notebook's own cell, and wraps inside the panel
+    // the traceback starts with the notebook's own cell; its lines scroll sideways, never wrap
     const cellFrame = failure.locator('.jp-NBValidation-frame.jp-mod-cell').first();
     assert.match(await cellFrame.textContent(), /1\/0/);
     assert.match(
@@ -186,7 +186,7 @@ describe('the lab as a data scientist meets it', () => {
       /ZeroDivisionError: division by zero/
     );
     const wraps = await cellFrame.evaluate(n => getComputedStyle(n).whiteSpace);
-    assert.equal(wraps, 'pre-wrap');
+    assert.equal(wraps, 'pre');
     // markdown cells are not counted as skipped: 2 code cells ran (1 passed, 1 failed), 1 never ran
     await page
       .locator(`${PANEL} .jp-NBValidation-cells[data-code-only="true"]`)
@@ -280,7 +280,8 @@ describe('the lab as a data scientist meets it', () => {
     const badge = page.locator(
       `${PANEL} .jp-NBValidation-job[data-job="${name}"] .jp-NBValidation-badge`
     );
-    assert.equal((await badge.textContent()).trim(), 'Cancelled');
+    assert.equal((await badge.textContent()).trim(), '⊘');
+    assert.equal(await badge.getAttribute('title'), 'Cancelled');
     const status = page.locator('.jp-NBValidation-statusButton');
     await page
       .locator('.jp-NBValidation-statusButton[data-verdict="cancelled"]')
@@ -336,7 +337,17 @@ describe('the lab as a data scientist meets it', () => {
     await output.waitFor({ timeout: 30_000 });
     assert.equal((await output.textContent()).trim(), '2');
     const tab = page.locator('.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current');
-    assert.equal((await tab.textContent()).trim(), 'passing.ipynb');
+    // the tab names the job: "passing.ipynb — validated 10:42"
+    await page.waitForFunction(
+      () =>
+        /validated/.test(
+          document.querySelector('.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current')
+            ?.textContent ?? ''
+        ),
+      null,
+      { timeout: 30_000 }
+    );
+    assert.match((await tab.textContent()).trim(), /^passing\.ipynb — validated \d\d:\d\d$/);
     assert.match(
       await tab.getAttribute('title'),
       new RegExp(`Executed notebook of validation ${name}`)
@@ -511,9 +522,10 @@ describe('the lab as a data scientist meets it', () => {
     const raw = await fetch(href, { headers: { Authorization: `token ${lab.token}` } });
     assert.equal(raw.status, 200);
     assert.match(raw.headers.get('content-type'), /text\/plain/);
-    // collapsible
-    await log.locator('summary').click();
+    // a finished job's log is collapsed (it was open while Building), and opens on a click
     assert.equal(await log.evaluate(n => n.open), false);
+    await log.locator('summary').click();
+    assert.equal(await log.evaluate(n => n.open), true);
   });
 
   test('a notebook turned red by a new release: what changed, and Find the cause names the package', async () => {
@@ -529,7 +541,8 @@ describe('the lab as a data scientist meets it', () => {
         'for name in ("nbvdrifta", "nbvdriftb"):',
         `    (out / f"{name}-${version}-py3-none-any.whl").write_bytes(make_wheel(name, "${version}", "VALUE = ${version.split('.')[0]}\\n"))`
       ].join('\n');
-      execFileSync(path.join(REPO, '.venv', 'bin', 'python'), ['-c', code]);
+      // the venv's python beside the jupyter that runs the lab (a worktree has no .venv of its own)
+      execFileSync(path.join(path.dirname(jupyterBin()), 'python'), ['-c', code]);
     };
     wheels('1.0');
     const button = await openNotebook('drift/drift.ipynb');

@@ -159,7 +159,8 @@ class BuildsRoom(LocalState):
                 self._notify(name)
             return Observation(SUCCEEDED, reference=str(self.env_dir(key)), finished_at=isotime(),
                                message="Reused the environment another server or CLI built.",
-                               log_path=marker.get("log"), strategy=marker.get("strategy", strategy))
+                               log_path=marker.get("log"), strategy=marker.get("strategy", strategy),
+                               built_at=marker.get("completionTime"))
         return await self._build(build, requirements, strategy, log_path)
 
     async def _run_step(self, build: _Build, argv: list[str], log: Any, secrets: dict[str, str] | None = None) -> int:

@@ -166,7 +166,8 @@ class EnvironmentsRoom(LocalState):
             marker = await asyncio.to_thread(self._read_marker, key)
             return Observation(SUCCEEDED, reference=str(self.env_dir(key)), finished_at=isotime(),
                                message="Reused the cached environment (same interpreter and requirements).",
-                               log_path=marker.get("log"), strategy=marker.get("strategy", strategy))
+                               log_path=marker.get("log"), strategy=marker.get("strategy", strategy),
+                               built_at=marker.get("completionTime"))
         if rec is not None and rec.task.done():
             obs = rec.task.result()
             return dataclasses.replace(obs, message=f"{obs.message} {note}", notices=notices) if note else obs

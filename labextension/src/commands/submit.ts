@@ -4,6 +4,7 @@ import type { NotebookPanel } from '@jupyterlab/notebook';
 import { APIError } from '../errors';
 import { describe } from '../model';
 import { buildSpec, checkOptions, IOptionError, ISpecOptions, optionOfSpecField } from '../spec';
+import { plainMessage } from '../words';
 import { ICommandContext, serverPath } from './context';
 
 export type ISubmitOptions = ISpecOptions;
@@ -54,11 +55,14 @@ export async function submit(
         {
           option: optionOfSpecField(e.field),
           field: e.field ? e.field.replace(/^spec\./, '') : 'spec',
-          message: `the server refused it: ${e.message}`
+          message: plainMessage(e.message, spec.notebook.path)
         }
       ];
     }
-    Notification.error(`Validation could not be submitted: ${describe(e)}`, { autoClose: 10000 });
+    Notification.error(
+      `Validation could not be submitted: ${plainMessage(describe(e), spec.notebook.path)}`,
+      { autoClose: 10000 }
+    );
   }
   return null;
 }

@@ -1,13 +1,15 @@
 /**
- * "Validate Notebook": save and validate with the options this notebook was last
- * validated with in the Options dialog (its golden notebook compared with again),
- * else the settings' defaults.
+ * "Validate Notebook": save and validate with the project's settings for this notebook (the
+ * server reads them: `[tool.nbvalidation]` in pyproject.toml, or nbvalidation.toml), else —
+ * on a server without project settings — with the options this browser remembers from the
+ * Options dialog, else the lab settings' defaults.
  */
 import { validateIcon } from '../icons';
 import { rememberedOptions } from '../remembered';
 import { ICommandContext, currentNotebook, serverPath } from './context';
 import { CommandIDs } from './ids';
 import { submit } from './submit';
+import { readProjectSettings } from './validateWithOptions';
 
 export function addValidateCommand(ctx: ICommandContext): void {
   const { settings } = ctx;
@@ -21,10 +23,26 @@ export function addValidateCommand(ctx: ICommandContext): void {
       if (!nb) {
         return;
       }
+      const path = serverPath(ctx, nb);
+      const project = await readProjectSettings(ctx, path);
+      if (project === 'error') {
+        return;
+      }
+      if (project) {
+        // the server applies the file to every field the spec leaves out: send only what the
+        // lab's own settings say and the file does not
+        const o = project.options;
+        await submit(ctx, nb, {
+          buildEnabled:
+            o.podConfig?.buildConfig?.enabled === undefined ? settings.buildEnabled : undefined,
+          timeout: o.timeout === undefined ? settings.defaultTimeout : undefined
+        });
+        return;
+      }
       await submit(
         ctx,
         nb,
-        rememberedOptions(serverPath(ctx, nb)) ?? {
+        rememberedOptions(path) ?? {
           buildEnabled: settings.buildEnabled,
           timeout: settings.defaultTimeout
         }

@@ -1,13 +1,19 @@
 import * as React from 'react';
 import type { ValidationModel } from '../model';
 import type { IJob } from '../types';
+import { hideDataDir } from '../words';
 
 /**
  * The build log, live while Building: the tail, auto-scrolled while the
  * reader is at the bottom, in a collapsible section (open while building).
  * Hidden when the job has no build (the server answers 404).
  */
-export function BuildLog(props: { model: ValidationModel; job: IJob }): JSX.Element | null {
+export function BuildLog(props: {
+  model: ValidationModel;
+  job: IJob;
+  /** open by itself (while Building, and when the build failed); collapsed otherwise */
+  open?: boolean;
+}): JSX.Element | null {
   const { model, job } = props;
   const name = job.metadata.name;
   const phase = job.status?.phase ?? '';
@@ -41,7 +47,7 @@ export function BuildLog(props: { model: ValidationModel; job: IJob }): JSX.Elem
   if (noBuild || follower.available !== 'yes') {
     return null;
   }
-  const isOpen = open ?? building;
+  const isOpen = open ?? props.open ?? building;
   const lines = follower.text ? follower.text.replace(/\n$/, '').split('\n').length : 0;
   return (
     <details
@@ -49,7 +55,14 @@ export function BuildLog(props: { model: ValidationModel; job: IJob }): JSX.Elem
       open={isOpen}
       data-complete={follower.complete}
       data-bytes={follower.offset}
-      onToggle={e => setOpen((e.currentTarget as HTMLDetailsElement).open)}
+      onToggle={e => {
+        // only the reader's own toggles are kept: the automatic opening while Building must
+        // not keep a finished job's log open
+        const now = (e.currentTarget as HTMLDetailsElement).open;
+        if (now !== isOpen) {
+          setOpen(now);
+        }
+      }}
     >
       <summary className="jp-NBValidation-sectionTitle">
         <span>Build log{building ? ' (live)' : ''}</span>
@@ -80,7 +93,7 @@ export function BuildLog(props: { model: ValidationModel; job: IJob }): JSX.Elem
           stick.current = n.scrollHeight - n.scrollTop - n.clientHeight < 24;
         }}
       >
-        {follower.text || (building ? 'Waiting for the build’s output…' : '(empty)')}
+        {hideDataDir(follower.text) || (building ? 'Waiting for the build’s output…' : '(empty)')}
       </pre>
     </details>
   );

@@ -1,6 +1,7 @@
 import * as React from 'react';
 import type { IPanelActions } from '../actions';
 import { cellLabel } from '../cells';
+import { diffHeading } from '../words';
 import { stripAnsi } from '../format';
 import { canAccept } from '../golden';
 import type { IComparisonResult, IJob } from '../types';
@@ -36,6 +37,10 @@ export function Comparison(props: {
   const diffs = comparison.diffs ?? [];
   const matched = comparison.result === 'matched';
   const tolerance = toleranceText(comparison);
+  const golden = job.spec.goldenNotebook?.path;
+  const acceptable = golden
+    ? diffs.filter(d => canAccept(d) && !accepted?.has(d.cellIndex)).map(d => d.cellIndex)
+    : [];
   return (
     <div className="jp-NBValidation-section jp-NBValidation-comparison">
       <h3 className="jp-NBValidation-sectionTitle">Golden comparison</h3>
@@ -45,9 +50,20 @@ export function Comparison(props: {
       >
         {matched ? '✓ matched' : '✗ differs'}
         {comparison.totalCells !== undefined &&
-          ` — ${comparison.matchedCells ?? 0}/${comparison.totalCells} cells matched`}
-        {comparison.strategy && ` (${comparison.strategy})`}
+          ` — ${comparison.matchedCells ?? 0} of ${comparison.totalCells} cells match`}
       </div>
+      {acceptable.length > 1 && (
+        <div className="jp-NBValidation-acceptAllRow">
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-NBValidation-acceptAll"
+            onClick={() => void actions.acceptAllGolden(job, acceptable)}
+            title={`Write the actual outputs of all ${acceptable.length} differing cells into ${golden}`}
+          >
+            Accept all as golden
+          </button>
+        </div>
+      )}
       {tolerance && (
         <div
           className="jp-NBValidation-tolerance"
@@ -65,11 +81,7 @@ export function Comparison(props: {
           data-cell-index={d.cellIndex}
         >
           <div className="jp-NBValidation-diffHead">
-            <span>
-              {cellLabel(d.cellIndex)}
-              {d.diffType ? ` — ${d.diffType}` : ''}
-              {d.severity ? ` (${d.severity})` : ''}
-            </span>
+            <span className="jp-NBValidation-diffTitle">{diffHeading(d)}</span>
             <span className="jp-NBValidation-diffActions">
               {job.spec.goldenNotebook?.path &&
                 canAccept(d) &&
@@ -88,6 +100,12 @@ export function Comparison(props: {
               <GotoButton job={job} index={d.cellIndex} actions={actions} />
             </span>
           </div>
+          {d.diff && (
+            <details className="jp-NBValidation-unifiedSection" open>
+              <summary>Unified diff</summary>
+              <pre className="jp-NBValidation-unified">{stripAnsi(d.diff)}</pre>
+            </details>
+          )}
           <div className="jp-NBValidation-diffColumns">
             <div>
               <div className="jp-NBValidation-diffLabel">Expected (golden)</div>
@@ -98,12 +116,6 @@ export function Comparison(props: {
               <pre className="jp-NBValidation-actual">{stripAnsi(d.actual) || '∅'}</pre>
             </div>
           </div>
-          {d.diff && (
-            <details>
-              <summary>Unified diff</summary>
-              <pre className="jp-NBValidation-unified">{stripAnsi(d.diff)}</pre>
-            </details>
-          )}
         </div>
       ))}
     </div>

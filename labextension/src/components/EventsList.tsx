@@ -1,15 +1,37 @@
 import * as React from 'react';
 import { formatClock, parseTime } from '../format';
 import type { IJobEvent } from '../types';
+import { eventWords, plainMessage } from '../words';
 
-export function EventsList(props: { events: IJobEvent[] | undefined }): JSX.Element | null {
+/**
+ * The job's events, in words (the reason code stays in data-reason), collapsed on a finished
+ * job (`open`: while it runs).
+ */
+export function EventsList(props: {
+  events: IJobEvent[] | undefined;
+  open?: boolean;
+}): JSX.Element | null {
   const events = props.events ?? [];
+  const [open, setOpen] = React.useState<boolean | null>(null);
   if (!events.length) {
     return null;
   }
   return (
-    <div className="jp-NBValidation-section">
-      <h3 className="jp-NBValidation-sectionTitle">Events</h3>
+    <details
+      className="jp-NBValidation-section jp-NBValidation-eventsSection"
+      open={open ?? !!props.open}
+      onToggle={e => {
+        // only the reader's own toggles are kept (not the automatic ones)
+        const now = (e.currentTarget as HTMLDetailsElement).open;
+        if (now !== (open ?? !!props.open)) {
+          setOpen(now);
+        }
+      }}
+    >
+      <summary className="jp-NBValidation-sectionTitle">
+        <span>Events</span>
+        <span className="jp-NBValidation-source">{events.length}</span>
+      </summary>
       <ol className="jp-NBValidation-events" aria-label="Events">
         {events.map((e, i) => (
           <li
@@ -19,15 +41,13 @@ export function EventsList(props: { events: IJobEvent[] | undefined }): JSX.Elem
           >
             <div className="jp-NBValidation-eventHead">
               <time dateTime={e.eventTime}>{formatClock(parseTime(e.eventTime))}</time>
-              <span className="jp-NBValidation-eventType">
-                {e.type === 'Warning' ? '⚠ Warning' : (e.type ?? '')}
-              </span>
-              <span className="jp-NBValidation-eventReason">{e.reason}</span>
+              <span className="jp-NBValidation-eventType">{e.type === 'Warning' ? '⚠' : ''}</span>
+              <span className="jp-NBValidation-eventReason">{eventWords(e.reason)}</span>
             </div>
-            {e.note && <div className="jp-NBValidation-eventNote">{e.note}</div>}
+            {e.note && <div className="jp-NBValidation-eventNote">{plainMessage(e.note)}</div>}
           </li>
         ))}
       </ol>
-    </div>
+    </details>
   );
 }

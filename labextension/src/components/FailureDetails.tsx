@@ -31,6 +31,15 @@ export function FailureDetails(props: { job: IJob; actions: IPanelActions }): JS
   if (!result) {
     return null;
   }
+  if (
+    result.status !== 'Failure' &&
+    !result.errorName &&
+    job.status?.comparisonResult &&
+    job.status.comparisonResult.result !== 'matched'
+  ) {
+    // a golden mismatch marks its first differing cell: the diff below shows it, not a failure
+    return null;
+  }
   const split = splitTraceback(result);
   const libraryCount = split.libraryFrames.length;
   const hasFrames = split.cellFrames.length + libraryCount > 0;

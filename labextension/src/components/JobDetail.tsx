@@ -6,6 +6,7 @@ import { PHASE_LABELS, isTerminal } from '../phases';
 import { jobNotebook } from '../state';
 import { ITimeline, computeTimeline, totalSeconds } from '../timeline';
 import type { IChanges, IJob } from '../types';
+import { jobSentence, learnDataDirs, reusedText } from '../words';
 import {
   environmentText,
   isCancelled,
@@ -83,6 +84,7 @@ export function JobDetail(props: {
   actions: IPanelActions;
 }): JSX.Element {
   const { model, job, now, actions } = props;
+  learnDataDirs(job);
   const name = job.metadata.name;
   const events = model.state.events[name];
   const timeline = computeTimeline(events, job, now);
@@ -94,6 +96,15 @@ export function JobDetail(props: {
   const cellTypes = useCellTypes(model, job);
   const changes = useChanges(model, job);
   const since = sinceLastSuccessText(job, changes, now);
+  const sentence = jobSentence(job);
+  const reused = reusedText(job, now);
+  const environment = environmentText(job);
+  // the build log comes first while it is the news: while Building, and when the build failed
+  const buildNews =
+    phase === 'Building' || status.reason === 'BuildFailed' || status.reason === 'BuildTimedOut';
+  const buildLog = reused ? null : <BuildLog model={model} job={job} open={buildNews} />;
+  // The order of a job (issue 42): the verdict in one sentence; the failing cell or the golden
+  // diff; since the last success; the timeline; then what it ran in, and the collapsed details.
   return (
     <section className="jp-NBValidation-detail" aria-label={`Job ${name}`}>
       <div className="jp-NBValidation-summary">
@@ -101,40 +112,14 @@ export function JobDetail(props: {
           className={`jp-NBValidation-verdict${terminal ? ' jp-mod-terminal' : ''}`}
           data-phase={verdictPhase}
           data-verdict={terminal ? verdictAttr(job) : 'running'}
+          data-reason={status.reason ?? ''}
           role="status"
         >
           {verdictText(verdictPhase, timeline, cancelled, isInfrastructureError(job))}
         </div>
-        <div className="jp-NBValidation-meta">
-          <span title="Job name" className="jp-NBValidation-jobFullName">
-            {name}
-          </span>
-          <span title="Notebook">{jobNotebook(job)}</span>
-          {job.spec.goldenNotebook?.path && (
-            <span title="Golden notebook">golden: {job.spec.goldenNotebook.path}</span>
-          )}
-        </div>
-        {(status.reason || status.message) && (
-          <div className="jp-NBValidation-message">
-            {status.reason && <strong>{status.reason}</strong>}
-            {status.reason && status.message ? ': ' : ''}
-            {status.message}
-          </div>
+        {sentence && (
+          <div className="jp-NBValidation-message jp-NBValidation-sentence">{sentence}</div>
         )}
-        {environmentText(job) && (
-          <div className="jp-NBValidation-environment" title="What the environment is built from">
-            {environmentText(job)}
-          </div>
-        )}
-        {since && (
-          <div
-            className="jp-NBValidation-since"
-            title="What changed since this notebook last passed (packages from the two environment records)"
-          >
-            {since}
-          </div>
-        )}
-        <FindCause api={model.api} job={job} changes={changes} />
         {!terminal && (
           <button
             type="button"
@@ -145,9 +130,8 @@ export function JobDetail(props: {
           </button>
         )}
       </div>
-      <Timeline timeline={timeline} cancelled={cancelled} />
       <Progress job={job} now={now} />
-      <BuildLog model={model} job={job} />
+      {buildNews && buildLog}
       <FailureDetails job={job} actions={actions} />
       <Comparison
         comparison={status.comparisonResult}
@@ -155,9 +139,44 @@ export function JobDetail(props: {
         actions={actions}
         accepted={model.acceptedCells(name)}
       />
+      {since && (
+        <div
+          className="jp-NBValidation-since"
+          title="What changed since this notebook last passed (packages from the two environment records)"
+        >
+          {since}
+        </div>
+      )}
+      <FindCause api={model.api} job={job} changes={changes} />
+      <Timeline timeline={timeline} cancelled={cancelled} />
+      <div className="jp-NBValidation-meta">
+        <div>
+          <span className="jp-NBValidation-metaKey">Notebook </span>
+          <span title="Notebook">{jobNotebook(job)}</span>
+        </div>
+        {job.spec.goldenNotebook?.path && (
+          <div>
+            <span className="jp-NBValidation-metaKey">Golden </span>
+            <span title="Golden notebook">{job.spec.goldenNotebook.path}</span>
+          </div>
+        )}
+        {(environment || reused) && (
+          <div className="jp-NBValidation-environment" title="What the environment is built from">
+            {environment ?? 'Environment:'}
+            {reused && <span className="jp-NBValidation-reused">{` — ${reused}`}</span>}
+          </div>
+        )}
+        <div>
+          <span className="jp-NBValidation-metaKey">Job </span>
+          <span title="Job name" className="jp-NBValidation-jobFullName">
+            {name}
+          </span>
+        </div>
+      </div>
       <CellSummary results={status.results} cellTypes={cellTypes} />
       <Links job={job} actions={actions} />
-      <EventsList events={events} />
+      {!buildNews && buildLog}
+      <EventsList events={events} open={!terminal} />
     </section>
   );
 }

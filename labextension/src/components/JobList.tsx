@@ -1,5 +1,6 @@
 import * as React from 'react';
-import { basename, formatAgo, parseTime } from '../format';
+import { basename, parseTime } from '../format';
+import { agoWords } from '../words';
 import type { ValidationModel } from '../model';
 import { jobNotebook } from '../state';
 import type { IJob } from '../types';
@@ -32,17 +33,12 @@ export function JobList(props: {
             >
               <PhaseBadge job={job} />
               <span className="jp-NBValidation-jobName" title={name}>
-                {showNotebook ? (
-                  <>
-                    {basename(jobNotebook(job))}
-                    <span className="jp-NBValidation-jobSub">{name}</span>
-                  </>
-                ) : (
-                  name
+                {showNotebook && (
+                  <span className="jp-NBValidation-jobNotebook">
+                    {basename(jobNotebook(job))} ·{' '}
+                  </span>
                 )}
-              </span>
-              <span className="jp-NBValidation-jobAge">
-                {formatAgo(parseTime(job.metadata.creationTimestamp), now)}
+                <span className="jp-NBValidation-jobAge">{ago(job, now)}</span>
               </span>
             </button>
           </li>
@@ -50,4 +46,10 @@ export function JobList(props: {
       })}
     </ul>
   );
+}
+
+/** "2 min ago" (when the job was created), "just now". */
+function ago(job: IJob, now: number): string {
+  const t = parseTime(job.metadata.creationTimestamp);
+  return t === null ? '' : agoWords(t, now);
 }

@@ -1,15 +1,25 @@
 import * as React from 'react';
 import { cellLabel } from '../cells';
 import { formatDuration } from '../format';
-import { progressText, readProgress } from '../progress';
+import { liveText, readProgress } from '../progress';
 import type { IJob } from '../types';
 
 /** Cell progress during ValidationRunning: the running cell, done/total, time per cell. */
 export function Progress(props: { job: IJob; now: number }): JSX.Element | null {
   const { job, now } = props;
-  const view = readProgress(job, now);
-  if (!view || job.status?.phase !== 'ValidationRunning') {
+  const text = liveText(job, now);
+  if (!text) {
     return null;
+  }
+  const view = readProgress(job, now);
+  if (!view) {
+    return (
+      <div className="jp-NBValidation-section jp-NBValidation-progress" data-done={0}>
+        <div className="jp-NBValidation-progressText" role="status">
+          {text}
+        </div>
+      </div>
+    );
   }
   return (
     <div
@@ -20,7 +30,7 @@ export function Progress(props: { job: IJob; now: number }): JSX.Element | null 
     >
       <h3 className="jp-NBValidation-sectionTitle">Cells</h3>
       <div className="jp-NBValidation-progressText" role="status">
-        {progressText(view)}
+        {text}
       </div>
       <div
         className="jp-NBValidation-progressTrack"
@@ -36,7 +46,13 @@ export function Progress(props: { job: IJob; now: number }): JSX.Element | null 
           {view.cells.map(c => (
             <li key={c.cellIndex} data-status={c.status} data-cell-index={c.cellIndex}>
               <span>{cellLabel(c.cellIndex)}</span>
-              <span>{c.status}</span>
+              <span>
+                {c.status === 'Success'
+                  ? 'passed'
+                  : c.status === 'Failure'
+                    ? 'failed'
+                    : c.status.toLowerCase()}
+              </span>
               <span>{c.executionTime !== null ? formatDuration(c.executionTime) : ''}</span>
             </li>
           ))}

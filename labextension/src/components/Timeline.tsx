@@ -1,6 +1,6 @@
 import * as React from 'react';
 import { formatClock, formatDuration } from '../format';
-import { ITimeline, totalSeconds } from '../timeline';
+import { ITimeline, shownPhases, totalSeconds } from '../timeline';
 import { TimelineRow } from './TimelineRow';
 
 export function Timeline(props: { timeline: ITimeline; cancelled?: boolean }): JSX.Element {
@@ -13,12 +13,12 @@ export function Timeline(props: { timeline: ITimeline; cancelled?: boolean }): J
       <h3 className="jp-NBValidation-sectionTitle">
         Timeline
         <span className="jp-NBValidation-source" title="Where the timeline comes from">
-          {timeline.source === 'events' ? 'from events' : `from ${timeline.source}`}
+          {timeline.source === 'events' ? 'from events' : 'from the job’s status'}
         </span>
       </h3>
       <div className="jp-NBValidation-timelineGrid">
         <ol className="jp-NBValidation-timeline" aria-label="Phase timeline">
-          {timeline.phases.map(p => (
+          {shownPhases(timeline).map(p => (
             <TimelineRow key={p.phase} timeline={timeline} phase={p} cancelled={cancelled} />
           ))}
         </ol>

@@ -2,6 +2,7 @@ import * as React from 'react';
 import { formatClock, formatDuration } from '../format';
 import { PHASE_LABELS } from '../phases';
 import { ITimeline, ITimelinePhase, barGeometry } from '../timeline';
+import { plainMessage } from '../words';
 
 export function TimelineRow(props: {
   timeline: ITimeline;
@@ -34,8 +35,7 @@ export function TimelineRow(props: {
     : formatDuration(phase.durationSeconds);
   const tip = [
     `${label}: ${phase.terminal ? 'at ' + formatClock(phase.start) : formatDuration(phase.durationSeconds)}`,
-    phase.reason,
-    phase.message
+    plainMessage(phase.message)
   ]
     .filter(Boolean)
     .join('\n');

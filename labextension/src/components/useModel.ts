@@ -1,9 +1,10 @@
 import * as React from 'react';
 import type { ValidationModel } from '../model';
-import { isTerminal } from '../phases';
-import { jobPhase } from '../state';
 
-/** Re-render on model changes; tick every second while the job runs. */
+/**
+ * Re-render on model changes; returns the model's clock (it ticks every second while a shown
+ * job runs: the panel and the status bar read the same `now`).
+ */
 export function useModel(model: ValidationModel): number {
   const [, setVersion] = React.useState(0);
   React.useEffect(() => {
@@ -13,15 +14,5 @@ export function useModel(model: ValidationModel): number {
       model.changed.disconnect(onChange);
     };
   }, [model]);
-  const running = !!model.selectedJob && !isTerminal(jobPhase(model.selectedJob));
-  const [now, setNow] = React.useState(Date.now());
-  React.useEffect(() => {
-    if (!running) {
-      setNow(Date.now());
-      return;
-    }
-    const timer = setInterval(() => setNow(Date.now()), 1000);
-    return () => clearInterval(timer);
-  }, [running]);
-  return running ? now : Date.now();
+  return model.now;
 }

@@ -158,6 +158,10 @@ async def test_environment_cache_is_content_addressed(local, notebook):
     ref1, ref2 = first["status"]["buildStatus"]["imageReference"], second["status"]["buildStatus"]["imageReference"]
     assert ref1 == ref2
     assert "Reused the cached environment" in second["status"]["buildStatus"]["message"]
+    # when it was built: the lab says "reused (built 3 days ago)" instead of replaying the old log
+    built_at = second["status"]["buildStatus"]["builtAt"]
+    assert built_at == first["status"]["buildStatus"]["completionTime"] or built_at <= second["status"]["startTime"]
+    assert "builtAt" not in first["status"]["buildStatus"]
     assert len(list((local.backend.root / "logs").glob("build-*.log"))) == 1  # built once
     # different requirements -> a different environment
     nb3 = notebook("c/three.ipynb", ["1"])
