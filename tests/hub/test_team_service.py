@@ -176,24 +176,6 @@ def test_alices_20_notebook_run_does_not_hold_bobs_single_click(hub, record_prop
           f"({len(still)} of hers not ended when bob's was)")
 
 
-def test_metrics_are_scraped_and_parsed_by_prometheus_clients_parser(hub):
-    status, text, headers = hub.request("GET", "/services/nbvalidation/nbvalidation/metrics", ADMIN_TOKEN)
-    assert status == 403, (status, text)  # the tester service has no metrics scope
-    token = hub.token("carol", ["access:services!service=nbvalidation", "custom:nbvalidation:metrics"])
-    status, text, headers = hub.request("GET", "/services/nbvalidation/nbvalidation/metrics", token)
-    assert status == 200 and headers["Content-Type"].startswith("text/plain"), (status, text)
-    families = {f.name: f for f in text_string_to_metric_families(text)}
-    jobs = {tuple(sorted(s.labels.items())): s.value for s in families["nbvalidation_jobs"].samples}
-    assert sum(jobs.values()) >= 1
-    assert any(dict(k)["phase"] == "Succeeded" for k in jobs)
-    hist = families["nbvalidation_validation_duration_seconds"]
-    counts = [s for s in hist.samples if s.name.endswith("_count") and s.labels.get("verdict") == "Succeeded"]
-    assert counts and counts[0].value >= 1, hist.samples
-    assert "nbvalidation_queue_depth" in families and "nbvalidation_retries" in families
-    # a user without the scope: 403
-    assert hub.request("GET", "/services/nbvalidation/nbvalidation/metrics", hub.tokens["bob"])[0] == 403
-
-
 def test_the_service_refuses_to_run_as_root_and_says_why(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root")  # CI runs as root
@@ -245,3 +227,21 @@ def test_alices_notebook_cannot_read_bobs_snapshot_or_outputs_and_bobs_next_run_
     assert done["status"]["phase"] == "Succeeded"
     status, nb, _ = at_server(hub, "bob", "GET", f"jobs/{again}/notebook")
     assert "bob's secret" in json.dumps(nb["cells"][0]["outputs"])
+
+
+def test_metrics_are_scraped_and_parsed_by_prometheus_clients_parser(hub):
+    status, text, headers = hub.request("GET", "/services/nbvalidation/nbvalidation/metrics", ADMIN_TOKEN)
+    assert status == 403, (status, text)  # the tester service has no metrics scope
+    token = hub.token("dave", ["access:services!service=nbvalidation", "custom:nbvalidation:metrics"])
+    status, text, headers = hub.request("GET", "/services/nbvalidation/nbvalidation/metrics", token)
+    assert status == 200 and headers["Content-Type"].startswith("text/plain"), (status, text)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    jobs = {tuple(sorted(s.labels.items())): s.value for s in families["nbvalidation_jobs"].samples}
+    assert sum(jobs.values()) >= 1
+    assert any(dict(k)["phase"] == "Succeeded" for k in jobs)
+    hist = families["nbvalidation_validation_duration_seconds"]
+    counts = [s for s in hist.samples if s.name.endswith("_count") and s.labels.get("verdict") == "Succeeded"]
+    assert counts and counts[0].value >= 1, hist.samples
+    assert "nbvalidation_queue_depth" in families and "nbvalidation_retries" in families
+    # a user without the scope: 403
+    assert hub.request("GET", "/services/nbvalidation/nbvalidation/metrics", hub.tokens["bob"])[0] == 403
