@@ -5,13 +5,28 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from jupyter_nbvalidation.cli.command import EXIT_ERROR, Command
 
+ROOT_REFUSAL = ("refusing to run the validation service as root: every user's notebook would be run by a "
+                "service whose files and processes are root's. Run it as an unprivileged user (the Hub's "
+                "services run as the Hub's user unless `user` is set), or pass --allow-root if you mean it "
+                "(the sandbox still confines each run where this host allows it).")
+
 
 def cmd_service(args: argparse.Namespace) -> int:
-    from jupyter_nbvalidation.hub import service_app  # deferred: start-up time of the CLI (jupyterhub, the server)
-
+    if os.geteuid() == 0 and not args.allow_root:
+        print(f"error: {ROOT_REFUSAL}", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        from jupyter_nbvalidation.hub import service_app  # deferred: start-up time of the CLI (jupyterhub, the server)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "jupyterhub":
+            raise
+        print("error: the validation service needs JupyterHub's client (no module jupyterhub): "
+              "pip install 'jupyter-nbvalidation[hub]'", file=sys.stderr)
+        return EXIT_ERROR
     data_dir = args.data_dir or os.path.join(os.environ.get("JUPYTER_DATA_DIR") or _jupyter_data_dir(), "nbvalidation")
     extra = list(args.server_option or [])
     return service_app.main(args.url, args.name, data_dir, args.allow_root, extra)

@@ -27,11 +27,6 @@ from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.jobs import JobService
 from jupyter_nbvalidation.service.tenancy import Quotas
 
-ROOT_REFUSAL = ("refusing to run the validation service as root: every user's notebook would be run by a "
-                "service whose files and processes are root's. Run it as an unprivileged user (the Hub's "
-                "services run as the Hub's user unless `user` is set), or pass --allow-root if you mean it "
-                "(the sandbox still confines each run where this host allows it).")
-
 
 class NBValidationService(NBValidation):
     """The team's validation service (``c.NBValidationService.*``; ``c.NBValidation.*`` applies too)."""
@@ -93,10 +88,8 @@ def server_argv(url: str, prefix: str, data_dir: str, allow_root: bool) -> list[
 
 
 def main(url: str | None, name: str, data_dir: str, allow_root: bool, extra: list[str]) -> int:
-    """Run the service until it is stopped; 2 when it must not start (root, no URL)."""
-    if os.geteuid() == 0 and not allow_root:
-        print(f"error: {ROOT_REFUSAL}", file=sys.stderr)
-        return 2
+    """Run the service until it is stopped; 2 when it must not start (no URL). (Root is refused
+    before: cli/hub.py.)"""
     url = url or os.environ.get("JUPYTERHUB_SERVICE_URL")
     if not url:
         print("error: no URL to serve on: the Hub sets JUPYTERHUB_SERVICE_URL for a managed service; "

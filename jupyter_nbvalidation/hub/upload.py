@@ -56,6 +56,8 @@ def pack(spec: Any, root_dir: str, max_files: int = MAX_FILES, max_bytes: int = 
         return {"kind": UPLOAD_KIND, "spec": spec, "files": {}}
     root = Path(root_dir).resolve()
     nb = resolve_in_root(str(root), notebook, "notebook.path")
+    if not nb.is_file():  # the user's mistake, said here: nothing is sent
+        raise ApiError(404, "NotFound", f"notebook.path: no such notebook: {notebook}", "notebook.path")
     budget = _Budget(max_files, max_bytes)
     folder = nb.parent
     if folder.is_dir():

@@ -13,12 +13,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from helpers import wait
 
 from jupyter_nbvalidation.hub.config import hub_config
 
@@ -107,14 +108,12 @@ class Hub:
     def start_server(self, user: str, timeout: float = 90) -> None:
         status, answer, _ = self.request("POST", f"/hub/api/users/{user}/server", ADMIN_TOKEN, {})
         assert status in (201, 202, 400), f"spawn {user}: {status} {answer}"
-        deadline = time.monotonic() + timeout
-        while True:
-            model = self.api("GET", f"users/{user}")
-            server = (model.get("servers") or {}).get("")
-            if server and server.get("ready"):
-                return
-            assert time.monotonic() < deadline, f"{user}'s server did not start in {timeout} s:\n{self.tail()}"
-            time.sleep(0.25)
+
+        def ready() -> bool:
+            server = (self.api("GET", f"users/{user}").get("servers") or {}).get("")
+            return bool(server and server.get("ready"))
+
+        wait(ready, timeout, lambda: f"{user}'s server to start:\n{self.tail()}")
 
     def stop(self) -> None:
         if self.proc is None:
@@ -130,6 +129,12 @@ class Hub:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+        # the proxy, the service and the users' servers are in the Hub's process group (its own
+        # session): whatever the Hub's cleanup left (a Hub that failed at start) ends with it
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.proc = None
 
 
@@ -193,15 +198,24 @@ def start_hub(base: Path, quotas: list[str] | None = None, timeout: float = 90) 
     with open(hub.log, "wb") as log:
         hub.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(config)], cwd=base,
                                     stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    deadline = time.monotonic() + timeout
-    while True:
-        assert hub.proc.poll() is None, f"the Hub exited ({hub.proc.returncode}):\n{hub.tail()}"
-        try:
-            # through the proxy: the Hub's API and the service's route both added
-            if hub.request("GET", "/hub/api/", ADMIN_TOKEN, timeout=5)[0] == 200 and hub.request(
-                    "GET", "/services/nbvalidation/nbvalidation/api/v1/health", ADMIN_TOKEN, timeout=5)[0] == 200:
-                return hub
+    try:
+        wait_up(hub, timeout)
+    except BaseException:
+        hub.stop()
+        raise
+    return hub
+
+
+def wait_up(hub: Hub, timeout: float) -> None:
+    proc = hub.proc
+    assert proc is not None
+
+    def up() -> bool:
+        assert proc.poll() is None, f"the Hub exited ({proc.returncode}):\n{hub.tail()}"
+        try:  # through the proxy: the Hub's API and the service's route both added
+            return hub.request("GET", "/hub/api/", ADMIN_TOKEN, timeout=5)[0] == 200 and hub.request(
+                "GET", "/services/nbvalidation/nbvalidation/api/v1/health", ADMIN_TOKEN, timeout=5)[0] == 200
         except OSError:
-            pass
-        assert time.monotonic() < deadline, f"the Hub and its service did not start in {timeout} s:\n{hub.tail()}"
-        time.sleep(0.25)
+            return False
+
+    wait(up, timeout, lambda: f"the Hub and its service to start:\n{hub.tail()}")
