@@ -32,7 +32,12 @@ INTRO = {
                          "`pip install 'jupyter-nbvalidation[kubernetes]'`): jobs as custom resources, "
                          "environments as images, validations as Pods.",
     "KubernetesJobStore": "The Kubernetes backend's job store (the custom resources and their watch cache).",
+    "NBValidationService": "The team's validation service behind JupyterHub (`jupyter nbvalidation service`, "
+                           "`pip install 'jupyter-nbvalidation[hub]'`): the per-user quotas it adds; every "
+                           "`c.NBValidation.*` trait applies to it too (see For a team (JupyterHub)).",
 }
+# a subclass documented with the traits it adds only (its base's are listed under their section)
+ADDS_ONLY = ("NBValidationService",)
 
 
 def _prose(text: str) -> str:
@@ -79,8 +84,10 @@ def configurables() -> list[type]:
 
     ours = {c for c in subclasses(Configurable) if c.__module__.startswith(PACKAGE + ".")}
     # the extension app inherits NBValidationSettings only to carry its traits: document the settings
-    ours = {c for c in ours if c.__name__ != "NBValidation"}
-    leaves = [c for c in ours if not any(o is not c and issubclass(o, c) for o in ours)]
+    # and the team's service app (a subclass of it) with the traits it adds
+    adds_only = [c for c in ours if c.__name__ in ADDS_ONLY]
+    ours = {c for c in ours if c.__name__ != "NBValidation" and c.__name__ not in ADDS_ONLY}
+    leaves = [c for c in ours if not any(o is not c and issubclass(o, c) for o in ours)] + adds_only
     return sorted((c for c in leaves if own_traits(c)), key=lambda c: (_order(c), section(c)))
 
 
@@ -97,7 +104,7 @@ def own_traits(cls: type) -> dict[str, Any]:
     """The configurable traits a class of the package declares (itself or a base class of the
     package), not those of traitlets' or jupyter_server's own classes."""
     own: set[str] = set()
-    for klass in cls.__mro__:
+    for klass in cls.__mro__[:1] if cls.__name__ in ADDS_ONLY else cls.__mro__:
         if klass.__module__.startswith(PACKAGE + "."):
             own |= set(vars(klass))
     traits: dict[str, Any] = cls.class_traits(config=True)  # type: ignore[attr-defined]

@@ -26,9 +26,17 @@ class NBValidation(ExtensionApp, NBValidationSettings):
 
     engine: Engine
     service: JobService
+    forward_to: str | None = None  # a user server on a hub with the team's service: it forwards there
 
     def initialize_settings(self) -> None:
         root = self.serverapp.root_dir if self.serverapp is not None else "."
+        from jupyter_nbvalidation.hub import forward  # deferred: start-up time (as the handlers, below)
+
+        self.forward_to = forward.service_url()
+        if self.forward_to:  # no engine, no store here: the team's service runs the jobs
+            self.settings.update(forward.forward_settings(self.forward_to, root))
+            self.log.info("nbvalidation: forwarding to the team's validation service at %s", self.forward_to)
+            return
         self.service = assemble(self, root, self.log)
         self.backend_impl, self.engine = self.service.backend, self.service.engine
         if self.serverapp is not None and self.serverapp.runtime_dir:  # its jpserver-*.json holds the token
@@ -56,20 +64,24 @@ class NBValidation(ExtensionApp, NBValidationSettings):
         })
 
     def initialize_handlers(self) -> None:
+        from jupyter_nbvalidation.hub import forward  # deferred: as routes, above
         from jupyter_nbvalidation.service.handlers import (
             routes,  # deferred: start-up time (the handlers import tornado's web stack only when the server loads us)
         )
 
-        self.handlers.extend(routes())
+        self.handlers.extend(forward.routes() if self.forward_to else routes())
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        if self.forward_to:
+            return
         await self.service.start_serving(self.log)
         if self.engine.running:
             self.log.info("nbvalidation: %s backend started", self.backend_impl.name)
 
     async def stop_extension(self) -> None:
-        await self.service.stop()
+        if not self.forward_to:
+            await self.service.stop()
 
     def current_activity(self) -> bool:
-        """Keep an idle-culled server alive while jobs run."""
-        return self.engine.busy()
+        """Keep an idle-culled server alive while jobs run (its own: the team's service's are its)."""
+        return not self.forward_to and self.engine.busy()

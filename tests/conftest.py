@@ -37,7 +37,7 @@ XDIST_GROUPS = {
 }
 ALONE_MODULES = ("test_k8s_real_registry", "test_k8s_real_ha")
 MODULE_GROUPED = ("test_k8s_real_registry", "test_k8s_real_ha", "test_runner", "test_runner_standalone", "test_k8s_progress",
-                  "test_k8s_builders", "test_k8s_backend", "test_output_memory")
+                  "test_k8s_builders", "test_k8s_backend", "test_output_memory", "test_team_service")
 
 
 def xdist_group_of(module: str) -> str | None:
@@ -51,7 +51,7 @@ def xdist_group_of(module: str) -> str | None:
 # browser and the corpus, and the modules whose every test builds environments or runs
 # several servers; a slow test elsewhere carries @pytest.mark.slow itself.
 SLOW_MODULES = ("test_requirements", "test_shared_data_dir", "test_pytest_plugin", "test_lifecycle",
-                "test_server_restart", "test_ci_run", "test_cache_property")
+                "test_server_restart", "test_ci_run", "test_cache_property", "test_team_service")
 # tests of otherwise quick modules that took 5 s or more in a `-m "not slow" -n 2` run on two
 # quiet cores (2026-12-04; module::name, a parametrized test by its name without the brackets),
 # so that the inner loop stays under 5 min; kept here, not in the modules

@@ -22,7 +22,7 @@ from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Backe
 from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import build_attempt, is_terminal, isotime, validation_attempt
 from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan, snapshot_from_files
-from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
+from jupyter_nbvalidation.store.base import OWNER_LABEL, AlreadyExists, Conflict, JobStore, NotFound, StoreError
 
 
 class MemoryStore(JobStore):
@@ -62,9 +62,10 @@ class MemoryStore(JobStore):
         return copy.deepcopy(self.jobs[name])
 
     async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
-                   continue_token: str | None = None) -> tuple[list[dict], str | None]:
+                   continue_token: str | None = None, owner: str | None = None) -> tuple[list[dict], str | None]:
         items = [j for j in self.jobs.values()
-                 if notebook is None or j["spec"]["notebook"]["path"] == notebook]
+                 if (notebook is None or j["spec"]["notebook"]["path"] == notebook)
+                 and (owner is None or (j["metadata"].get("labels") or {}).get(OWNER_LABEL) == owner)]
         items.sort(key=lambda j: j["metadata"]["creationTimestamp"], reverse=True)
         start = int(continue_token or 0)
         end = len(items) if limit is None else start + limit

@@ -134,12 +134,17 @@ if [ ! -e "$LABEXT_OUT" ]; then
 fi
 # bytecode compiled once here (~10 s): every server, kernel, CLI and worker the tests start would
 # otherwise compile what it imports again, where PYTHONDONTWRITEBYTECODE is set (this machine kind)
-.venv/bin/uv pip install --compile-bytecode --python .venv/bin/python -e ".[test,docs]"
+.venv/bin/uv pip install --compile-bytecode --python .venv/bin/python -e ".[test,docs,hub]"
 if [ "$LABEXT_BUILT" = 1 ]; then  # this build, the only one kept
   rm -rf "${LABEXT_CACHE%/*}" && mkdir -p "${LABEXT_CACHE%/*}" && cp -a "$LABEXT_OUT" "$LABEXT_CACHE.tmp" \
     && mv "$LABEXT_CACHE.tmp" "$LABEXT_CACHE"
 fi
 .venv/bin/python -m compileall -q jupyter_nbvalidation tests >/dev/null
+# configurable-http-proxy (npm) for the real JupyterHub of tests/hub, in the venv's own node prefix
+# (tests/hub/harness.py finds it there): the Hub's proxy, as zero-to-jupyterhub runs it
+if [ ! -x .venv/node/node_modules/.bin/configurable-http-proxy ]; then
+  npm install --prefix .venv/node --no-audit --no-fund --loglevel=error configurable-http-proxy@5
+fi
 export PATH="$ROOT/.venv/bin:$PATH"
 # node_modules for lint, jest and the browser tests (the build above made it unless it was reused)
 (cd labextension && jlpm install)

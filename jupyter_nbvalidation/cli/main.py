@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jupyter_nbvalidation.cli import bisect, install, lock, manage, run, show, store, submit
+from jupyter_nbvalidation.cli import bisect, hub, install, lock, manage, run, show, store, submit
 from jupyter_nbvalidation.cli.command import EXIT_ERROR, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED, Command
 from jupyter_nbvalidation.clients.base import ClientError
 from jupyter_nbvalidation.clients.in_process import InProcess
@@ -44,6 +44,8 @@ COMMANDS: tuple[Command, ...] = (
     manage.GC,
     store.STORE,
     install.INSTALL,
+    hub.SERVICE,
+    hub.HUB_CONFIG,
 )
 
 

@@ -2,7 +2,8 @@
 
 A job that may not enter its next phase yet is recorded as Queued (reason only: no
 phase flip, one Normal event when it starts waiting) and looks again when a slot
-frees or after ``queue_poll``; jobs go in submit order. The slots in use are counted
+frees or after ``queue_poll``; jobs go in submit order, round-robin by owner (a team's
+JupyterHub service: ``fair_order``). The slots in use are counted
 from the store, so a restarted engine, or the one that took the lead, counts the jobs
 an earlier one let in.
 """
@@ -14,6 +15,27 @@ import copy
 from jupyter_nbvalidation.core.documents import Job, JobStatus
 from jupyter_nbvalidation.core.model import CANCEL_ANNOTATION, ConditionType, EventReason, Phase, build_enabled
 from jupyter_nbvalidation.engine.state import EngineState
+from jupyter_nbvalidation.store.base import owner_of
+
+
+def fair_order(waiting: list[Job], holding: list[Job]) -> list[Job]:
+    """The waiting jobs in the order they get slots: round-robin by owner (the label
+    ``nbvalidation.dev/owner``; jobs without one are one owner), each owner's in submit order.
+    An owner's n-th waiting job comes in round n + (the slots that owner holds now), so one
+    user's 20-notebook run never holds another's single click behind all of it; with one owner
+    this is submit order."""
+    held: dict[str | None, int] = {}
+    for j in holding:
+        held[owner_of(j)] = held.get(owner_of(j), 0) + 1
+    by_submit = sorted(waiting, key=lambda j: (j["metadata"].get("creationTimestamp") or "", j["metadata"]["name"]))
+    seen: dict[str | None, int] = {}
+    keyed = []
+    for j in by_submit:
+        o = owner_of(j)
+        turn = held.get(o, 0) + seen.get(o, 0)
+        seen[o] = seen.get(o, 0) + 1
+        keyed.append((turn, j["metadata"].get("creationTimestamp") or "", j["metadata"]["name"], j))
+    return [k[-1] for k in sorted(keyed, key=lambda k: k[:3])]
 
 
 class Admission(EngineState):
@@ -48,8 +70,9 @@ class Admission(EngineState):
 
         The slots in use are counted from the store (every job in ``phase``: right after
         a restart and on the server that took the lead) together with the jobs this engine
-        let in whose move the store may not show yet. Jobs wait in submit order: a job goes
-        only when fewer jobs submitted before it wait for the same slot than slots are free."""
+        let in whose move the store may not show yet. Jobs wait in turn (``fair_order``: submit
+        order, round-robin by owner): a job goes only when fewer jobs ahead of it wait for the
+        same slot than slots are free."""
         cap = self.caps.get(phase)
         name = job["metadata"]["name"]
         if not cap:
@@ -66,8 +89,8 @@ class Admission(EngineState):
             in_use = {n for n, j in names.items() if (j.get("status") or {}).get("phase") == phase} | admitted
             in_use.discard(name)
             free = cap - len(in_use)
-            waiting = sorted((j for j in active if self._wants(j, phase) and j["metadata"]["name"] not in in_use),
-                             key=lambda j: (j["metadata"].get("creationTimestamp") or "", j["metadata"]["name"]))
+            waiting = fair_order([j for j in active if self._wants(j, phase) and j["metadata"]["name"] not in in_use],
+                                 [names[n] for n in in_use if n in names])
             ahead = next((i for i, j in enumerate(waiting) if j["metadata"]["name"] == name), 0)
             if ahead < free:
                 admitted.add(name)

@@ -121,10 +121,13 @@ class Bisections:
         doc = self.runs.get(name)
         return None if doc is None else {**doc, "steps": list(doc["steps"])}
 
-    async def start(self, name: str, max_steps: int, step_timeout: float | None = None) -> tuple[bool, dict[str, Any]]:
+    async def start(self, name: str, max_steps: int, step_timeout: float | None = None,
+                    via: SearchService | None = None) -> tuple[bool, dict[str, Any]]:
         """(started now, the search's document). A search already running for the job is
-        answered as it is; a finished one is started again."""
-        job = await self.service.get(name)
+        answered as it is; a finished one is started again. ``via``: the service as the job's
+        user sees it (a JupyterHub service's view), which its steps are submitted through."""
+        service = via if via is not None else self.service
+        job = await service.get(name)
         if (job.get("status") or {}).get("phase") != Phase.FAILED:
             raise ApiError(409, "Conflict", f"job {name!r} did not fail: nothing to bisect")
         running = self.runs.get(name)
@@ -151,7 +154,7 @@ class Bisections:
 
         def search() -> dict[str, Any]:
             try:
-                return bisect_search.search(ServiceCalls(self.service, loop), job["spec"]["notebook"]["path"], name,
+                return bisect_search.search(ServiceCalls(service, loop), job["spec"]["notebook"]["path"], name,
                                             max_steps, step_timeout, say, current, stop, on_step)
             except bisect_search.Stop as e:
                 return {"result": "error", "exitCode": e.code, "message": e.message}
@@ -168,7 +171,7 @@ class Bisections:
                 result = {"result": "error", "exitCode": 3, "message": f"the search failed: {e}"}
             if result.get("result") == "stopped" and result.get("stepJob"):
                 try:
-                    await self.service.cancel(str(result["stepJob"]))
+                    await service.cancel(str(result["stepJob"]))
                 except ApiError:
                     pass
             doc["result"] = {k: v for k, v in result.items() if k != "stepJob"}

@@ -12,15 +12,21 @@ from jupyter_nbvalidation.store.base import NotFound, StoreBroken, StoreError
 class ApiError(Exception):
     """A client mistake (4xx) or a known server-side refusal."""
 
-    def __init__(self, status: int, code: str, message: str, field: str | None = None):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None, *,
+                 retry_after: int | None = None, details: dict[str, Any] | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.field = field
+        self.retry_after = retry_after  # seconds, sent as Retry-After (a quota's 429)
+        self.details = details  # the numbers behind a refusal (a quota's), in the body's error.details
 
     def to_json(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message, "field": self.field}}
+        error: dict[str, Any] = {"code": self.code, "message": self.message, "field": self.field}
+        if self.details is not None:
+            error["details"] = self.details
+        return {"error": error}
 
 
 def store_api_error(e: BaseException) -> "ApiError | None":

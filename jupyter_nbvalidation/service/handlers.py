@@ -30,13 +30,15 @@ def api(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(method)
     async def wrapper(self: "BaseHandler", *args: Any, **kwargs: Any) -> Any:
         try:
-            problem = self.service.start_problem
-            if problem and not self.serves_without_store:  # the store could not be opened (yet)
+            problem = None if self.serves_without_store else self.service.start_problem
+            if problem:  # the store could not be opened (yet)
                 raise ApiError(503, "StoreUnavailable", f"The job store is not available: {problem}.")
             return await method(self, *args, **kwargs)
         except ApiError as e:
             self.set_status(e.status)
             self.set_header("Content-Type", "application/json")
+            if e.retry_after is not None:
+                self.set_header("Retry-After", str(e.retry_after))
             self.finish(dumps(e.to_json()))
         except Exception as e:
             err = store_api_error(e)
@@ -57,7 +59,8 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
     @property
     def service(self) -> JobService:
         service: JobService = self.settings["nbvalidation_service"]
-        return service
+        scope = self.settings.get("nbvalidation_user_scope")  # a JupyterHub service: the caller's view
+        return scope(self, service) if scope is not None else service
 
     # Unauthenticated requests get 401 (Jupyter's default for API handlers is
     # 403, which hides the difference between "who are you" and "not allowed").

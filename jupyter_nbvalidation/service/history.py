@@ -14,6 +14,7 @@ from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import Phase
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.state import ServiceState
+from jupyter_nbvalidation.store.base import owner_of
 
 PROBE_ANNOTATION = "nbvalidation.dev/probe-of"  # a bisect step: the failing job it probes for
 
@@ -34,7 +35,8 @@ class HistoryRoom(ServiceState):
             return None
         token = None
         for _ in range(max_pages):  # newest first: the newest job with the key decides
-            items, token = await self.store.list_jobs(notebook=spec["notebook"]["path"], limit=100, continue_token=token)
+            items, token = await self.store.list_jobs(notebook=spec["notebook"]["path"], limit=100, continue_token=token,
+                                                      owner=self.owner)
             for job in items:
                 if is_probe(job):
                     continue
@@ -68,7 +70,7 @@ class HistoryRoom(ServiceState):
         token, listed = None, []
         for _ in range(max_pages):  # newest first: the first Succeeded one after the job itself
             items, token = await self.store.list_jobs(notebook=job["spec"]["notebook"]["path"], limit=100,
-                                                      continue_token=token)
+                                                      continue_token=token, owner=owner_of(job))
             listed += items
             found = changes.newest_in_phase(listed, Phase.SUCCEEDED, after=job["metadata"]["name"],
                                             keep=lambda other: self._root_of(other) == root and not is_probe(other))

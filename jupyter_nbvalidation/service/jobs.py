@@ -5,6 +5,7 @@ before anything is written, so a refused request creates nothing."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 from typing import Any, Callable
 
@@ -24,7 +25,8 @@ from jupyter_nbvalidation.service.history import PROBE_ANNOTATION, HistoryRoom
 from jupyter_nbvalidation.service.project_settings import ProjectSettingsRoom
 from jupyter_nbvalidation.service.queries import QueriesRoom
 from jupyter_nbvalidation.service.snapshot import SnapshotRoom
-from jupyter_nbvalidation.store.base import NotFound, StoreError
+from jupyter_nbvalidation.service.tenancy import QuotaLocks, Quotas, check_quotas, owner_counts, owner_label
+from jupyter_nbvalidation.store.base import OWNER_LABEL, NotFound, StoreError
 
 
 class JobService(SnapshotRoom, QueriesRoom, HistoryRoom, ProjectSettingsRoom):
@@ -46,6 +48,20 @@ class JobService(SnapshotRoom, QueriesRoom, HistoryRoom, ProjectSettingsRoom):
         self.start_problem: str | None = None  # why the engine has not started (start_serving)
         self._start_retry: asyncio.Task[None] | None = None
         self._bisections: "Bisections | None" = None  # the lab's Find the cause (bisect_runs)
+        self._origin = self  # the service the views (as_user) are of
+        self.quotas = Quotas()  # per user, in a JupyterHub service's views (as_user)
+        self._quota_locks = QuotaLocks()
+
+    def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None) -> "JobService":
+        """This service as user ``owner`` sees it (a JupyterHub service's request): only their
+        jobs (``admin``: every job), their submits labelled with them and held to the quotas;
+        ``root_dir``: where this request's inputs are (a hub submit's own snapshot folder).
+        The view shares everything else (engine, backend, store, searches) with this service."""
+        view = copy.copy(self)
+        view.owner, view.admin = owner_label(owner), admin
+        if root_dir is not None:
+            view.root_dir, view.real_root = root_dir, os.path.realpath(root_dir)
+        return view
 
     # -- running the service in this process (the CLI; the server runs it through app.py) ----------
     async def open(self) -> None:
@@ -135,10 +151,16 @@ class JobService(SnapshotRoom, QueriesRoom, HistoryRoom, ProjectSettingsRoom):
             annotations[verdict_cache.ANNOTATION] = key
         if probe_of is not None:
             annotations[PROBE_ANNOTATION] = probe_of
-        job = new_job(spec, annotations=annotations)
+        labels = {OWNER_LABEL: self.owner} if self.owner is not None else {}
+        job = new_job(spec, annotations=annotations, labels=labels)
         reqmod.hold(job["metadata"]["name"], reqs.secrets)
         try:
-            job = await self.backend.submit(job, files)
+            if self.owner is None:
+                job = await self.backend.submit(job, files)
+            else:  # a user's count and create as one step: two submits at once cannot both pass a quota
+                async with self._quota_locks.of(self.owner):
+                    check_quotas(self.quotas, self.owner, *await owner_counts(self.store, self.owner))
+                    job = await self.backend.submit(job, files)
         except InputRejected as e:  # the one mapping of the ports' input errors to HTTP
             reqmod.release(job["metadata"]["name"])
             raise ApiError(e.status, e.code, e.message, e.field) from None
@@ -183,14 +205,22 @@ class JobService(SnapshotRoom, QueriesRoom, HistoryRoom, ProjectSettingsRoom):
         if not self.backend.capabilities.environment_records:
             raise ApiError(404, "NotFound", f"the {self.backend.name} backend does not record environments yet, "
                                             "so it cannot bisect")
-        if self._bisections is None:
-            self._bisections = Bisections(self)
-        return self._bisections
+        origin = self._origin  # one set of searches per service, whichever view asks
+        if origin._bisections is None:
+            origin._bisections = Bisections(origin)
+        return origin._bisections
 
     async def bisect_start(self, name: str, max_steps: int) -> tuple[bool, dict[str, Any]]:
         """Start searching which package changes turned failed job ``name`` red (bisect_runs):
         (started now, its document); one already running is answered as it is."""
-        return await self._bisect_runs().start(name, max_steps)
+        if self.owner is None:
+            return await self._bisect_runs().start(name, max_steps)
+        job = await self.get(name)  # a view's own job only (another user's is a 404)
+        via = copy.copy(self)  # its steps read the job's own snapshot folder (a hub submit's root)
+        root = self._root_of(job)
+        if root:
+            via.root_dir, via.real_root = root, os.path.realpath(root)
+        return await self._bisect_runs().start(name, max_steps, via=via)
 
     async def bisect_status(self, name: str) -> dict[str, Any]:
         await self.get(name)

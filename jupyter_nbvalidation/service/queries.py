@@ -41,12 +41,14 @@ class QueriesRoom(ServiceState):
                         probes: bool = False) -> dict[str, Any]:
         """A page of jobs, newest first; probe jobs (``bisect``'s steps) only with ``probes``."""
         try:
-            items, token = await self.store.list_jobs(notebook=notebook, limit=limit, continue_token=continue_token)
+            items, token = await self.store.list_jobs(notebook=notebook, limit=limit, continue_token=continue_token,
+                                                      owner=self.scope_owner)
         except ValueError as e:
             raise ApiError(400, "InvalidField", str(e), "continue") from None
         # a job of another root (another server's, an in-process run's elsewhere) is not one of
         # this root's notebooks, whatever its path says; jobs from before roots were recorded stay
-        listed = [list_item(j) for j in items if self._root_of(j) in (None, self.real_root)
+        # a hub's view (an owner's) lists by owner: each submit has a root of its own there
+        listed = [list_item(j) for j in items if (self.owner is not None or self._root_of(j) in (None, self.real_root))
                   and (probes or not is_probe(j))]
         return {"apiVersion": "v1", "kind": "NotebookValidationJobList", "items": listed,
                 "metadata": {"continue": token}}

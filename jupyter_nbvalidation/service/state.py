@@ -17,7 +17,7 @@ from jupyter_nbvalidation.core.model import ROOT_ANNOTATION
 from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.environment.requirements import Requirements
 from jupyter_nbvalidation.service.errors import ApiError
-from jupyter_nbvalidation.store.base import JobStore, NotFound
+from jupyter_nbvalidation.store.base import JobStore, NotFound, owner_of
 
 
 class ServiceState:
@@ -32,6 +32,15 @@ class ServiceState:
     max_input_files: int
     max_input_bytes: int
     start_problem: str | None  # why the engine has not started (JobService.start_serving)
+    # whose request this is (a JupyterHub service's view, JobService.as_user): None sees every job
+    # (a single user's server); a name sees only the jobs labelled with it, unless ``admin``
+    owner: str | None = None
+    admin: bool = False
+
+    @property
+    def scope_owner(self) -> str | None:
+        """The owner the store's queries filter on: None for an unscoped or an admin's view."""
+        return None if self.admin else self.owner
 
     @property
     def store(self) -> JobStore:
@@ -39,9 +48,13 @@ class ServiceState:
 
     async def get(self, name: str) -> Job:
         try:
-            return await self.store.get(name)
+            job = await self.store.get(name)
         except NotFound:
             raise ApiError(404, "NotFound", f"no job named {name!r}") from None
+        if self.scope_owner is not None and owner_of(job) != self.scope_owner:
+            # another user's job answers as a job that does not exist: no name leaks
+            raise ApiError(404, "NotFound", f"no job named {name!r}")
+        return job
 
     @staticmethod
     def _root_of(job: Job) -> str | None:

@@ -18,6 +18,14 @@ from jupyter_nbvalidation.core.errors import AlreadyExists, Conflict, NoSpace, N
 __all__ = ["AlreadyExists", "Conflict", "JobStore", "NoSpace", "NotFound", "StoreBroken", "StoreError"]
 
 
+#: who submitted a job (a JupyterHub user), as a label: the store filters on it
+OWNER_LABEL = "nbvalidation.dev/owner"
+
+
+def owner_of(job: Job) -> str | None:
+    return ((job.get("metadata") or {}).get("labels") or {}).get(OWNER_LABEL)
+
+
 class JobStore(LoggingConfigurable):
     """Abstract job + event store. Every method is a coroutine that never
     blocks the event loop."""
@@ -50,9 +58,9 @@ class JobStore(LoggingConfigurable):
         raise NotImplementedError
 
     async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
-                   continue_token: str | None = None) -> tuple[list[Job], str | None]:
-        """Jobs newest first, optionally only those of one notebook; returns
-        (items, continue token or None)."""
+                   continue_token: str | None = None, owner: str | None = None) -> tuple[list[Job], str | None]:
+        """Jobs newest first, optionally only those of one notebook, and only those of one
+        owner (label ``OWNER_LABEL``); returns (items, continue token or None)."""
         raise NotImplementedError
 
     async def list_active(self) -> list[Job]:

@@ -30,7 +30,15 @@ from jupyter_nbvalidation.core.documents import Event, Job, JobStatus
 from jupyter_nbvalidation.core.errors import NoSpace
 from jupyter_nbvalidation.core.model import Phase, isotime
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
-from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreBroken, StoreError
+from jupyter_nbvalidation.store.base import (
+    AlreadyExists,
+    Conflict,
+    JobStore,
+    NotFound,
+    StoreBroken,
+    StoreError,
+    owner_of,
+)
 
 # Ordered migrations: index i brings the schema from version i to i + 1.
 MIGRATIONS: list[list[str]] = [
@@ -85,6 +93,12 @@ MIGRATIONS: list[list[str]] = [
         "INSERT INTO job_changes (name) VALUES (NEW.name); END",
         "CREATE TRIGGER jobs_changed_del AFTER DELETE ON jobs BEGIN "
         "INSERT INTO job_changes (name) VALUES (OLD.name); END",
+    ],
+    [
+        # who submitted a job (its label nbvalidation.dev/owner, a JupyterHub user): a user's
+        # list is one indexed query. Older rows keep NULL (no owner: a single user's server)
+        "ALTER TABLE jobs ADD COLUMN owner TEXT",
+        "CREATE INDEX jobs_by_owner ON jobs (owner, created DESC, name DESC)",
     ],
 ]
 #: rows of job_changes kept (a process further behind than this relies on the resync)
@@ -394,9 +408,11 @@ class SQLiteJobStore(JobStore):
             try:
                 with self._conn:
                     self._conn.execute(
-                        "INSERT INTO jobs (name, uid, notebook, phase, created, version, doc) VALUES (?,?,?,?,?,?,?)",
+                        "INSERT INTO jobs (name, uid, notebook, phase, created, version, doc, owner) "
+                        "VALUES (?,?,?,?,?,?,?,?)",
                         (meta["name"], meta["uid"], job["spec"]["notebook"]["path"],
-                         job["status"].get("phase", ""), meta["creationTimestamp"], 1, json.dumps(job)))
+                         job["status"].get("phase", ""), meta["creationTimestamp"], 1, json.dumps(job),
+                         owner_of(cast(Job, job))))
             except sqlite3.IntegrityError:
                 raise AlreadyExists(f"job {meta['name']!r} already exists") from None
             job["metadata"]["resourceVersion"] = "1"
@@ -417,9 +433,12 @@ class SQLiteJobStore(JobStore):
         return await self._run(op)
 
     async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
-                   continue_token: str | None = None) -> tuple[list[Job], str | None]:
+                   continue_token: str | None = None, owner: str | None = None) -> tuple[list[Job], str | None]:
         where: list[str] = []
         args: list[Any] = []
+        if owner is not None:
+            where.append("owner = ?")
+            args.append(owner)
         if notebook is not None:
             where.append("notebook = ?")
             args.append(notebook)

@@ -188,12 +188,14 @@ def test_the_docs_build_is_wired_into_ci_and_the_generated_pages_are_not_committ
     lint = setup[setup.index("lint_and_jest() {"):]
     lint = lint[:lint.index("\n}\n")]
     assert "sphinx-build -W -q -b html docs docs/_build/html || rc=1" in lint
-    assert '-e ".[test,docs]"' in setup
+    assert '-e ".[test,docs,hub]"' in setup
     import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     docs = " ".join(extras["docs"])
-    for needed in ("sphinx", "myst-parser", "pydata-sphinx-theme", "jupyter-nbvalidation[kubernetes]"):
+    # every configurable class imports for the configuration reference: the Kubernetes backend's and
+    # the team's service's (jupyterhub) too
+    for needed in ("sphinx", "myst-parser", "pydata-sphinx-theme", "jupyter-nbvalidation[kubernetes,hub]"):
         assert needed in docs, needed
 
 

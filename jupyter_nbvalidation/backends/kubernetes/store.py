@@ -33,7 +33,7 @@ from jupyter_nbvalidation.backends.kubernetes.informer import Informer
 from jupyter_nbvalidation.core.documents import Event, Job, JobStatus
 from jupyter_nbvalidation.core.model import API_VERSION, GROUP, KIND, PLURAL, Phase
 from jupyter_nbvalidation.core.tasks import cancel_all, wait_within
-from jupyter_nbvalidation.store.base import AlreadyExists, Conflict, JobStore, NotFound, StoreError
+from jupyter_nbvalidation.store.base import OWNER_LABEL, AlreadyExists, Conflict, JobStore, NotFound, StoreError
 
 NVJ = Resource(API_VERSION, PLURAL)
 JOB_LABEL = f"{GROUP}/job"  # on every child: the job's name (truncated + hashed when > 63 chars)
@@ -314,9 +314,11 @@ class KubernetesJobStore(JobStore):
                 return items
 
     async def list_jobs(self, *, notebook: str | None = None, limit: int | None = None,
-                   continue_token: str | None = None) -> tuple[list[Job], str | None]:
+                   continue_token: str | None = None, owner: str | None = None) -> tuple[list[Job], str | None]:
         after = _decode_token(continue_token) if continue_token else None
         items = await self._all()
+        if owner is not None:
+            items = [j for j in items if ((j.get("metadata") or {}).get("labels") or {}).get(OWNER_LABEL) == owner]
         if notebook is not None:
             items = [j for j in items if ((j.get("spec") or {}).get("notebook") or {}).get("path") == notebook]
         items.sort(key=_sort_key, reverse=True)
