@@ -81,6 +81,9 @@ HIDDEN_BY_DEFAULT = ("/tmp", "/var/tmp", "/dev/shm")
 # there use the disk, as on a machine without the sandbox (/dev/shm is memory everywhere)
 SCRATCH_PATHS = ("/tmp", "/var/tmp")
 PROBE_TIMEOUT = 20.0
+# the kernel's own folder in the runner's temporary one (its HOME, its sockets): the only part it
+# writes; the rest (owner.json, which the start-up sweep reads; the connection file) is read-only
+KERNEL_FOLDER = "k"  # short: the kernel's socket paths (ipc://) fit in 107 bytes
 
 _libc: Any = None
 _siblings: dict[str, Any] = {}  # runner/NAME.py loaded by path: "bounds", "netns"
@@ -554,11 +557,14 @@ def kernel_mounts(*, hide: Iterable[str], show: Iterable[str], python: str, temp
     ``hide`` paths (and /tmp, /var/tmp, /dev/shm) hidden, the ``scratch`` folders
     ({path: folder}, paths among SCRATCH_PATHS) bound over their paths instead of a
     tmpfs, the ``show`` paths and the interpreter's environment shown read-only,
-    ``temp_dir`` (its HOME, its connection file) and ``write`` (its working copy)
-    shown writable. No link's target is shown: a link resolves in the kernel's own
+    ``temp_dir`` (the runner's: its owner record, the connection file) shown read-only,
+    ``temp_dir/k`` (the kernel's HOME, its sockets, made here) and ``write`` (its working
+    copy) shown writable. No link's target is shown: a link resolves in the kernel's own
     view, so one into a hidden path finds nothing there, as a missing file."""
-    shown = [*show, *environment_paths(python)]
-    write = [temp_dir, *write]
+    own = os.path.join(temp_dir, KERNEL_FOLDER)
+    os.makedirs(own, mode=0o700, exist_ok=True)
+    shown = [*show, *environment_paths(python), temp_dir]
+    write = [own, *write]
     return plan_mounts([*HIDDEN_BY_DEFAULT, *hide, *confine.closed_ancestors([*shown, *write])], shown, scratch, write)
 
 
