@@ -301,6 +301,8 @@ class _Execution(_Cells):
             python=self.python, temp_dir=tmp, write=[*(str(p) for p in config.get("write") or []), self.cwd],
             scratch={str(k): str(v) for k, v in (config.get("scratch") or {}).items()})
         network = {"network": config["network"]} if config.get("network") else {}
+        if config.get("idmapFault"):  # fault injection (tests): idmapped mounts refused (runner/confine.py)
+            network["idmapFault"] = config["idmapFault"]
         return _sandbox.wrap(argv, self._write_json(tmp, "sandbox.json",
                                                     {"mounts": mounts, **({"bounds": launch} if launch else {}),
                                                      **network}))

@@ -83,6 +83,8 @@ SCRATCH_PATHS = ("/tmp", "/var/tmp")
 PROBE_TIMEOUT = 20.0
 # the kernel's own folder in the runner's temporary one (its HOME, its sockets): the only part it
 # writes; the rest (owner.json, which the start-up sweep reads; the connection file) is read-only
+# what the launcher says (on the kernel's stderr, its log) when it refuses to start a kernel
+REFUSED = "refused"
 KERNEL_FOLDER = "k"  # short: the kernel's socket paths (ipc://) fit in 107 bytes
 
 _libc: Any = None
@@ -482,8 +484,16 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
             network.start()
         extra = network.flags if network is not None else 0
         try:  # root: its kernel runs as nobody, reading what it must through idmapped mounts
-            if confine.real_root():
+            if confine.real_root() and config.get("idmap") != "skip":  # (skip: the probe's, detect says why)
                 idmap = confine.idmap_userns(confine.NOBODY, confine.NOBODY)
+                refused = confine.idmap_refused([p for kind, p, *_ in plan if kind in ("show", "write")], idmap,
+                                                config.get("idmapFault"))
+                if refused:  # never root's reach for the kernel: the run is refused, saying why
+                    sys.stderr.write(f"nbvalidation sandbox: {REFUSED}: {confine.idmap_refusal(refused)}\n")
+                    os.close(idmap)
+                    if network is not None:
+                        network.stop()
+                    return 125
                 _enter_namespaces(True, extra)
         except OSError:  # a root without the rights for it (a container's): as any user (detect says)
             if idmap is not None:
