@@ -174,8 +174,9 @@ class _Execution(_Cells):
                 "kernel_spec_manager": ksm,
                 "connection_file": os.path.join(tmp, "connection.json"),
             }
-            if os.name == "posix":  # faster than TCP, nothing listens on the network
-                km_kwargs.update(transport="ipc", ip=os.path.join(tmp, "ipc"))
+            if os.name == "posix":  # faster than TCP, nothing listens on the network; in the kernel's
+                # own folder, the one it writes (runner/sandbox.py, KERNEL_FOLDER)
+                km_kwargs.update(transport="ipc", ip=os.path.join(tmp, _sandbox.KERNEL_FOLDER, "i"))
             km = AsyncKernelManager(**km_kwargs)
 
             remaining = self._remaining()
@@ -200,7 +201,7 @@ class _Execution(_Cells):
             log_file = open(log_path, "wb")
             try:
                 await client.async_start_new_kernel(
-                    cwd=self.cwd, env=kernel_environment(self.python, os.path.join(tmp, "kernel"), self.run_id,
+                    cwd=self.cwd, env=kernel_environment(self.python, os.path.join(tmp, _sandbox.KERNEL_FOLDER), self.run_id,
                                                          extra=self.extra_env),
                     stdout=log_file, stderr=log_file
                 )
@@ -305,6 +306,8 @@ class _Execution(_Cells):
             python=self.python, temp_dir=tmp, write=[*(str(p) for p in config.get("write") or []), self.cwd],
             scratch={str(k): str(v) for k, v in (config.get("scratch") or {}).items()})
         network = {"network": config["network"]} if config.get("network") else {}
+        if config.get("idmapFault"):  # fault injection (tests): idmapped mounts refused (runner/confine.py)
+            network["idmapFault"] = config["idmapFault"]
         return _sandbox.wrap(argv, self._write_json(tmp, "sandbox.json",
                                                     {"mounts": mounts, **({"bounds": launch} if launch else {}),
                                                      **network}))

@@ -242,10 +242,12 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                     info = {"enabled": False, "mode": "off", "uses": [], "missing": [],
                             "reason": "off (LocalBackend.sandbox)", "landlockAbi": None}
                 else:
-                    found = await asyncio.to_thread(sandbox_probe.detect, self.unbuilt_python)
+                    # idmapped mounts tried where runs read (root: its kernels run as nobody through them)
+                    found = await asyncio.to_thread(sandbox_probe.detect, self.unbuilt_python,
+                                                    [self.data_dir, os.path.dirname(os.path.dirname(self.unbuilt_python))])
                     info = {"enabled": bool(found["available"]), "mode": self.sandbox, "uses": found["uses"],
                             "missing": found["missing"], "reason": found["reason"],
-                            "landlockAbi": found["landlockAbi"]}
+                            "landlockAbi": found["landlockAbi"], "idmapRefused": found.get("idmapRefused")}
                     if not info["enabled"]:
                         self.log.warning("nbvalidation: kernels run without a sandbox (with the user's rights, "
                                          "they can read the data dir and the user's files): %s", info["reason"])
@@ -278,8 +280,10 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         # the copy is the only folder of the job's it writes (read-only: the root, the folder)
         tree = str(run_dir / workcopy.TREE)
         show = [p for p in (root, folder) if p]
+        fault = os.environ.get(sandbox_probe.IDMAP_FAULT_VAR)  # fault injection (tests): idmapped mounts refused
         return {"hide": hide, "show": show, "write": [tree], "scratch": workcopy.scratch_paths(run_dir),
-                **({"network": self._run_network} if self._run_network else {})}
+                **({"network": self._run_network} if self._run_network else {}),
+                **({"idmapFault": fault} if fault else {})}
 
     async def run_election(self, on_started_leading: Callable[[], None],
                            on_stopped_leading: Callable[[], None]) -> None:
