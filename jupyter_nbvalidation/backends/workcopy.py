@@ -218,7 +218,7 @@ def remove(run_dir: str | Path) -> None:
     with contextlib.suppress(OSError):
         with open(marker, encoding="utf-8") as f:
             slot = f.read().strip()
-        if os.path.basename(os.path.dirname(slot)) == "pool" and os.path.basename(slot).startswith("slot-"):
+        if os.path.basename(os.path.dirname(slot)) == ".pool" and os.path.basename(slot).startswith("slot-"):
             _rmtree(slot)
         os.unlink(marker)
     for name in (TREE, SCRATCH):

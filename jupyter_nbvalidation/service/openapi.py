@@ -478,6 +478,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                     "size": {"type": "integer"}, "max": {"type": "integer"},
                                     "idleTtl": {"type": "number"},
                                     "slots": {"type": "integer", "description": "pre-started kernels held now"},
+                                    "ready": {"type": "integer", "description": "of them, started and waiting"},
                                     "keys": {"type": "integer", "description": "environments they are kept for"},
                                     "started": {"type": "integer"},
                                     "taken": {"type": "integer", "description": "runs that used one"},

@@ -237,7 +237,7 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         await self._check_python()
         await self._detect_bounds()
         await self.sandbox_state()
-        self._pool = KernelPool(self.root / "pool", size=self.kernel_pool_size, max_total=self.kernel_pool_max,
+        self._pool = KernelPool(self.root / "jobs" / ".pool", size=self.kernel_pool_size, max_total=self.kernel_pool_max,
                                 idle_ttl=self.kernel_pool_idle_ttl, niceness=self.niceness, niced=self._niced,
                                 owner=self.owner, log=self.log)
 

@@ -2,10 +2,10 @@
 kernels"): a validation whose kernel is already running when it starts.
 
 A *slot* is a runner started in ``--pool-slot`` mode (runner/pool.py) in a folder of its
-own, ``<data dir>/pool/slot-<id>/``: its kernel runs in a fresh sandbox (its own mount,
-PID, IPC and network namespaces, the same hidden and shown paths as a run's), whose
-written folders are the slot's empty ``tree`` (the kernel's working folder) and its
-``scratch`` (its /tmp and /var/tmp). Nothing of a notebook has run in it.
+own, ``<data dir>/jobs/.pool/slot-<id>/`` (beside the run folders, on their filesystem): its
+kernel runs in a fresh sandbox (its own mount, PID, IPC and network namespaces, the same hidden
+and shown paths as a run's), whose written folders are the slot's empty ``tree`` (the kernel's
+working folder) and its ``scratch`` (its /tmp and /var/tmp). Nothing of a notebook has run in it.
 
 A slot serves only a run that asks exactly what it was started with, its *key*: the
 interpreter, the sandbox's hidden and shown paths and network, the bounds (memory limit,
@@ -293,6 +293,7 @@ class KernelPool:
         except (OSError, asyncio.TimeoutError) as e:
             said = f"{type(e).__name__} {e}".encode()
         if said.decode("utf-8", "replace").strip() == PREFIX + BOUND:
+            proc.stdin.close()  # it reads nothing more; its stdout now goes to the run's log
             return True
         self.log.warning("nbvalidation: a pre-started kernel could not be bound (%s); the run starts its own",
                          said.decode("utf-8", "replace").strip())
@@ -362,5 +363,7 @@ class KernelPool:
 
     def state(self) -> dict[str, Any]:
         """For /health: what is held now."""
-        return {"size": self.size, "max": self.max_total, "idleTtl": self.idle_ttl, "slots": self.count(),
+        ready = sum(1 for v in self._slots.values() for s in v
+                    if s.ready is not None and s.ready.done() and s.ready.result() is None)
+        return {"size": self.size, "max": self.max_total, "idleTtl": self.idle_ttl, "slots": self.count(), "ready": ready,
                 "keys": len(self._slots), "started": self.started, "taken": self.taken, "missed": self.missed}
