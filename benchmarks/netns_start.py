@@ -14,9 +14,7 @@ its loopback only (none), and the namespace with slirp4netns (auto where install
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -25,58 +23,42 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _sandbox_bench import arguments, figures, project
 
-import jupyter_nbvalidation.runner.netns as netns  # noqa: E402
-import jupyter_nbvalidation.runner.sandbox as sandbox  # noqa: E402
-from jupyter_nbvalidation.runner.verdict import run_notebook  # noqa: E402
-
-
-def figures(values: list[float]) -> str:
-    return (f"median {statistics.median(values):.3f} s, min {min(values):.3f} s, "
-            f"max {max(values):.3f} s (n={len(values)})")
+import jupyter_nbvalidation.runner.netns as netns
+import jupyter_nbvalidation.runner.sandbox as sandbox
+from jupyter_nbvalidation.runner.verdict import run_notebook
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=10)
-    args = parser.parse_args()
+    args = arguments(__doc__)
     tool = netns.find_tool()
     if tool is None:
         raise SystemExit("no slirp4netns here: nothing to compare")
     settings: dict[str, dict[str, Any] | None] = {"host": None, "none": {"mode": "none"},
                                                   tool["tool"]: {"mode": "user", **tool}}
     with tempfile.TemporaryDirectory(prefix="nbv-netns-bench-") as tmp:
-        base = Path(tmp)
-        root, data, home = base / "root", base / "data", base / "home"
-        for d in (root / "proj", data / "jobs", home):
-            d.mkdir(parents=True)
-        nb = root / "proj" / "nb.ipynb"
-        nb.write_text(json.dumps({"cells": [{"cell_type": "code", "id": "c0", "source": "print(1)", "metadata": {},
-                                             "outputs": [], "execution_count": None}],
-                                  "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-        hide = [str(data), str(home), os.path.expanduser("~")]
-        mounts = sandbox.kernel_mounts(hide=hide, show=[str(root)], python=sys.executable,
-                                       links=[str(root / "proj")], temp_dir=str(base))
+        p = project(Path(tmp))
+        mounts = sandbox.kernel_mounts(hide=p.hide, show=[str(p.root)], python=sys.executable,
+                                       write=[str(p.proj)], temp_dir=str(p.base))
         wrapped = {}
         for key, network in settings.items():
-            config_file = base / f"launcher-{key}.json"
+            config_file = p.base / f"launcher-{key}.json"
             config_file.write_text(json.dumps({"mounts": mounts, **({"network": network} if network else {})}))
             wrapped[key] = sandbox.wrap([sys.executable, "-c", "pass"], str(config_file))
-        configs = {key: {"hide": hide, "show": [str(root)], "links": [str(root / "proj")],
-                         **({"network": network} if network else {})} for key, network in settings.items()}
+        configs = {key: p.sandbox(**({"network": network} if network else {})) for key, network in settings.items()}
         for config in configs.values():  # warm-up, not counted
-            run_notebook(nb, cwd=str(root / "proj"), python=sys.executable, sandbox=config)
+            run_notebook(p.notebook, cwd=str(p.proj), python=sys.executable, sandbox=config)
         launch: dict[str, list[float]] = {key: [] for key in settings}
         run: dict[str, list[float]] = {key: [] for key in settings}
         for _ in range(args.rounds):
             for key, argv in wrapped.items():
                 started = time.monotonic()
-                subprocess.run(argv, check=True, cwd=str(root / "proj"))
+                subprocess.run(argv, check=True, cwd=str(p.proj))
                 launch[key].append(time.monotonic() - started)
             for key, config in configs.items():
                 started = time.monotonic()
-                result = run_notebook(nb, cwd=str(root / "proj"), python=sys.executable, sandbox=config)
+                result = run_notebook(p.notebook, cwd=str(p.proj), python=sys.executable, sandbox=config)
                 run[key].append(time.monotonic() - started)
                 assert result["verdict"] == "Succeeded", result
     for what, table in (("launcher (python -c pass)", launch), ("run (one-cell notebook)", run)):

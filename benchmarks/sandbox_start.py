@@ -18,9 +18,7 @@ the same interpreter:
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -28,54 +26,39 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _sandbox_bench import arguments, figures, project
 
-import jupyter_nbvalidation.runner.sandbox as sandbox  # noqa: E402
-import jupyter_nbvalidation.runner.sandbox_probe as sandbox_probe  # noqa: E402
-from jupyter_nbvalidation.runner.verdict import run_notebook  # noqa: E402
-
-
-def figures(values: list[float]) -> str:
-    return (f"median {statistics.median(values):.3f} s, min {min(values):.3f} s, "
-            f"max {max(values):.3f} s (n={len(values)})")
+import jupyter_nbvalidation.runner.sandbox as sandbox
+import jupyter_nbvalidation.runner.sandbox_probe as sandbox_probe
+from jupyter_nbvalidation.runner.verdict import run_notebook
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=10)
-    args = parser.parse_args()
+    args = arguments(__doc__)
     found = sandbox_probe.detect(sys.executable)
     print(f"sandbox: {json.dumps(found)}")
     if not found["available"]:
         raise SystemExit("the sandbox is not available here: nothing to compare")
     with tempfile.TemporaryDirectory(prefix="nbv-sandbox-bench-") as tmp:
-        base = Path(tmp)
-        root, data, home = base / "root", base / "data", base / "home"
-        for d in (root / "proj", data / "jobs", home):
-            d.mkdir(parents=True)
-        nb = root / "proj" / "nb.ipynb"
-        nb.write_text(json.dumps({"cells": [{"cell_type": "code", "id": "c0", "source": "print(1)", "metadata": {},
-                                             "outputs": [], "execution_count": None}],
-                                  "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-        hide = [str(data), str(home), os.path.expanduser("~")]
-        config_file = base / "launcher.json"
+        p = project(Path(tmp))
+        config_file = p.base / "launcher.json"
         config_file.write_text(json.dumps({"mounts": sandbox.kernel_mounts(
-            hide=hide, show=[str(root)], python=sys.executable, write=[str(root / "proj")], temp_dir=str(base))}))
+            hide=p.hide, show=[str(p.root)], python=sys.executable, write=[str(p.proj)], temp_dir=str(p.base))}))
         bare = [sys.executable, "-c", "pass"]
         wrapped = sandbox.wrap(bare, str(config_file))
-        run_config = {"hide": hide, "show": [str(root)], "write": [str(root / "proj")]}
+        run_config = p.sandbox()
 
         launch: dict[str, list[float]] = {"without": [], "with": []}
         run: dict[str, list[float]] = {"without": [], "with": []}
-        run_notebook(nb, cwd=str(root / "proj"), python=sys.executable, sandbox=run_config)  # warm-up, not counted
+        run_notebook(p.notebook, cwd=str(p.proj), python=sys.executable, sandbox=run_config)  # warm-up, not counted
         for _ in range(args.rounds):
             for key, argv in (("without", bare), ("with", wrapped)):
                 started = time.monotonic()
-                subprocess.run(argv, check=True, cwd=str(root / "proj"))
+                subprocess.run(argv, check=True, cwd=str(p.proj))
                 launch[key].append(time.monotonic() - started)
             for key, config in (("without", None), ("with", run_config)):
                 started = time.monotonic()
-                result = run_notebook(nb, cwd=str(root / "proj"), python=sys.executable, sandbox=config)
+                result = run_notebook(p.notebook, cwd=str(p.proj), python=sys.executable, sandbox=config)
                 run[key].append(time.monotonic() - started)
                 assert result["verdict"] == "Succeeded", result
     for what, table in (("launcher (python -c pass)", launch), ("run (one-cell notebook)", run)):

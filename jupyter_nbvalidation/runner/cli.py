@@ -147,9 +147,9 @@ def _read_sandbox_file(path: str) -> dict[str, Any]:
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise _ArgumentError(f"--sandbox {path}: {e}") from None
-    if not isinstance(doc, dict) or set(doc) - {"hide", "show", "write", "scratch", "network"}:
+    if not isinstance(doc, dict) or set(doc) - {"hide", "show", "write", "scratch", "network", "idmapFault"}:
         raise _ArgumentError(f'--sandbox {path}: must hold a JSON object with only "hide", "show", "write", '
-                             '"scratch", "network"')
+                             '"scratch", "network", "idmapFault"')
     out: dict[str, Any] = {}
     for key in ("hide", "show", "write"):
         value = doc.get(key, [])
@@ -169,6 +169,10 @@ def _read_sandbox_file(path: str) -> dict[str, Any]:
             raise _ArgumentError(f'--sandbox {path}: network must be {{"mode": "none"}} or {{"mode": "user", '
                                  f'"tool": {" or ".join(netns.TOOLS)}, "path": absolute path}}')
         out["network"] = network
+    if "idmapFault" in doc:  # fault injection (tests): idmapped mounts refused (runner/confine.py)
+        if not (isinstance(doc["idmapFault"], str) and doc["idmapFault"].isupper() and doc["idmapFault"].isalpha()):
+            raise _ArgumentError(f"--sandbox {path}: idmapFault must be an errno name (EINVAL)")
+        out["idmapFault"] = doc["idmapFault"]
     return out
 
 

@@ -23,6 +23,7 @@ the kernel:
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 from typing import Any, Iterable
 
@@ -178,6 +179,45 @@ def idmapped_bind(source_fd: int, target: str, userns_fd: int, *, readonly: bool
         os.close(tree)
 
 
+def idmap_refused(paths: Iterable[str], userns_fd: int, fault: str | None = None) -> str | None:
+    """The first of ``paths`` on whose filesystem an idmapped mount is refused (NFS, overlayfs, a
+    Linux before 5.12: ``mount_setattr(MOUNT_ATTR_IDMAP)`` fails with EINVAL or EPERM), as
+    "PATH (why)", or None when each takes one. Tried on a detached copy of each (nothing is
+    mounted). ``fault``, an errno name (fault injection, the tests'), refuses the first path."""
+    for path in paths:
+        try:
+            if fault:
+                code = getattr(errno, fault, errno.EINVAL)
+                raise OSError(code, f"{os.strerror(code)}, injected")
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                tree = _sys(SYS_OPEN_TREE, ctypes.c_int(fd), ctypes.c_char_p(b""),
+                            ctypes.c_uint(OPEN_TREE_CLONE | os.O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE),
+                            what=f"clone {path}")
+            finally:
+                os.close(fd)
+            try:
+                attr = _MountAttr(MOUNT_ATTR_IDMAP, 0, 0, userns_fd)
+                _sys(SYS_MOUNT_SETATTR, ctypes.c_int(tree), ctypes.c_char_p(b""),
+                     ctypes.c_uint(AT_EMPTY_PATH | AT_RECURSIVE), ctypes.byref(attr),
+                     ctypes.c_size_t(ctypes.sizeof(attr)), what=f"idmap {path}")
+            finally:
+                os.close(tree)
+        except OSError as e:
+            why = str(e.strerror or e).split(": ")[-1]
+            return f"{path} ({why})"
+    return None
+
+
+def idmap_refusal(where: str) -> str:
+    """What a root server's run says when idmapped mounts are refused (:func:`idmap_refused`):
+    its kernel would keep root's reach, so it never runs."""
+    return (f"idmapped mounts are refused on {where}, so the kernel cannot run as nobody; a root server's "
+            "kernel never runs as root, so this run is refused. Run the server as another user, or keep the "
+            "data dir, the project and the environments on a filesystem with idmapped mounts (ext4, xfs, btrfs, "
+            "tmpfs; not NFS or overlayfs)")
+
+
 def _check(result: int, what: str) -> None:
     if result != 0:
         err = ctypes.get_errno()
@@ -256,9 +296,10 @@ def drop_to(uid: int, gid: int) -> None:
     os.setresuid(uid, uid, uid)
 
 
-def protections(write_error: str, abi: int | None, uid: Any) -> dict[str, Any]:
+def protections(write_error: str, abi: int | None, uid: Any, idmap_refused: str | None = None) -> dict[str, Any]:
     """What the probe's kernel showed (a write to a shown folder failed with
-    ``write_error``, it ran as ``uid``) as /health says it: ``uses`` and ``missing``."""
+    ``write_error``, it ran as ``uid``; idmapped mounts refused on ``idmap_refused``) as
+    /health says it: ``uses`` and ``missing``."""
     root = real_root()
     uses = ["pid namespace", "mount namespace", "ipc namespace", "no capabilities", "no_new_privs",
             "links resolved in the kernel's view"]
@@ -273,7 +314,9 @@ def protections(write_error: str, abi: int | None, uid: Any) -> dict[str, Any]:
         uses.append(f"landlock (writes, ABI {abi})")
     else:
         missing.append("landlock: writes are confined by the read-only mounts only")
-    if root and uid == NOBODY:
+    if root and idmap_refused is not None:
+        missing.append(f"unprivileged uid: {idmap_refusal(idmap_refused)}")
+    elif root and uid == NOBODY:
         uses.append("unprivileged uid (nobody, idmapped mounts)")
     elif root:
         missing.append("unprivileged uid: the kernel runs as root")

@@ -255,15 +255,17 @@ class _Execution(_Cells):
             "kernel_spec_manager": spec_manager(kernel_dirs=[os.path.join(tmp, "kernels")]),
             "connection_file": os.path.join(tmp, "connection.json"),
         }
-        if os.name == "posix":  # faster than TCP, nothing listens on the network
-            km_kwargs.update(transport="ipc", ip=os.path.join(tmp, "ipc"))
+        if os.name == "posix":  # faster than TCP, nothing listens on the network; in the kernel's
+            # own folder, the one it writes (runner/sandbox.py, KERNEL_FOLDER)
+            km_kwargs.update(transport="ipc", ip=os.path.join(tmp, _sandbox.KERNEL_FOLDER, "i"))
         return manager(**km_kwargs)
 
     async def _start_kernel(self, km: Any, log_file: Any, startup_timeout: float) -> Any:
         """The kernel started in ``self.cwd`` (as nbclient's ``async_start_new_kernel`` and
         ``async_start_new_kernel_client`` do), at this runner's priority; its client, ready."""
         await km.start_kernel(extra_arguments=list(KERNEL_ARGUMENTS), cwd=self.cwd, stdout=log_file, stderr=log_file,
-                              env=kernel_environment(self.python, os.path.join(self.temp_dir or "", "kernel"),
+                              env=kernel_environment(self.python,
+                                                     os.path.join(self.temp_dir or "", _sandbox.KERNEL_FOLDER),
                                                      self.run_id, extra=self.extra_env))
         provisioner = getattr(km, "provisioner", None)
         self._pgid = getattr(provisioner, "pgid", None)
@@ -314,6 +316,8 @@ class _Execution(_Cells):
             python=self.python, temp_dir=tmp, write=[*(str(p) for p in config.get("write") or []), self.cwd],
             scratch={str(k): str(v) for k, v in (config.get("scratch") or {}).items()})
         network = {"network": config["network"]} if config.get("network") else {}
+        if config.get("idmapFault"):  # fault injection (tests): idmapped mounts refused (runner/confine.py)
+            network["idmapFault"] = config["idmapFault"]
         return _sandbox.wrap(argv, self._write_json(tmp, "sandbox.json",
                                                     {"mounts": mounts, **({"bounds": launch} if launch else {}),
                                                      **network}))

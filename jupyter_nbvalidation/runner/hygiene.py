@@ -21,9 +21,13 @@ changes to another user. Containment against a hostile notebook needs a
 container or a cgroup (the Kubernetes backend's Pod).
 
 The runner's temporary folder (``nbvalidation-*``: the kernel's connection file
-with its key, the kernel's ``HOME``/``TMPDIR``) records its owner (``owner.json``:
-pid, process start time, run id), so a sweep removes only folders whose owner is
-dead.
+with its key; the kernel's own folder ``k/``: its ``HOME``/``TMPDIR``, its sockets)
+records its owner (``owner.json``: pid, process start time, run id), so a sweep removes
+only folders whose owner is dead. In the sandbox the folder is read-only to the kernel
+but for ``k/`` (runner/sandbox.py, KERNEL_FOLDER); without it the kernel runs as
+the runner's user and could rewrite the record, so the sweep trusts nothing of it it
+has not checked (:func:`read_owner`): no link followed, the folder and the file its
+own user's, the record of the one shape the runner writes.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import tempfile
 import time
 from typing import Any, Iterable
@@ -41,6 +46,8 @@ from jupyter_nbvalidation.runner.environment import RUN_ID_VAR
 
 TEMP_PREFIX = "nbvalidation-"
 OWNER_FILE = "owner.json"
+OWNER_MAX_BYTES = 4096  # the runner writes about 80
+RUN_ID_MAX = 256
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -173,25 +180,66 @@ def make_temp_dir(run_id: str) -> str:
     """``$TMPDIR/nbvalidation-XXXX`` with its ``owner.json`` (mode 0700)."""
     path = tempfile.mkdtemp(prefix=TEMP_PREFIX)
     owner = {"pid": os.getpid(), "startTime": start_time(os.getpid()), "runId": run_id}
-    with open(os.path.join(path, OWNER_FILE), "w", encoding="utf-8") as f:
+    fd = os.open(os.path.join(path, OWNER_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with open(fd, "w", encoding="utf-8") as f:
         json.dump(owner, f)
     return path
 
 
 def _owner_alive(owner: dict[str, Any]) -> bool:
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
+    """``owner`` as :func:`read_owner` returns it: its process runs (the same one: not a reused pid)."""
+    return bool(start_time(owner["pid"]) == owner["startTime"])
+
+
+def _valid_owner(owner: Any) -> bool:
+    """The record the runner writes, and nothing else: ``{"pid": int > 1, "startTime": int >= 0,
+    "runId": a printable string}`` (a kill of "every process of the run" is never of an empty id)."""
+    if not isinstance(owner, dict) or set(owner) != {"pid", "startTime", "runId"}:
         return False
-    started = start_time(pid)
-    if started is None:
-        return False
-    return owner.get("startTime") is None or owner.get("startTime") == started  # not a reused pid
+    pid, started, run_id = owner["pid"], owner["startTime"], owner["runId"]
+    ints = all(isinstance(x, int) and not isinstance(x, bool) for x in (pid, started))
+    return (ints and pid > 1 and started >= 0 and isinstance(run_id, str) and 0 < len(run_id) <= RUN_ID_MAX
+            and run_id.isprintable() and "=" not in run_id)
+
+
+def read_owner(path: str) -> dict[str, Any] | None:
+    """The owner record of the runner's temporary folder ``path``, or None when there is none
+    to trust: ``path`` or its ``owner.json`` a link (never followed), not a folder and a regular
+    file, not this user's, the file writable by others or too large, or not the record's shape."""
+    uid = os.geteuid()
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+            return None
+        folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        seen = os.fstat(folder)
+        if (seen.st_dev, seen.st_ino) != (st.st_dev, st.st_ino):  # swapped between the two looks
+            return None
+        fd = os.open(OWNER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        try:
+            fst = os.fstat(fd)
+            if (not stat.S_ISREG(fst.st_mode) or fst.st_uid != uid or fst.st_mode & 0o022
+                    or fst.st_size > OWNER_MAX_BYTES):
+                return None
+            data = os.read(fd, OWNER_MAX_BYTES + 1)
+        finally:
+            os.close(fd)
+        owner = json.loads(data.decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(folder)
+    return owner if _valid_owner(owner) else None
 
 
 def sweep(temp_dir: str | None = None) -> list[str]:
     """Remove the ``nbvalidation-*`` folders (and stop the processes) of runs whose
-    runner is dead. Folders without a readable owner are left alone (another
-    runner may be writing it this instant, or it is not ours)."""
+    runner is dead. Folders without an owner record to trust (:func:`read_owner`) are
+    left alone (another runner may be writing it this instant, or it is not ours); a
+    link is never followed, into the folder or out of it."""
     base = temp_dir or tempfile.gettempdir()
     removed: list[str] = []
     try:
@@ -200,15 +248,10 @@ def sweep(temp_dir: str | None = None) -> list[str]:
         return removed
     for name in names:
         path = os.path.join(base, name)
-        try:
-            with open(os.path.join(path, OWNER_FILE), encoding="utf-8") as f:
-                owner = json.load(f)
-        except (OSError, ValueError):
+        owner = read_owner(path)
+        if owner is None or _owner_alive(owner):
             continue
-        if not isinstance(owner, dict) or _owner_alive(owner):
-            continue
-        if isinstance(owner.get("runId"), str) and owner["runId"]:
-            kill_all(owner["runId"])
-        shutil.rmtree(path, ignore_errors=True)
+        kill_all(owner["runId"])
+        shutil.rmtree(path, ignore_errors=True)  # by descriptors: a link inside is removed, never followed
         removed.append(path)
     return removed

@@ -17,8 +17,9 @@ The launcher:
    scratch files take disk as without the sandbox, not memory; with none given,
    an empty tmpfs), then binds again, at their own paths, the *shown* paths a
    hidden one covers (the project root, the kernel's environment and its base
-   interpreter) and the *written* ones (its working copy, the runner's temporary
-   folder with its connection file and HOME). The deepest rule wins: the data
+   interpreter, the runner's temporary folder with its connection file and owner
+   record) and the *written* ones (its working copy, its own folder ``k/`` in the
+   runner's: HOME, sockets). The deepest rule wins: the data
    dir inside the root stays hidden, the job's environment inside it is seen. No
    link's target is shown: a link resolves in this view, into a hidden path it
    finds nothing. Every mount is then made read-only but the written ones;
@@ -52,11 +53,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 if __package__:  # imported by the package (the runner, the backend)
     import jupyter_nbvalidation.runner.confine as confine
-else:  # run as a script (python -I -S): its sibling, read by path (no import machinery to load)
-    confine = type(sys)("_nbv_confine")
-    confine.__file__ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
-    with open(confine.__file__, encoding="utf-8") as _f:
-        exec(compile(_f.read(), confine.__file__, "exec"), confine.__dict__)
+else:  # the launcher (python -I -S, see wrap): its sibling, loaded by path (its bytecode cached)
+    confine = None  # type: ignore[assignment]  # set below, once _sibling is defined
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -81,25 +79,39 @@ HIDDEN_BY_DEFAULT = ("/tmp", "/var/tmp", "/dev/shm")
 # there use the disk, as on a machine without the sandbox (/dev/shm is memory everywhere)
 SCRATCH_PATHS = ("/tmp", "/var/tmp")
 PROBE_TIMEOUT = 20.0
+# the kernel's own folder in the runner's temporary one (its HOME, its sockets): the only part it
+# writes; the rest (owner.json, which the start-up sweep reads; the connection file) is read-only
+# what the launcher says (on the kernel's stderr, its log) when it refuses to start a kernel
+REFUSED = "refused"
+KERNEL_FOLDER = "k"  # short: the kernel's socket paths (ipc://) fit in 107 bytes
 
 _libc: Any = None
-_siblings: dict[str, Any] = {}  # runner/NAME.py loaded by path: "bounds", "netns"
+_siblings: dict[str, Any] = {}  # runner/NAME.py loaded by path: "confine", "bounds", "netns"
+# the launcher's command (wrap): this file loaded by path, so that its bytecode is cached as its
+# siblings' is (a script given to python is compiled again at every start: ~30 ms of CPU)
+BOOT = ("import sys;from importlib.machinery import SourceFileLoader as L;n,p='_nbvalidation_sandbox',sys.argv[1];"
+        "m=sys.modules[n]=type(sys)(n);m.__file__=p;exec(L(n,p).get_code(n),m.__dict__);sys.exit(m.main(sys.argv[2:]))")
 
 
 def _sibling(name: str) -> Any:
-    """runner/NAME.py beside this file, loaded by path once (run as a script, this file imports
-    nothing of the package): bounds.py (the run's limits), netns.py (its network)."""
+    """runner/NAME.py beside this file, loaded by path once, its bytecode cached (as the launcher,
+    this file imports nothing of the package): confine.py, bounds.py (the run's limits), netns.py
+    (its network). As :data:`BOOT` loads this file: no importlib.util (a few ms at every start)."""
     if name not in _siblings:
-        import importlib.util  # deferred: start-up time of every sandboxed process (run as a script with -I -S)
+        from importlib.machinery import SourceFileLoader  # deferred: the launcher's start (-I -S) only
 
-        spec = importlib.util.spec_from_file_location(f"_nbvalidation_{name}",
-                                                      os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                                   f"{name}.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        module = sys.modules[f"_nbvalidation_{name}"] = type(sys)(f"_nbvalidation_{name}")
+        module.__file__ = path
+        code = SourceFileLoader(module.__name__, path).get_code(module.__name__)
+        assert code is not None
+        exec(code, module.__dict__)
         _siblings[name] = module
     return _siblings[name]
+
+
+if confine is None:
+    confine = _sibling("confine")
 
 
 def _c() -> Any:
@@ -479,8 +491,16 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
             network.start()
         extra = network.flags if network is not None else 0
         try:  # root: its kernel runs as nobody, reading what it must through idmapped mounts
-            if confine.real_root():
+            if confine.real_root() and config.get("idmap") != "skip":  # (skip: the probe's, detect says why)
                 idmap = confine.idmap_userns(confine.NOBODY, confine.NOBODY)
+                refused = confine.idmap_refused([p for kind, p, *_ in plan if kind in ("show", "write")], idmap,
+                                                config.get("idmapFault"))
+                if refused:  # never root's reach for the kernel: the run is refused, saying why
+                    sys.stderr.write(f"nbvalidation sandbox: {REFUSED}: {confine.idmap_refusal(refused)}\n")
+                    os.close(idmap)
+                    if network is not None:
+                        network.stop()
+                    return 125
                 _enter_namespaces(True, extra)
         except OSError:  # a root without the rights for it (a container's): as any user (detect says)
             if idmap is not None:
@@ -544,8 +564,9 @@ def launch(config_file: str, argv: Sequence[str]) -> int:
 
 def wrap(argv: Sequence[str], config_file: str, *, python: str | None = None) -> list[str]:
     """The kernel's command ``argv`` run in the sandbox; ``config_file`` holds
-    ``{"mounts": plan_mounts(...)}``."""
-    return [python or sys.executable, "-I", "-S", os.path.abspath(__file__), config_file, "--", *argv]
+    ``{"mounts": plan_mounts(...)}``. This file is loaded by path (:data:`BOOT`), as the
+    package's own import would, and its :func:`main` runs."""
+    return [python or sys.executable, "-I", "-S", "-c", BOOT, os.path.abspath(__file__), config_file, "--", *argv]
 
 
 def kernel_mounts(*, hide: Iterable[str], show: Iterable[str], python: str, temp_dir: str,
@@ -554,17 +575,24 @@ def kernel_mounts(*, hide: Iterable[str], show: Iterable[str], python: str, temp
     ``hide`` paths (and /tmp, /var/tmp, /dev/shm) hidden, the ``scratch`` folders
     ({path: folder}, paths among SCRATCH_PATHS) bound over their paths instead of a
     tmpfs, the ``show`` paths and the interpreter's environment shown read-only,
-    ``temp_dir`` (its HOME, its connection file) and ``write`` (its working copy)
-    shown writable. No link's target is shown: a link resolves in the kernel's own
+    ``temp_dir`` (the runner's: its owner record, the connection file) shown read-only,
+    ``temp_dir/k`` (the kernel's HOME, its sockets, made here) and ``write`` (its working
+    copy) shown writable. No link's target is shown: a link resolves in the kernel's own
     view, so one into a hidden path finds nothing there, as a missing file."""
-    shown = [*show, *environment_paths(python)]
-    write = [temp_dir, *write]
+    own = os.path.join(temp_dir, KERNEL_FOLDER)
+    os.makedirs(own, mode=0o700, exist_ok=True)
+    shown = [*show, *environment_paths(python), temp_dir]
+    write = [own, *write]
     return plan_mounts([*HIDDEN_BY_DEFAULT, *hide, *confine.closed_ancestors([*shown, *write])], shown, scratch, write)
 
 
-if __name__ == "__main__":
-    args = sys.argv[1:]
+def main(args: Sequence[str]) -> int:
+    """``CONFIG.json -- COMMAND...``: the launcher (:func:`launch`)."""
     if len(args) < 3 or args[1] != "--":
         sys.stderr.write("usage: sandbox.py CONFIG.json -- COMMAND...\n")
-        sys.exit(2)
-    sys.exit(launch(args[0], args[2:]))
+        return 2
+    return launch(args[0], args[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

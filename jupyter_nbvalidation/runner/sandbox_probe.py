@@ -14,17 +14,39 @@ from typing import Any
 import jupyter_nbvalidation.runner.confine as confine
 import jupyter_nbvalidation.runner.sandbox as sandbox
 
+# fault injection (the tests'): an errno name; idmapped mounts are then refused, here and in runs
+IDMAP_FAULT_VAR = "NBVALIDATION_FAULT_IDMAP"
 
-def detect(python: str | None = None) -> dict[str, Any]:
+
+def idmap_check(paths: list[str]) -> str | None:
+    """Root only: the first of ``paths`` where an idmapped mount is refused (``confine.idmap_refused``:
+    NFS, overlayfs), or None. Not root, or no user namespace to map with: None (nothing to refuse)."""
+    if not confine.real_root():
+        return None
+    try:
+        userns = confine.idmap_userns(confine.NOBODY, confine.NOBODY)
+    except OSError:
+        return None  # the launcher then runs the kernel as any user (protections says so)
+    try:
+        return confine.idmap_refused([p for p in paths if os.path.exists(p)], userns,
+                                     os.environ.get(IDMAP_FAULT_VAR) or None)
+    finally:
+        os.close(userns)
+
+
+def detect(python: str | None = None, paths: list[str] | None = None) -> dict[str, Any]:
     """Whether the sandbox works here, tried for real (blocks: call it in a thread):
     ``{"available": bool, "uses": [...], "missing": [...], "reason": str | None,
-    "landlockAbi": int | None}``."""
+    "landlockAbi": int | None, "idmapRefused": str | None}``. Root: idmapped mounts are
+    also tried on ``paths`` (where runs read); where refused, the rest is tried without them
+    and ``missing`` says that a root server's runs are refused (runner/confine.py)."""
     info: dict[str, Any] = {"available": False, "uses": [], "missing": [], "reason": None,
-                            "landlockAbi": sandbox.landlock_abi()}
+                            "landlockAbi": sandbox.landlock_abi(), "idmapRefused": None}
     if not sys.platform.startswith("linux"):
         info["reason"] = f"not Linux ({sys.platform}): no namespaces"
         return info
     with tempfile.TemporaryDirectory(prefix="nbvalidation-sandbox-probe-") as tmp:
+        refused = info["idmapRefused"] = idmap_check([tmp, *(paths or [])])
         secret = os.path.join(tmp, "hidden", "secret")
         os.makedirs(os.path.dirname(secret))
         with open(secret, "w") as f:
@@ -56,7 +78,7 @@ def detect(python: str | None = None) -> dict[str, Any]:
             seen = [shown, *sandbox.environment_paths(python)]
             mounts = sandbox.plan_mounts([os.path.join(tmp, "hidden"), *confine.closed_ancestors([*seen, tmp])], seen,
                                  {"/tmp": scratch}, [tmp])
-            json.dump({"mounts": mounts}, f)
+            json.dump({"mounts": mounts, **({"idmap": "skip"} if refused else {})}, f)
         argv = sandbox.wrap([python, "-I", "-S", "-c", probe, secret, shown, mark, scratch], config)
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=sandbox.PROBE_TIMEOUT, cwd=tmp,
@@ -70,7 +92,8 @@ def detect(python: str | None = None) -> dict[str, Any]:
     except (ValueError, IndexError):
         found = {}
     if proc.returncode == 0 and isinstance(found, dict) and found.get("ok") is True and found.get("write"):
-        info.update(available=True, **confine.protections(found["write"], info["landlockAbi"], found.get("uid")))
+        info.update(available=True, **confine.protections(found["write"], info["landlockAbi"], found.get("uid"),
+                                                           refused))
         return info
     err = [ln for ln in proc.stderr.decode(errors="replace").splitlines() if ln.strip()]
     info["reason"] = (err[-1] if err else out or f"the probe exited with {proc.returncode}")[:500]

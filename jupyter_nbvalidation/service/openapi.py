@@ -447,6 +447,11 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                                     "description": "the Linux kernel's Landlock ABI (null: "
                                                                    "none; writes then confined by read-only "
                                                                    "mounts only)"},
+                                    "idmapRefused": {"type": ["string", "null"],
+                                                     "description": "a root server only: the path (and the "
+                                                                    "error) where idmapped mounts are refused, so "
+                                                                    "its runs are refused rather than run as root "
+                                                                    "(null: they work, or not root)"},
                                     "network": {"type": "object", "description": "LocalBackend.network: "
                                                 "whether each run has a network of its own",
                                                 "required": ["mode", "isolated", "outbound", "reason"],

@@ -201,7 +201,7 @@ def ipc_sockets(server: ServerProcess, name: str) -> list[str]:
     for owner in Path(tempfile.gettempdir()).glob("nbvalidation-*/owner.json"):
         try:
             if json.loads(owner.read_text()).get("runId") == run_id:
-                found = sorted(str(p) for p in owner.parent.glob("ipc-*") if p.is_socket())
+                found = sorted(str(p) for p in (owner.parent / "k").glob("i-*") if p.is_socket())
                 assert found, sorted(p.name for p in owner.parent.iterdir())
                 return found
         except (OSError, ValueError):

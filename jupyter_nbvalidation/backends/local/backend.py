@@ -27,7 +27,15 @@ import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import Backend, Capabilities, lease_traits
 from jupyter_nbvalidation.backends.local.artefacts import ArtefactsRoom
 from jupyter_nbvalidation.backends.local.builds import BuildsRoom
-from jupyter_nbvalidation.backends.local.disk import HOST, _Build, _Run, _terminate, folder_refusal, process_record
+from jupyter_nbvalidation.backends.local.disk import (
+    ENV_MARKER,
+    HOST,
+    _Build,
+    _Run,
+    _terminate,
+    folder_refusal,
+    process_record,
+)
 from jupyter_nbvalidation.backends.local.environments import EnvironmentsRoom
 from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
 from jupyter_nbvalidation.backends.local.interpreters import InterpretersRoom
@@ -239,7 +247,7 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         await self.sandbox_state()
         self._pool = KernelPool(self.root / "jobs" / ".pool", size=self.kernel_pool_size, max_total=self.kernel_pool_max,
                                 idle_ttl=self.kernel_pool_idle_ttl, niceness=self.niceness, niced=self._niced,
-                                owner=self.owner, log=self.log)
+                                owner=self.owner, log=self.log, stamp=self._env_stamp)
 
     async def _detect_bounds(self) -> None:
         """How a job's memory limit will be held (runner/limits.py), once, in a thread; a warning
@@ -260,10 +268,12 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                     info = {"enabled": False, "mode": "off", "uses": [], "missing": [],
                             "reason": "off (LocalBackend.sandbox)", "landlockAbi": None}
                 else:
-                    found = await asyncio.to_thread(sandbox_probe.detect, self.unbuilt_python)
+                    # idmapped mounts tried where runs read (root: its kernels run as nobody through them)
+                    found = await asyncio.to_thread(sandbox_probe.detect, self.unbuilt_python,
+                                                    [self.data_dir, os.path.dirname(os.path.dirname(self.unbuilt_python))])
                     info = {"enabled": bool(found["available"]), "mode": self.sandbox, "uses": found["uses"],
                             "missing": found["missing"], "reason": found["reason"],
-                            "landlockAbi": found["landlockAbi"]}
+                            "landlockAbi": found["landlockAbi"], "idmapRefused": found.get("idmapRefused")}
                     if not info["enabled"]:
                         self.log.warning("nbvalidation: kernels run without a sandbox (with the user's rights, "
                                          "they can read the data dir and the user's files): %s", info["reason"])
@@ -278,6 +288,16 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                     self.log.warning("nbvalidation: %s", said["reason"])
                 self._sandbox = info
             return self._sandbox
+
+    @staticmethod
+    def _env_stamp(python: str) -> str:
+        """Which build of ``python``'s environment is there now (its marker's inode and time; blocks):
+        a pre-started kernel of an environment retired and rebuilt since is never used."""
+        try:
+            st = (Path(python).parent.parent / ENV_MARKER).stat()
+        except OSError:
+            return ""
+        return f"{st.st_ino}:{st.st_mtime_ns}"
 
     def add_private_paths(self, paths: list[str]) -> None:
         self._private_paths += [p for p in paths if p]
@@ -296,8 +316,10 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         # the copy is the only folder of the job's it writes (read-only: the root, the folder)
         tree = str(run_dir / workcopy.TREE)
         show = [p for p in (root, folder) if p]
+        fault = os.environ.get(sandbox_probe.IDMAP_FAULT_VAR)  # fault injection (tests): idmapped mounts refused
         return {"hide": hide, "show": show, "write": [tree], "scratch": workcopy.scratch_paths(run_dir),
-                **({"network": self._run_network} if self._run_network else {})}
+                **({"network": self._run_network} if self._run_network else {}),
+                **({"idmapFault": fault} if fault else {})}
 
     async def run_election(self, on_started_leading: Callable[[], None],
                            on_stopped_leading: Callable[[], None]) -> None:

@@ -20,7 +20,7 @@ from typing import Any, TypeGuard, cast
 
 import jupyter_nbvalidation.runner.hygiene as hygiene
 import jupyter_nbvalidation.verdict.cache as verdict_cache
-from jupyter_nbvalidation.backends.base import FAILED, SUCCEEDED, Observation
+from jupyter_nbvalidation.backends.base import FAILED, SUCCEEDED, Notice, Observation
 from jupyter_nbvalidation.backends.local.faults import fault_of_result
 from jupyter_nbvalidation.backends.local.forkserver import ForkedRunner
 from jupyter_nbvalidation.core.documents import Progress, RunnerResult
@@ -109,6 +109,7 @@ class _Run:
     progress: ProgressReader = field(default_factory=ProgressReader)  # from the runner's log, as it grows
     progress_offset: int = 0
     attempt: int = 0  # model.validation_attempt of the job it runs: a retry gets a new run
+    notices: list[Notice] = field(default_factory=list)  # said of the run (its environment rebuilt)
 
 
 async def _terminate(proc: asyncio.subprocess.Process | ForkedRunner, run_id: str | None = None, grace: float = 5.0) -> None:

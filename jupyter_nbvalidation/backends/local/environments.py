@@ -175,25 +175,44 @@ class EnvironmentsRoom(LocalState):
             shared = self._shared_failure(build, job)
             if shared is not None:
                 return shared
-            if build is None or build.task.done():
-                try:  # a copy: the credentials' values never reach the plan
-                    reqs = await asyncio.to_thread(reqmod.for_build, job, dataclasses.replace(plan.requirements))
-                except ValueError as e:
-                    return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=strategy)
-                # another job of the same environment may have started its build meanwhile: join it
-                build = self._builds.get(key)
-                if build is None or build.task.done():
-                    stamp = isotime().replace(":", "").replace(".", "")
-                    log_path = str(self.root / "logs" / f"build-{key}-{stamp}.log")
-                    # its task is made next, from the record (which it fills): the record comes first
-                    build = _Build(key=key, task=None, log_path=log_path)  # type: ignore[arg-type]
-                    build.task = asyncio.get_running_loop().create_task(
-                        self._build_or_adopt(build, reqs, strategy, log_path))
-                    self._builds[key] = build
-            build.waiters.add(job["metadata"]["name"])
-            self._job_build[uid] = build
+            started = await self._join_or_start_build(job, plan, key, strategy)
+            if isinstance(started, Observation):
+                return started
+            self._job_build[uid] = started
         return Observation(RUNNING, message="Building the environment.", log_path=self._job_build[uid].log_path,
                            strategy=strategy, notices=notices)
+
+    async def _join_or_start_build(self, job: Job, plan: ValidationPlan, key: str,
+                                   strategy: str) -> _Build | Observation:
+        """The build of ``key`` the job waits for: the one running, else a new one (an
+        Observation: its requirements refused)."""
+        build = self._builds.get(key)
+        if build is None or build.task.done():
+            try:  # a copy: the credentials' values never reach the plan
+                reqs = await asyncio.to_thread(reqmod.for_build, job, dataclasses.replace(plan.requirements))
+            except ValueError as e:
+                return Observation(FAILED, message=str(e), finished_at=isotime(), strategy=strategy)
+            # another job of the same environment may have started its build meanwhile: join it
+            build = self._builds.get(key)
+            if build is None or build.task.done():
+                stamp = isotime().replace(":", "").replace(".", "")
+                log_path = str(self.root / "logs" / f"build-{key}-{stamp}.log")
+                # its task is made next, from the record (which it fills): the record comes first
+                build = _Build(key=key, task=None, log_path=log_path)  # type: ignore[arg-type]
+                build.task = asyncio.get_running_loop().create_task(
+                    self._build_or_adopt(build, reqs, strategy, log_path))
+                self._builds[key] = build
+        build.waiters.add(job["metadata"]["name"])
+        return build
+
+    async def _rebuild_env(self, job: Job, plan: ValidationPlan, key: str) -> Observation:
+        """The environment ``key`` built again, from the job's requirements, where it was (its
+        reference is its key's: the one recorded at BuildComplete), after it was retired: found
+        changed right before the job's kernel started (runs.py). Waited for; the build's outcome."""
+        started = await self._join_or_start_build(job, plan, key, self.build_strategy(job))
+        if isinstance(started, Observation):
+            return started
+        return await asyncio.shield(started.task)  # a cancel of the job leaves the build to finish
 
     @staticmethod
     def _shared_failure(build: _Build | None, job: Job) -> Observation | None:

@@ -6,7 +6,8 @@ InfrastructureFailed). Here, and only here, the local backend tells them
 apart, from what a run leaves: the runner's result document, its exit status,
 the tail of its log, and the filesystem it wrote to.
 
-- the kernel failed to start (``KernelStartFailed``; e.g. under load): transient;
+- the kernel failed to start (``KernelStartFailed``; e.g. under load): transient; but the
+  sandbox refused to start it (a protection it must give cannot be had here): permanent;
 - the disk is full (ENOSPC / EDQUOT): our own writes (run folder, result,
   executed notebook), or the failing cell's ``OSError: [Errno 28]``: permanent;
 - the runner was killed by a signal we did not send (SIGKILL of the
@@ -27,9 +28,13 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import jupyter_nbvalidation.runner.sandbox as sandbox
 from jupyter_nbvalidation.backends.base import Fault
 from jupyter_nbvalidation.core.vocabulary import CellStatus, ResultReason
 
+#: how the sandbox's launcher says it refused to start a kernel (runner/sandbox.py: a protection
+#: it must give cannot be had here, e.g. idmapped mounts for a root server's kernel)
+SANDBOX_REFUSED = f"nbvalidation sandbox: {sandbox.REFUSED}:"
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _NO_SPACE_TEXT = re.compile(r"\[Errno (?:28|122)\]|No space left on device|Disk quota exceeded")
 _PATH_TEXT = re.compile(r"""(?:\[Errno (?:28|122)\] [^:'"]*: |Cannot write the executed notebook )'?(/[^'\s:]+)""")
@@ -87,6 +92,10 @@ def fault_of_result(result: dict[str, Any], where: str | Path) -> Fault | None:
         full = _no_space_in(message, where)
         if full is not None:
             return full
+    refused = message.find(SANDBOX_REFUSED)
+    if reason == ResultReason.KERNEL_START_FAILED and refused >= 0:  # the sandbox could not hold: said, not retried
+        return Fault(f"The sandbox refused to start the kernel: {message[refused + len(SANDBOX_REFUSED):].strip()}",
+                     transient=False)
     if reason == ResultReason.KERNEL_START_FAILED:
         return Fault(message or "The kernel failed to start.", transient=True)
     if reason == ResultReason.RUNNER_ERROR:

@@ -100,6 +100,7 @@ class Slot:
     ready: asyncio.Future[str | None] | None = None  # None: ready; a str: why it is not
     watcher: asyncio.Task[None] | None = None
     starter: asyncio.Task[None] | None = None
+    stamp: str = ""  # its environment as it was when the slot started (KernelPool.stamp)
 
     @property
     def tree(self) -> Path:
@@ -111,8 +112,11 @@ class KernelPool:
 
     def __init__(self, root: Path, *, size: int, max_total: int, idle_ttl: float, niceness: int,
                  niced: Callable[[list[str]], list[str]], owner: Callable[[], dict[str, Any]],
-                 log: logging.Logger) -> None:
+                 log: logging.Logger, stamp: Callable[[str], str] = lambda python: "") -> None:
         self.root = root
+        # which build of an interpreter's environment this is (blocking): a slot started in an
+        # environment since retired and rebuilt at the same place serves no run
+        self.stamp = stamp
         self.size, self.max_total, self.idle_ttl = size, max_total, idle_ttl
         self.niceness, self._niced, self._owner, self.log = niceness, niced, owner, log
         self._slots: dict[str, list[Slot]] = {}
@@ -164,6 +168,7 @@ class KernelPool:
     async def _start(self, slot: Slot) -> None:
         assert slot.ready is not None
         try:
+            slot.stamp = await asyncio.to_thread(self.stamp, slot.spec.python)
             await asyncio.to_thread(self._make_folder, slot)
             env = runner_environment(str(slot.folder / "runner"), slot.run_id)
             with open(slot.folder / "pool.log", "wb") as log:
@@ -271,7 +276,7 @@ class KernelPool:
         if not slot.ready.done():
             await asyncio.wait([slot.ready], timeout=READY_TIMEOUT)
         if not slot.ready.done() or slot.ready.result() is not None or slot.proc is None \
-                or slot.proc.returncode is not None:
+                or slot.proc.returncode is not None or slot.stamp != await asyncio.to_thread(self.stamp, spec.python):
             self.missed += 1
             self.discard(slot)
             return None

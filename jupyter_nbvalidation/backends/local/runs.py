@@ -19,7 +19,7 @@ import jupyter_nbvalidation.backends.workcopy as workcopy
 import jupyter_nbvalidation.environment.requirements as reqmod
 import jupyter_nbvalidation.runner.hygiene as hygiene
 import jupyter_nbvalidation.verdict.cache as verdict_cache
-from jupyter_nbvalidation.backends.base import FAILED, RUNNING, Fault, Observation
+from jupyter_nbvalidation.backends.base import FAILED, RUNNING, SUCCEEDED, Fault, Notice, Observation
 from jupyter_nbvalidation.backends.local.disk import (
     ADOPT_POLL,
     ENV_MARKER,
@@ -44,13 +44,27 @@ from jupyter_nbvalidation.backends.local.forkserver import ForkedRunner, RunnerF
 from jupyter_nbvalidation.backends.local.pool import Slot, SlotSpec
 from jupyter_nbvalidation.backends.local.state import LocalState
 from jupyter_nbvalidation.core.documents import Job
-from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, isotime, validation_attempt
+from jupyter_nbvalidation.core.model import (
+    ROOT_ANNOTATION,
+    WORKDIR_ANNOTATION,
+    EventReason,
+    isotime,
+    validation_attempt,
+)
 from jupyter_nbvalidation.core.priority import deprioritize
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.runner.environment import forkserver_environment, runner_environment
 from jupyter_nbvalidation.runner.limits import fmt_bytes
 from jupyter_nbvalidation.spec.checks import parse_quantity
 from jupyter_nbvalidation.spec.plan import ValidationPlan
+
+
+class _EnvChanged(Exception):
+    """The environment was found changed right before the kernel would start in it (seal.py)."""
+
+    def __init__(self, changed: list[str]) -> None:
+        super().__init__(seal.describe(changed))
+        self.changed = changed
 
 
 class RunsRoom(LocalState):
@@ -70,7 +84,7 @@ class RunsRoom(LocalState):
             if run.task.done():
                 return run.task.result()
             return Observation(RUNNING, message="Validating.", started_at=run.started_at, reference=reference,
-                               progress=_progress_of(run))
+                               progress=_progress_of(run), notices=list(run.notices))
 
         try:
             run_dir, state = await asyncio.to_thread(self._locate, job, attempt)
@@ -258,7 +272,11 @@ class RunsRoom(LocalState):
                         plan: ValidationPlan) -> Observation:
         name = job["metadata"]["name"]
         try:
-            obs = await self._validate_in(job, run, python, reference, plan)
+            try:
+                obs = await self._validate_in(job, run, python, reference, plan)
+            except _EnvChanged as found:  # never run in: retired, rebuilt, validated in the fresh one
+                obs = await self._rebuild_then_validate(job, run, python, reference, plan, found.changed)
+            obs.notices = [*obs.notices, *run.notices]
             if self.keep_outputs_dir:
                 await self._keep_outputs(job, run.run_dir)
             # the runner and its kernel have ended and the result is read: the attempt's
@@ -280,7 +298,7 @@ class RunsRoom(LocalState):
             # the last look before the kernel starts (a job may have waited for its slot meanwhile)
             changed = await asyncio.to_thread(self._env_changes, Path(reference).name) if reference else []
             if changed:
-                return await self._changed_before_run(job, run, reference, changed)
+                raise _EnvChanged(changed)  # (the run slot freed: a rebuild may take minutes)
             sandboxed = (await self.sandbox_state())["enabled"]
             slot = await self._take_slot(job, run, python, plan, sandboxed)
             argv = self.runner_argv(job, run.run_dir, python, plan, slot.folder if slot else None)
@@ -379,23 +397,42 @@ class RunsRoom(LocalState):
             obs.progress = _progress_of(run)
             return obs
 
-    async def _changed_before_run(self, job: Job, run: _Run, reference: str | None,
-                                  changed: list[str]) -> Observation:
-        """The environment was found changed (seal.py) after this job's BuildComplete, before
-        its kernel started: never run in; retired unless another job uses it (the last of
-        them to find it changed retires it)."""
+    async def _rebuild_then_validate(self, job: Job, run: _Run, python: str, reference: str | None,
+                                     plan: ValidationPlan, changed: list[str]) -> Observation:
+        """The environment was found changed (seal.py) after this job's BuildComplete, right
+        before its kernel started: never run in. Retired, built again from the job's requirements
+        at the same reference (its key's: the one recorded at BuildComplete) and the job validated
+        in the fresh one, which is checked the same way; the EnvironmentRetired notice says so.
+        Bounded: a rebuild that fails, or a rebuilt one found changed too, is infrastructure, named.
+        While other jobs' kernels use it, it is not pulled from under them: a transient fault
+        (the engine retries; the last of them to find it changed retires and rebuilds it)."""
         key = Path(reference or "").name
+        found = (f"The environment recorded at BuildComplete ({reference}) was found changed since it was built "
+                 f"({seal.describe(changed)}: a run of another notebook wrote there) right before this job's "
+                 "kernel started")
+
+        def failed(cause: str, transient: bool = False) -> Observation:
+            return Observation(FAILED, started_at=run.started_at, reference=reference, finished_at=isotime(),
+                               fault=Fault(f"{found}{cause}", transient=transient))
+
         users = await self._env_users(key, job["metadata"]["uid"])  # its kernels, and the jobs queued for it
-        if not users:
-            await asyncio.to_thread(self._retire_env, key, "before a kernel started in it", changed)
-        return Observation(FAILED, started_at=run.started_at, reference=reference, finished_at=isotime(),
-                           fault=Fault(f"The environment recorded at BuildComplete ({reference}) was found changed "
-                                       f"since it was built ({seal.describe(changed)}: a run of another notebook "
-                                       "wrote there) before this job's kernel started; this job's verdict could "
-                                       "rest on that, so it was not validated in it"
-                                       + ("" if users else ", and the environment was retired (never run in "
-                                          "again)") + ". Validate again: a fresh environment is built.",
-                                       transient=False))
+        if users:
+            return failed(f", and {', '.join(users)} still use it; this job's verdict could rest on that, so it was "
+                          "not validated in it. It is retired and rebuilt once they are done.", transient=True)
+        await asyncio.to_thread(self._retire_env, key, "before a kernel started in it", changed)
+        run.notices.append(Notice(EventReason.ENVIRONMENT_RETIRED, f"{found}; it was retired (never run in again) "
+                                  "and rebuilt from the same requirements, and this job validated in the fresh one."))
+        self._notify(job["metadata"]["name"])  # the notice, posted while it rebuilds
+        built = await self._rebuild_env(job, plan, key)
+        if built.state != SUCCEEDED or not reference or Path(built.reference or "") != Path(reference):
+            return failed(f"; it was retired, and its rebuild failed: {built.message}")
+        try:
+            return await self._validate_in(job, run, python, reference, plan)
+        except _EnvChanged as again:
+            await asyncio.to_thread(self._retire_env, key, "again, right after its rebuild", again.changed)
+            return failed(f"; it was retired and rebuilt, and the rebuilt one was found changed too before the kernel "
+                          f"started ({seal.describe(again.changed)}): something changes the environments here. Not "
+                          "validated in it; it was retired again.")
 
     async def _keep_outputs(self, job: Job, run_dir: Path) -> None:
         """--keep-outputs: what the attempt's notebook wrote in its copy, out of the run

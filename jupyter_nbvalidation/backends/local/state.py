@@ -19,7 +19,7 @@ from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
 from jupyter_nbvalidation.backends.local.pool import KernelPool
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.environment.requirements import Requirements
-from jupyter_nbvalidation.spec.plan import Snapshot
+from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
 from jupyter_nbvalidation.store.lease import StoreLeaseElector
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
 
@@ -146,6 +146,9 @@ class LocalState:
         raise NotImplementedError
 
     async def _built_record(self, python: str, marker: dict[str, Any] | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def _rebuild_env(self, job: Job, plan: ValidationPlan, key: str) -> Observation:
         raise NotImplementedError
 
     # -- BuildsRoom's (builds.py) ------------------------------------------------------

@@ -230,11 +230,16 @@ async def test_a_job_that_would_reuse_an_environment_changed_by_a_running_one_wa
 
 
 @pytest.mark.asyncio
-async def test_a_job_whose_environment_changed_while_it_waited_for_its_run_is_not_validated_in_it(tmp_path):
+async def test_a_job_whose_environment_changed_while_it_waited_for_its_run_gets_a_fresh_one_and_its_own_verdict(
+        tmp_path):
     """The reader reused the environment while it was intact, then waited for its turn (one
-    validation at a time) while the writer wrote into it: it ends InfrastructureFailed, saying
-    so, and runs no cell (without the look before its kernel starts it passed)."""
-    local = make_local(tmp_path, backend_kw={"max_parallel_validations": 1, "sandbox": "off"})
+    validation at a time) while the writer wrote into it. Found right before its kernel starts:
+    the environment is retired and built again at the same reference, the reader is validated in
+    the fresh one and gets its fresh twin's verdict (the undeclared module is not there); the
+    EnvironmentRetired notice says so (without the look before its kernel starts it passed; before
+    issue 40's rebuild it ended InfrastructureFailed)."""
+    local = make_local(tmp_path, backend_kw={"max_parallel_validations": 1, "sandbox": "off"},
+                       max_retries=20, retry_backoff=0.2, max_backoff=1.0)
     await local.engine.start()
     try:
         root, go = local.root, local.root / "go"
@@ -248,9 +253,54 @@ async def test_a_job_whose_environment_changed_while_it_waited_for_its_run_is_no
         done = {n: await local.engine.wait_for_terminal(n, 900) for n in (writer, reader)}
         assert done[writer]["status"]["phase"] == Phase.SUCCEEDED, done[writer]["status"]
         st = done[reader]["status"]
-        assert st["phase"] == Phase.FAILED and st["reason"] == Reason.INFRASTRUCTURE_FAILED, st
-        assert "was found changed since it was built" in st["message"], st
-        assert "nbv_undeclared.py" in st["message"], st
-        assert not st.get("results"), st
+        assert st["phase"] == Phase.FAILED and st["reason"] == Reason.VALIDATION_FAILED, st
+        assert "nbv_undeclared" in json.dumps(st.get("results") or st), st  # ModuleNotFoundError: its own
+        assert st["buildStatus"]["imageReference"] == done[writer]["status"]["buildStatus"]["imageReference"]
+        events = await local.events(done[reader])
+        notes = [e for e in events if e["reason"] == "EnvironmentRetired"]
+        assert len(notes) == 1 and notes[0]["type"] == "Warning", events
+        assert "right before this job's kernel started" in notes[0]["note"], notes
+        assert "nbv_undeclared.py" in notes[0]["note"] and "rebuilt" in notes[0]["note"], notes
+        envs = local.backend.root / "envs"
+        assert len([d for d in envs.iterdir() if d.name.startswith(".retired-")]) == 1
+        (fresh,) = [d for d in envs.iterdir() if not d.name.startswith(".")]
+        assert not list(fresh.glob("lib/python*/site-packages/nbv_undeclared.py"))
+        assert local.backend._env_changes(fresh.name) == []  # the fresh one is sealed
     finally:
         await local.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_rebuilt_environment_found_changed_too_is_infrastructure_named(tmp_path):
+    """Bounded: the environment is found changed before the kernel starts, and again after its
+    rebuild (injected: the seal check's answer after Building's look; the builds are real). The
+    job is never validated in it, and ends InfrastructureFailed naming both findings; no third build."""
+    local = make_local(tmp_path, backend_kw={"sandbox": "off"})
+    root = local.root
+    (root / "requirements.txt").write_text("six==1.16.0\n")
+    write_notebook(root / "nb.ipynb", ["import six"])
+    await local.engine.start()
+    try:
+        first = await local.run(notebook={"path": "nb.ipynb"})  # built, sealed
+        assert first["status"]["phase"] == Phase.SUCCEEDED, first["status"]
+        real = local.backend._env_changes
+        looks: list[str] = []
+
+        def always_changed(key: str) -> list[str]:  # the fault: every look after Building's finds a change
+            looks.append(key)
+            found = real(key)
+            return found if len(looks) == 1 else found or [f"{key}/lib/python3/site-packages/injected.py"]
+
+        local.backend._env_changes = always_changed
+        done = await local.run(notebook={"path": "nb.ipynb"})
+        events = await local.events(done)
+    finally:
+        await local.engine.stop()
+    st = done["status"]
+    assert st["phase"] == Phase.FAILED and st["reason"] == Reason.INFRASTRUCTURE_FAILED, st
+    assert "rebuilt one was found changed too" in st["message"] and "injected.py" in st["message"], st
+    assert not st.get("results"), st
+    assert [e["reason"] for e in events].count("EnvironmentRetired") == 1, events
+    assert len(list((local.backend.root / "logs").glob("build-*.log"))) == 2  # the first build and one rebuild
+    # the reuse at Building, the look before the kernel, the look after the rebuild
+    assert len(looks) == 3, looks
