@@ -16,7 +16,8 @@ corpus with the pool on and off. Prints figures; not a test.
           case (they must agree) and the wall time of both.
 
 Every figure is a whole process timed from outside, the tools alternating A B A B, medians of the
-rounds and their ratio (benchmarks/ci_speed.py's helpers). Needs nbmake and pytest-xdist.
+rounds and their ratio (benchmarks/ci_speed.py's helpers). Needs nbmake, pytest-xdist and ipykernel
+in this interpreter or in the one --nbmake-python names.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import ci_speed  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CORPUS_TEST = HERE.parent / "tests" / "peers" / "test_corpus.py"
+NBMAKE_PYTHON = sys.executable  # --nbmake-python: an interpreter with nbmake, pytest-xdist and ipykernel
 
 
 def config_dir(base: Path, pool: bool) -> Path:
@@ -106,12 +108,12 @@ def bench_one(base: Path, rounds: int) -> None:
         argv = [ci_speed.JUPYTER, "nbvalidation", "submit", nb, "--wait", "--no-build"]
         for s in servers.values():  # warm-up: the server's first job (the pool learns the key)
             ci_speed.timed(argv, cwd=folder, env={"JUPYTER_RUNTIME_DIR": str(s.runtime)})
-        ci_speed.timed(ci_speed.nbmake_argv(nb, workers=None), cwd=folder)
+        ci_speed.timed(ci_speed.nbmake_argv(nb, workers=None, python=NBMAKE_PYTHON), cwd=folder)
         warm, cold, theirs = [], [], []
         for _ in range(rounds):
             servers[True].wait_ready()
             warm.append(ci_speed.timed_cpu(argv, cwd=folder, env={"JUPYTER_RUNTIME_DIR": str(servers[True].runtime)}))
-            theirs.append(ci_speed.timed_cpu(ci_speed.nbmake_argv(nb, workers=None), cwd=folder))
+            theirs.append(ci_speed.timed_cpu(ci_speed.nbmake_argv(nb, workers=None, python=NBMAKE_PYTHON), cwd=folder))
             cold.append(ci_speed.timed_cpu(argv, cwd=folder,
                                            env={"JUPYTER_RUNTIME_DIR": str(servers[False].runtime)}))
         ci_speed.report("(one) one notebook through a server, pool warm", warm, theirs, "submit --wait",
@@ -135,13 +137,13 @@ def bench_folder(base: Path, n: int, rounds: int, through_server: bool) -> None:
                     "--local", "--data-dir", str(base / "folder-data")]
             env = {"JUPYTER_RUNTIME_DIR": str(base / "no-servers"), "JUPYTER_CONFIG_DIR": str(config_dir(base, True))}
         ci_speed.timed(argv, cwd=folder, env=env)  # warm-up (and the key learnt)
-        ci_speed.timed(ci_speed.nbmake_argv(str(folder), workers=2), cwd=folder)
+        ci_speed.timed(ci_speed.nbmake_argv(str(folder), workers=2, python=NBMAKE_PYTHON), cwd=folder)
         ours, theirs = [], []
         for _ in range(rounds):
             if server is not None:
                 server.wait_ready()
             ours.append(ci_speed.timed_cpu(argv, cwd=folder, env=env))
-            theirs.append(ci_speed.timed_cpu(ci_speed.nbmake_argv(str(folder), workers=2), cwd=folder))
+            theirs.append(ci_speed.timed_cpu(ci_speed.nbmake_argv(str(folder), workers=2, python=NBMAKE_PYTHON), cwd=folder))
         label = "through a server, pool warm" if server else "run --local (pool warmed at start)"
         ci_speed.report(f"(folder) {n} notebooks, 2 at a time, no build, {label}", ours, theirs,
                         "nbvalidation run -j 2", "pytest --nbmake -n 2")
@@ -205,7 +207,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--notebooks", type=int, default=12)
     ap.add_argument("--only", default="one,folder,server,corpus")
+    ap.add_argument("--nbmake-python", default=sys.executable,
+                    help="the interpreter pytest --nbmake runs with (default: this one)")
     args = ap.parse_args()
+    global NBMAKE_PYTHON
+    NBMAKE_PYTHON = args.nbmake_python
     only = set(args.only.split(","))
     print(f"# machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)

@@ -342,24 +342,27 @@ class RunsRoom(LocalState):
                 return runner_environment(str(run.run_dir / "runner"), run.run_id)
 
             try:
-                env = await asyncio.to_thread(setup, slot)
+                try:
+                    env = await asyncio.to_thread(setup, slot)
+                except BaseException:
+                    if slot is not None and self._pool is not None:  # never used: its kernel stopped
+                        self._pool.discard(slot)
+                    raise
             except verdict_cache.FolderTooLarge as e:  # it grew since submit checked it
                 await asyncio.to_thread(workcopy.remove, run.run_dir)
                 folder = self._working_folder(job)[0] or "?"
                 return Observation(FAILED, started_at=run.started_at, finished_at=isotime(), reference=reference,
                                    message=folder_refusal(folder, e, self.max_folder_files, self.max_folder_bytes))
-            except BaseException:
-                if slot is not None and self._pool is not None:
-                    self._pool.discard(slot)
-                raise
             with open(log_path, "w", encoding="utf-8") as log:
                 proc: asyncio.subprocess.Process | ForkedRunner | None = None
                 if slot is not None and self._pool is not None:
                     where, root, snapshot = self._working_folder(job)
                     cwd = workcopy.working_path(slot.folder, folder=where, root=root, snapshot=snapshot)
+                    run.proc = slot.proc  # from now on a cancel stops it
                     if await self._pool.bind(slot, argv[len(RUNNER_COMMAND):], cwd, str(log_path)):
                         proc = slot.proc
                     else:  # the slot failed before any cell: this run starts its own kernel, in a fresh copy
+                        run.proc = None
                         await asyncio.to_thread(workcopy.remove, run.run_dir)
                         run.run_id = uuid.uuid4().hex
                         argv = self.runner_argv(job, run.run_dir, python, plan)
