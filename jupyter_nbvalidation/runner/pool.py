@@ -224,4 +224,8 @@ def main(argv: Sequence[str]) -> int:
         return 0 if go is None else EXIT_NOT_USED
     _say(BOUND)
     _to_log(str(go["log"]))
-    return cli.main([str(a) for a in go["argv"]], pooled=pre)
+    try:
+        return cli.main([str(a) for a in go["argv"]], pooled=pre)
+    finally:
+        if os.path.isdir(pre.tmp):  # the run never took the kernel (its arguments were refused): stopped here
+            loop.run_until_complete(_stop(execution, pre.km, pre.kc, pre.log_file))

@@ -141,9 +141,9 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
     kernel_pool_max = Int(4, help="Most pre-started kernels held at once, over all environments; 0 disables "
                                   "the pool.").tag(config=True)
     kernel_pool_idle_ttl = Float(600.0, help="Seconds after its last use an environment's pre-started kernels "
-                                             "are stopped (nothing is held when idle); the environments used "
-                                             "within it are warmed again when a server or CLI engine starts "
-                                             "leading. 0: kept while the process lives.").tag(config=True)
+                                             "are stopped (nothing is held when idle); the one used last within "
+                                             "it is warmed again when a server or CLI engine starts leading. 0: "
+                                             "kept while the process lives.").tag(config=True)
     gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
                                      "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
                                      "still works).").tag(config=True)

@@ -16,8 +16,8 @@ of the notebook's folder into the slot's ``tree`` (its run folder's ``tree`` and
 the kernel to the copy (working directory) before any cell runs, then runs the notebook as
 a runner does. A slot is used once and never returned; taking one starts its successor
 (``size`` per key, at most ``max_total`` slots in all). A key not used for ``idle_ttl``
-seconds has no slot: nothing is held when the server is idle. The keys used recently
-(``recent.json``, within ``idle_ttl``) are warmed again when a server or CLI engine starts.
+seconds has no slot: nothing is held when the server is idle. The key used last
+(``recent.json``, within ``idle_ttl``) is warmed again when a server or CLI engine starts leading.
 
 A slot's runner ends, and stops its kernel, when the pool discards it (its stdin is
 closed), when this process ends (the same), or when its kernel dies.
@@ -333,12 +333,14 @@ class KernelPool:
         _write_json_atomic(self.root / RECENT, recent)
 
     async def start(self) -> None:
-        """Slots left by an engine that is gone, removed; the keys used within idle_ttl, warmed."""
+        """Slots left by an engine that is gone, removed; the key used last (within idle_ttl), warmed."""
         if not self.enabled:
             return
         recent = await asyncio.to_thread(self._sweep)
         now = time.time()
-        for entry in sorted(recent.values(), key=lambda v: -float(v.get("used", 0)))[:self.max_total]:
+        # the key used last only: a CLI engine lives for one command, and a kernel started for
+        # another key would only take CPU from its run
+        for entry in sorted(recent.values(), key=lambda v: -float(v.get("used", 0)))[:1]:
             try:
                 spec = SlotSpec.from_json(entry["spec"])
             except (KeyError, TypeError):
