@@ -139,33 +139,37 @@ def _left(pool_dir: Path, run_ids: list[str]) -> list:
 
 @pytest.mark.asyncio
 async def test_an_idle_pool_holds_nothing_and_a_stopped_engine_leaves_nothing(tmp_path, notebook):
-    """Past kernel_pool_idle_ttl after its key's last use, a slot is stopped (also one still
-    starting); a stopped engine leaves no slot, no process, no folder."""
+    """Past kernel_pool_idle_ttl after its key's last use, a slot is stopped; a stopped engine
+    leaves no slot, no process, no folder."""
     nb = notebook("idle/nb.ipynb", ["print(1)"])
-    env = make_local(tmp_path, backend_kw={"kernel_pool_size": 1, "kernel_pool_idle_ttl": 4})
+    env = make_local(tmp_path, backend_kw={"kernel_pool_size": 1})
     await env.engine.start()
     pool = env.backend._pool
     pool_dir = Path(env.backend.data_dir) / "jobs" / ".pool"
     try:
         done = await env.run(notebook={"path": nb}, podConfig=NOBUILD)
         assert done["status"]["phase"] == "Succeeded"
-        run_ids = [s.run_id for slots in pool._slots.values() for s in slots]
-        assert len(run_ids) == 1 and pool.state()["slots"] == 1  # the key's slot, started after the miss
-        await wait_async(lambda: pool.count() == 0 and not _left(pool_dir, run_ids), 120,
-                         lambda: f"the idle slot gone: {pool.state()} {_left(pool_dir, run_ids)}")
-        # used again: a slot again, held (a long TTL now) until the engine stops
+        await wait_async(lambda: pool.state()["ready"] == 1, 120, lambda: f"a ready slot: {pool.state()}")
+        slot = next(s for slots in pool._slots.values() for s in slots)
+        assert _alive(slot.run_id)
+        # its key last used more than a second ago: with a TTL of one second it is idle now
+        pool.idle_ttl = 1
+        pool.want(slot.spec, used=False)
+        await wait_async(lambda: pool.count() == 0 and not _left(pool_dir, [slot.run_id]), 60,
+                         lambda: f"the idle slot gone: {pool.state()} {_left(pool_dir, [slot.run_id])}")
+        # used again: a slot again, held until the engine stops
         pool.idle_ttl = 600
         done = await env.run(notebook={"path": nb}, podConfig=NOBUILD)
         assert done["status"]["phase"] == "Succeeded"
         await wait_async(lambda: pool.state()["ready"] == 1, 120, lambda: f"a ready slot: {pool.state()}")
         run_ids = [s.run_id for slots in pool._slots.values() for s in slots]
-        assert hygiene_alive(run_ids)
+        assert all(_alive(run_id) for run_id in run_ids)
     finally:
         await env.engine.stop()
     assert _left(pool_dir, run_ids) == []
 
 
-def hygiene_alive(run_ids: list[str]) -> bool:
+def _alive(run_id: str) -> bool:
     import jupyter_nbvalidation.runner.hygiene as hygiene
 
-    return all(hygiene.find(run_id) for run_id in run_ids)
+    return bool(hygiene.find(run_id))
