@@ -33,7 +33,7 @@ import jupyter_nbvalidation.runner.netns as netns
 import jupyter_nbvalidation.verdict.probe as probe
 from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.environment import RUN_ID_VAR
-from jupyter_nbvalidation.runner.limits import read_bounds_file
+from jupyter_nbvalidation.runner.limits import read_bounds_file, read_json_argument
 from jupyter_nbvalidation.runner.options import RunnerOptions, add_arguments
 from jupyter_nbvalidation.runner.protocol import (
     RESULT_PREFIX,
@@ -123,10 +123,9 @@ def _env_item(value: str) -> tuple[str, str]:
 def _read_env_file(path: str) -> dict[str, str]:
     """A JSON object ``{NAME: VALUE}`` or a list ``[{"name": ..., "value": ...}]``."""
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise _ArgumentError(f"--kernel-env-file {path}: {e}") from None
+        doc = read_json_argument("--kernel-env-file", path)
+    except ValueError as e:
+        raise _ArgumentError(str(e)) from None
     items = doc.items() if isinstance(doc, dict) else (
         [(d.get("name"), d.get("value", "")) for d in doc if isinstance(d, dict)] if isinstance(doc, list) else None)
     if items is None:
@@ -143,10 +142,9 @@ def _read_sandbox_file(path: str) -> dict[str, Any]:
     """``{"hide": [...], "show": [...], "write": [...], "scratch": {...}}``: lists of
     absolute paths, and the folders to bind over /tmp and /var/tmp (``{path: folder}``)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise _ArgumentError(f"--sandbox {path}: {e}") from None
+        doc = read_json_argument("--sandbox", path)
+    except ValueError as e:
+        raise _ArgumentError(str(e)) from None
     if not isinstance(doc, dict) or set(doc) - {"hide", "show", "write", "scratch", "network", "idmapFault"}:
         raise _ArgumentError(f'--sandbox {path}: must hold a JSON object with only "hide", "show", "write", '
                              '"scratch", "network", "idmapFault"')

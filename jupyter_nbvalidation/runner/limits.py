@@ -349,13 +349,19 @@ def _past_budget(message: str, shm: bool) -> bool:
     return message.startswith("[Errno 27]") or (shm and message.startswith("[Errno 28]") and "/dev/shm/" in message)
 
 
-def read_bounds_file(path: str) -> dict[str, Any]:
-    """The ``--bounds`` document, checked; ValueError naming what is wrong."""
+def read_json_argument(option: str, path: str) -> Any:
+    """The JSON document of a runner's file argument (``--bounds``, ``--sandbox``,
+    ``--kernel-env-file``); ValueError naming the option and the file when it cannot be read."""
     try:
         with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+            return json.load(f)
     except (OSError, ValueError) as e:
-        raise ValueError(f"--bounds {path}: {e}") from None
+        raise ValueError(f"{option} {path}: {e}") from None
+
+
+def read_bounds_file(path: str) -> dict[str, Any]:
+    """The ``--bounds`` document, checked; ValueError naming what is wrong."""
+    doc = read_json_argument("--bounds", path)
     if not isinstance(doc, dict) or set(doc) - {"memory", "disk"}:
         raise ValueError(f'--bounds {path}: must hold a JSON object with only "memory", "disk"')
     for key in ("memory", "disk"):

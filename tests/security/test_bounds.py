@@ -121,37 +121,33 @@ def assert_victim_clean(server: ServerProcess) -> None:
     assert st["message"].startswith("2 code cells ran without errors"), explain(job)
 
 
-def test_300_mb_to_tmp_is_stopped_at_the_disk_budget(server):
-    job = run(server, "alice/tmp.ipynb", [WRITE.format(path="/tmp/nbv-attack-tmp.bin", mib=300)], NOBUILD)
-    assert_bounded(server, job, "DiskLimitExceeded", DISK_TEXT)
-    assert not Path("/tmp/nbv-attack-tmp.bin").exists()
-    assert_victim_clean(server)
+MANY_FILES = (  # no single file reaches the budget (RLIMIT_FSIZE cannot stop it): the watcher does
+    "import os\nblock = os.urandom(2**20)\n"
+    "for i in range(300):\n"
+    "    d = '/var/tmp' if i % 2 else os.path.expanduser('~')\n"
+    "    with open(os.path.join(d, f'nbv-attack-{i}.bin'), 'wb') as f:\n"
+    "        f.write(block)\n"
+    "import time; time.sleep(30)\n")
 
-
-def test_many_files_to_var_tmp_and_home_are_stopped_at_the_disk_budget(server):
-    # no single file reaches the budget (RLIMIT_FSIZE cannot stop it): the watcher does
-    writes = ("import os\nblock = os.urandom(2**20)\n"
-              "for i in range(300):\n"
-              "    d = '/var/tmp' if i % 2 else os.path.expanduser('~')\n"
-              "    with open(os.path.join(d, f'nbv-attack-{i}.bin'), 'wb') as f:\n"
-              "        f.write(block)\n"
-              "import time; time.sleep(30)\n")
-    job = run(server, "alice/many.ipynb", [writes], NOBUILD)
+# each attack: (its notebook, its cell, the job's podConfig, the reason and text of its verdict, within
+# how many seconds of its cell it is stopped, a file of it that must not be left on the machine)
+ATTACKS = {
+    "300 MB to /tmp": ("tmp", WRITE.format(path="/tmp/nbv-attack-tmp.bin", mib=300), NOBUILD,
+                       "DiskLimitExceeded", DISK_TEXT, 60, "/tmp/nbv-attack-tmp.bin"),
     # stopped by the watcher while it slept, not at the end of the run
-    assert_bounded(server, job, "DiskLimitExceeded", DISK_TEXT, within=25)
-    assert_victim_clean(server)
+    "many files to /var/tmp and HOME": ("many", MANY_FILES, NOBUILD, "DiskLimitExceeded", DISK_TEXT, 25, None),
+    "200 MB to /dev/shm": ("shm", WRITE.format(path="/dev/shm/nbv-attack-shm.bin", mib=200), NOBUILD,
+                           "DiskLimitExceeded", DISK_TEXT, 60, "/dev/shm/nbv-attack-shm.bin"),
+    "300 MB of memory": ("memory", MEMORY, LIMITS, "OOMKilled", MEMORY_TEXT, 60, None),
+}
 
 
-def test_200_mb_to_dev_shm_is_stopped_at_the_disk_budget(server):
-    job = run(server, "alice/shm.ipynb", [WRITE.format(path="/dev/shm/nbv-attack-shm.bin", mib=200)], NOBUILD)
-    assert_bounded(server, job, "DiskLimitExceeded", DISK_TEXT)
-    assert not Path("/dev/shm/nbv-attack-shm.bin").exists()
-    assert_victim_clean(server)
-
-
-def test_300_mb_of_memory_is_stopped_at_the_memory_limit(server):
-    job = run(server, "alice/memory.ipynb", [MEMORY], LIMITS)
-    assert_bounded(server, job, "OOMKilled", MEMORY_TEXT)
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_an_attack_past_a_bound_is_stopped_there_and_the_victim_gets_its_own_verdict(server, attack):
+    name, cell, pod, reason, text, within, left = ATTACKS[attack]
+    job = run(server, f"alice/{name}.ipynb", [cell], pod)
+    assert_bounded(server, job, reason, text, within=within)
+    assert left is None or not Path(left).exists()
     assert_victim_clean(server)
 
 
