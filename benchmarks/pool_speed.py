@@ -183,8 +183,8 @@ def corpus_verdicts(base: Path, rows: list[dict], pool: bool, tag: str) -> tuple
                                "--data-dir", str(data), "--no-cache", "-o", "json"], cwd=corpus.NOTEBOOKS,
                               capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL, env=env)
         assert proc.returncode in (0, 1, 2), proc.stdout[-2000:] + proc.stderr[-2000:]
-        for o in json.loads(proc.stdout):
-            out[(o["notebook"], args)] = (o["verdict"], o.get("firstFailure"))
+        for o in json.loads(proc.stdout):  # (the data dir, which differs between the two, masked)
+            out[(o["notebook"], args)] = (o["verdict"], (o.get("firstFailure") or "").replace(str(data), "<DATA>"))
     wall = time.perf_counter() - started
     pooled = sum(".pool/slot-" in " ".join(json.loads(p.read_text()).get("argv", []))
                  for p in data.glob("jobs/*/run-*/run.json"))
