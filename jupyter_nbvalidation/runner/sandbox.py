@@ -79,11 +79,12 @@ HIDDEN_BY_DEFAULT = ("/tmp", "/var/tmp", "/dev/shm")
 # there use the disk, as on a machine without the sandbox (/dev/shm is memory everywhere)
 SCRATCH_PATHS = ("/tmp", "/var/tmp")
 PROBE_TIMEOUT = 20.0
-# the kernel's own folder in the runner's temporary one (its HOME, its sockets): the only part it
-# writes; the rest (owner.json, which the start-up sweep reads; the connection file) is read-only
 # what the launcher says (on the kernel's stderr, its log) when it refuses to start a kernel
 REFUSED = "refused"
-KERNEL_FOLDER = "k"  # short: the kernel's socket paths (ipc://) fit in 107 bytes
+# the kernel's own folder in the runner's temporary one (its HOME, its sockets): the only part it
+# writes; the rest (owner.json, which the start-up sweep reads; the connection file) is read-only.
+# Short: the kernel's socket paths (ipc://) must fit in 107 bytes
+KERNEL_FOLDER = "k"
 
 _libc: Any = None
 _siblings: dict[str, Any] = {}  # runner/NAME.py loaded by path: "confine", "bounds", "netns"
