@@ -37,6 +37,9 @@ from jupyter_nbvalidation.verdict.cache import FolderTooLarge
 
 TREE = "tree"
 SCRATCH = "scratch"  # the sandboxed kernel's /tmp and /var/tmp (make_scratch)
+# a run on a pre-started kernel (backends/local/pool.py): its tree and scratch are links into
+# the slot's folder, which this file names; remove() removes that folder with them
+POOLED = "pooled"
 # copy_file_range cannot here (another filesystem, an old kernel): copy in user space
 _NOT_SUPPORTED = {getattr(errno, n) for n in ("EXDEV", "ENOSYS", "EOPNOTSUPP", "ENOTSUP", "EINVAL", "EBADF", "EPERM")
                   if hasattr(errno, n)}
@@ -210,13 +213,22 @@ def _writable(func, path, _exc) -> None:  # type: ignore[no-untyped-def]
 
 def remove(run_dir: str | Path) -> None:
     """The attempt's working folder and its scratch folders, gone (links are removed,
-    never followed)."""
+    never followed; a pre-started kernel's slot folder that ``POOLED`` names goes with them)."""
+    marker = os.path.join(os.fspath(run_dir), POOLED)
+    with contextlib.suppress(OSError):
+        with open(marker, encoding="utf-8") as f:
+            slot = f.read().strip()
+        if os.path.basename(os.path.dirname(slot)) == ".pool" and os.path.basename(slot).startswith("slot-"):
+            _rmtree(slot)
+        os.unlink(marker)
     for name in (TREE, SCRATCH):
         _rmtree(os.path.join(os.fspath(run_dir), name))
 
 
 def _rmtree(base: str) -> None:
-    if os.path.lexists(base):
+    if os.path.islink(base):
+        os.unlink(base)
+    elif os.path.lexists(base):
         if sys.version_info >= (3, 12):
             shutil.rmtree(base, onexc=_writable)
         else:

@@ -18,7 +18,7 @@ Modules, by concern:
   progress lines, executed-notebook line, termination summary);
 * :mod:`.environment`: the kernel's (and runner's) environment, from an allow-list;
 * :mod:`.hygiene`: everything a run starts ends with it; the temp-folder sweep;
-* :mod:`.cli` / ``__main__``: the command line.
+* :mod:`.cli` / ``__main__``: the command line; :mod:`.pool`: a pre-started kernel (``--pool-slot``).
 """
 
 # the modules of the package the runner needs beside runner/ itself (pure, standard

@@ -181,7 +181,8 @@ def _read_bounds(path: str) -> dict[str, Any]:
         raise _ArgumentError(str(e)) from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, pooled: Any = None) -> int:
+    """The runner's command; ``pooled``: a pre-started kernel bound to ``--cwd`` (runner/pool.py)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
@@ -232,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sandbox=sandbox,
             bounds=bounds,
             read_set=(args.read_set[0], args.read_set[1] if len(args.read_set) > 1 else None) if args.read_set else None,
+            pooled=pooled,
         )
     except OSError as e:  # the result or the termination log cannot be written
         sys.stderr.write(f"nbvalidation: {e}\n")

@@ -37,6 +37,7 @@ from jupyter_nbvalidation.runner.text import cell_label, fmt_limit, strip_ansi
 
 DEFAULT_STARTUP_TIMEOUT = 120.0
 KERNEL_NAME = "nbvalidation-python"
+KERNEL_ARGUMENTS = ("--HistoryManager.hist_file=:memory:",)
 
 
 class _Execution(_Cells):
@@ -62,8 +63,10 @@ class _Execution(_Cells):
         sandbox: Mapping[str, Any] | None = None,
         bounds: Mapping[str, Any] | None = None,
         record_reads: bool = False,
+        pooled: Any = None,
     ) -> None:
         self.nb = nb
+        self.pooled = pooled  # a pre-started kernel bound to this run (runner/pool.py), else one is started
         self.bounds = RunBounds(bounds, run_id) if bounds else None  # memory limit, disk budget (runner/limits.py)
         self.sandbox = dict(sandbox) if sandbox is not None else None
         self.record_reads = record_reads  # the kernel's reads, for the verdict cache (runner/readset.py)
@@ -107,6 +110,7 @@ class _Execution(_Cells):
         self._last_reply: dict[str, Any] | None = None
         self._main_task: asyncio.Task[Any] | None = None
         self._pgid: int | None = None
+        self._kernel_pid: int | None = None
 
     # the outcome ------------------------------------------------------------
 
@@ -138,7 +142,7 @@ class _Execution(_Cells):
                 installed.append(signum)
             except (RuntimeError, NotImplementedError, ValueError):
                 pass  # not the main thread, or no signals on this platform
-        tmp = self.temp_dir = hygiene.make_temp_dir(self.run_id)
+        tmp = self.temp_dir = self.pooled.tmp if self.pooled is not None else hygiene.make_temp_dir(self.run_id)
         km = kc = None
         log_file = None
         try:
@@ -151,33 +155,13 @@ class _Execution(_Cells):
                 self._fail(ResultReason.RUNNER_ERROR, None, f"The runner cannot import its dependencies: {e}")
                 return
 
-            spec_dir = os.path.join(tmp, "kernels", KERNEL_NAME)
-            os.makedirs(spec_dir)
-            argv = [self.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-            launch = await asyncio.to_thread(self.bounds.prepare, tmp, self.sandbox is not None) if self.bounds else {}
-            if self.sandbox is not None:  # the kernel's view of the machine (runner/sandbox.py)
-                argv = await asyncio.to_thread(self._sandboxed, argv, tmp, launch)
-            elif launch:  # its bounds set by runner/bounds.py before it starts
-                argv = RunBounds.wrap(argv, self._write_json(tmp, "bounds.json", launch))
-            with open(os.path.join(spec_dir, "kernel.json"), "w", encoding="utf-8") as f:
-                json.dump(
-                    {
-                        "argv": argv,
-                        "display_name": f"Python ({self.python})",
-                        "language": "python",
-                    },
-                    f,
-                )
-            ksm = KernelSpecManager(kernel_dirs=[os.path.join(tmp, "kernels")])
-            km_kwargs: dict[str, Any] = {
-                "kernel_name": KERNEL_NAME,
-                "kernel_spec_manager": ksm,
-                "connection_file": os.path.join(tmp, "connection.json"),
-            }
-            if os.name == "posix":  # faster than TCP, nothing listens on the network; in the kernel's
-                # own folder, the one it writes (runner/sandbox.py, KERNEL_FOLDER)
-                km_kwargs.update(transport="ipc", ip=os.path.join(tmp, _sandbox.KERNEL_FOLDER, "i"))
-            km = AsyncKernelManager(**km_kwargs)
+            pooled = self.pooled
+            if pooled is None:
+                km = await self._kernel_manager(KernelSpecManager, AsyncKernelManager, tmp)
+            else:  # a pre-started kernel, already bound to this run's copy (runner/pool.py)
+                km, kc, log_file = pooled.km, pooled.kc, pooled.log_file
+                self._pgid, self._kernel_pid = pooled.pgid, pooled.kernel_pid
+                self.bounds = pooled.bounds_for(self.bounds, tmp)
 
             remaining = self._remaining()
             startup_timeout = DEFAULT_STARTUP_TIMEOUT if remaining is None else max(1.0, min(DEFAULT_STARTUP_TIMEOUT, remaining))
@@ -191,31 +175,20 @@ class _Execution(_Cells):
                 allow_errors=True,  # we judge errors ourselves, from outputs and replies
                 interrupt_on_timeout=False,
                 record_timing=True,
-                extra_arguments=["--HistoryManager.hist_file=:memory:"],
+                extra_arguments=list(KERNEL_ARGUMENTS),
                 on_cell_executed=self._on_cell_executed,
             )
             self.output_budget.watch(client)
 
             # -- start the kernel
             log_path = os.path.join(tmp, "kernel.log")
-            log_file = open(log_path, "wb")
             try:
-                await client.async_start_new_kernel(
-                    cwd=self.cwd, env=kernel_environment(self.python, os.path.join(tmp, _sandbox.KERNEL_FOLDER), self.run_id,
-                                                         extra=self.extra_env),
-                    stdout=log_file, stderr=log_file
-                )
-                provisioner = getattr(km, "provisioner", None)
-                self._pgid = getattr(provisioner, "pgid", None)
-                # the kernel is a new session (its own scheduling autogroup):
-                # give it this runner's lowered priority too
-                kernel_pid = getattr(provisioner, "pid", None)
-                if kernel_pid:
-                    deprioritize(kernel_pid, own_niceness())
+                if pooled is None:
+                    log_file = open(log_path, "wb")
+                    kc = await self._start_kernel(km, log_file, startup_timeout)
                 if self.bounds is not None:
-                    self.bounds.watch(kernel_pid, self.sandbox is not None, self._stop_for_bounds)
-                await client.async_start_new_kernel_client()
-                kc = client.kc
+                    self.bounds.watch(self._kernel_pid, self.sandbox is not None, self._stop_for_bounds)
+                client.km, client.kc = km, kc
                 await self._kernel_info(client, kc)
                 # big writes in parts, merged back by the output budget; without a golden notebook a
                 # display past the per-cell budget is not sent whole (the runner would drop it)
@@ -268,6 +241,48 @@ class _Execution(_Cells):
                 self._judge_bounds(self.bounds)
                 await asyncio.to_thread(self.bounds.release)
             shutil.rmtree(tmp, ignore_errors=True)
+
+    async def _kernel_manager(self, spec_manager: Any, manager: Any, tmp: str) -> Any:
+        """The kernel's manager: its private kernelspec in ``tmp`` (the interpreter, wrapped
+        by the sandbox's launcher or by the bounds' one), its connection file, IPC sockets."""
+        spec_dir = os.path.join(tmp, "kernels", KERNEL_NAME)
+        os.makedirs(spec_dir)
+        argv = [self.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        launch = await asyncio.to_thread(self.bounds.prepare, tmp, self.sandbox is not None) if self.bounds else {}
+        if self.sandbox is not None:  # the kernel's view of the machine (runner/sandbox.py)
+            argv = await asyncio.to_thread(self._sandboxed, argv, tmp, launch)
+        elif launch:  # its bounds set by runner/bounds.py before it starts
+            argv = RunBounds.wrap(argv, self._write_json(tmp, "bounds.json", launch))
+        with open(os.path.join(spec_dir, "kernel.json"), "w", encoding="utf-8") as f:
+            json.dump({"argv": argv, "display_name": f"Python ({self.python})", "language": "python"}, f)
+        km_kwargs: dict[str, Any] = {
+            "kernel_name": KERNEL_NAME,
+            "kernel_spec_manager": spec_manager(kernel_dirs=[os.path.join(tmp, "kernels")]),
+            "connection_file": os.path.join(tmp, "connection.json"),
+        }
+        if os.name == "posix":  # faster than TCP, nothing listens on the network; in the kernel's
+            # own folder, the one it writes (runner/sandbox.py, KERNEL_FOLDER)
+            km_kwargs.update(transport="ipc", ip=os.path.join(tmp, _sandbox.KERNEL_FOLDER, "i"))
+        return manager(**km_kwargs)
+
+    async def _start_kernel(self, km: Any, log_file: Any, startup_timeout: float) -> Any:
+        """The kernel started in ``self.cwd`` (as nbclient's ``async_start_new_kernel`` and
+        ``async_start_new_kernel_client`` do), at this runner's priority; its client, ready."""
+        await km.start_kernel(extra_arguments=list(KERNEL_ARGUMENTS), cwd=self.cwd, stdout=log_file, stderr=log_file,
+                              env=kernel_environment(self.python,
+                                                     os.path.join(self.temp_dir or "", _sandbox.KERNEL_FOLDER),
+                                                     self.run_id, extra=self.extra_env))
+        provisioner = getattr(km, "provisioner", None)
+        self._pgid = getattr(provisioner, "pgid", None)
+        # the kernel is a new session (its own scheduling autogroup): give it this runner's lowered priority too
+        self._kernel_pid = getattr(provisioner, "pid", None)
+        if self._kernel_pid:
+            deprioritize(self._kernel_pid, own_niceness())
+        kc = km.client()
+        await maybe_await(kc.start_channels())
+        await kc.wait_for_ready(timeout=startup_timeout)
+        kc.allow_stdin = False
+        return kc
 
     async def _stop_for_bounds(self) -> None:
         """The run went past its disk budget: its kernel and all it started, stopped."""

@@ -179,6 +179,7 @@ def run_notebook(
     sandbox: Mapping[str, Any] | None = None,
     bounds: Mapping[str, Any] | None = None,
     read_set: tuple[str, str | None] | None = None,
+    pooled: Any = None,
     **asked: Any,
 ) -> dict[str, Any]:
     """Execute ``notebook`` in a fresh kernel, optionally compare with ``golden``.
@@ -205,6 +206,8 @@ def run_notebook(
     /tmp and /var/tmp (without them, an empty tmpfs is there). ``bounds`` (``{"memory":
     {...}, "disk": {...}}``, :mod:`.limits`): the kernel's memory limit and the run's disk
     budget; past either the verdict is Failed, its reason naming the limit.
+    ``pooled`` (:class:`.pool.Prestarted`): a kernel started before the notebook was known and
+    bound to ``cwd`` (runner/pool.py), run in its own event loop; else a kernel is started.
     """
     started = time.monotonic()
     options = replace(options or RunnerOptions(), **asked)
@@ -272,10 +275,14 @@ def run_notebook(
         sandbox=sandbox,
         bounds=bounds,
         record_reads=read_set is not None,
+        pooled=pooled,
     )
     internal_error: BaseException | None = None
     try:
-        asyncio.run(execution.run())
+        if pooled is not None:
+            pooled.loop.run_until_complete(execution.run())
+        else:
+            asyncio.run(execution.run())
     except Exception as e:  # a bug in the runner or its dependencies
         internal_error = e
     if execution.kernel_log.strip():

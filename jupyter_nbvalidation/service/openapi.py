@@ -516,7 +516,20 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                     "reason": {"type": ["string", "null"],
                                                "description": "why no memory cgroup (null with one)"},
                                     "runDiskLimit": {"type": "integer",
-                                                     "description": "LocalBackend.run_disk_limit (0: none)"}}}]}}},
+                                                     "description": "LocalBackend.run_disk_limit (0: none)"}}}]},
+                            "kernelPool": {"description": "local: the pre-started kernels (LocalBackend.kernel_pool_*; "
+                                           "null until start)", "oneOf": [
+                                {"type": "null"},
+                                {"type": "object", "properties": {
+                                    "size": {"type": "integer"}, "max": {"type": "integer"},
+                                    "idleTtl": {"type": "number"},
+                                    "slots": {"type": "integer", "description": "pre-started kernels held now"},
+                                    "ready": {"type": "integer", "description": "of them, started and waiting"},
+                                    "keys": {"type": "integer", "description": "environments they are kept for"},
+                                    "started": {"type": "integer"},
+                                    "taken": {"type": "integer", "description": "runs that used one"},
+                                    "missed": {"type": "integer",
+                                               "description": "runs that found none and started their own"}}}]}}},
                                                    "Health"), **_errors()}},
             },
             "/openapi.json": {

@@ -23,7 +23,7 @@ def run(folder: Path, *args: str) -> tuple[int, dict[str, dict]]:
 
 
 def jobs(folder: Path) -> int:
-    return len(list((folder / "data" / "jobs").iterdir()))
+    return len([d for d in (folder / "data" / "jobs").iterdir() if not d.name.startswith(".")])  # .pool: kernels
 
 
 def ran(rows: dict[str, dict]) -> set[str]:

@@ -114,6 +114,7 @@ class ArtefactsRoom(LocalState):
             "lastGc": self.last_gc,
             "sandbox": self._sandbox,
             "bounds": self._bounds,
+            "kernelPool": self._pool.state() if self._pool is not None else None,
         }
 
     async def lease_state(self) -> dict[str, Any]:

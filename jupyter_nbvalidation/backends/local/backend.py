@@ -27,10 +27,19 @@ import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import Backend, Capabilities, lease_traits
 from jupyter_nbvalidation.backends.local.artefacts import ArtefactsRoom
 from jupyter_nbvalidation.backends.local.builds import BuildsRoom
-from jupyter_nbvalidation.backends.local.disk import HOST, _Build, _Run, _terminate, folder_refusal, process_record
+from jupyter_nbvalidation.backends.local.disk import (
+    ENV_MARKER,
+    HOST,
+    _Build,
+    _Run,
+    _terminate,
+    folder_refusal,
+    process_record,
+)
 from jupyter_nbvalidation.backends.local.environments import EnvironmentsRoom
 from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
 from jupyter_nbvalidation.backends.local.interpreters import InterpretersRoom
+from jupyter_nbvalidation.backends.local.pool import KernelPool
 from jupyter_nbvalidation.backends.local.retention import RetentionRoom
 from jupyter_nbvalidation.backends.local.runs import RunsRoom
 from jupyter_nbvalidation.core.documents import Job, JobSpec
@@ -123,6 +132,18 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                                          "The kernel's memory is bounded by the job's "
                                          "podConfig.resources.limits.memory (a memory cgroup, else "
                                          "RLIMIT_AS).").tag(config=True)
+    kernel_pool_size = Int(1, help="Pre-started kernels kept per environment (a kernel running, in its own fresh "
+                                   "sandbox, before its notebook is known; used by one run, which binds it to its "
+                                   "copy of the notebook's folder before any cell runs, and never reused): a "
+                                   "verdict in about the time of the notebook's cells. Kept for the environments "
+                                   "(with the same sandbox, bounds and podConfig.env) used within "
+                                   "kernel_pool_idle_ttl; 0 disables the pool.").tag(config=True)
+    kernel_pool_max = Int(4, help="Most pre-started kernels held at once, over all environments; 0 disables "
+                                  "the pool.").tag(config=True)
+    kernel_pool_idle_ttl = Float(600.0, help="Seconds after its last use an environment's pre-started kernels "
+                                             "are stopped (nothing is held when idle); the one used last within "
+                                             "it is warmed again when a server or CLI engine starts leading. 0: "
+                                             "kept while the process lives.").tag(config=True)
     gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
                                      "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
                                      "still works).").tag(config=True)
@@ -182,6 +203,7 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         self.identity = new_identity()
         self.elector: StoreLeaseElector | None = None
         self._gc_task: asyncio.Task[None] | None = None
+        self._pool_task: asyncio.Task[None] | None = None
         self.last_gc: dict[str, Any] | None = None
         self._forkserver: RunnerForkServer | None = None
         self._sandbox: dict[str, Any] | None = None  # sandbox_probe.detect(), once
@@ -189,6 +211,7 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         self._run_network: dict[str, Any] | None = None  # what each run's sandbox file asks (network.py)
         self._bounds: dict[str, Any] | None = None  # how a run's bounds are held here, detected at start
         self._private_paths: list[str] = []
+        self._pool: KernelPool | None = None  # pre-started kernels (pool.py), made at start
 
     elects_leader = True
 
@@ -222,6 +245,9 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         await self._check_python()
         await self._detect_bounds()
         await self.sandbox_state()
+        self._pool = KernelPool(self.root / "jobs" / ".pool", size=self.kernel_pool_size, max_total=self.kernel_pool_max,
+                                idle_ttl=self.kernel_pool_idle_ttl, niceness=self.niceness, niced=self._niced,
+                                owner=self.owner, log=self.log, stamp=self._env_stamp)
 
     async def _detect_bounds(self) -> None:
         """How a job's memory limit will be held (runner/limits.py), once, in a thread; a warning
@@ -263,6 +289,16 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                 self._sandbox = info
             return self._sandbox
 
+    @staticmethod
+    def _env_stamp(python: str) -> str:
+        """Which build of ``python``'s environment is there now (its marker's inode and time; blocks):
+        a pre-started kernel of an environment retired and rebuilt since is never used."""
+        try:
+            st = (Path(python).parent.parent / ENV_MARKER).stat()
+        except OSError:
+            return ""
+        return f"{st.st_ino}:{st.st_mtime_ns}"
+
     def add_private_paths(self, paths: list[str]) -> None:
         self._private_paths += [p for p in paths if p]
 
@@ -293,11 +329,15 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                                          log=self.log)
 
         def started() -> None:
+            if self._pool is not None:  # the environments used lately: their kernels pre-started
+                self._pool_task = asyncio.get_running_loop().create_task(self._pool.start(), name="nbvalidation-pool")
             if self.gc_interval > 0 and (self._gc_task is None or self._gc_task.done()):
                 self._gc_task = asyncio.get_running_loop().create_task(self._gc_loop(), name="nbvalidation-gc")
             on_started_leading()
 
         def stopped() -> None:
+            if self._pool is not None:
+                self._pool_task = asyncio.get_running_loop().create_task(self._pool.stop(), name="nbvalidation-pool")
             if self._gc_task is not None:
                 self._gc_task.cancel()
             on_stopped_leading()
@@ -341,6 +381,10 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         self._builds.clear()
         self._job_build.clear()
         self._runs.clear()
+        if self._pool is not None:  # its slots' kernels stopped
+            if self._pool_task is not None:
+                await cancel_and_wait(self._pool_task)
+            await self._pool.stop()
         if self._forkserver is not None:
             await self._forkserver.stop()
             self._forkserver = None

@@ -93,14 +93,15 @@ class RetentionRoom(LocalState):
 
     def _sweep_orphan_job_dirs(self, uids: set[str], older_than: float = 3600.0) -> list[str]:
         """Job folders without a job (a crash between a delete's two steps); young
-        ones are left alone (a submit writes its folder before its record)."""
+        ones are left alone (a submit writes its folder before its record); ``.pool`` is
+        the pre-started kernels' (pool.py), beside the run folders, on their filesystem."""
         jobs = self.root / "jobs"
         removed: list[str] = []
         if not jobs.is_dir():
             return removed
         for d in jobs.iterdir():
             with contextlib.suppress(OSError):
-                if d.is_dir() and d.name not in uids and time.time() - d.stat().st_mtime > older_than:
+                if d.is_dir() and d.name not in uids and not d.name.startswith(".") and time.time() - d.stat().st_mtime > older_than:
                     shutil.rmtree(d, ignore_errors=True)
                     removed.append(d.name)
         for d in (self.root / "envs").glob(".evict-*") if (self.root / "envs").is_dir() else ():

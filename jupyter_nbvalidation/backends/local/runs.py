@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from jupyter_nbvalidation.backends.local.disk import (
 )
 from jupyter_nbvalidation.backends.local.faults import fault_of_exit, fault_of_oserror, is_no_space
 from jupyter_nbvalidation.backends.local.forkserver import ForkedRunner, RunnerForkServer
+from jupyter_nbvalidation.backends.local.pool import Slot, SlotSpec
 from jupyter_nbvalidation.backends.local.state import LocalState
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import (
@@ -212,12 +214,15 @@ class RunsRoom(LocalState):
             return folder, annotations.get(ROOT_ANNOTATION), None
         return None, None, str(inp / "inputs" if job["spec"].get("inputFiles") else inp)
 
-    def runner_argv(self, job: Job, run_dir: Path, python: str, plan: ValidationPlan) -> list[str]:
-        """The runner's command: where things are here, then what the plan asks (``plan.runner_args``)."""
+    def runner_argv(self, job: Job, run_dir: Path, python: str, plan: ValidationPlan,
+                    work: Path | None = None) -> list[str]:
+        """The runner's command: where things are here, then what the plan asks (``plan.runner_args``).
+        ``work``: where the kernel's copy and scratch folders are (a pre-started kernel's slot), else run_dir."""
         inp = self.job_dir(job) / "input"
+        work = work or run_dir
         # the kernel works in the attempt's own copy of its folder (workcopy.prepare makes it)
         folder, root, snapshot = self._working_folder(job)
-        cwd = workcopy.working_path(run_dir, folder=folder, root=root, snapshot=snapshot)
+        cwd = workcopy.working_path(work, folder=folder, root=root, snapshot=snapshot)
         argv = [*RUNNER_COMMAND, str(inp / "notebook.ipynb"),
                 "--python", python, "--cwd", cwd,
                 "--result", str(run_dir / "result.json"), "--executed", str(run_dir / "executed.ipynb"),
@@ -229,12 +234,25 @@ class RunsRoom(LocalState):
             argv += ["--kernel-env-file", str(run_dir / "kernel-env.json")]
         if self._sandbox is not None and self._sandbox["enabled"]:
             argv += ["--sandbox", str(run_dir / "sandbox.json")]
-        if self._bounds_config(job, run_dir):
+        if self._bounds_config(job, work):
             argv += ["--bounds", str(run_dir / "bounds.json")]
         real_root = (job["metadata"].get("annotations") or {}).get(ROOT_ANNOTATION)
         if real_root:  # what the kernel reads under the root, for the verdict cache (verdict/readset.py)
-            argv += ["--read-set", real_root, *([os.path.join(run_dir, workcopy.TREE)] if folder else [])]
+            argv += ["--read-set", real_root, *([os.path.join(work, workcopy.TREE)] if folder else [])]
         return argv
+
+    async def _take_slot(self, job: Job, run: _Run, python: str, plan: ValidationPlan,
+                         sandboxed: bool) -> Slot | None:
+        """A pre-started kernel started exactly as this run's would be (pool.py), or None;
+        the run then carries its run id (by which all its processes are found)."""
+        if self._pool is None or not self._pool.enabled:
+            return None
+        spec = SlotSpec.of(python, self._sandbox_config(job, run.run_dir) if sandboxed else None,
+                           self._bounds_config(job, run.run_dir) or None, dict(plan.kernel_env))
+        slot = await self._pool.take(spec)
+        if slot is not None:
+            run.run_id = slot.run_id
+        return slot
 
     def _bounds_config(self, job: Job, run_dir: Path) -> dict[str, Any]:
         """The run's bounds (runner --bounds, runner/limits.py): the job's memory limit, this
@@ -282,19 +300,30 @@ class RunsRoom(LocalState):
             if changed:
                 raise _EnvChanged(changed)  # (the run slot freed: a rebuild may take minutes)
             sandboxed = (await self.sandbox_state())["enabled"]
-            argv = self.runner_argv(job, run.run_dir, python, plan)
+            slot = await self._take_slot(job, run, python, plan, sandboxed)
+            argv = self.runner_argv(job, run.run_dir, python, plan, slot.folder if slot else None)
             log_path = run.run_dir / "runner.log"
 
-            def setup() -> dict[str, str]:
+            def setup(slot: Slot | None) -> dict[str, str]:
                 # a fresh copy of the folder the kernel works in (the user's is never
                 # written); the copies of this job's earlier attempts go
                 for earlier in self.job_dir(job).glob("run-*"):
                     if earlier != run.run_dir:
                         workcopy.remove(earlier)
                 folder, root, snapshot = self._working_folder(job)
-                workcopy.prepare(run.run_dir, folder=folder, root=root, snapshot=snapshot,
-                                 skip=self.private_paths(), max_files=self.max_folder_files,
-                                 max_bytes=self.max_folder_bytes)
+
+                def prepare(where: Path) -> str:
+                    return workcopy.prepare(where, folder=folder, root=root, snapshot=snapshot,
+                                            skip=self.private_paths(), max_files=self.max_folder_files,
+                                            max_bytes=self.max_folder_bytes)
+
+                work = run.run_dir
+                if slot is not None:  # into the folder the pre-started kernel runs in (pool.py)
+                    assert self._pool is not None
+                    work = slot.folder
+                    self._pool.place(slot, run.run_dir, prepare)
+                else:
+                    prepare(run.run_dir)
                 # the runner's environment: an allow-list, nothing of this server's
                 # (token, runtime/data dirs, IPython profile, PYTHONPATH); the job's
                 # podConfig.env goes to the kernel only, through a file
@@ -302,24 +331,44 @@ class RunsRoom(LocalState):
                 if kernel_env:
                     (run.run_dir / "kernel-env.json").write_text(json.dumps(kernel_env), encoding="utf-8")
                 (run.run_dir / "run-id").write_text(run.run_id)
-                bounds = self._bounds_config(job, run.run_dir)
+                bounds = self._bounds_config(job, work)
                 if bounds:
                     (run.run_dir / "bounds.json").write_text(json.dumps(bounds), encoding="utf-8")
                 if sandboxed:  # its /tmp and /var/tmp: fresh folders of this attempt, on disk
-                    workcopy.make_scratch(run.run_dir)
-                    (run.run_dir / "sandbox.json").write_text(json.dumps(self._sandbox_config(job, run.run_dir)),
+                    if slot is None:
+                        workcopy.make_scratch(run.run_dir)
+                    (run.run_dir / "sandbox.json").write_text(json.dumps(self._sandbox_config(job, work)),
                                                               encoding="utf-8")
                 return runner_environment(str(run.run_dir / "runner"), run.run_id)
 
             try:
-                env = await asyncio.to_thread(setup)
+                try:
+                    env = await asyncio.to_thread(setup, slot)
+                except BaseException:
+                    if slot is not None and self._pool is not None:  # never used: its kernel stopped
+                        self._pool.discard(slot)
+                    raise
             except verdict_cache.FolderTooLarge as e:  # it grew since submit checked it
                 await asyncio.to_thread(workcopy.remove, run.run_dir)
                 folder = self._working_folder(job)[0] or "?"
                 return Observation(FAILED, started_at=run.started_at, finished_at=isotime(), reference=reference,
                                    message=folder_refusal(folder, e, self.max_folder_files, self.max_folder_bytes))
             with open(log_path, "w", encoding="utf-8") as log:
-                proc = await self._start_runner(argv, env, log.fileno())
+                proc: asyncio.subprocess.Process | ForkedRunner | None = None
+                if slot is not None and self._pool is not None:
+                    where, root, snapshot = self._working_folder(job)
+                    cwd = workcopy.working_path(slot.folder, folder=where, root=root, snapshot=snapshot)
+                    run.proc = slot.proc  # from now on a cancel stops it
+                    if await self._pool.bind(slot, argv[len(RUNNER_COMMAND):], cwd, str(log_path)):
+                        proc = slot.proc
+                    else:  # the slot failed before any cell: this run starts its own kernel, in a fresh copy
+                        run.proc = None
+                        await asyncio.to_thread(workcopy.remove, run.run_dir)
+                        run.run_id = uuid.uuid4().hex
+                        argv = self.runner_argv(job, run.run_dir, python, plan)
+                        env = await asyncio.to_thread(setup, None)
+                if proc is None:
+                    proc = await self._start_runner(argv, env, log.fileno())
                 run.proc = proc
                 deprioritize(proc.pid, self.niceness)
                 await asyncio.to_thread(self._record_runner, run, proc.pid)

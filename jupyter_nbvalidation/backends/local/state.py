@@ -16,6 +16,7 @@ from typing import Any, Callable
 from jupyter_nbvalidation.backends.base import Observation
 from jupyter_nbvalidation.backends.local.disk import _Build, _Run
 from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
+from jupyter_nbvalidation.backends.local.pool import KernelPool
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.environment.requirements import Requirements
 from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
@@ -66,6 +67,7 @@ class LocalState:
     _forkserver: RunnerForkServer | None
     _sandbox: dict[str, Any] | None
     _bounds: dict[str, Any] | None
+    _pool: KernelPool | None  # pre-started kernels (pool.py), made at start
 
     # -- LocalBackend's (backend.py) ------------------------------------------------
     @property

@@ -21,11 +21,16 @@ from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
 from jupyter_nbvalidation.core.vocabulary import Phase
 from jupyter_nbvalidation.runner.environment import forkserver_environment, runner_environment
 
+# these are about the runner a cold run forks: the pool off (a pre-started kernel's runner is a new
+# interpreter, started ahead: tests/backends/local/test_kernel_pool.py)
+COLD = {"kernel_pool_size": 0}
+
 NO_BUILD = {"buildConfig": {"enabled": False}}
 
 # what the kernel sees of its runner (its parent) and of itself, printed as JSON
 PROBE = r'''
 import json, os
+
 runner = os.getppid()
 with open(f"/proc/{runner}/stat") as f:
     runner_parent = int(f.read().rsplit(")", 1)[1].split()[1])
@@ -135,7 +140,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.asyncio
 async def test_each_run_is_a_new_forked_runner_and_nothing_is_left(tmp_path, notebook):
-    env = make_local(tmp_path)
+    env = make_local(tmp_path, backend_kw=COLD)
     await env.engine.start()
     seen = []
     try:
@@ -239,7 +244,7 @@ async def test_a_spawn_whose_caller_is_cancelled_leaves_no_runner(tmp_path):
 async def test_a_killed_fork_server_costs_no_verdict(tmp_path, notebook):
     """SIGKILL the fork server while its runner works: the run still ends with its
     verdict (watched by pid), and the next run gets a new fork server."""
-    env = make_local(tmp_path)
+    env = make_local(tmp_path, backend_kw=COLD)
     await env.engine.start()
     try:
         nb = notebook("k/nb.ipynb", ["import time\ntime.sleep(3)", "print('done')"])
@@ -259,7 +264,7 @@ async def test_a_killed_fork_server_costs_no_verdict(tmp_path, notebook):
 
 @pytest.mark.asyncio
 async def test_cancel_stops_a_forked_runner_and_its_kernel(tmp_path, notebook):
-    env = make_local(tmp_path)
+    env = make_local(tmp_path, backend_kw=COLD)
     await env.engine.start()
     try:
         nb = notebook("c/nb.ipynb", ["import time\ntime.sleep(120)"])
@@ -283,7 +288,7 @@ async def test_cancel_stops_a_forked_runner_and_its_kernel(tmp_path, notebook):
 
 @pytest.mark.asyncio
 async def test_fork_runners_off_starts_a_new_interpreter(tmp_path, notebook):
-    env = make_local(tmp_path)
+    env = make_local(tmp_path, backend_kw=COLD)
     env.backend.fork_runners = False
     await env.engine.start()
     try:
@@ -299,7 +304,7 @@ async def test_fork_runners_off_starts_a_new_interpreter(tmp_path, notebook):
 @pytest.mark.asyncio
 async def test_a_fork_server_that_cannot_start_falls_back(tmp_path, notebook, monkeypatch):
     """A fork server that dies before it is ready: the run starts a new interpreter."""
-    env = make_local(tmp_path)
+    env = make_local(tmp_path, backend_kw=COLD)
     await env.engine.start()
     try:
         real = RunnerForkServer.__init__

@@ -1,0 +1,175 @@
+"""Issue 43: pre-started kernels (backends/local/pool.py, runner/pool.py), on the real local
+backend (engine, SQLite, runner processes, kernels in the sandbox where the machine has one).
+
+One backend with the pool on: its first run finds no slot and starts its own kernel (the
+cold twin); that run's key is then warmed, and the next run of the same key takes the slot
+(the pool's counters say which). What the two kernels show, their verdicts, their read-sets,
+the verdict-cache key and the environment record must be the same."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import make_local
+from helpers import wait_async, write_notebook
+
+NOBUILD = {"buildConfig": {"enabled": False}}
+
+# first statement: sys.modules and the namespace before the probe imports or defines anything
+PROBE = r'''_nbv_mods, _nbv_ns = sorted(__import__("sys").modules), sorted(get_ipython().user_ns)
+import json, os, re, sys, time
+_ip = get_ipython()
+_home = os.environ["HOME"]
+_tmp = os.path.dirname(os.path.dirname(_home))  # the runner's temporary folder: <tmp>/kernel/home
+_cwd = os.getcwd()
+_run = os.environ["NBVALIDATION_RUN_ID"]
+def _norm(value):
+    text = json.dumps(value, sort_keys=True, default=str)
+    text = text.replace(_tmp, "<TMP>").replace(_cwd, "<CWD>").replace(_run, "<RUN>")
+    return json.loads(re.sub(r"(socket|pipe|anon_inode|eventfd):\[?\d+\]?", r"\1:N", text))
+_fds = {}  # what is open (the numbers differ from one kernel to the next: its threads open sockets in any order)
+for _fd in sorted(os.listdir("/proc/self/fd"), key=int):
+    try:
+        _fds[_fd] = os.readlink(f"/proc/self/fd/{_fd}")
+    except OSError:
+        pass
+print("PROBE " + json.dumps(_norm({
+    "modules": _nbv_mods, "namespace": _nbv_ns, "path": sys.path, "environ": dict(os.environ),
+    "cwd": _cwd, "listing": sorted(os.listdir(".")), "dh": [str(d) for d in _ip.user_ns["_dh"]],
+    "fds": sorted(_fds.values()), "extensions": sorted(_ip.extension_manager.loaded), "flags": list(sys.flags),
+    "tz": [time.tzname, time.timezone, os.environ.get("TZ")], "argv": sys.argv,
+    "count": _ip.execution_count, "history": len(_ip.user_ns["In"]),
+    "mounts": len(open("/proc/self/mountinfo").readlines()), "umask": os.umask(0o22),
+    "uid": [os.getuid(), os.getgid()], "pid": os.getpid(), "ppid": os.getppid(),
+}), sort_keys=True))'''
+
+
+async def _executed_probe(env, job: dict) -> dict:
+    nb = await env.backend.executed_notebook(job)
+    text = "".join(o.get("text", "") for o in nb["cells"][0].get("outputs", []) if o.get("name") == "stdout")
+    line = next((ln for ln in text.splitlines() if ln.startswith("PROBE ")), None)
+    assert line, f"the probe printed nothing: {json.dumps(nb['cells'][0].get('outputs'))[-2000:]}"
+    return json.loads(line[len("PROBE "):])
+
+
+async def _run_pair(tmp_path: Path, rel: str, sources: list[str], files: dict[str, str] | None = None,
+                    **spec) -> tuple[object, dict, dict]:
+    """The same notebook run twice on one backend with the pool on: (env, cold job, pooled job)."""
+    env = make_local(tmp_path, backend_kw={"kernel_pool_size": 1})
+    for name, text in (files or {}).items():
+        (env.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (env.root / name).write_text(text)
+    write_notebook(env.root / rel, sources)
+    await env.engine.start()
+    try:
+        pool = env.backend._pool
+        cold = await env.run(notebook={"path": rel}, podConfig=NOBUILD, **spec)
+        assert (pool.missed, pool.taken) == (1, 0), pool.state()
+        # the slot its run asked for: started off the critical path, ready before the next run
+        await wait_async(lambda: pool.count() == 1 and all(
+            s.ready.done() for s in pool._slots[next(iter(pool._slots))]), 120, lambda: f"a ready slot: {pool.state()}")
+        pooled = await env.run(notebook={"path": rel}, podConfig=NOBUILD, **spec)
+        assert (pool.missed, pool.taken) == (1, 1), pool.state()
+        return env, cold, pooled
+    finally:
+        await env.engine.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_pooled_kernel_shows_what_a_cold_kernel_shows(tmp_path):
+    env, cold, pooled = await _run_pair(tmp_path, "nb.ipynb", [PROBE, "print('second cell')"],
+                                        files={"data.txt": "data\n"})
+    for job in (cold, pooled):
+        assert job["status"]["phase"] == "Succeeded", job["status"].get("message")
+    seen_cold, seen_pooled = await _executed_probe(env, cold), await _executed_probe(env, pooled)
+    differ = {k: (seen_cold[k], seen_pooled[k]) for k in seen_cold if seen_cold[k] != seen_pooled[k]}
+    # a new process each: its pid and its parent's (the sandbox's namespace gives the same ones)
+    differ.pop("pid", None), differ.pop("ppid", None)
+    assert not differ, json.dumps(differ, indent=1)[:6000]
+    assert seen_pooled["cwd"] == "<CWD>" and seen_pooled["listing"] == ["data.txt", "nb.ipynb"]
+    # nothing the runner did before the notebook counts: its cells are executions 1 and 2
+    executed = await env.backend.executed_notebook(pooled)
+    assert [c["execution_count"] for c in executed["cells"]] == [1, 2]
+
+
+def _comparable(job: dict) -> dict:
+    st = job["status"]
+    results = [{k: v for k, v in r.items() if k != "executionTime"} for r in st.get("results") or []]
+    return {"phase": st["phase"], "reason": st.get("reason"), "message": st.get("message"),
+            "validation": {k: v for k, v in (st.get("validationStatus") or {}).items() if "Time" not in k and k != "duration"},
+            "results": results, "failedCellIndex": st.get("failedCellIndex"), "readSet": st.get("readSet"),
+            "environment": st.get("environment"),
+            "verdictKey": (job["metadata"].get("annotations") or {}).get("nbvalidation.dev/verdict-key")}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("case", ["reads", "fails"])
+async def test_the_same_verdict_read_set_and_environment_record_whichever_kernel_ran(tmp_path, case):
+    """A notebook in a subfolder reading files of its folder and of the root (the read-set), and
+    one whose cell fails: verdict, read-set, cache key and environment record the same."""
+    sources = ["print(open('local.txt').read()); print(open('../shared.csv').read())",
+               "import json\nprint(sorted(__import__('os').listdir('.')))"]
+    if case == "fails":
+        sources.append("1 / 0")
+    env, cold, pooled = await _run_pair(tmp_path, "sub/nb.ipynb", sources,
+                                        files={"sub/local.txt": "local\n", "shared.csv": "a,b\n1,2\n"})
+    assert cold["status"]["phase"] == ("Succeeded" if case == "reads" else "Failed"), cold["status"].get("message")
+    assert _comparable(cold) == _comparable(pooled)
+    if case == "reads":
+        assert cold["status"].get("readSet"), "the read-set was recorded"
+    records = [await env.backend.environment_record(job) for job in (cold, pooled)]
+    assert records[0] is not None
+    for record in records:
+        for field in ("recordedAt", "startTime", "time", "job", "uid", "name"):
+            record.pop(field, None)
+    assert records[0] == records[1]
+    # the executed notebooks: the same outputs (the first cell's text is the files' contents)
+    outputs = [[c.get("outputs") for c in (await env.backend.executed_notebook(j))["cells"]] for j in (cold, pooled)]
+    assert outputs[0] == outputs[1]
+
+
+def _left(pool_dir: Path, run_ids: list[str]) -> list:
+    """Slot folders and processes (the slots' runners, launchers, kernels) still there."""
+    import jupyter_nbvalidation.runner.hygiene as hygiene
+
+    return [*pool_dir.glob("slot-*"), *(pid for run_id in run_ids for pid in hygiene.find(run_id))]
+
+
+@pytest.mark.asyncio
+async def test_an_idle_pool_holds_nothing_and_a_stopped_engine_leaves_nothing(tmp_path, notebook):
+    """Past kernel_pool_idle_ttl after its key's last use, a slot is stopped; a stopped engine
+    leaves no slot, no process, no folder."""
+    nb = notebook("idle/nb.ipynb", ["print(1)"])
+    env = make_local(tmp_path, backend_kw={"kernel_pool_size": 1})
+    await env.engine.start()
+    pool = env.backend._pool
+    pool_dir = Path(env.backend.data_dir) / "jobs" / ".pool"
+    try:
+        done = await env.run(notebook={"path": nb}, podConfig=NOBUILD)
+        assert done["status"]["phase"] == "Succeeded"
+        await wait_async(lambda: pool.state()["ready"] == 1, 120, lambda: f"a ready slot: {pool.state()}")
+        slot = next(s for slots in pool._slots.values() for s in slots)
+        assert _alive(slot.run_id)
+        # its key last used more than a second ago: with a TTL of one second it is idle now
+        pool.idle_ttl = 1
+        pool.want(slot.spec, used=False)
+        await wait_async(lambda: pool.count() == 0 and not _left(pool_dir, [slot.run_id]), 60,
+                         lambda: f"the idle slot gone: {pool.state()} {_left(pool_dir, [slot.run_id])}")
+        # used again: a slot again, held until the engine stops
+        pool.idle_ttl = 600
+        done = await env.run(notebook={"path": nb}, podConfig=NOBUILD)
+        assert done["status"]["phase"] == "Succeeded"
+        await wait_async(lambda: pool.state()["ready"] == 1, 120, lambda: f"a ready slot: {pool.state()}")
+        run_ids = [s.run_id for slots in pool._slots.values() for s in slots]
+        assert all(_alive(run_id) for run_id in run_ids)
+    finally:
+        await env.engine.stop()
+    assert _left(pool_dir, run_ids) == []
+
+
+def _alive(run_id: str) -> bool:
+    import jupyter_nbvalidation.runner.hygiene as hygiene
+
+    return bool(hygiene.find(run_id))
