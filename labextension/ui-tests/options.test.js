@@ -3,7 +3,8 @@
  * against a real `jupyter lab` with the real server extension and the local
  * backend: input the server would refuse is named at its field (the checks'
  * and the server's own 400), and a tolerance and a parameter set in the
- * dialog reach the submitted job and decide its verdict. With
+ * dialog reach the submitted job and decide its verdict; what the dialog saved
+ * for the project is what `run DIR` and `pytest --nbvalidation DIR` read. With
  * NBV_UPDATE_README_SHOT=1 it also refreshes docs/screenshots/validation-panel.png.
  * Run: `node --test ui-tests/options.test.js` from labextension/.
  */
@@ -13,7 +14,8 @@ const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { browserSession, PANEL, VISIBLE_NB, notebook, REPO } = require('./lab');
+const { spawnSync } = require('node:child_process');
+const { browserSession, PANEL, VISIBLE_NB, notebook, REPO, jupyterBin } = require('./lab');
 
 const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
 const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 600_000);
@@ -185,6 +187,86 @@ describe('the Validate with options dialog', () => {
     const executed = await rest('GET', `nbvalidation/api/v1/jobs/${passing}/notebook`);
     assert.equal(executed.status, 200);
     assert.match(JSON.stringify(executed.body), /3\.144732/);
+
+    // 4. lab to CI (issue 42): what the dialog saved for the project ("Save for this project", the
+    // default) is what `jupyter nbvalidation run DIR` and `pytest --nbvalidation DIR` read on the same
+    // folder: the same pair compared with the same tolerance, and the golden copy never validated
+    const saved = await rest(
+      'GET',
+      'nbvalidation/api/v1/project-settings?notebook=options/options.ipynb'
+    );
+    assert.equal(saved.status, 200, JSON.stringify(saved.body));
+    assert.equal(saved.body.exists, true, 'the dialog saved nothing for the project');
+    console.log(`# saved in ${saved.body.file}: ${JSON.stringify(saved.body.entry)}`);
+    assert.deepEqual(saved.body.entry.goldenNotebook, { path: 'golden.ipynb' });
+    assert.deepEqual(saved.body.entry.comparisonConfig, { floatingPointTolerance: 0.01 });
+    assert.deepEqual(saved.body.entry.parameters, { scale: 1.001 });
+    const folder = path.join(lab.root, 'options');
+    const bin = path.dirname(jupyterBin());
+    const ci = (exe, args, env = {}) => {
+      const proc = spawnSync(path.join(bin, exe), args, {
+        cwd: lab.tmp,
+        encoding: 'utf8',
+        timeout: JOB_TIMEOUT,
+        env: { ...process.env, ...env }
+      });
+      const out = `${proc.stdout}\n${proc.stderr}`;
+      console.log(`# ${exe} ${args.join(' ')} -> ${proc.status}\n${out.slice(-1500)}`);
+      return { status: proc.status, out };
+    };
+    const data = path.join(lab.tmp, 'ci-data');
+    const junit = path.join(lab.tmp, 'run.xml');
+    const run = ci('jupyter', [
+      'nbvalidation',
+      'run',
+      folder,
+      '--local',
+      '--data-dir',
+      data,
+      '--junitxml',
+      junit
+    ]);
+    assert.equal(run.status, 0, 'run DIR did not pass with the saved tolerance');
+    const cases = [
+      ...fs.readFileSync(junit, 'utf8').matchAll(/<testcase [^>]*name="([^"]+)"/g)
+    ].map(m => m[1]);
+    assert.deepEqual(
+      cases.map(c => path.basename(c)),
+      ['options.ipynb'],
+      `run DIR validated ${cases}`
+    );
+    fs.writeFileSync(path.join(lab.tmp, 'pytest.ini'), '[pytest]\n');
+    const pytest = ci(
+      'python',
+      [
+        '-m',
+        'pytest',
+        '-p',
+        'jupyter_nbvalidation.pytest_plugin',
+        '-p',
+        'no:cacheprovider',
+        '-c',
+        path.join(lab.tmp, 'pytest.ini'),
+        '--rootdir',
+        folder,
+        '--nbvalidation',
+        '--nbvalidation-local',
+        '--nbvalidation-no-cache',
+        '--nbvalidation-data-dir',
+        data,
+        '-v',
+        folder
+      ],
+      { PYTEST_DISABLE_PLUGIN_AUTOLOAD: '1' }
+    );
+    assert.equal(pytest.status, 0, 'pytest --nbvalidation did not pass with the saved tolerance');
+    assert.match(pytest.out, /options\.ipynb\S* PASSED/);
+    assert.doesNotMatch(
+      pytest.out,
+      /golden\.ipynb\S* (PASSED|FAILED)/,
+      'pytest validated the golden copy'
+    );
+    assert.match(pytest.out, /\b1 passed\b/);
   });
 
   test('no page errors', () => {
