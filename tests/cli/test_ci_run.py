@@ -22,8 +22,9 @@ cli = partial(_cli, timeout=600)
 
 
 def job_count(data: Path) -> int:
+    """Job folders (not .pool, the pre-started kernels' folder beside them)."""
     jobs = data / "jobs"
-    return len(list(jobs.iterdir())) if jobs.is_dir() else 0
+    return len([p for p in jobs.iterdir() if not p.name.startswith(".")]) if jobs.is_dir() else 0
 
 
 @pytest.fixture

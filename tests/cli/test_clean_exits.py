@@ -51,6 +51,9 @@ def test_every_command_ends_without_noise_on_stderr(tmp_path):
     seen["gc"] = (go("gc", *common), ())
     seen["store"] = (go("store", "check", *common), ())
     seen["install"] = (go("install", "--print"), ())
+    seen["hub-config"] = (go("hub-config", "--backend", "local"), ())
+    # outside a Hub and without --url: refused in one line (exit 2), no server started
+    seen["service"] = (go("service", "--data-dir", str(data), "--allow-root"), ("error: no URL to serve on",))
     assert sorted(seen) == sorted(c.name for c in COMMANDS), "a command without its check here"
     noisy = {name: _clean(proc, *allowed) for name, (proc, allowed) in seen.items()}
     assert {k: v for k, v in noisy.items() if v} == {}

@@ -351,7 +351,8 @@ async def test_a_retry_is_one_event_after_its_status_write_and_never_a_transitio
     nb = notebook("ok.ipynb", ["print(6 * 7)"])
     # the stand-in keeps its state outside the run (the marker), which a sandboxed kernel cannot
     # write (it writes only its run's folders): the retry's events are what is tested, without the sandbox
-    env = make_local(tmp_path, store_wrapper=SeesRetries, backend_kw={"sandbox": "off"}, retry_backoff=0.05)
+    env = make_local(tmp_path, store_wrapper=SeesRetries, backend_kw={"sandbox": "off", "kernel_pool_size": 0},
+                     retry_backoff=0.05)  # (the pool off: the run's own kernel start is the one that fails)
     env.backend.unbuilt_python = str(wrapper)
     await env.engine.start()
     try:

@@ -273,15 +273,19 @@ class KernelPool:
             self.missed += 1
             return None
         assert slot.ready is not None
-        if not slot.ready.done():
-            await asyncio.wait([slot.ready], timeout=READY_TIMEOUT)
-        if not slot.ready.done() or slot.ready.result() is not None or slot.proc is None \
-                or slot.proc.returncode is not None or slot.stamp != await asyncio.to_thread(self.stamp, spec.python):
-            self.missed += 1
-            self.discard(slot)
-            return None
-        if slot.watcher is not None:
-            await cancel_and_wait(slot.watcher)
+        try:
+            if not slot.ready.done():
+                await asyncio.wait([slot.ready], timeout=READY_TIMEOUT)
+            if not slot.ready.done() or slot.ready.result() is not None or slot.proc is None \
+                    or slot.proc.returncode is not None or slot.stamp != await asyncio.to_thread(self.stamp, spec.python):
+                self.missed += 1
+                self.discard(slot)
+                return None
+            if slot.watcher is not None:
+                await cancel_and_wait(slot.watcher)
+        except asyncio.CancelledError:  # the run was cancelled (or its engine stopped) while it waited:
+            self.discard(slot)  # the slot is no longer among the kept ones, so nothing else would stop it
+            raise
         self.taken += 1
         return slot
 

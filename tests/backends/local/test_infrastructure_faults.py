@@ -140,7 +140,8 @@ async def test_a_kernel_that_fails_to_start_once_is_retried_then_succeeds(tmp_pa
     wrapper, marker = _flaky_python(tmp_path)
     # the stand-in keeps its state outside the run (the marker), which a sandboxed kernel cannot
     # write (it writes only its run's folders): the retry is what is tested, without the sandbox
-    env = Env(tmp_path, unbuilt_python=str(wrapper), sandbox="off")
+    env = Env(tmp_path, unbuilt_python=str(wrapper), sandbox="off",
+              kernel_pool_size=0)  # the run's own kernel start is what fails once (not a pre-started one)
     await env.engine.start()
     try:
         nb = "ok.ipynb"

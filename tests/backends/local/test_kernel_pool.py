@@ -8,12 +8,15 @@ the verdict-cache key and the environment record must be the same."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import make_local
-from helpers import wait_async, write_notebook
+from helpers import leftover_processes, wait_async, write_notebook
 
 NOBUILD = {"buildConfig": {"enabled": False}}
 
@@ -41,7 +44,7 @@ print("PROBE " + json.dumps(_norm({
     "fds": sorted(_fds.values()), "extensions": sorted(_ip.extension_manager.loaded), "flags": list(sys.flags),
     "tz": [time.tzname, time.timezone, os.environ.get("TZ")], "argv": sys.argv,
     "count": _ip.execution_count, "history": len(_ip.user_ns["In"]),
-    "mounts": len(open("/proc/self/mountinfo").readlines()), "umask": os.umask(0o22),
+    "mounts": sorted(ln.split()[4] for ln in open("/proc/self/mountinfo")), "umask": os.umask(0o22),
     "uid": [os.getuid(), os.getgid()], "pid": os.getpid(), "ppid": os.getppid(),
 }), sort_keys=True))'''
 
@@ -77,16 +80,41 @@ async def _run_pair(tmp_path: Path, rel: str, sources: list[str], files: dict[st
         await env.engine.stop()
 
 
+def _host_mount_points() -> set[str]:
+    with open("/proc/self/mountinfo") as f:
+        return {ln.split()[4] for ln in f}
+
+
+async def _sample_host_mounts(into: set[str]) -> None:
+    """The host's mount points while the pair runs: a kernel's sandbox starts from a copy of
+    the host's table, which others change meanwhile (the real node's Pods mount and unmount
+    their volumes beside this test in CI)."""
+    while True:
+        into |= _host_mount_points()
+        await asyncio.sleep(0.1)
+
+
 @pytest.mark.asyncio
 async def test_a_pooled_kernel_shows_what_a_cold_kernel_shows(tmp_path):
-    env, cold, pooled = await _run_pair(tmp_path, "nb.ipynb", [PROBE, "print('second cell')"],
-                                        files={"data.txt": "data\n"})
+    host: set[str] = set()
+    sampler = asyncio.get_running_loop().create_task(_sample_host_mounts(host))
+    try:
+        env, cold, pooled = await _run_pair(tmp_path, "nb.ipynb", [PROBE, "print('second cell')"],
+                                            files={"data.txt": "data\n"})
+    finally:
+        sampler.cancel()
     for job in (cold, pooled):
         assert job["status"]["phase"] == "Succeeded", job["status"].get("message")
     seen_cold, seen_pooled = await _executed_probe(env, cold), await _executed_probe(env, pooled)
     differ = {k: (seen_cold[k], seen_pooled[k]) for k in seen_cold if seen_cold[k] != seen_pooled[k]}
     # a new process each: its pid and its parent's (the sandbox's namespace gives the same ones)
     differ.pop("pid", None), differ.pop("ppid", None)
+    # the mounts: the same, but for the host's own that came or went between the two starts
+    # (never one of the sandbox's: those are in no host table)
+    mounts = differ.pop("mounts", None)
+    if mounts is not None:
+        changed = set(mounts[0]) ^ set(mounts[1])
+        assert changed <= host, f"mounts only one kernel has, not the host's: {sorted(changed - host)}"
     assert not differ, json.dumps(differ, indent=1)[:6000]
     assert seen_pooled["cwd"] == "<CWD>" and seen_pooled["listing"] == ["data.txt", "nb.ipynb"]
     # nothing the runner did before the notebook counts: its cells are executions 1 and 2
@@ -173,3 +201,63 @@ def _alive(run_id: str) -> bool:
     import jupyter_nbvalidation.runner.hygiene as hygiene
 
     return bool(hygiene.find(run_id))
+
+
+def _python_in_slots(tmp_path: Path, line: str) -> Path:
+    """A stand-in interpreter: a kernel started in a pre-started slot (its working folder is the
+    slot's, under jobs/.pool) does ``line`` (a shell line) first; then every kernel runs the real
+    interpreter. (The tests using it turn the sandbox off: the stand-in lies outside the runs.)"""
+    wrapper = tmp_path / "slot-python"
+    wrapper.write_text('#!/bin/sh\nif [ "$2" = "ipykernel_launcher" ]; then\n'
+                       f'  case "$PWD" in */.pool/slot-*) {line} ;; esac\nfi\nexec {shlex.quote(sys.executable)} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.mark.asyncio
+async def test_a_run_cancelled_while_its_pre_started_kernel_starts_leaves_nothing(tmp_path, notebook):
+    """A run that took a slot still starting, cancelled while it waits for it: the slot (no
+    longer among those kept) is stopped with it, not left running until the process ends."""
+    nb = notebook("nb.ipynb", ["print(1)"])
+    # a cold run's kernel starts at once; a slot's takes 30 s
+    env = make_local(tmp_path, backend_kw={"kernel_pool_size": 1, "sandbox": "off"})
+    env.backend.unbuilt_python = str(_python_in_slots(tmp_path, "sleep 30"))
+    await env.engine.start()
+    pool = env.backend._pool
+    try:
+        first = await env.run(notebook={"path": nb}, podConfig=NOBUILD)
+        assert first["status"]["phase"] == "Succeeded", first["status"].get("message")
+        job = await env.submit(notebook={"path": nb}, podConfig=NOBUILD)
+        # it took the starting slot (and its successor started): it waits for it now
+        await wait_async(lambda: pool.started == 2 and (pool.taken, pool.missed) == (0, 1) and pool.count() == 1, 60,
+                         lambda: pool.state())
+        await env.engine.request_cancel(job["metadata"]["name"])
+        await env.engine.wait_for_terminal(job["metadata"]["name"], 60)
+    finally:
+        await env.engine.stop()
+    # nothing of either slot is left: no runner, no kernel, no stand-in still sleeping
+    await wait_async(lambda: leftover_processes(tmp_path, "") == [], 10, lambda: leftover_processes(tmp_path, ""))
+    assert list((Path(env.backend.data_dir) / "jobs" / ".pool").glob("slot-*")) == []
+
+
+@pytest.mark.asyncio
+async def test_a_pre_started_kernel_that_failed_to_start_costs_the_run_nothing(tmp_path, notebook):
+    """A slot's kernel fails to start (off the critical path): the next run starts its own,
+    with the verdict a cold run gives; no retry is counted (the run's own start did not fail)."""
+    nb = notebook("nb.ipynb", ["x = 6 * 7", "print(x)"])
+    env = make_local(tmp_path, backend_kw={"kernel_pool_size": 1, "sandbox": "off"})
+    env.backend.unbuilt_python = str(_python_in_slots(tmp_path, "exit 1"))
+    await env.engine.start()
+    pool = env.backend._pool
+    try:
+        cold = await env.run(notebook={"path": nb}, podConfig=NOBUILD)
+        await wait_async(lambda: pool.started == 1 and pool.count() == 0, 60,
+                         lambda: f"the slot failed: {pool.state()}")
+        again = await env.run(notebook={"path": nb}, podConfig=NOBUILD)
+        reasons = [e["reason"] for e in await env.events(again)]
+    finally:
+        await env.engine.stop()
+    assert (pool.taken, pool.missed) == (0, 2), pool.state()
+    assert again["status"]["phase"] == "Succeeded" and "validationRetries" not in again["status"], again["status"]
+    assert _comparable(cold) == _comparable(again)
+    assert "ValidationRetried" not in reasons and reasons[-1] == "ValidationSucceeded", reasons
