@@ -77,7 +77,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ClientError(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}: {e.strerror}") from None
     keep = (keep_outputs_dir(args.keep_outputs, [(item.path, item.shown) for item in items])
             if args.keep_outputs else None)
-    api = connect_batch(args, batch.common_root(items), jobs, {"keep_outputs_dir": keep} if keep else None)
+    # (in this process: a kernel is pre-started only while one of these notebooks is still to run)
+    api = connect_batch(args, batch.common_root(items), jobs,
+                        {"kernel_pool_runs_expected": len(items), **({"keep_outputs_dir": keep} if keep else {})})
     ready_keep_outputs(args, api, keep)
     if isinstance(api, InProcess):
         try:

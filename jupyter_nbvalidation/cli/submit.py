@@ -42,7 +42,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if not Path(args.notebook).is_file():
         raise ClientError(f"{args.notebook}: no such notebook")
     keep = keep_outputs_dir(args.keep_outputs, [(Path(args.notebook), args.notebook)]) if args.keep_outputs else None
-    api = connect(args, args.notebook, {"keep_outputs_dir": keep} if keep else None)
+    # (in this process: its one run; no kernel is pre-started for a run that will not come)
+    api = connect(args, args.notebook, {"kernel_pool_runs_expected": 1, **({"keep_outputs_dir": keep} if keep else {})})
     ready_keep_outputs(args, api, keep)
     spec = build_spec(args, api)
     quiet = args.output == "json"

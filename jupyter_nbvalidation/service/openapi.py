@@ -529,7 +529,10 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                     "started": {"type": "integer"},
                                     "taken": {"type": "integer", "description": "runs that used one"},
                                     "missed": {"type": "integer",
-                                               "description": "runs that found none and started their own"}}}]}}},
+                                               "description": "runs that found none and started their own"},
+                                    "expected": {"type": ["integer", "null"],
+                                                 "description": "the runs this engine will start in all, where "
+                                                                "known (LocalBackend.kernel_pool_runs_expected)"}}}]}}},
                                                    "Health"), **_errors()}},
             },
             "/openapi.json": {

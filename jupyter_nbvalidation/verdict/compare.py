@@ -71,6 +71,10 @@ DEFAULT_REL_TOL = 0.0
 
 TEXT_LIMIT = 2000  # expected / actual in a diff entry
 DIFF_LIMIT = 8000  # unified diff text in a diff entry
+# what of one output value the rendered texts (and so the unified diff) show: a diff entry keeps
+# only DIFF_LIMIT characters, and a 200 MB output rendered and diffed whole cost several copies of
+# it (the comparison itself always reads whole values)
+RENDER_CLIP = 64 * 1024
 
 # papermill's tag of the cell it injects (and the runner's, see runner/parameters.py)
 INJECTED_PARAMETERS_TAG = "injected-parameters"
@@ -178,9 +182,21 @@ class CellComparison:
     diff: str
 
 
+def clip(value: str, limit: int | None) -> str:
+    """``value``, or its first ``limit`` characters and a line saying what is left out, with a
+    digest of the whole value: two values that differ only past the cut still differ here."""
+    if limit is None or len(value) <= limit:
+        return value
+    import hashlib  # deferred: only for a value past the cut
+
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{value[:limit]}\n[... {len(value) - limit} more characters not shown; sha256 of the whole: {digest}]"
+
+
 def render_flat(flat: Mapping[str, Sequence[str]], *, strategy: str = NORMALIZED,
-                sanitizers: Sanitizers | None = None) -> str:
-    """A readable text form of flattened outputs (what the unified diff is made of)."""
+                sanitizers: Sanitizers | None = None, limit: int | None = None) -> str:
+    """A readable text form of flattened outputs (what the unified diff is made of); each value
+    cut at ``limit`` characters (``clip``)."""
     parts = []
     for key, values in flat.items():
         for value in values:
@@ -191,7 +207,7 @@ def render_flat(flat: Mapping[str, Sequence[str]], *, strategy: str = NORMALIZED
             elif sanitizers:
                 value = substitute(value, sanitizers)
             parts.append(f"[{key}]")
-            parts.append(value)
+            parts.append(clip(value, limit))
     return "\n".join(parts)
 
 
@@ -248,8 +264,8 @@ def compare_cell_outputs(
     _check_strategy(strategy)
     exp_flat = flatten_outputs(expected_outputs, compare_images=compare_images, ignore=ignore)
     act_flat = flatten_outputs(actual_outputs, compare_images=compare_images, ignore=ignore)
-    exp_text = render_flat(exp_flat, strategy=strategy, sanitizers=sanitizers)
-    act_text = render_flat(act_flat, strategy=strategy, sanitizers=sanitizers)
+    exp_text = render_flat(exp_flat, strategy=strategy, sanitizers=sanitizers, limit=RENDER_CLIP)
+    act_text = render_flat(act_flat, strategy=strategy, sanitizers=sanitizers, limit=RENDER_CLIP)
     if flat_equal(exp_flat, act_flat, strategy=strategy, abs_tol=abs_tol, rel_tol=rel_tol, sanitizers=sanitizers):
         return CellComparison(True, None, exp_text, act_text, "")
     diff_type = EXECUTION_ERROR if ("error" in act_flat and "error" not in exp_flat) else OUTPUT_MISMATCH
@@ -370,7 +386,7 @@ def compare_notebooks(
         if g is not None and g_code and not a_code:
             mismatched += 1
             exp = render_flat(flatten_outputs(g.get("outputs") or [], compare_images=compare_images, ignore=ignore),
-                              strategy=strategy, sanitizers=active)
+                              strategy=strategy, sanitizers=active, limit=RENDER_CLIP)
             actual_desc = "" if a is None else f"<{a.get('cell_type')} cell>"
             expected_desc = f"<code cell>\n{cell_source(g)}" if not exp else exp
             diffs.append(
@@ -381,7 +397,7 @@ def compare_notebooks(
         if a is not None and a_code and not g_code:
             mismatched += 1
             act = render_flat(flatten_outputs(a.get("outputs") or [], compare_images=compare_images, ignore=ignore),
-                              strategy=strategy, sanitizers=active)
+                              strategy=strategy, sanitizers=active, limit=RENDER_CLIP)
             expected_desc = "" if g is None else f"<{g.get('cell_type')} cell>"
             actual_desc = f"<code cell>\n{cell_source(a)}" if not act else act
             diffs.append(

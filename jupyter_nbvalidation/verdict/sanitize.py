@@ -31,6 +31,9 @@ _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _SLASH_DATE = re.compile(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b")
 _TIME = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b")
 _BLANK_RUNS = re.compile(r"\n{3,}")
+# whitespace at the end of a line (what str.rstrip strips: the same Unicode whitespace), by one
+# regular expression: a text of millions of lines is not split into a list of millions of strings
+_TRAILING_SPACE = re.compile(r"[^\S\n]+(?=\n)")
 
 Sanitizers = Sequence[tuple[Any, str]]  # (a compiled pattern or a UserPattern, its replacement)
 
@@ -275,6 +278,6 @@ def substitute(text: str, sanitizers: Sanitizers) -> str:
 def sanitize(text: str, sanitizers: Sanitizers = DEFAULT_SANITIZERS) -> str:
     """Remove volatile parts of an output text (normalized mode)."""
     text = substitute(text, sanitizers)
-    text = "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n"))
+    text = _TRAILING_SPACE.sub("", text.replace("\r\n", "\n"))  # each line's end (the last: rstrip below)
     text = _BLANK_RUNS.sub("\n\n", text)
     return text.rstrip()

@@ -493,3 +493,41 @@ def test_execution_counts_only_on_request():
     cr = compare.compare_notebooks(g, a, compare_execution_count=True)
     assert cr["result"] == "failed" and "execution_count: 1" in cr["diffs"][0]["expected"]
     assert "execution_count: 3" in cr["diffs"][0]["actual"]
+
+
+def _old_line_ends(text: str) -> str:
+    """sanitize's line handling as it was (split into lines, each rstripped, joined)."""
+    import re
+
+    text = "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip()
+
+
+def test_sanitize_strips_line_ends_as_str_rstrip_does_without_splitting_the_text():
+    """The one-expression form (no list of millions of lines for a big output) gives exactly what
+    the per-line rstrip gave, on random texts of every kind of whitespace Python strips."""
+    import random
+
+    from jupyter_nbvalidation.verdict.sanitize import sanitize
+
+    alphabet = ["a", "1", " ", "\t", "\r", "\n", "\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\xa0", "\u2028",
+                "\u3000", "\u200b", "x"]
+    rng = random.Random(7)
+    for _ in range(50_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        assert sanitize(text, ()) == _old_line_ends(text), repr(text)
+
+
+def test_a_huge_output_is_judged_whole_and_its_diff_shows_a_cut_with_the_digest():
+    """Two outputs of 1 MB that differ only in their last character: the cell differs (the
+    comparison reads whole values); the diff shows the first RENDER_CLIP characters and a line
+    per side that says what is cut, with different digests, so the diff is never empty."""
+    big = "y" * 1_000_000
+    golden = [new_output("stream", name="stdout", text=big + "a\n")]
+    actual = [new_output("stream", name="stdout", text=big + "b\n")]
+    result = compare.compare_cell_outputs(golden, actual)
+    assert not result.equal and result.diff_type == compare.OUTPUT_MISMATCH
+    assert len(result.expected_text) < compare.RENDER_CLIP + 200 and len(result.diff) < 3 * compare.RENDER_CLIP
+    cut = [ln for ln in result.diff.splitlines() if "more characters not shown" in ln]
+    assert len(cut) == 2 and cut[0][1:] != cut[1][1:], cut
+    assert compare.compare_cell_outputs(golden, [new_output("stream", name="stdout", text=big + "a\n")]).equal

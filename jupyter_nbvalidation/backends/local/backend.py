@@ -144,6 +144,11 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
                                              "are stopped (nothing is held when idle); the one used last within "
                                              "it is warmed again when a server or CLI engine starts leading. 0: "
                                              "kept while the process lives.").tag(config=True)
+    kernel_pool_runs_expected = Int(0, help="How many runs this engine will ask a kernel for in all, where "
+                                            "that is known (`jupyter nbvalidation run` of N notebooks: N; "
+                                            "`submit`: 1): a kernel is pre-started only while a run is still "
+                                            "to come, never one that nothing will use. 0: not known (a "
+                                            "server): the pool as above.").tag(config=True)
     gc_interval = Float(3600.0, help="Seconds between two automatic collections (retention and the cache "
                                      "cap) by the lease holder; 0 disables them (`jupyter nbvalidation gc` "
                                      "still works).").tag(config=True)
@@ -247,7 +252,8 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         await self.sandbox_state()
         self._pool = KernelPool(self.root / "jobs" / ".pool", size=self.kernel_pool_size, max_total=self.kernel_pool_max,
                                 idle_ttl=self.kernel_pool_idle_ttl, niceness=self.niceness, niced=self._niced,
-                                owner=self.owner, log=self.log, stamp=self._env_stamp)
+                                owner=self.owner, log=self.log, stamp=self._env_stamp,
+                                expected=self.kernel_pool_runs_expected or None)
 
     async def _detect_bounds(self) -> None:
         """How a job's memory limit will be held (runner/limits.py), once, in a thread; a warning

@@ -112,8 +112,12 @@ class KernelPool:
 
     def __init__(self, root: Path, *, size: int, max_total: int, idle_ttl: float, niceness: int,
                  niced: Callable[[list[str]], list[str]], owner: Callable[[], dict[str, Any]],
-                 log: logging.Logger, stamp: Callable[[str], str] = lambda python: "") -> None:
+                 log: logging.Logger, stamp: Callable[[str], str] = lambda python: "",
+                 expected: int | None = None) -> None:
         self.root = root
+        # the runs this engine will ask a kernel for in all, where known (a CLI engine's): a slot
+        # is started only while more runs are to come than slots are held
+        self.expected = expected
         # which build of an interpreter's environment this is (blocking): a slot started in an
         # environment since retired and rebuilt at the same place serves no run
         self.stamp = stamp
@@ -124,6 +128,7 @@ class KernelPool:
         self._expiry: dict[str, asyncio.TimerHandle] = {}
         self._starting: set[asyncio.Task[None]] = set()
         self.started = self.taken = self.missed = 0  # for /health and the benchmark
+        self.asked = 0  # take() calls: the runs that asked for a kernel so far
 
     @property
     def enabled(self) -> bool:
@@ -150,7 +155,8 @@ class KernelPool:
             left = self.idle_ttl - (time.time() - self._last_use.get(key, time.time()))
             self._expiry[key] = asyncio.get_running_loop().call_later(max(left, 0.0), self._expire, key)
         slots = self._slots.setdefault(key, [])
-        while len(slots) < self.size and self.count() < self.max_total:
+        while len(slots) < self.size and self.count() < self.max_total and \
+                (self.expected is None or self.count() + self.asked < self.expected):
             slot = Slot(spec, self.root / f"slot-{uuid.uuid4().hex[:12]}")
             slot.ready = asyncio.get_running_loop().create_future()
             slots.append(slot)
@@ -263,6 +269,7 @@ class KernelPool:
         its successor is started either way."""
         if not self.enabled:
             return None
+        self.asked += 1
         slots = self._slots.get(spec.key, [])
         ready = [s for s in slots if s.ready is not None and s.ready.done() and s.ready.result() is None]
         slot = ready[0] if ready else (slots[0] if slots else None)
@@ -377,4 +384,5 @@ class KernelPool:
         ready = sum(1 for v in self._slots.values() for s in v
                     if s.ready is not None and s.ready.done() and s.ready.result() is None)
         return {"size": self.size, "max": self.max_total, "idleTtl": self.idle_ttl, "slots": self.count(), "ready": ready,
-                "keys": len(self._slots), "started": self.started, "taken": self.taken, "missed": self.missed}
+                "keys": len(self._slots), "started": self.started, "taken": self.taken, "missed": self.missed,
+                "expected": self.expected}

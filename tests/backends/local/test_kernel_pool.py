@@ -261,3 +261,24 @@ async def test_a_pre_started_kernel_that_failed_to_start_costs_the_run_nothing(t
     assert again["status"]["phase"] == "Succeeded" and "validationRetries" not in again["status"], again["status"]
     assert _comparable(cold) == _comparable(again)
     assert "ValidationRetried" not in reasons and reasons[-1] == "ValidationSucceeded", reasons
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("expected", [1, 3])
+async def test_no_kernel_is_pre_started_for_a_run_that_will_not_come(tmp_path, notebook, expected):
+    """An engine that knows how many runs it will start (the CLI's `run` of N notebooks, `submit`)
+    pre-starts a kernel only while one of them is still to come: `submit` and `run` of one
+    notebook start none, `run` of 3 (one at a time) starts 2, each used, and nothing is left."""
+    nb = notebook("nb.ipynb", ["print(1)"])
+    env = make_local(tmp_path, backend_kw={"kernel_pool_size": 1, "kernel_pool_runs_expected": expected})
+    await env.engine.start()
+    pool = env.backend._pool
+    try:
+        for _ in range(expected):
+            done = await env.run(notebook={"path": nb}, podConfig=NOBUILD)
+            assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+            if pool.count():  # the next run's slot: ready before it asks (the pool's own tests race it)
+                await wait_async(lambda: pool.state()["ready"] == pool.count(), 120, lambda: pool.state())
+        assert (pool.started, pool.taken, pool.count()) == (expected - 1, expected - 1, 0), pool.state()
+    finally:
+        await env.engine.stop()
