@@ -65,8 +65,12 @@ def _nbvalidation_install_output(part, window, wait, key, ack_type, drop_over, d
     kernel.control_handlers[ack_type] = ack
     master = os.getpid()
 
+    hooked = []
+
     def hook(stream):
         original = stream.write
+        if not any(each is stream for each in hooked):  # (hooked again at each cell)
+            hooked.append(stream)
 
         def write(string):
             if (string.__class__ is not str or len(string) <= part or os.getpid() != master
@@ -78,7 +82,8 @@ def _nbvalidation_install_output(part, window, wait, key, ack_type, drop_over, d
                     echo.write(string)
                 except OSError:
                     pass
-            stream.flush()  # what was written before goes first
+            for each in hooked:  # what was written before, on either stream, goes first
+                each.flush()
             parent, session, name, n = stream.parent_header, stream.session, stream.name, len(string)
             throttled = True
             for start in range(0, n, part):

@@ -92,6 +92,19 @@ def test_parts_are_merged_into_the_output_a_whole_write_gives(tmp_path):
         ("stdout", "a" * 3_000_000 + "\n"), ("stderr", "é" * 1_500_000), ("stdout", "b\n")]
 
 
+def test_a_parted_write_goes_after_what_the_other_stream_wrote_before_it(tmp_path):
+    """A small write to stdout (still in ipykernel's buffer, flushed within 0.2 s) then a big one
+    to stderr (sent in parts at once): the stdout text comes first, as written (before, the parts
+    went ahead of it; under load that moved print's newline after a later stderr output)."""
+    nb = write_notebook(tmp_path / "nb" / "nb.ipynb", [
+        'import sys\nsys.stdout.write("small")\nsys.stderr.write("é" * 1_500_000)\nprint("b")'])
+    result, executed, _ = _run(tmp_path, nb, "--max-cell-output-bytes", str(16 * MiB))
+    assert result["verdict"] == "Succeeded", result["message"]
+    outputs = executed["cells"][0]["outputs"]
+    assert [(o["name"], "".join(o["text"])[:5]) for o in outputs] == [
+        ("stdout", "small"), ("stderr", "é" * 5), ("stdout", "b\n")], [(o["name"], len(o["text"])) for o in outputs]
+
+
 def test_an_output_that_was_cleared_no_longer_counts_against_the_budget(tmp_path):
     """The budget as outputs arrive counts what the cell shows at its end: 3 MB printed, then
     cleared (``wait=True``: at the next output) leaves the cell's budget whole (before, the cleared
