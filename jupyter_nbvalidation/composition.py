@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from traitlets import Enum, Float, Int, Type
+from traitlets import Enum, Float, Int, Type, Unicode
 from traitlets.config import Config, LoggingConfigurable
 
 from jupyter_nbvalidation.backends.base import Backend
@@ -54,6 +54,11 @@ class NBValidationSettings(LoggingConfigurable):
     max_page_size = Int(500, help="Largest `limit` accepted by GET /jobs.").tag(config=True)
     max_input_files = Int(1000, help="Most files a job's spec.inputFiles may match.").tag(config=True)
     max_input_bytes = Int(50 * 2**20, help="Largest total size of a job's spec.inputFiles, in bytes.").tag(config=True)
+    git_dir = Unicode("", help="Where notebooks from git are fetched (a cache per repository URL) and their commits' "
+                               "files kept. Default: the local backend's data dir's git/, else Jupyter's data "
+                               "dir's nbvalidation/git/.").tag(config=True)
+    git_timeout = Float(120.0, help="Seconds a fetch of a job's notebook from git may take (spec.notebook.git); "
+                                    "past it the job ends InfrastructureFailed.").tag(config=True)
 
 
 def make_backend(kind: str, cls: type[Backend] | None, parent: Any) -> Backend:
@@ -94,7 +99,8 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
                     retry_backoff=settings.retry_backoff, max_concurrent_builds=builds,
                     max_concurrent_validations=validations)
     return JobService(engine, backend, root_dir, max_notebook_bytes=settings.max_notebook_bytes,
-                      max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes)
+                      max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes,
+                      git_dir=settings.git_dir or None, git_timeout=settings.git_timeout)
 
 
 def jupyter_config() -> Config:

@@ -295,6 +295,12 @@ class Backend(LoggingConfigurable, ABC, metaclass=_PortMeta):
         return {option.default: getattr(self, "default_" + option.default)
                 for _, option in runner_options() if option.default}
 
+    def git_dir(self) -> str | None:
+        """Where this backend keeps notebooks fetched from git (service/git_fetch.py), when it
+        has a folder of its own for them (the local backend: inside its data dir, which kernels
+        do not see); None: the service's default."""
+        return None
+
     def private_paths(self) -> frozenset[str]:
         """Real paths never part of a notebook's folder as its kernel sees it (e.g. a
         data dir inside the folder): left out of its copy and its verdict key."""

@@ -83,6 +83,12 @@ JOB_SCHEMA: dict[str, Any] = {
                                  "description": "true when an event of this job could not be recorded (after its "
                                                 "retries) or was dropped: the timeline falls back to "
                                                 "status.transitions"},
+            "source": {"type": "object", "properties": {
+                "url": {"type": "string"}, "ref": {"type": "string"},
+                "commit": {"type": "string", "description": "the full SHA the ref named when the job was submitted"},
+                "golden": {"type": "object", "description": "the golden notebook's own source, when it has one"}},
+                "description": "a notebook from git (spec.notebook.git): the repository's URL, the ref asked for "
+                               "and the commit it resolved to (no commit: the fetch failed, see message)"},
             "environment": {"type": "string",
                             "description": "what the job's environment is built from, written when the build is "
                                            "planned and kept on the final status: \"2 requirements from "

@@ -118,7 +118,7 @@ class SnapshotRoom(ServiceState):
         files = {"notebook.ipynb": _read_notebook(nb_path, "spec.notebook.path", self.max_notebook_bytes)}
         golden = spec.get("goldenNotebook")
         if golden:
-            g_path = resolve_in_root(self.root_dir, golden["path"], "spec.goldenNotebook.path")
+            g_path = resolve_in_root(self.golden_root or self.root_dir, golden["path"], "spec.goldenNotebook.path")
             files["golden.ipynb"] = _read_notebook(g_path, "spec.goldenNotebook.path", self.max_notebook_bytes)
         reqs = reqmod.Requirements(origin="no requirements declared")
         if build_enabled(spec):

@@ -20,9 +20,21 @@ export interface ISanitizer {
   section?: string;
 }
 
+/** Where the notebook is: a git repository at a ref, fetched when the job is submitted. */
+export interface IGitSource {
+  /** The repository: https://, http://, ssh://, git@host:path or file:// (no password in it). */
+  url: string;
+  /** A branch, a tag or a full commit SHA. */
+  ref: string;
+  /** The name of a secret with ssh-privatekey, or username with password or token. */
+  credentialsSecret?: string;
+}
+
 /** The notebook to validate. */
 export interface INotebookRef {
-  /** Path of the notebook (relative to the Jupyter server root); must end in .ipynb. */
+  /** Where the notebook is: a git repository at a ref, fetched when the job is submitted. */
+  git?: IGitSource;
+  /** Path of the notebook (relative to the Jupyter server root, or to the repository's root with git); must end in .ipynb. */
   path: string;
 }
 
@@ -134,8 +146,14 @@ export const SPEC_FIELDS = [
   'comparisonConfig.relativeTolerance',
   'comparisonConfig.sanitizers',
   'comparisonConfig.strategy',
+  'goldenNotebook.git.credentialsSecret',
+  'goldenNotebook.git.ref',
+  'goldenNotebook.git.url',
   'goldenNotebook.path',
   'inputFiles',
+  'notebook.git.credentialsSecret',
+  'notebook.git.ref',
+  'notebook.git.url',
   'notebook.path',
   'outputLimits.perCell',
   'outputLimits.total',

@@ -1,0 +1,84 @@
+"""Notebooks from git through the entry points: the REST API of a real Jupyter server (the
+upstream operator's sample shape: notebook.git + goldenNotebook.git + timeout) and
+``jupyter nbvalidation run --git URL --ref REF [PATH...]``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from git_support import Repo
+from helpers import cli, rest_wait_terminal, write_golden
+from helpers import rest_call as call
+from tornado.httpclient import HTTPClientError
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    r = Repo(tmp_path / "git")
+    r.notebook("nbs/check.ipynb", ["print('hello from git')"])
+    r.notebook("nbs/sub/other.ipynb", ["x = 1 + 1", "assert x == 2"])
+    r.write("README.md", "a repository")
+    return r
+
+
+async def test_the_upstream_sample_shape_validates_through_rest(jp_fetch, jp_serverapp, repo):
+    """The upstream operator's sample (notebook and golden notebook from git, a timeout), without
+    serviceAccountName: 201, the job's status carries the commit, the golden comparison ran."""
+    (repo.work / "golden").mkdir()
+    write_golden(repo.work / "nbs/check.ipynb", "hello from git\n", repo.work / "golden/check.ipynb")
+    golden_commit = repo.commit("the golden copy")
+    repo.tag("golden-v1")
+    write_golden(repo.work / "nbs/check.ipynb", "something else\n", repo.work / "golden/check.ipynb")
+    commit = repo.commit("a golden copy the notebook does not match", branch="later")
+    spec = {"notebook": {"git": {"url": repo.url, "ref": "main"}, "path": "nbs/check.ipynb"},
+            "goldenNotebook": {"git": {"url": repo.url, "ref": "golden-v1"}, "path": "golden/check.ipynb"},
+            "podConfig": {"buildConfig": {"enabled": False}},
+            "timeout": "5m"}
+    r = await call(jp_fetch, "jobs", method="POST", body=spec, raw=True)
+    assert r.code == 201
+    done = await rest_wait_terminal(jp_fetch, json.loads(r.body)["metadata"]["name"], 300)
+    st = done["status"]
+    assert st["phase"] == "Succeeded", st
+    assert st["source"] == {"url": repo.url, "ref": "main", "commit": golden_commit,
+                            "golden": {"url": repo.url, "ref": "golden-v1", "commit": golden_commit}}
+    # the golden copy of another ref: compared, and red
+    spec["goldenNotebook"]["git"]["ref"] = "later"
+    r = await call(jp_fetch, "jobs", method="POST", body=spec, raw=True)
+    done = await rest_wait_terminal(jp_fetch, json.loads(r.body)["metadata"]["name"], 300)
+    assert done["status"]["phase"] == "Failed" and done["status"]["source"]["golden"]["commit"] == commit
+    assert done["status"]["comparisonResult"]["result"] == "failed", done["status"]
+
+    with pytest.raises(HTTPClientError) as err:  # the upstream field this tool does not take, named
+        await call(jp_fetch, "jobs", method="POST", body={
+            **spec, "podConfig": {"serviceAccountName": "default"}})
+    assert err.value.code == 400
+    assert "spec.podConfig.serviceAccountName" in err.value.response.body.decode()
+
+    with pytest.raises(HTTPClientError) as err:
+        await call(jp_fetch, "jobs", method="POST", body={
+            **spec, "notebook": {"git": {"url": "https://u:secret-pw@example.org/r.git", "ref": "main"},
+                                 "path": "nbs/check.ipynb"}})
+    body = err.value.response.body.decode()
+    assert err.value.code == 400 and "spec.notebook.git.url" in body and "secret-pw" not in body
+
+
+def test_run_git_validates_the_repository_at_one_commit(tmp_path, repo):
+    repo.commit("first")
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    common = ("--local", "--data-dir", str(tmp_path / "data"), "-j", "1", "-o", "json", "--no-build")
+    proc = cli("run", "--git", repo.url, "--ref", "main", "nbs", *common, cwd=work, timeout=600, no_servers=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(proc.stdout)
+    assert sorted(r["notebook"] for r in rows) == ["nbs/check.ipynb", "nbs/sub/other.ipynb"], rows
+    assert {r["verdict"] for r in rows} == {"Succeeded"}
+
+    proc = cli("run", "--git", repo.url, "--ref", "no-such-branch", *common, cwd=work, timeout=600,
+               no_servers=True)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # infrastructure: the repository cannot be had
+    assert "no such ref" in proc.stderr
+
+    proc = cli("run", "--git", "ftp://example.org/r.git", *common, cwd=work, timeout=600, no_servers=True)
+    assert proc.returncode == 2 and "--git" in proc.stderr, proc.stdout + proc.stderr
