@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from traitlets import Enum, Float, Int, Type
+from traitlets import Dict, Enum, Float, Int, TraitError, Type, validate
 from traitlets.config import Config, LoggingConfigurable
 
 from jupyter_nbvalidation.backends.base import Backend
 from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.secrets.registry import SecretRegistry
 from jupyter_nbvalidation.service.jobs import JobService
 
 
@@ -54,6 +55,22 @@ class NBValidationSettings(LoggingConfigurable):
     max_page_size = Int(500, help="Largest `limit` accepted by GET /jobs.").tag(config=True)
     max_input_files = Int(1000, help="Most files a job's spec.inputFiles may match.").tag(config=True)
     max_input_bytes = Int(50 * 2**20, help="Largest total size of a job's spec.inputFiles, in bytes.").tag(config=True)
+    secrets = Dict(help="Secrets by name, for a job's podConfig.credentials (docs/secrets.md): "
+                        "{name: {'fromEnv': {KEY: SERVER_ENV_VAR, ...}} or {'fromFile': '/abs/path'} (KEY=VALUE lines "
+                        "or a JSON object), with 'users' and 'groups' (the Hub users who may use it; with neither, "
+                        "only the server's own user)}. Values are read at each run, never stored.").tag(config=True)
+
+    @validate("secrets")
+    def _check_secrets(self, proposal: Any) -> Any:
+        try:
+            SecretRegistry(proposal["value"])
+        except ValueError as e:
+            raise TraitError(str(e)) from None
+        return proposal["value"]
+
+    def secret_registry(self) -> SecretRegistry:
+        """The registry of ``secrets`` as configured now."""
+        return SecretRegistry(self.secrets)
 
 
 def make_backend(kind: str, cls: type[Backend] | None, parent: Any) -> Backend:
