@@ -98,6 +98,7 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
     """The backend (configured from ``settings``' config: ``c.LocalBackend.*`` ...), its
     engine and the service over them; ``backend`` when the caller made its own."""
     backend = backend or make_backend(settings.backend, settings.backend_class, settings)
+    backend.secrets = settings.secret_registry()  # the service checks names, the backend reads values at a run
     builds, validations = settings.max_concurrent_builds, settings.max_concurrent_validations
     # LocalBackend.max_parallel_*: deprecated aliases of the engine's caps (one knob, never two)
     alias_builds, alias_validations = backend.admission_caps()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import jupyter_nbvalidation.environment.requirements as reqmod
 import jupyter_nbvalidation.verdict.cache as verdict_cache
@@ -17,6 +17,7 @@ from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled, is_terminal, new_job
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.secrets.registry import Caller
 
 # ApiError's home is errors.py; re-exported here for the callers that import it with JobService
 from jupyter_nbvalidation.service.bisections import Bisections
@@ -52,13 +53,15 @@ class JobService(SnapshotRoom, QueriesRoom, HistoryRoom, ProjectSettingsRoom):
         self.quotas = Quotas()  # per user, in a JupyterHub service's views (as_user)
         self._quota_locks = QuotaLocks()
 
-    def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None) -> "JobService":
+    def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None,
+                groups: Iterable[str] = ()) -> "JobService":
         """This service as user ``owner`` sees it (a JupyterHub service's request): only their
         jobs (``admin``: every job), their submits labelled with them and held to the quotas;
         ``root_dir``: where this request's inputs are (a hub submit's own snapshot folder).
         The view shares everything else (engine, backend, store, searches) with this service."""
         view = copy.copy(self)
         view.owner, view.admin = owner_label(owner), admin
+        view.caller = Caller(owner, frozenset(groups))  # whose secrets a submit may name (never None: the server's)
         if root_dir is not None:
             view.root_dir, view.real_root = root_dir, os.path.realpath(root_dir)
         return view

@@ -16,6 +16,7 @@ from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION
 from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.secrets.registry import Caller, SecretRegistry
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.store.base import JobStore, NotFound, owner_of
 
@@ -36,6 +37,9 @@ class ServiceState:
     # (a single user's server); a name sees only the jobs labelled with it, unless ``admin``
     owner: str | None = None
     admin: bool = False
+    # who asks for the server's secrets (as_user: a Hub user and their groups; else the single-user
+    # server's own user): podConfig.credentials are checked at submit for it
+    caller: Caller = Caller()
 
     @property
     def scope_owner(self) -> str | None:
@@ -45,6 +49,11 @@ class ServiceState:
     @property
     def store(self) -> JobStore:
         return self.backend.store
+
+    @property
+    def secrets(self) -> SecretRegistry:
+        """The server's secrets by name (the backend's: it reads their values at the run)."""
+        return self.backend.secrets
 
     async def get(self, name: str) -> Job:
         try:
