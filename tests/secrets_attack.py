@@ -44,7 +44,10 @@ def attack_cells(key: str = "DB_PASSWORD", digest: str | None = None) -> list[st
         "print(list(v))",
         "print(v[:11], end='')",  # the value split across two cells
         "print(v[11:])",
-        "open('leak.txt', 'w').write(v)\nprint(open('leak.txt').read())",
+        "open('leak.txt', 'w').write(v)\nprint(open('leak.txt').read())\n"
+        "import tempfile\nfor d in ('/tmp', '/var/tmp', tempfile.gettempdir(), os.path.expanduser('~')):\n"
+        "    try:\n        open(os.path.join(d, 'nbv-leak.txt'), 'w').write(v)\n    except OSError as e:\n"
+        "        print('not written in', d, type(e).__name__)",
         "print(dict(os.environ))",
         "%env",
         f"%env {key}",

@@ -87,6 +87,8 @@ def test_the_attackers_notebook_leaves_no_trace(tmp_path, secret_env):
     # the data dir (the store's bytes, run folders, logs), the reports, the server's log, the root
     leaks += scan_files(tmp_path, [VALUE, USER])
     assert not leaks, "\n".join(leaks)
+    sandbox = json.loads(answers["health"][1])["sandbox"]
+    assert sandbox["enabled"], sandbox  # the kernel ran in the sandbox (its /tmp: the run's, removed with it)
     st = job["status"]
     # the verdict is the notebook's own (its last cell raises), the message masked
     assert st["phase"] == Phase.FAILED and st["reason"] == "ValidationFailed", st
@@ -138,6 +140,30 @@ async def test_an_unknown_name_and_a_name_not_allowed_are_the_same_400_with_noth
             await env.service.submit(spec("alices", "alices"))
     finally:
         await env.service.close()
+
+
+@pytest.mark.asyncio
+async def test_a_job_with_credentials_is_never_a_verdict_cache_hit(tmp_path, notebook, monkeypatch):
+    """The same notebook, unchanged, Succeeded: without credentials the next one is a cache hit;
+    with them, neither is it one nor does its success answer for a later job."""
+    env = make_local(tmp_path)
+    env.backend.secrets = SecretRegistry({"warehouse": {"fromEnv": {"DB_PASSWORD": "NBV_TEST_CACHE_PW"}}})
+    monkeypatch.setenv("NBV_TEST_CACHE_PW", VALUE)
+    nb = notebook("nb.ipynb", ["import os\nprint(len(os.environ.get('DB_PASSWORD', '')))"])
+    plain = {"notebook": {"path": nb}, "podConfig": NOBUILD}
+    with_secret = {"notebook": {"path": nb}, "podConfig": {**NOBUILD, "credentials": ["warehouse"]}}
+    await env.engine.start()
+    try:
+        done = await env.run(**with_secret)
+        assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
+        assert await env.service.unchanged(with_secret) is None  # never reused
+        assert await env.service.unchanged(plain) is None  # nor answers for another spec
+        done = await env.run(**plain)
+        assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
+        assert (await env.service.unchanged(plain))["metadata"]["name"] == done["metadata"]["name"]  # the converse
+        assert await env.service.unchanged(with_secret) is None
+    finally:
+        await env.engine.stop()
 
 
 @pytest.mark.asyncio
