@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from traitlets import Enum, Float, Int, Type, Unicode
+from traitlets import Dict, Enum, Float, Int, TraitError, Type, Unicode, validate
 from traitlets.config import Config, LoggingConfigurable
 
 from jupyter_nbvalidation.backends.base import Backend
 from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.secrets.registry import SecretRegistry
 from jupyter_nbvalidation.service.jobs import JobService
 
 
@@ -59,6 +60,22 @@ class NBValidationSettings(LoggingConfigurable):
                                "dir's nbvalidation/git/.").tag(config=True)
     git_timeout = Float(120.0, help="Seconds a fetch of a job's notebook from git may take (spec.notebook.git); "
                                     "past it the job ends InfrastructureFailed.").tag(config=True)
+    secrets = Dict(help="Secrets by name, for a job's podConfig.credentials (docs/secrets.md): "
+                        "{name: {'fromEnv': {KEY: SERVER_ENV_VAR, ...}} or {'fromFile': '/abs/path'} (KEY=VALUE lines "
+                        "or a JSON object), with 'users' and 'groups' (the Hub users who may use it; with neither, "
+                        "only the server's own user)}. Values are read at each run, never stored.").tag(config=True)
+
+    @validate("secrets")
+    def _check_secrets(self, proposal: Any) -> Any:
+        try:
+            SecretRegistry(proposal["value"])
+        except ValueError as e:
+            raise TraitError(str(e)) from None
+        return proposal["value"]
+
+    def secret_registry(self) -> SecretRegistry:
+        """The registry of ``secrets`` as configured now."""
+        return SecretRegistry(self.secrets)
 
 
 def make_backend(kind: str, cls: type[Backend] | None, parent: Any) -> Backend:
@@ -86,6 +103,7 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
     """The backend (configured from ``settings``' config: ``c.LocalBackend.*`` ...), its
     engine and the service over them; ``backend`` when the caller made its own."""
     backend = backend or make_backend(settings.backend, settings.backend_class, settings)
+    backend.secrets = settings.secret_registry()  # the service checks names, the backend reads values at a run
     builds, validations = settings.max_concurrent_builds, settings.max_concurrent_validations
     # LocalBackend.max_parallel_*: deprecated aliases of the engine's caps (one knob, never two)
     alias_builds, alias_validations = backend.admission_caps()

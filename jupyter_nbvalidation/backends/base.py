@@ -25,6 +25,7 @@ from jupyter_nbvalidation.core.documents import Job, JobSpec, Progress, RunnerRe
 from jupyter_nbvalidation.core.spec_table import runner_options
 from jupyter_nbvalidation.core.vocabulary import RunState
 from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.secrets.registry import SecretRegistry
 from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
 from jupyter_nbvalidation.store.base import JobStore
 
@@ -163,6 +164,10 @@ class Backend(LoggingConfigurable, ABC, metaclass=_PortMeta):
 
     #: what this backend can do beyond the required operations
     capabilities: ClassVar[Capabilities] = Capabilities()
+
+    #: the server's secrets by name (c.NBValidation.secrets; composition.assemble sets it): a job's
+    #: podConfig.credentials are read from it at the run, never stored
+    secrets: SecretRegistry = SecretRegistry({})
 
     @abstractmethod
     async def start(self, notify: Callable[[str], None]) -> None:

@@ -40,6 +40,8 @@ MAX_ENV_ITEMS = 100
 MAX_ENV_NAME_CHARS = 256
 MAX_ENV_VALUE_CHARS = 32 * 1024
 MAX_ENV_TOTAL_BYTES = 256 * 1024
+MAX_CREDENTIALS = 20  # podConfig.credentials: secret names
+MAX_SECRET_NAME_CHARS = 253
 MAX_REQUIREMENTS_ITEMS = 500  # the spec list (requirements files: see requirements.py)
 MAX_REQUIREMENT_CHARS = 4096
 MAX_EXTRAS = 50  # buildConfig.extras
@@ -208,6 +210,13 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
     "podConfig": Obj("PodConfig", "The environment the notebook runs in.", {
         "containerImage": Field("str", "Image to run the notebook in (when no build is done)."),
         "env": Field("envlist", "Environment variables of the validation (literal values only)."),
+        "credentials": Field("strlist", "Names of secrets the server knows (c.NBValidation.secrets) that the "
+                                        "job's owner may use: every key of each reaches the kernel as an "
+                                        "environment variable, its value read at the run and masked in every "
+                                        "output, log and report.", (MAX_CREDENTIALS, MAX_SECRET_NAME_CHARS),
+                             cli=(Cli(("--credential",), "append", "the name of a secret of the server whose keys "
+                                                                   "the kernel gets as environment variables "
+                                                                   "(repeatable)", metavar="NAME"),)),
         "resources": Obj("Resources", "Requests and limits of the validation container (over the server's "
                                       "defaults).", {
             "requests": Field("quantities", "Resource requests, e.g. {cpu: 500m, memory: 2Gi}."),
@@ -332,7 +341,7 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
 }, ("notebook",))
 
 #: the order the CLI's spec options are listed in (--help); every Cli of the table, by its first flag
-CLI_ORDER = ("--no-build", "--requirements-file", "--requirement", "--extra", "--constraint", "--input-file", "--strategy",
+CLI_ORDER = ("--no-build", "--requirements-file", "--requirement", "--extra", "--constraint", "--input-file", "--credential", "--strategy",
              "--build-timeout", "--timeout", "--cell-timeout", "-p", "-r", "--comparison", "--abs-tol", "--rel-tol",
              "--timestamp-pattern", "--sanitize-with", "--lax", "--ignore-output", "--keep-timestamps",
              "--compare-execution-count")
@@ -562,6 +571,7 @@ class PodConfig(TypedDict, total=False):
 
     containerImage: str
     env: list[EnvVar]
+    credentials: list[str]
     resources: Resources
     nodeSelector: dict[str, str]
     tolerations: list[Toleration]

@@ -123,18 +123,20 @@ class GitCache:
         self.connect_timeout = connect_timeout
         self._locks: dict[str, asyncio.Lock] = {}
 
-    def repo_dir(self, url: str) -> str:
-        return os.path.join(self.root, "repos", _key(url) + ".git")
+    def repo_dir(self, url: str, cache: str = "") -> str:
+        """The cache of ``url`` as fetched with the secret named ``cache`` ("" without one): a
+        commit had with a secret is never answered from the cache to a fetch without it."""
+        return os.path.join(self.root, "repos", _key(f"{url}\0{cache}") + ".git")
 
     def tree_dir(self, commit: str) -> str:
         return os.path.join(self.root, "trees", commit)
 
-    async def fetch(self, url: str, ref: str, credentials: Credentials | None = None) -> Fetched:
+    async def fetch(self, url: str, ref: str, credentials: Credentials | None = None, cache: str = "") -> Fetched:
         """The commit ``ref`` names in ``url``, with its tree exported; FetchFailed naming
-        why not. A full SHA already in the cache needs no network."""
+        why not. A full SHA already in the cache (``cache``: the secret's name) needs no network."""
         creds = credentials or Credentials()
         deadline = time.monotonic() + self.timeout
-        repo = self.repo_dir(url)
+        repo = self.repo_dir(url, cache)
         lock = self._locks.setdefault(repo, asyncio.Lock())
         async with lock:
             await asyncio.to_thread(os.makedirs, os.path.dirname(repo), 0o700, True)

@@ -9,6 +9,7 @@ docs/watching.md."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import os
@@ -17,6 +18,7 @@ from typing import Any
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import SOURCE_ANNOTATION, SOURCE_FAILURE_ANNOTATION, new_job
+from jupyter_nbvalidation.secrets.registry import SecretNotAvailable
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.git_fetch import Credentials, Fetched, FetchFailed, GitCache
 from jupyter_nbvalidation.service.state import ServiceState
@@ -33,8 +35,6 @@ class GitSourceRoom(ServiceState):
     """Fetching a job's notebook (and golden notebook) from git before its snapshot is taken."""
 
     git: GitCache
-    #: the credentials' secrets (secrets/: ``check(name, caller)``, ``values(name)``); None: none configured
-    secrets: Any = None
     extra_annotations: dict[str, str] = {}  # a fetched view's: the source, for the job's status
 
     async def _submit_git(self, spec: Any, probe_of: str | None) -> Job:
@@ -53,38 +53,44 @@ class GitSourceRoom(ServiceState):
             return None  # not known: it runs (and its job says why it cannot)
         return await view.unchanged(spec)
 
-    def _git_checked(self, spec: Any) -> tuple[dict[str, Any], dict[str, Credentials]]:
-        """The spec as submit checks it (400 naming the field), and the credentials each
-        source's ``credentialsSecret`` names (400 when the name is unknown or not allowed)."""
+    def _git_checked(self, spec: Any) -> tuple[dict[str, Any], dict[str, str]]:
+        """The spec as submit checks it (400 naming the field), and the secret each source's
+        ``credentialsSecret`` names: one the caller may use, else a 400 naming the field (the
+        same answer for a name that does not exist and one they may not use)."""
         bad = find_bad_number(spec, "spec")
         if bad:
             raise ApiError(400, "InvalidSpec", f"{bad[0]}: {bad[1]}", bad[0])
         checked: dict[str, Any] = dict(self._validate(copy.deepcopy(spec)))
-        creds: dict[str, Credentials] = {}
+        names: dict[str, str] = {}
         for which in ("notebook", "goldenNotebook"):
-            git = (checked.get(which) or {}).get("git")
-            if git and git.get("credentialsSecret"):
-                creds[which] = self._credentials(git["credentialsSecret"], f"spec.{which}.git.credentialsSecret")
-        return checked, creds
+            name = ((checked.get(which) or {}).get("git") or {}).get("credentialsSecret")
+            if name:
+                field = f"spec.{which}.git.credentialsSecret"
+                try:
+                    self.secrets.check(name, self.caller)
+                except SecretNotAvailable as e:
+                    raise ApiError(400, "InvalidSpec", f"{field}: {e}", field) from None
+                names[which] = name
+        return checked, names
 
-    def _credentials(self, name: str, field: str) -> Credentials:
-        refusal = ApiError(400, "InvalidField", f"{field}: no secret named {name!r} that this user may use", field)
-        if self.secrets is None:
-            raise refusal
+    async def _credentials(self, name: str | None) -> Credentials | None:
+        """The secret's values as git credentials (read now, off the loop; never kept). One that
+        cannot be read, or lacks the keys, fails the fetch (the job: InfrastructureFailed)."""
+        if not name:
+            return None
         try:
-            self.secrets.check(name, self.owner)
-            values = self.secrets.values(name)
-        except (KeyError, LookupError, PermissionError, InputRejected):
-            raise refusal from None
+            values = await asyncio.to_thread(self.secrets.values, name)
+        except SecretNotAvailable as e:
+            raise FetchFailed("the credentials cannot be read", f"secret {name!r}: {e.reason}") from None
         if values.get("ssh-privatekey"):
             return Credentials(ssh_key=values["ssh-privatekey"])
         password = values.get("password") or values.get("token")
         if values.get("username") and password:
             return Credentials(username=values["username"], password=password)
-        raise ApiError(400, "InvalidField", f"{field}: secret {name!r} has neither ssh-privatekey nor username "
-                                            "with password or token", field)
+        raise FetchFailed("the credentials cannot be used", f"secret {name!r} has neither ssh-privatekey nor "
+                                                            "username with password or token")
 
-    async def _fetched_view(self, spec: dict[str, Any], creds: dict[str, Credentials]
+    async def _fetched_view(self, spec: dict[str, Any], names: dict[str, str]
                             ) -> tuple[ServiceState, dict[str, Any]]:
         """This service rooted at the notebook's commit (its golden notebook's, when it has its
         own source), and the source as the job's status records it."""
@@ -94,11 +100,14 @@ class GitSourceRoom(ServiceState):
         view.at_commit = True
         source: dict[str, Any] = {}
         if nb_git:
-            got = await self.git.fetch(nb_git["url"], nb_git["ref"], creds.get("notebook"))
+            got = await self.git.fetch(nb_git["url"], nb_git["ref"], await self._credentials(names.get("notebook")),
+                                       cache=names.get("notebook", ""))
             view.root_dir = view.real_root = os.path.realpath(got.tree)
             source = _source(got)
         if golden_git:
-            got_golden: Fetched = await self.git.fetch(golden_git["url"], golden_git["ref"], creds.get("goldenNotebook"))
+            got_golden: Fetched = await self.git.fetch(
+                golden_git["url"], golden_git["ref"], await self._credentials(names.get("goldenNotebook")),
+                cache=names.get("goldenNotebook", ""))
             view.golden_root = os.path.realpath(got_golden.tree)
             source["golden"] = _source(got_golden)
         view.extra_annotations = {SOURCE_ANNOTATION: json.dumps(source, sort_keys=True)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import jupyter_nbvalidation.environment.requirements as reqmod
 import jupyter_nbvalidation.verdict.cache as verdict_cache
@@ -17,6 +17,7 @@ from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled, is_terminal, new_job
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.secrets.registry import Caller
 
 # ApiError's home is errors.py; re-exported here for the callers that import it with JobService
 from jupyter_nbvalidation.service.bisections import Bisections
@@ -51,7 +52,7 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
 
     def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20,
                  max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20, git_dir: str | None = None,
-                 git_timeout: float = 120.0, secrets: Any = None):
+                 git_timeout: float = 120.0):
         self.engine = engine
         self.backend = backend
         self.root_dir = root_dir
@@ -67,15 +68,16 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         self._quota_locks = QuotaLocks()
         # notebooks from git: the per-URL cache and the exported trees (docs/watching.md)
         self.git = GitCache(git_dir or default_git_dir(backend), timeout=git_timeout)
-        self.secrets = secrets
 
-    def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None) -> "JobService":
+    def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None,
+                groups: Iterable[str] = ()) -> "JobService":
         """This service as user ``owner`` sees it (a JupyterHub service's request): only their
         jobs (``admin``: every job), their submits labelled with them and held to the quotas;
         ``root_dir``: where this request's inputs are (a hub submit's own snapshot folder).
         The view shares everything else (engine, backend, store, searches) with this service."""
         view = copy.copy(self)
         view.owner, view.admin = owner_label(owner), admin
+        view.caller = Caller(owner, frozenset(groups))  # whose secrets a submit may name (never None: the server's)
         if root_dir is not None:
             view.root_dir, view.real_root = root_dir, os.path.realpath(root_dir)
         return view

@@ -16,6 +16,7 @@ from jupyter_nbvalidation.core.documents import Job, JobSpec
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION
 from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.secrets.registry import Caller, SecretRegistry
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.store.base import JobStore, NotFound, owner_of
 
@@ -38,6 +39,9 @@ class ServiceState:
     admin: bool = False
     at_commit = False  # a view rooted at a commit's tree (git_source.py): its notebook is fetched
     golden_root: str | None = None  # where goldenNotebook.path is read, when not the root (its own git source)
+    # who asks for the server's secrets (as_user: a Hub user and their groups; else the single-user
+    # server's own user): podConfig.credentials are checked at submit for it
+    caller: Caller = Caller()
 
     @property
     def scope_owner(self) -> str | None:
@@ -47,6 +51,11 @@ class ServiceState:
     @property
     def store(self) -> JobStore:
         return self.backend.store
+
+    @property
+    def secrets(self) -> SecretRegistry:
+        """The server's secrets by name (the backend's: it reads their values at the run)."""
+        return self.backend.secrets
 
     async def get(self, name: str) -> Job:
         try:

@@ -88,7 +88,6 @@ NOT_TAKEN_FROM_UPSTREAM: dict[str, str] = {
                                     "account (c.KubernetesBackend.service_account), never one a job picks",
     "podConfig.envFrom": "not supported: a notebook must not read Secrets or ConfigMaps through its job; "
                          "use podConfig.env with literal values",
-    "podConfig.credentials": "not supported: a notebook must not read Secrets through its job",
     "podConfig.volumes": "not supported: the notebook's inputs are the snapshot taken at submit",
     "podConfig.volumeMounts": "not supported: the notebook's inputs are the snapshot taken at submit",
     "podConfig.affinity": "not supported: use podConfig.nodeSelector and podConfig.tolerations",

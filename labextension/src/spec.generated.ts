@@ -72,6 +72,8 @@ export interface IPodConfig {
   containerImage?: string;
   /** Environment variables of the validation (literal values only). */
   env?: IEnvVar[];
+  /** Names of secrets the server knows (c.NBValidation.secrets) that the job's owner may use: every key of each reaches the kernel as an environment variable, its value read at the run and masked in every output, log and report. */
+  credentials?: string[];
   /** Requests and limits of the validation container (over the server's defaults). */
   resources?: IResources;
   /** Node labels the validation Pod must be scheduled on. */
@@ -167,6 +169,7 @@ export const SPEC_FIELDS = [
   'podConfig.buildConfig.strategy',
   'podConfig.buildConfig.timeout',
   'podConfig.containerImage',
+  'podConfig.credentials',
   'podConfig.env',
   'podConfig.nodeSelector',
   'podConfig.resources.limits',

@@ -5,6 +5,7 @@ verdict cache across commits; fetches that cannot succeed as infrastructure verd
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime
 from pathlib import Path
@@ -136,3 +137,57 @@ async def test_over_git_http_a_sha_is_fetched_directly_and_the_cache_needs_no_ne
         assert len(server.requests) == asked  # in the cache: no request at all
         tip = await _run(local, _spec(server.url(), "main"))
         assert tip["status"]["source"]["commit"] != first and tip["status"]["phase"] == Phase.SUCCEEDED
+
+
+PASSWORD = "pw-Zq81-never-shown"
+
+
+async def test_a_private_repository_over_http_with_credentials_from_a_named_secret(local, repo, monkeypatch):
+    """Basic auth: the right secret validates; a wrong one and none are infrastructure verdicts
+    naming the credentials; the password is nowhere: not in the data dir (the store, the cache's
+    config, the snapshot, the logs), not in the jobs as REST would answer them, not in a message."""
+    from jupyter_nbvalidation.secrets.registry import SecretRegistry
+
+    first = repo.commit("first")
+    monkeypatch.setenv("NBV_TEST_GIT_USER", "alice")
+    monkeypatch.setenv("NBV_TEST_GIT_PASSWORD", PASSWORD)
+    monkeypatch.setenv("NBV_TEST_GIT_WRONG", "not-the-password")
+    local.backend.secrets = SecretRegistry({
+        "repo-creds": {"fromEnv": {"username": "NBV_TEST_GIT_USER", "password": "NBV_TEST_GIT_PASSWORD"}},
+        "wrong-creds": {"fromEnv": {"username": "NBV_TEST_GIT_USER", "token": "NBV_TEST_GIT_WRONG"}},
+        "only-hub-bob": {"fromEnv": {"username": "NBV_TEST_GIT_USER", "password": "NBV_TEST_GIT_PASSWORD"},
+                         "users": ["bob"]}})
+    jobs = []
+    with GitHTTP(repo.bare.parent, auth=("alice", PASSWORD)) as server:
+        spec = _spec(server.url(), "main")
+        spec["notebook"]["git"]["credentialsSecret"] = "repo-creds"
+        good = await _run(local, spec)
+        assert good["status"]["phase"] == Phase.SUCCEEDED, good["status"].get("message")
+        assert good["status"]["source"] == {"url": server.url(), "ref": "main", "commit": first}
+        jobs.append(good)
+        # the commit is in the cache now, fetched with the secret: a fetch without it is not answered from there
+        for name, cause in (("wrong-creds", "wrong or missing credentials"), (None, "wrong or missing credentials")):
+            spec = _spec(server.url(), first)
+            if name:
+                spec["notebook"]["git"]["credentialsSecret"] = name
+            bad = await _run(local, spec)
+            assert bad["status"]["reason"] == "InfrastructureFailed" and cause in bad["status"]["message"], \
+                bad["status"]
+            jobs.append(bad)
+        assert any(given for _, _, given in server.requests)  # the credentials did reach the server
+    hub_view = local.service.as_user("mallory")  # a Hub user the secret does not name: the same 400 as unknown
+    spec = _spec(repo.url, "main")
+    spec["notebook"]["git"]["credentialsSecret"] = "only-hub-bob"
+    with pytest.raises(ApiError) as err:
+        await hub_view.submit(spec)
+    assert err.value.status == 400 and err.value.field == "spec.notebook.git.credentialsSecret"
+
+    await local.engine.recorder.flush()
+    seen = json.dumps([await local.service.get(j["metadata"]["name"]) for j in jobs])
+    seen += json.dumps([await local.service.events(j["metadata"]["name"]) for j in jobs])
+    assert PASSWORD not in seen and "not-the-password" not in seen
+    leaks = [str(p) for p in Path(local.backend.data_dir).rglob("*") if p.is_file()
+             and (PASSWORD.encode() in p.read_bytes() or b"not-the-password" in p.read_bytes())]
+    assert leaks == []
+    configs = list((Path(local.backend.data_dir) / "git" / "repos").glob("*/config"))
+    assert configs and all("alice" not in c.read_text() and "http" not in c.read_text() for c in configs)
