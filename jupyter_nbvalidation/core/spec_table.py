@@ -1,28 +1,23 @@
-"""The job spec, declared once: every field with its kind, limits, description
-and command-line options.
+"""The job spec, declared once: every field with its kind, limits, description and command-line options.
 
-Everything else that describes a spec is built from this table or checked
-against it:
+Everything else that describes a spec is built from this table or checked against it:
 
-- ``model.SPEC_SCHEMA`` and ``model.validate_spec`` (the validator: the 400 naming
-  the field) read :data:`SPEC` through :func:`validator_schema`;
-- ``openapi.SPEC_SCHEMA`` (the REST API's document) is :func:`json_schema`;
-- the CRD's spec schema (``k8s/manifests/crd.yaml``) is ``json_schema("crd")``,
-  written into that file by ``tools/gen_spec.py``;
-- the lab's spec type (``labextension/src/spec.generated.ts``) is written by the
-  same tool, and so are the TypedDicts at the end of this file (``documents``
-  re-exports them);
-- the CLI's spec options (``cli.add_spec_options`` / ``spec_from_options``, also
-  used by the magic and the pytest plugin) are the :class:`Cli` entries below;
-- the runner's arguments a spec gives (``spec/runner_args.py``, every backend) are
-  the :class:`Runner` entries, in :data:`RUNNER_ORDER`; a runner option whose
-  server default is a backend trait (``Runner.default``) reaches the plan, the
-  engine and the verdict cache's key through ``Backend.runner_defaults()``.
+- ``model.SPEC_SCHEMA`` and ``model.validate_spec`` (the validator: the 400 naming the field) read
+  :data:`SPEC` through :func:`validator_schema`; ``openapi.SPEC_SCHEMA`` (the REST API's document) is
+  ``spec_schema.json_schema()``; the CRD's spec schema (``k8s/manifests/crd.yaml``) is
+  ``spec_schema.json_schema("crd")``, written into that file by ``tools/gen_spec.py``;
+- the lab's spec type (``labextension/src/spec.generated.ts``) is written by the same tool, and so are
+  the TypedDicts at the end of this file (``documents`` re-exports them);
+- the CLI's spec options (``cli.add_spec_options`` / ``spec_from_options``, also used by the magic and
+  the pytest plugin) are the :class:`Cli` entries below;
+- the runner's arguments a spec gives (``spec/runner_args.py``, every backend) are the :class:`Runner`
+  entries, in :data:`RUNNER_ORDER`; a runner option whose server default is a backend trait
+  (``Runner.default``) reaches the plan, the engine and the verdict cache's key through
+  ``Backend.runner_defaults()``.
 
-``tests/test_spec_schemas.py`` fails when a generated file is stale: run
-``python tools/gen_spec.py``. Standard library only, and nothing of the package
-(a leaf: the validator, the REST API, the generator and the runner's side all
-may import it). Adding a field: docs/architecture.md, "One spec table".
+``tests/test_spec_schemas.py`` fails when a generated file is stale: run ``python tools/gen_spec.py``.
+Standard library only, and nothing of the package (a leaf: the validator, the REST API, the generator
+and the runner's side all may import it). Adding a field: docs/architecture.md, "One spec table".
 """
 
 from __future__ import annotations
@@ -81,7 +76,7 @@ OUTPUT_SELECTOR_PATTERN = (r"^(stream|execute_result|display_data|error|stream:[
 NOTEBOOK_PATTERN = r"\.ipynb$"
 #: a repository's URL (spec/checks.py checks more: a host, no password in it)
 GIT_URL_PATTERN = r"^((https?|ssh|file)://|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:).+$"
-SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9._]*[a-z0-9])?$"
+SECRET_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"  # secrets/registry.py's NAME
 TOLERATION_OPERATORS = ("Exists", "Equal")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 COMPARISON_STRATEGIES = ("exact", "normalized")
@@ -194,8 +189,8 @@ _GIT = Obj("GitSource", "Where the notebook is: a git repository at a ref, fetch
     "url": Field("str", "The repository: https://, http://, ssh://, git@host:path or file:// (no password in it).",
                  pattern=GIT_URL_PATTERN, min_length=1),
     "ref": Field("str", "A branch, a tag or a full commit SHA.", min_length=1),
-    "credentialsSecret": Field("str", "The name of a secret with ssh-privatekey, or username with password or "
-                                      "token.", pattern=SECRET_NAME_PATTERN, min_length=1)}, ("url", "ref"))
+    "credentialsSecret": Field("str", "A secret with ssh-privatekey, or username with password or token.",
+                               pattern=SECRET_NAME_PATTERN, min_length=1)}, ("url", "ref"))
 _REF: dict[str, Field | Obj] = {"git": _GIT, "path": _PATH}
 
 SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
@@ -387,99 +382,6 @@ def validator_schema(obj: Obj = SPEC) -> dict[str, Any]:
     """``model.SPEC_SCHEMA``: {key: nested dict | (kind, limit)}."""
     return {key: validator_schema(sub) if isinstance(sub, Obj) else (sub.kind, sub.limit)
             for key, sub in obj.fields.items()}
-
-
-def _strings(max_items: int, item: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "array", "maxItems": max_items, "items": {"type": "string", **item}}
-
-
-def _object(props: dict[str, Any], required: list[str], crd: bool) -> dict[str, Any]:
-    # a CRD's structural schema has no additionalProperties beside properties: the API server
-    # prunes unknown fields instead
-    out: dict[str, Any] = {"type": "object", "properties": props}
-    if not crd:
-        out["additionalProperties"] = False
-    if required:
-        out["required"] = required
-    return out
-
-
-def _field_schema(f: Field, crd: bool) -> dict[str, Any]:  # noqa: C901 - one branch per kind
-    kind, limit = f.kind, f.limit
-    out: dict[str, Any]
-    if kind == "str":
-        out = {"type": "string"}
-        if f.min_length:
-            out["minLength"] = f.min_length
-        out["maxLength"] = MAX_STRING_CHARS
-    elif kind == "bool":
-        out = {"type": "boolean"}
-    elif kind == "duration":
-        out = {"type": "string", "pattern": DURATION_PATTERN, "maxLength": MAX_DURATION_CHARS}
-    elif kind == "number":
-        out = {"type": "number", "minimum": 0, "maximum": limit}
-    elif kind == "bytes":
-        out = {"type": "integer", "minimum": 1, "maximum": limit}
-    elif kind in ("strlist", "globlist", "regexlist", "outputlist"):
-        max_items, max_chars = limit
-        item: dict[str, Any] = {"minLength": 1, "maxLength": max_chars}
-        out = _strings(max_items, item)
-    elif kind == "enum":
-        out = {"type": "string", "enum": list(limit)}
-    elif kind == "envlist":
-        out = {"type": "array", "maxItems": MAX_ENV_ITEMS, "items": _object({
-            "name": {"type": "string", "pattern": ENV_NAME_PATTERN, "maxLength": MAX_ENV_NAME_CHARS},
-            "value": {"type": "string", "maxLength": MAX_ENV_VALUE_CHARS}}, ["name"], crd)}
-    elif kind == "quantities":
-        quantity: dict[str, Any] = (
-            {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}],
-             "pattern": QUANTITY_PATTERN} if crd else
-            {"anyOf": [{"type": "integer", "minimum": 0, "maximum": int(MAX_QUANTITY)},
-                       {"type": "string", "pattern": QUANTITY_PATTERN, "maxLength": MAX_QUANTITY_CHARS}]})
-        out = {"type": "object", "maxProperties": MAX_MAP_ITEMS, "additionalProperties": quantity}
-    elif kind == "labels":
-        out = {"type": "object", "maxProperties": MAX_MAP_ITEMS, "additionalProperties": {
-            "type": "string", "maxLength": MAX_LABEL_VALUE_CHARS, "pattern": LABEL_VALUE_PATTERN}}
-    elif kind == "tolerations":
-        text = {"type": "string", "maxLength": MAX_TOLERATION_CHARS}
-        out = {"type": "array", "maxItems": MAX_MAP_ITEMS, "items": _object({
-            "key": text,
-            "operator": {"type": "string", "enum": list(TOLERATION_OPERATORS)},
-            "value": text,
-            "effect": {"type": "string", "enum": list(TAINT_EFFECTS)},
-            "tolerationSeconds": {"type": "integer", "minimum": -INT64 - 1, "maximum": INT64}}, [], crd)}
-    elif kind == "sanitizers":
-        out = {"type": "array", "maxItems": MAX_SANITIZERS, "items": _object({
-            "regex": {"type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS},
-            "replace": {"type": "string", "maxLength": MAX_PATTERN_CHARS},
-            "section": {"type": "string", "maxLength": MAX_SANITIZER_SECTION_CHARS}}, ["regex", "replace"], crd)}
-    elif kind == "parameters":
-        out = {"type": "object", "maxProperties": MAX_PARAMETERS}
-        if crd:
-            out["x-kubernetes-preserve-unknown-fields"] = True
-        else:
-            out["additionalProperties"] = {}
-    else:
-        raise AssertionError(kind)
-    if f.pattern:
-        (out["items"] if out["type"] == "array" else out)["pattern"] = f.pattern
-    out["description"] = f.description
-    if crd:
-        out.update(f.crd)
-    return out
-
-
-def json_schema(dialect: str = "openapi", obj: Obj = SPEC) -> dict[str, Any]:
-    """The spec's JSON schema: ``openapi`` (the REST API's ``Spec``) or ``crd`` (the CRD's
-    structural schema of ``spec``)."""
-    crd = dialect == "crd"
-    assert dialect in ("openapi", "crd"), dialect
-    props = {key: json_schema(dialect, sub) if isinstance(sub, Obj) else _field_schema(sub, crd)
-             for key, sub in obj.fields.items()}
-    out = {**_object(props, list(obj.required), crd), "description": obj.description}
-    if crd:
-        out.update(obj.crd)
-    return out
 
 
 # --- the documents' types ----------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from typing import Any
 
 import jupyter_nbvalidation.core.model as M
 from jupyter_nbvalidation._version import __version__
-from jupyter_nbvalidation.core.spec_table import json_schema
+from jupyter_nbvalidation.core.spec_schema import json_schema
 
 # the spec's schema is built from the one table (spec_table.py), as the CRD's and the validator's are
 SPEC_SCHEMA = json_schema("openapi")

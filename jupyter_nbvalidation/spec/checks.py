@@ -563,8 +563,8 @@ def check_git_source(git: dict[str, Any], path: str) -> None:
     check_git_ref(git["ref"], f"{path}.ref")
     name = git.get("credentialsSecret")
     if name is not None and (len(name) > 253 or not _SECRET_NAME.match(name)):
-        raise SpecError(f"{path}.credentialsSecret", "must be a secret's name (lower-case letters, digits, "
-                                                     "'-', '.', '_')")
+        raise SpecError(f"{path}.credentialsSecret", "must be a secret's name (letters, digits, '-', '.', "
+                                                     "'_')")
 
 
 def spec_fields(schema: Any = SPEC_SCHEMA, prefix: str = "") -> set[str]:

@@ -26,7 +26,7 @@ export interface IGitSource {
   url: string;
   /** A branch, a tag or a full commit SHA. */
   ref: string;
-  /** The name of a secret with ssh-privatekey, or username with password or token. */
+  /** A secret with ssh-privatekey, or username with password or token. */
   credentialsSecret?: string;
 }
 

@@ -8,10 +8,26 @@ import json
 from pathlib import Path
 
 import pytest
-from git_support import Repo
+from git_support import GitHTTP, Repo
 from helpers import cli, rest_wait_terminal, write_golden
 from helpers import rest_call as call
 from tornado.httpclient import HTTPClientError
+
+PASSWORD = "pw-rest-Yv93-never-shown"
+
+
+@pytest.fixture
+def jp_server_config(tmp_path, monkeypatch):
+    """The server of conftest.py, with one secret for the repository's credentials (its values
+    from the server's environment, read at each fetch)."""
+    monkeypatch.setenv("NBV_TEST_REST_GIT_USER", "alice")
+    monkeypatch.setenv("NBV_TEST_REST_GIT_PASSWORD", PASSWORD)
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_nbvalidation": True}, "allow_unauthenticated_access": False},
+        "LocalBackend": {"data_dir": str(tmp_path / "nbv-data")},
+        "NBValidation": {"secrets": {"repo-creds": {"fromEnv": {"username": "NBV_TEST_REST_GIT_USER",
+                                                                "password": "NBV_TEST_REST_GIT_PASSWORD"}}}},
+    }
 
 
 @pytest.fixture
@@ -23,32 +39,43 @@ def repo(tmp_path: Path) -> Repo:
     return r
 
 
-async def test_the_upstream_sample_shape_validates_through_rest(jp_fetch, jp_serverapp, repo):
-    """The upstream operator's sample (notebook and golden notebook from git, a timeout), without
-    serviceAccountName: 201, the job's status carries the commit, the golden comparison ran."""
+async def test_the_upstream_sample_shape_validates_through_rest(jp_fetch, jp_serverapp, repo, tmp_path):
+    """The upstream operator's sample (notebook and golden notebook from git, credentialsSecret, a
+    timeout), without serviceAccountName: 201, the job's status carries the commits, the golden
+    comparison ran; the password is in no answer and nowhere in the data dir."""
     (repo.work / "golden").mkdir()
     write_golden(repo.work / "nbs/check.ipynb", "hello from git\n", repo.work / "golden/check.ipynb")
     golden_commit = repo.commit("the golden copy")
     repo.tag("golden-v1")
     write_golden(repo.work / "nbs/check.ipynb", "something else\n", repo.work / "golden/check.ipynb")
     commit = repo.commit("a golden copy the notebook does not match", branch="later")
-    spec = {"notebook": {"git": {"url": repo.url, "ref": "main"}, "path": "nbs/check.ipynb"},
-            "goldenNotebook": {"git": {"url": repo.url, "ref": "golden-v1"}, "path": "golden/check.ipynb"},
-            "podConfig": {"buildConfig": {"enabled": False}},
-            "timeout": "5m"}
-    r = await call(jp_fetch, "jobs", method="POST", body=spec, raw=True)
-    assert r.code == 201
-    done = await rest_wait_terminal(jp_fetch, json.loads(r.body)["metadata"]["name"], 300)
-    st = done["status"]
-    assert st["phase"] == "Succeeded", st
-    assert st["source"] == {"url": repo.url, "ref": "main", "commit": golden_commit,
-                            "golden": {"url": repo.url, "ref": "golden-v1", "commit": golden_commit}}
-    # the golden copy of another ref: compared, and red
-    spec["goldenNotebook"]["git"]["ref"] = "later"
-    r = await call(jp_fetch, "jobs", method="POST", body=spec, raw=True)
-    done = await rest_wait_terminal(jp_fetch, json.loads(r.body)["metadata"]["name"], 300)
-    assert done["status"]["phase"] == "Failed" and done["status"]["source"]["golden"]["commit"] == commit
-    assert done["status"]["comparisonResult"]["result"] == "failed", done["status"]
+    answers = []
+    with GitHTTP(repo.bare.parent, auth=("alice", PASSWORD)) as server:
+        git = {"url": server.url(), "ref": "main", "credentialsSecret": "repo-creds"}
+        spec = {"notebook": {"git": git, "path": "nbs/check.ipynb"},
+                "goldenNotebook": {"git": {**git, "ref": "golden-v1"}, "path": "golden/check.ipynb"},
+                "podConfig": {"buildConfig": {"enabled": False}},
+                "timeout": "5m"}
+        r = await call(jp_fetch, "jobs", method="POST", body=spec, raw=True)
+        assert r.code == 201
+        answers.append(r.body.decode())
+        name = json.loads(r.body)["metadata"]["name"]
+        done = await rest_wait_terminal(jp_fetch, name, 300)
+        st = done["status"]
+        assert st["phase"] == "Succeeded", st
+        assert st["source"] == {"url": server.url(), "ref": "main", "commit": golden_commit,
+                                "golden": {"url": server.url(), "ref": "golden-v1", "commit": golden_commit}}
+        answers += [json.dumps(done), (await call(jp_fetch, "jobs", name, "events", raw=True)).body.decode()]
+        # the golden copy of another ref: compared, and red
+        spec["goldenNotebook"]["git"]["ref"] = "later"
+        r = await call(jp_fetch, "jobs", method="POST", body=spec, raw=True)
+        done = await rest_wait_terminal(jp_fetch, json.loads(r.body)["metadata"]["name"], 300)
+        assert done["status"]["phase"] == "Failed" and done["status"]["source"]["golden"]["commit"] == commit
+        assert done["status"]["comparisonResult"]["result"] == "failed", done["status"]
+        answers.append(json.dumps(done))
+    assert not any(PASSWORD in a for a in answers)
+    leaks = [str(p) for p in (tmp_path / "nbv-data").rglob("*") if p.is_file() and PASSWORD.encode() in p.read_bytes()]
+    assert leaks == []
 
     with pytest.raises(HTTPClientError) as err:  # the upstream field this tool does not take, named
         await call(jp_fetch, "jobs", method="POST", body={
