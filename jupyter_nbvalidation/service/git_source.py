@@ -63,6 +63,12 @@ class GitSourceRoom(ServiceState):
         checked: dict[str, Any] = dict(self._validate(copy.deepcopy(spec)))
         names: dict[str, str] = {}
         for which in ("notebook", "goldenNotebook"):
+            url = ((checked.get(which) or {}).get("git") or {}).get("url", "")
+            if self.owner is not None and url.startswith("file:"):  # a Hub user: not the service's own files
+                field = f"spec.{which}.git.url"
+                raise ApiError(400, "InvalidSpec", f"{field}: a file:// URL names the service's own files, which a "
+                                                   "Hub user's job may not read; use https://, http:// or ssh://",
+                               field)
             name = ((checked.get(which) or {}).get("git") or {}).get("credentialsSecret")
             if name:
                 field = f"spec.{which}.git.credentialsSecret"

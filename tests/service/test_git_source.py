@@ -176,11 +176,19 @@ async def test_a_private_repository_over_http_with_credentials_from_a_named_secr
             jobs.append(bad)
         assert any(given for _, _, given in server.requests)  # the credentials did reach the server
     hub_view = local.service.as_user("mallory")  # a Hub user the secret does not name: the same 400 as unknown
-    spec = _spec(repo.url, "main")
+    spec = _spec("https://git.example.org/r.git", "main")
     spec["notebook"]["git"]["credentialsSecret"] = "only-hub-bob"
     with pytest.raises(ApiError) as err:
         await hub_view.submit(spec)
     assert err.value.status == 400 and err.value.field == "spec.notebook.git.credentialsSecret"
+    refused = str(err.value)
+    spec["notebook"]["git"]["credentialsSecret"] = "no-such-secret"
+    with pytest.raises(ApiError) as err:  # the same answer as a name that does not exist: nothing confirmed
+        await hub_view.submit(spec)
+    assert str(err.value).replace("no-such-secret", "only-hub-bob") == refused
+    with pytest.raises(ApiError) as err:  # nor may a Hub user's job read the service's own files
+        await hub_view.submit(_spec(repo.url, "main"))
+    assert err.value.status == 400 and err.value.field == "spec.notebook.git.url"
 
     await local.engine.recorder.flush()
     seen = json.dumps([await local.service.get(j["metadata"]["name"]) for j in jobs])

@@ -109,3 +109,17 @@ def test_run_git_validates_the_repository_at_one_commit(tmp_path, repo):
 
     proc = cli("run", "--git", "ftp://example.org/r.git", *common, cwd=work, timeout=600, no_servers=True)
     assert proc.returncode == 2 and "--git" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_submit_git_at_a_commit_sha(tmp_path, repo):
+    first = repo.commit("first")
+    repo.write("later.txt", "x")
+    repo.commit("second")
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    proc = cli("submit", "nbs/check.ipynb", "--git", repo.url, "--ref", first, "--local", "--data-dir",
+               str(tmp_path / "data"), "--no-build", "--wait", "-o", "json", cwd=work, timeout=600, no_servers=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job = json.loads(proc.stdout)
+    assert job["status"]["source"] == {"url": repo.url, "ref": first, "commit": first}
+    assert job["spec"]["notebook"] == {"git": {"url": repo.url, "ref": first}, "path": "nbs/check.ipynb"}
