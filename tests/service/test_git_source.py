@@ -6,6 +6,7 @@ verdict cache across commits; fetches that cannot succeed as infrastructure verd
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import datetime
 from pathlib import Path
@@ -142,12 +143,14 @@ async def test_over_git_http_a_sha_is_fetched_directly_and_the_cache_needs_no_ne
 PASSWORD = "pw-Zq81-never-shown"
 
 
-async def test_a_private_repository_over_http_with_credentials_from_a_named_secret(local, repo, monkeypatch):
+async def test_a_private_repository_over_http_with_credentials_from_a_named_secret(local, repo, monkeypatch,
+                                                                                  caplog):
     """Basic auth: the right secret validates; a wrong one and none are infrastructure verdicts
     naming the credentials; the password is nowhere: not in the data dir (the store, the cache's
     config, the snapshot, the logs), not in the jobs as REST would answer them, not in a message."""
     from jupyter_nbvalidation.secrets.registry import SecretRegistry
 
+    caplog.set_level(logging.DEBUG)  # every log record of the service, the engine and the backend
     first = repo.commit("first")
     monkeypatch.setenv("NBV_TEST_GIT_USER", "alice")
     monkeypatch.setenv("NBV_TEST_GIT_PASSWORD", PASSWORD)
@@ -194,6 +197,7 @@ async def test_a_private_repository_over_http_with_credentials_from_a_named_secr
     seen = json.dumps([await local.service.get(j["metadata"]["name"]) for j in jobs])
     seen += json.dumps([await local.service.events(j["metadata"]["name"]) for j in jobs])
     assert PASSWORD not in seen and "not-the-password" not in seen
+    assert caplog.records and PASSWORD not in caplog.text and "not-the-password" not in caplog.text
     leaks = [str(p) for p in Path(local.backend.data_dir).rglob("*") if p.is_file()
              and (PASSWORD.encode() in p.read_bytes() or b"not-the-password" in p.read_bytes())]
     assert leaks == []
