@@ -203,3 +203,27 @@ async def test_a_private_repository_over_http_with_credentials_from_a_named_secr
     assert leaks == []
     configs = list((Path(local.backend.data_dir) / "git" / "repos").glob("*/config"))
     assert configs and all("alice" not in c.read_text() and "http" not in c.read_text() for c in configs)
+
+
+async def test_a_server_that_never_answers_is_timed_out_and_its_git_killed(local):
+    """A port that accepts and says nothing: the fetch ends at git_timeout, its git process group is
+    killed, and the job is an infrastructure verdict saying it timed out."""
+    import socket
+    import subprocess
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    local.service.git.timeout = 2.0
+    try:
+        started = time.monotonic()
+        job = await local.service.submit(_spec(f"http://127.0.0.1:{port}/repo.git", "main"))
+        took = time.monotonic() - started
+    finally:
+        listener.close()
+    assert 1.5 < took < 8, took
+    done = await local.engine.wait_for_terminal(job["metadata"]["name"], 300)
+    assert done["status"]["reason"] == "InfrastructureFailed" and "timed out" in done["status"]["message"]
+    left = subprocess.run(["pgrep", "-f", f"127.0.0.1:{port}/repo.git"], capture_output=True, text=True).stdout
+    assert left.strip() == "", left
