@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from traitlets import Enum, Float, Int, Type
+from traitlets import Dict, Enum, Float, Int, TraitError, Type, Unicode, validate
 from traitlets.config import Config, LoggingConfigurable
 
 from jupyter_nbvalidation.backends.base import Backend
 from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.secrets.registry import SecretRegistry
 from jupyter_nbvalidation.service.jobs import JobService
 
 
@@ -54,6 +55,27 @@ class NBValidationSettings(LoggingConfigurable):
     max_page_size = Int(500, help="Largest `limit` accepted by GET /jobs.").tag(config=True)
     max_input_files = Int(1000, help="Most files a job's spec.inputFiles may match.").tag(config=True)
     max_input_bytes = Int(50 * 2**20, help="Largest total size of a job's spec.inputFiles, in bytes.").tag(config=True)
+    git_dir = Unicode("", help="Where notebooks from git are fetched (a cache per repository URL) and their commits' "
+                               "files kept. Default: the local backend's data dir's git/, else Jupyter's data "
+                               "dir's nbvalidation/git/.").tag(config=True)
+    git_timeout = Float(120.0, help="Seconds a fetch of a job's notebook from git may take (spec.notebook.git); "
+                                    "past it the job ends InfrastructureFailed.").tag(config=True)
+    secrets = Dict(help="Secrets by name, for a job's podConfig.credentials (docs/secrets.md): "
+                        "{name: {'fromEnv': {KEY: SERVER_ENV_VAR, ...}} or {'fromFile': '/abs/path'} (KEY=VALUE lines "
+                        "or a JSON object), with 'users' and 'groups' (the Hub users who may use it; with neither, "
+                        "only the server's own user)}. Values are read at each run, never stored.").tag(config=True)
+
+    @validate("secrets")
+    def _check_secrets(self, proposal: Any) -> Any:
+        try:
+            SecretRegistry(proposal["value"])
+        except ValueError as e:
+            raise TraitError(str(e)) from None
+        return proposal["value"]
+
+    def secret_registry(self) -> SecretRegistry:
+        """The registry of ``secrets`` as configured now."""
+        return SecretRegistry(self.secrets)
 
 
 def make_backend(kind: str, cls: type[Backend] | None, parent: Any) -> Backend:
@@ -81,6 +103,7 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
     """The backend (configured from ``settings``' config: ``c.LocalBackend.*`` ...), its
     engine and the service over them; ``backend`` when the caller made its own."""
     backend = backend or make_backend(settings.backend, settings.backend_class, settings)
+    backend.secrets = settings.secret_registry()  # the service checks names, the backend reads values at a run
     builds, validations = settings.max_concurrent_builds, settings.max_concurrent_validations
     # LocalBackend.max_parallel_*: deprecated aliases of the engine's caps (one knob, never two)
     alias_builds, alias_validations = backend.admission_caps()
@@ -94,7 +117,8 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
                     retry_backoff=settings.retry_backoff, max_concurrent_builds=builds,
                     max_concurrent_validations=validations)
     return JobService(engine, backend, root_dir, max_notebook_bytes=settings.max_notebook_bytes,
-                      max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes)
+                      max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes,
+                      git_dir=settings.git_dir or None, git_timeout=settings.git_timeout)
 
 
 def jupyter_config() -> Config:

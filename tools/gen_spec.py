@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import jupyter_nbvalidation.core.spec_schema as S  # noqa: E402
 import jupyter_nbvalidation.core.spec_table as T  # noqa: E402
 
 CRD = ROOT / "jupyter_nbvalidation" / "backends" / "kubernetes" / "manifests" / "crd.yaml"
@@ -97,7 +98,7 @@ def render_crd(current: str) -> str:
     if not m:
         raise SystemExit(f"{CRD.relative_to(ROOT)}: no {CRD_BEGIN} marker")
     indent = m.group(1)
-    text = yaml.safe_dump({"spec": T.json_schema("crd")}, sort_keys=False, width=120, default_flow_style=False,
+    text = yaml.safe_dump({"spec": S.json_schema("crd")}, sort_keys=False, width=120, default_flow_style=False,
                           allow_unicode=True)
     body = "".join(f"{indent}{line}\n" if line else "\n" for line in text.splitlines())
     return _replace_between(current, CRD_BEGIN, CRD_END, body, CRD)

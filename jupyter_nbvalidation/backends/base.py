@@ -25,6 +25,7 @@ from jupyter_nbvalidation.core.documents import Job, JobSpec, Progress, RunnerRe
 from jupyter_nbvalidation.core.spec_table import runner_options
 from jupyter_nbvalidation.core.vocabulary import RunState
 from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.secrets.registry import SecretRegistry
 from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
 from jupyter_nbvalidation.store.base import JobStore
 
@@ -164,6 +165,10 @@ class Backend(LoggingConfigurable, ABC, metaclass=_PortMeta):
     #: what this backend can do beyond the required operations
     capabilities: ClassVar[Capabilities] = Capabilities()
 
+    #: the server's secrets by name (c.NBValidation.secrets; composition.assemble sets it): a job's
+    #: podConfig.credentials are read from it at the run, never stored
+    secrets: SecretRegistry = SecretRegistry({})
+
     @abstractmethod
     async def start(self, notify: Callable[[str], None]) -> None:
         raise NotImplementedError
@@ -294,6 +299,12 @@ class Backend(LoggingConfigurable, ABC, metaclass=_PortMeta):
         and part of the verdict cache's key."""
         return {option.default: getattr(self, "default_" + option.default)
                 for _, option in runner_options() if option.default}
+
+    def git_dir(self) -> str | None:
+        """Where this backend keeps notebooks fetched from git (service/git_fetch.py), when it
+        has a folder of its own for them (the local backend: inside its data dir, which kernels
+        do not see); None: the service's default."""
+        return None
 
     def private_paths(self) -> frozenset[str]:
         """Real paths never part of a notebook's folder as its kernel sees it (e.g. a

@@ -67,16 +67,23 @@ def connect(args: argparse.Namespace, path_hint: str | None = None,
 
 
 def connect_batch(args: argparse.Namespace, folder: str, jobs: int,
-                   backend_config: dict[str, Any] | None = None) -> Remote | InProcess:
+                   backend_config: dict[str, Any] | None = None, anywhere: bool = False) -> Remote | InProcess:
     """Like ``connect`` for a folder holding every notebook of a batch; in this process,
-    the engine runs up to ``jobs`` validations at once (and the backend gets ``backend_config``)."""
+    the engine runs up to ``jobs`` validations at once (and the backend gets ``backend_config``).
+    ``anywhere``: the notebooks are not the server's files (from git): the server running for
+    the current folder takes them, else this process, rooted at ``folder``."""
     if args.server:
         return Remote(ServerClient(args.server, args.token or os.environ.get("JUPYTER_TOKEN", ""), args.root_dir))
     if not args.local:
-        info = find_server(folder)
+        info = find_server(os.getcwd() if anywhere else folder)
         if info is not None:
             return Remote(ServerClient.from_info(info))
-        _say_outside(folder)
+        if not anywhere:
+            _say_outside(folder)
+    if anywhere:
+        return in_process(folder, args.data_dir, {"max_parallel_validations": jobs,
+                                                  "max_parallel_builds": max(1, min(jobs, 2)),
+                                                  **(backend_config or {})})
     root = Path(args.root_dir or os.getcwd()).resolve()
     target = Path(folder).resolve()
     if target != root and root not in target.parents:

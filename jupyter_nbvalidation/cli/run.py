@@ -24,7 +24,12 @@ from jupyter_nbvalidation.spec.checks import SpecError, validate_spec
 
 
 def arguments(s: argparse.ArgumentParser) -> None:
-    s.add_argument("paths", nargs="+", metavar="PATH", help="notebooks, folders (recursive) or globs")
+    s.add_argument("paths", nargs="*", metavar="PATH",
+                   help="notebooks, folders (recursive) or globs (with --git: in the repository, from its root; "
+                        "none: all of it)")
+    s.add_argument("--git", metavar="URL", help="validate the notebooks of this git repository (https://, http://, "
+                                               "ssh://, git@host:path or file://) at --ref, not local files")
+    s.add_argument("--ref", metavar="REF", help="with --git: a branch, a tag or a full commit SHA (default: main)")
     s.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                    help="leave out notebooks whose path, file name or a folder of it matches (repeatable)")
     s.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
@@ -59,10 +64,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise ClientError(f"-j/--jobs {args.jobs}: give at least 1")
     jobs = args.jobs or os.cpu_count() or 1
+    source = git_checkout(args) if args.git else None  # (url, commit, the commit's files)
+    if source is None and not args.paths:
+        raise ClientError("name at least one notebook, folder or glob (PATH)")
     try:
-        items = batch.discover(args.paths, args.exclude, args.golden_suffix, args.golden_self)
+        paths = args.paths if source is None else in_checkout(source[2], args.paths or ["."])
+        items = batch.discover(paths, args.exclude, args.golden_suffix, args.golden_self,
+                               base=None if source is None else source[2])
     except batch.BatchInputError as e:
-        raise ClientError(str(e)) from None
+        raise ClientError(str(e) if source is None else str(e).replace(source[2] + os.sep, "")) from None
     options = spec_from_options(args)
     try:  # a bad option is refused once, before anything is submitted
         validate_spec({"notebook": {"path": "check.ipynb"}, **options})
@@ -78,8 +88,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     keep = (keep_outputs_dir(args.keep_outputs, [(item.path, item.shown) for item in items])
             if args.keep_outputs else None)
     # (in this process: a kernel is pre-started only while one of these notebooks is still to run)
-    api = connect_batch(args, batch.common_root(items), jobs,
-                        {"kernel_pool_runs_expected": len(items), **({"keep_outputs_dir": keep} if keep else {})})
+    api = connect_batch(args, batch.common_root(items) if source is None else source[2], jobs,
+                        {"kernel_pool_runs_expected": len(items), **({"keep_outputs_dir": keep} if keep else {})},
+                        anywhere=source is not None)
     ready_keep_outputs(args, api, keep)
     if isinstance(api, InProcess):
         try:
@@ -102,9 +113,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise
 
     def make_spec(item: batch.Item) -> dict[str, Any]:
-        spec: dict[str, Any] = {"notebook": {"path": api.api_path(str(item.path))}}
-        if item.golden is not None:
-            spec["goldenNotebook"] = {"path": api.api_path(str(item.golden))}
+        if source is not None:  # every notebook at the one commit the ref named when the run began
+            git = {"url": source[0], "ref": source[1]}
+            spec: dict[str, Any] = {"notebook": {"git": git, "path": in_repository(source[2], item.path)}}
+            if item.golden is not None:
+                spec["goldenNotebook"] = {"git": git, "path": in_repository(source[2], item.golden)}
+        else:
+            spec = {"notebook": {"path": api.api_path(str(item.path))}}
+            if item.golden is not None:
+                spec["goldenNotebook"] = {"path": api.api_path(str(item.golden))}
         spec.update(json.loads(json.dumps(options)))
         add_constraints(spec, pinned.get(spec["notebook"]["path"], []))
         return spec
@@ -147,6 +164,47 @@ def cmd_run(args: argparse.Namespace) -> int:
         print()
         print(console.summary(outcomes))
     return EXIT_INTERRUPTED if interrupted else batch.exit_code(outcomes)
+
+
+def git_checkout(args: argparse.Namespace) -> tuple[str, str, str]:
+    """--git URL --ref REF: (the URL, the commit the ref names now, that commit's files), fetched
+    here into the local data dir's git cache (the one a job in this process fetches from)."""
+    import asyncio  # deferred: start-up time of the CLI (only --git needs it)
+
+    from jupyter_nbvalidation.service.git_fetch import FetchFailed, GitCache  # deferred: start-up time of the CLI
+    from jupyter_nbvalidation.spec.checks import check_git_ref, check_git_url  # deferred: start-up time of the CLI
+
+    ref = args.ref or "main"
+    try:
+        check_git_url(args.git, "--git")
+        check_git_ref(ref, "--ref")
+    except SpecError as e:
+        raise ClientError(str(e)) from None
+    if args.data_dir:
+        data = args.data_dir
+    else:
+        from jupyter_core.paths import jupyter_data_dir  # deferred: start-up time of the CLI
+
+        data = os.path.join(jupyter_data_dir(), "nbvalidation")
+    try:
+        got = asyncio.run(GitCache(os.path.join(data, "git")).fetch(args.git, ref))
+    except FetchFailed as e:
+        raise ClientError(f"--git {args.git} --ref {ref}: cannot fetch: {e}", status=503) from None
+    return args.git, got.commit, got.tree
+
+
+def in_checkout(tree: str, paths: list[str]) -> list[str]:
+    """PATHs relative to the repository's root, as paths in its checkout (never out of it)."""
+    out = []
+    for p in paths:
+        if os.path.isabs(p) or ".." in Path(p).parts:
+            raise ClientError(f"{p}: with --git, a PATH is relative to the repository's root")
+        out.append(os.path.join(tree, p))
+    return out
+
+
+def in_repository(tree: str, path: Path) -> str:
+    return Path(os.path.relpath(path, tree)).as_posix()
 
 
 RUN = Command("run", "validate many notebooks, each as its own job, in parallel", cmd_run, arguments)

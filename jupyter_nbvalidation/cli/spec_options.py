@@ -115,9 +115,15 @@ def duration_arg(value: str) -> str:
 def build_spec(args: argparse.Namespace, api: Client) -> dict[str, Any]:
     """``submit``'s spec: the notebook and its golden notebook (as the client's paths), the
     spec options, and the last success's pins when asked (``--constraints-from-last-success``)."""
-    spec: dict[str, Any] = {"notebook": {"path": api.api_path(args.notebook)}}
-    if args.golden:
-        spec["goldenNotebook"] = {"path": api.api_path(args.golden)}
+    git = {"url": args.git, "ref": args.ref or "main"} if getattr(args, "git", None) else None
+    if git is not None:  # paths in the repository, from its root (the server fetches it: docs/watching.md)
+        spec: dict[str, Any] = {"notebook": {"git": git, "path": args.notebook}}
+        if args.golden:
+            spec["goldenNotebook"] = {"git": git, "path": args.golden}
+    else:
+        spec = {"notebook": {"path": api.api_path(args.notebook)}}
+        if args.golden:
+            spec["goldenNotebook"] = {"path": api.api_path(args.golden)}
     spec.update(spec_from_options(args))
     if getattr(args, "constraints_from_last_success", False):
         pins, said = last_success_constraints(api, spec["notebook"]["path"])

@@ -22,8 +22,11 @@ from jupyter_nbvalidation.core.model import Phase, is_terminal
 
 
 def arguments(s: argparse.ArgumentParser) -> None:
-    s.add_argument("notebook")
+    s.add_argument("notebook", help="the notebook (with --git: its path in the repository, from its root)")
     s.add_argument("--golden", help="golden notebook to compare outputs with")
+    s.add_argument("--git", metavar="URL", help="take the notebook from this git repository (https://, http://, "
+                                               "ssh://, git@host:path or file://) at --ref, fetched by the server")
+    s.add_argument("--ref", metavar="REF", help="with --git: a branch, a tag or a full commit SHA (default: main)")
     add_spec_options(s)
     s.add_argument("--constraints-from-last-success", action="store_true",
                    help="keep every package at the version the notebook's last success had, wherever its "
@@ -39,11 +42,16 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     """Submit one notebook; with ``--wait``, follow it and exit with its verdict."""
-    if not Path(args.notebook).is_file():
+    if args.ref and not args.git:
+        raise ClientError("--ref: give --git URL with it")
+    if not args.git and not Path(args.notebook).is_file():
         raise ClientError(f"{args.notebook}: no such notebook")
+    if args.git and args.keep_outputs:
+        raise ClientError("--keep-outputs: not with --git (the notebook's folder is the repository's, not yours)")
     keep = keep_outputs_dir(args.keep_outputs, [(Path(args.notebook), args.notebook)]) if args.keep_outputs else None
     # (in this process: its one run; no kernel is pre-started for a run that will not come)
-    api = connect(args, args.notebook, {"kernel_pool_runs_expected": 1, **({"keep_outputs_dir": keep} if keep else {})})
+    api = connect(args, None if args.git else args.notebook,
+                  {"kernel_pool_runs_expected": 1, **({"keep_outputs_dir": keep} if keep else {})})
     ready_keep_outputs(args, api, keep)
     spec = build_spec(args, api)
     quiet = args.output == "json"

@@ -129,6 +129,7 @@ class JobStatus(TypedDict, total=False):
     environment: str  # what the job's environment is built from (env_notes.environment_sentence), from planning on
     readSet: dict[str, Any]  # what the kernel of a Succeeded run read (verdict/readset.py; the verdict cache)
     eventsIncomplete: bool  # an event of the job could not be recorded or was dropped (engine/transitions.py)
+    source: dict[str, Any]  # a notebook from git: {url, ref, commit} (and golden: the same), docs/watching.md
 
 
 class _JobRequired(TypedDict):

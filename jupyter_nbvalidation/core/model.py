@@ -52,6 +52,10 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[Phase]] = {
 # annotations on a job
 CANCEL_ANNOTATION = "nbvalidation.dev/cancel-requested"
 WORKDIR_ANNOTATION = "nbvalidation.dev/working-dir"
+#: a notebook from git: its source as the job's status records it (JSON {url, ref, commit}),
+#: and why it could not be fetched (the job then ends InfrastructureFailed: docs/watching.md)
+SOURCE_ANNOTATION = "nbvalidation.dev/source"
+SOURCE_FAILURE_ANNOTATION = "nbvalidation.dev/source-failure"
 # the server root (its real path) a job's notebook path is relative to: one data dir or namespace
 # holds jobs of several roots, and report.ipynb of one root is not report.ipynb of another
 ROOT_ANNOTATION = "nbvalidation.dev/root"

@@ -1,28 +1,23 @@
-"""The job spec, declared once: every field with its kind, limits, description
-and command-line options.
+"""The job spec, declared once: every field with its kind, limits, description and command-line options.
 
-Everything else that describes a spec is built from this table or checked
-against it:
+Everything else that describes a spec is built from this table or checked against it:
 
-- ``model.SPEC_SCHEMA`` and ``model.validate_spec`` (the validator: the 400 naming
-  the field) read :data:`SPEC` through :func:`validator_schema`;
-- ``openapi.SPEC_SCHEMA`` (the REST API's document) is :func:`json_schema`;
-- the CRD's spec schema (``k8s/manifests/crd.yaml``) is ``json_schema("crd")``,
-  written into that file by ``tools/gen_spec.py``;
-- the lab's spec type (``labextension/src/spec.generated.ts``) is written by the
-  same tool, and so are the TypedDicts at the end of this file (``documents``
-  re-exports them);
-- the CLI's spec options (``cli.add_spec_options`` / ``spec_from_options``, also
-  used by the magic and the pytest plugin) are the :class:`Cli` entries below;
-- the runner's arguments a spec gives (``spec/runner_args.py``, every backend) are
-  the :class:`Runner` entries, in :data:`RUNNER_ORDER`; a runner option whose
-  server default is a backend trait (``Runner.default``) reaches the plan, the
-  engine and the verdict cache's key through ``Backend.runner_defaults()``.
+- ``model.SPEC_SCHEMA`` and ``model.validate_spec`` (the validator: the 400 naming the field) read
+  :data:`SPEC` through :func:`validator_schema`; ``openapi.SPEC_SCHEMA`` (the REST API's document) is
+  ``spec_schema.json_schema()``; the CRD's spec schema (``k8s/manifests/crd.yaml``) is
+  ``spec_schema.json_schema("crd")``, written into that file by ``tools/gen_spec.py``;
+- the lab's spec type (``labextension/src/spec.generated.ts``) is written by the same tool, and so are
+  the TypedDicts at the end of this file (``documents`` re-exports them);
+- the CLI's spec options (``cli.add_spec_options`` / ``spec_from_options``, also used by the magic and
+  the pytest plugin) are the :class:`Cli` entries below;
+- the runner's arguments a spec gives (``spec/runner_args.py``, every backend) are the :class:`Runner`
+  entries, in :data:`RUNNER_ORDER`; a runner option whose server default is a backend trait
+  (``Runner.default``) reaches the plan, the engine and the verdict cache's key through
+  ``Backend.runner_defaults()``.
 
-``tests/test_spec_schemas.py`` fails when a generated file is stale: run
-``python tools/gen_spec.py``. Standard library only, and nothing of the package
-(a leaf: the validator, the REST API, the generator and the runner's side all
-may import it). Adding a field: docs/architecture.md, "One spec table".
+``tests/test_spec_schemas.py`` fails when a generated file is stale: run ``python tools/gen_spec.py``.
+Standard library only, and nothing of the package (a leaf: the validator, the REST API, the generator
+and the runner's side all may import it). Adding a field: docs/architecture.md, "One spec table".
 """
 
 from __future__ import annotations
@@ -40,6 +35,8 @@ MAX_ENV_ITEMS = 100
 MAX_ENV_NAME_CHARS = 256
 MAX_ENV_VALUE_CHARS = 32 * 1024
 MAX_ENV_TOTAL_BYTES = 256 * 1024
+MAX_CREDENTIALS = 20  # podConfig.credentials: secret names
+MAX_SECRET_NAME_CHARS = 253
 MAX_REQUIREMENTS_ITEMS = 500  # the spec list (requirements files: see requirements.py)
 MAX_REQUIREMENT_CHARS = 4096
 MAX_EXTRAS = 50  # buildConfig.extras
@@ -77,6 +74,9 @@ LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 OUTPUT_SELECTOR_PATTERN = (r"^(stream|execute_result|display_data|error|stream:[A-Za-z0-9_-]+"
                            r"|[a-z0-9][a-z0-9.+-]*/(\*|[A-Za-z0-9][A-Za-z0-9.+_-]*))$")
 NOTEBOOK_PATTERN = r"\.ipynb$"
+#: a repository's URL (spec/checks.py checks more: a host, no password in it)
+GIT_URL_PATTERN = r"^((https?|ssh|file)://|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:).+$"
+SECRET_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"  # secrets/registry.py's NAME
 TOLERATION_OPERATORS = ("Exists", "Equal")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 COMPARISON_STRATEGIES = ("exact", "normalized")
@@ -183,13 +183,19 @@ class Obj:
     crd: Mapping[str, Any] = field(default_factory=dict)
 
 
-_PATH = Field("str", "Path of the notebook (relative to the Jupyter server root); must end in .ipynb.",
-              pattern=NOTEBOOK_PATTERN, min_length=1)
+_PATH = Field("str", "Path of the notebook (relative to the Jupyter server root, or to the repository's root with "
+                     "git); must end in .ipynb.", pattern=NOTEBOOK_PATTERN, min_length=1)
+_GIT = Obj("GitSource", "Where the notebook is: a git repository at a ref, fetched when the job is submitted.", {
+    "url": Field("str", "The repository: https://, http://, ssh://, git@host:path or file:// (no password in it).",
+                 pattern=GIT_URL_PATTERN, min_length=1),
+    "ref": Field("str", "A branch, a tag or a full commit SHA.", min_length=1),
+    "credentialsSecret": Field("str", "A secret with ssh-privatekey, or username with password or token.",
+                               pattern=SECRET_NAME_PATTERN, min_length=1)}, ("url", "ref"))
+_REF: dict[str, Field | Obj] = {"git": _GIT, "path": _PATH}
 
 SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
-    "notebook": Obj("NotebookRef", "The notebook to validate.", {"path": _PATH}, ("path",)),
-    "goldenNotebook": Obj("NotebookRef", "A notebook with the expected outputs to compare against.",
-                          {"path": _PATH}, ("path",)),
+    "notebook": Obj("NotebookRef", "The notebook to validate.", _REF, ("path",)),
+    "goldenNotebook": Obj("NotebookRef", "A notebook with the expected outputs to compare against.", _REF, ("path",)),
     "inputFiles": Field(
         "globlist", "Files beside the notebook that it reads (globs relative to its folder), snapshotted at "
                     "submit; the validation runs among that snapshot.",
@@ -199,6 +205,13 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
     "podConfig": Obj("PodConfig", "The environment the notebook runs in.", {
         "containerImage": Field("str", "Image to run the notebook in (when no build is done)."),
         "env": Field("envlist", "Environment variables of the validation (literal values only)."),
+        "credentials": Field("strlist", "Names of secrets the server knows (c.NBValidation.secrets) that the "
+                                        "job's owner may use: every key of each reaches the kernel as an "
+                                        "environment variable, its value read at the run and masked in every "
+                                        "output, log and report.", (MAX_CREDENTIALS, MAX_SECRET_NAME_CHARS),
+                             cli=(Cli(("--credential",), "append", "the name of a secret of the server whose keys "
+                                                                   "the kernel gets as environment variables "
+                                                                   "(repeatable)", metavar="NAME"),)),
         "resources": Obj("Resources", "Requests and limits of the validation container (over the server's "
                                       "defaults).", {
             "requests": Field("quantities", "Resource requests, e.g. {cpu: 500m, memory: 2Gi}."),
@@ -323,7 +336,7 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
 }, ("notebook",))
 
 #: the order the CLI's spec options are listed in (--help); every Cli of the table, by its first flag
-CLI_ORDER = ("--no-build", "--requirements-file", "--requirement", "--extra", "--constraint", "--input-file", "--strategy",
+CLI_ORDER = ("--no-build", "--requirements-file", "--requirement", "--extra", "--constraint", "--input-file", "--credential", "--strategy",
              "--build-timeout", "--timeout", "--cell-timeout", "-p", "-r", "--comparison", "--abs-tol", "--rel-tol",
              "--timestamp-pattern", "--sanitize-with", "--lax", "--ignore-output", "--keep-timestamps",
              "--compare-execution-count")
@@ -371,99 +384,6 @@ def validator_schema(obj: Obj = SPEC) -> dict[str, Any]:
             for key, sub in obj.fields.items()}
 
 
-def _strings(max_items: int, item: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "array", "maxItems": max_items, "items": {"type": "string", **item}}
-
-
-def _object(props: dict[str, Any], required: list[str], crd: bool) -> dict[str, Any]:
-    # a CRD's structural schema has no additionalProperties beside properties: the API server
-    # prunes unknown fields instead
-    out: dict[str, Any] = {"type": "object", "properties": props}
-    if not crd:
-        out["additionalProperties"] = False
-    if required:
-        out["required"] = required
-    return out
-
-
-def _field_schema(f: Field, crd: bool) -> dict[str, Any]:  # noqa: C901 - one branch per kind
-    kind, limit = f.kind, f.limit
-    out: dict[str, Any]
-    if kind == "str":
-        out = {"type": "string"}
-        if f.min_length:
-            out["minLength"] = f.min_length
-        out["maxLength"] = MAX_STRING_CHARS
-    elif kind == "bool":
-        out = {"type": "boolean"}
-    elif kind == "duration":
-        out = {"type": "string", "pattern": DURATION_PATTERN, "maxLength": MAX_DURATION_CHARS}
-    elif kind == "number":
-        out = {"type": "number", "minimum": 0, "maximum": limit}
-    elif kind == "bytes":
-        out = {"type": "integer", "minimum": 1, "maximum": limit}
-    elif kind in ("strlist", "globlist", "regexlist", "outputlist"):
-        max_items, max_chars = limit
-        item: dict[str, Any] = {"minLength": 1, "maxLength": max_chars}
-        out = _strings(max_items, item)
-    elif kind == "enum":
-        out = {"type": "string", "enum": list(limit)}
-    elif kind == "envlist":
-        out = {"type": "array", "maxItems": MAX_ENV_ITEMS, "items": _object({
-            "name": {"type": "string", "pattern": ENV_NAME_PATTERN, "maxLength": MAX_ENV_NAME_CHARS},
-            "value": {"type": "string", "maxLength": MAX_ENV_VALUE_CHARS}}, ["name"], crd)}
-    elif kind == "quantities":
-        quantity: dict[str, Any] = (
-            {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}],
-             "pattern": QUANTITY_PATTERN} if crd else
-            {"anyOf": [{"type": "integer", "minimum": 0, "maximum": int(MAX_QUANTITY)},
-                       {"type": "string", "pattern": QUANTITY_PATTERN, "maxLength": MAX_QUANTITY_CHARS}]})
-        out = {"type": "object", "maxProperties": MAX_MAP_ITEMS, "additionalProperties": quantity}
-    elif kind == "labels":
-        out = {"type": "object", "maxProperties": MAX_MAP_ITEMS, "additionalProperties": {
-            "type": "string", "maxLength": MAX_LABEL_VALUE_CHARS, "pattern": LABEL_VALUE_PATTERN}}
-    elif kind == "tolerations":
-        text = {"type": "string", "maxLength": MAX_TOLERATION_CHARS}
-        out = {"type": "array", "maxItems": MAX_MAP_ITEMS, "items": _object({
-            "key": text,
-            "operator": {"type": "string", "enum": list(TOLERATION_OPERATORS)},
-            "value": text,
-            "effect": {"type": "string", "enum": list(TAINT_EFFECTS)},
-            "tolerationSeconds": {"type": "integer", "minimum": -INT64 - 1, "maximum": INT64}}, [], crd)}
-    elif kind == "sanitizers":
-        out = {"type": "array", "maxItems": MAX_SANITIZERS, "items": _object({
-            "regex": {"type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS},
-            "replace": {"type": "string", "maxLength": MAX_PATTERN_CHARS},
-            "section": {"type": "string", "maxLength": MAX_SANITIZER_SECTION_CHARS}}, ["regex", "replace"], crd)}
-    elif kind == "parameters":
-        out = {"type": "object", "maxProperties": MAX_PARAMETERS}
-        if crd:
-            out["x-kubernetes-preserve-unknown-fields"] = True
-        else:
-            out["additionalProperties"] = {}
-    else:
-        raise AssertionError(kind)
-    if f.pattern:
-        (out["items"] if out["type"] == "array" else out)["pattern"] = f.pattern
-    out["description"] = f.description
-    if crd:
-        out.update(f.crd)
-    return out
-
-
-def json_schema(dialect: str = "openapi", obj: Obj = SPEC) -> dict[str, Any]:
-    """The spec's JSON schema: ``openapi`` (the REST API's ``Spec``) or ``crd`` (the CRD's
-    structural schema of ``spec``)."""
-    crd = dialect == "crd"
-    assert dialect in ("openapi", "crd"), dialect
-    props = {key: json_schema(dialect, sub) if isinstance(sub, Obj) else _field_schema(sub, crd)
-             for key, sub in obj.fields.items()}
-    out = {**_object(props, list(obj.required), crd), "description": obj.description}
-    if crd:
-        out.update(obj.crd)
-    return out
-
-
 # --- the documents' types ----------------------------------------------------------------------------
 
 #: a duration as a spec gives it: Go style ("30m", "1h30m", "500ms") or seconds
@@ -507,10 +427,25 @@ PY_TYPES = {"str": "str", "bool": "bool", "duration": "Duration", "number": "flo
 
 # The objects' TypedDicts, generated by tools/gen_spec.py from SPEC above: do not edit by hand.
 # BEGIN GENERATED TYPEDDICTS
-class NotebookRef(TypedDict):
+class _GitSourceRequired(TypedDict):
+    url: str
+    ref: str
+
+
+class GitSource(_GitSourceRequired, total=False):
+    """Where the notebook is: a git repository at a ref, fetched when the job is submitted."""
+
+    credentialsSecret: str
+
+
+class _NotebookRefRequired(TypedDict):
+    path: str
+
+
+class NotebookRef(_NotebookRefRequired, total=False):
     """The notebook to validate."""
 
-    path: str
+    git: GitSource
 
 
 class Resources(TypedDict, total=False):
@@ -538,6 +473,7 @@ class PodConfig(TypedDict, total=False):
 
     containerImage: str
     env: list[EnvVar]
+    credentials: list[str]
     resources: Resources
     nodeSelector: dict[str, str]
     tolerations: list[Toleration]

@@ -12,10 +12,20 @@ with its phase's reason.
 from __future__ import annotations
 
 import asyncio
+import json
 
 from jupyter_nbvalidation.core.documents import Job, JobStatus
 from jupyter_nbvalidation.core.errors import InputRejected, PermanentFailure
-from jupyter_nbvalidation.core.model import CANCEL_ANNOTATION, BuildPhase, Phase, Reason, build_enabled, is_terminal
+from jupyter_nbvalidation.core.model import (
+    CANCEL_ANNOTATION,
+    SOURCE_ANNOTATION,
+    SOURCE_FAILURE_ANNOTATION,
+    BuildPhase,
+    Phase,
+    Reason,
+    build_enabled,
+    is_terminal,
+)
 from jupyter_nbvalidation.core.redaction import scrub
 from jupyter_nbvalidation.engine.state import AGAIN, Again, EngineState, Step
 from jupyter_nbvalidation.spec.notes import environment_sentence
@@ -85,10 +95,22 @@ class Phases(EngineState):
             await self._move(job, phase, Phase.FAILED, Reason.CANCELLED, "Cancelled by the user.", cancel_patch)
             return AGAIN
 
+        annotations = job["metadata"].get("annotations") or {}
         if phase == "":
+            source = _source(annotations.get(SOURCE_ANNOTATION))
+
+            def accept(st: JobStatus) -> None:
+                if source is not None:  # a notebook from git: where it came from (docs/watching.md)
+                    st["source"] = source
+
             await self._move(job, "", Phase.INITIALIZING, Reason.ACCEPTED,
-                             "Accepted; checking inputs and detecting dependencies.")
+                             "Accepted; checking inputs and detecting dependencies.", accept)
             return AGAIN
+
+        if phase == Phase.INITIALIZING and annotations.get(SOURCE_FAILURE_ANNOTATION):
+            # its notebook could not be fetched at submit (service/git_source.py): not the notebook's fault
+            raise PermanentFailure(scrub(annotations[SOURCE_FAILURE_ANNOTATION]),
+                                   reason=Reason.INFRASTRUCTURE_FAILED)
 
         if phase == Phase.INITIALIZING:
             # the plan is computed here (and again by an engine that takes over); an
@@ -177,3 +199,14 @@ class Phases(EngineState):
         except PermanentFailure as e:
             self.log.warning("nbvalidation: cancelling the %s of %s failed for good: %s",
                              "build" if phase == Phase.BUILDING else "validation", job["metadata"]["name"], e)
+
+
+def _source(text: str | None) -> dict[str, str] | None:
+    """``status.source`` from the job's source annotation (JSON written at submit), or None."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -34,6 +34,13 @@ class HubUser(User):
         self.hub_model = model
 
     @property
+    def groups(self) -> frozenset[str]:
+        """The Hub groups the user is in, as the Hub's model of them says (the secrets a user may
+        name: docs/secrets.md); a service has none."""
+        groups = self.hub_model.get("groups") if self.hub_model.get("kind", "user") == "user" else None
+        return frozenset(g for g in groups or () if isinstance(g, str))
+
+    @property
     def admin(self) -> bool:
         """A Hub admin (the model says so) or a holder of the custom admin scope."""
         scopes = self.hub_model.get("scopes") or []

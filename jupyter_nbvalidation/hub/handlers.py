@@ -53,7 +53,7 @@ class UploadMixin(rest.BaseHandler):
 
     def view_at(self, folder: str) -> JobService:
         user = self.current_user
-        return self.origin().as_user(user.username, is_admin(user), root_dir=folder)
+        return self.origin().as_user(user.username, is_admin(user), root_dir=folder, groups=getattr(user, "groups", ()))
 
 
 class JobsHandler(UploadMixin, rest.JobsHandler):

@@ -63,7 +63,7 @@ def user_view(handler: Any, service: JobService) -> JobService:
     user = handler.current_user
     if not isinstance(user, HubUser):
         raise ApiError(401, "Unauthorized", "authenticate with the Hub (a token or the service's login)")
-    return service.as_user(user.username, is_admin(user))
+    return service.as_user(user.username, is_admin(user), groups=user.groups)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
     python -m jupyter_nbvalidation.runner NOTEBOOK --result RESULT.json --executed EXECUTED.ipynb
         [--python PYTHON] [--cwd DIR] [--golden GOLDEN.ipynb] [OPTIONS OF THE RUN]
-        [--kernel-env NAME=VALUE]... [--kernel-env-file FILE.json] [--sandbox FILE.json]
+        [--kernel-env NAME=VALUE]... [--kernel-env-file FILE.json] [--secrets-file FILE.json] [--sandbox FILE.json]
         [--bounds FILE.json]
         [--termination-log PATH] [--progress] [--print-executed]
 
@@ -34,6 +34,7 @@ import jupyter_nbvalidation.verdict.probe as probe
 from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.environment import RUN_ID_VAR
 from jupyter_nbvalidation.runner.limits import read_bounds_file, read_json_argument
+from jupyter_nbvalidation.runner.masking import Masker
 from jupyter_nbvalidation.runner.options import RunnerOptions, add_arguments
 from jupyter_nbvalidation.runner.protocol import (
     RESULT_PREFIX,
@@ -73,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a variable for the kernel only, over its clean environment (repeatable)")
     p.add_argument("--kernel-env-file", default=None, metavar="FILE",
                    help="variables for the kernel only: a JSON object {NAME: VALUE} or [{name, value}]")
+    p.add_argument("--secrets-file", default=None, metavar="FILE",
+                   help='the values of the job\'s secrets, read then removed: a JSON object {"env": {NAME: VALUE}} '
+                        '(variables for the kernel only, over --kernel-env) with "mask": [more values]; every value is '
+                        'masked in everything the run writes (runner/masking.py)')
     p.add_argument("--sandbox", default=None, metavar="FILE",
                    help='run the kernel in a sandbox (Linux namespaces): a JSON object {"hide": [paths the kernel '
                         'must not see], "show": [paths it must see, read-only], "write": [paths it may write, '
@@ -138,6 +143,29 @@ def _read_env_file(path: str) -> dict[str, str]:
     return out
 
 
+def _read_secrets_file(path: str) -> tuple[dict[str, str], list[str]]:
+    """``{"env": {NAME: VALUE}, "mask": [VALUE]}``: the file is removed once read (it is the only
+    copy of the values on disk; the kernel gets them in its environment). An error never shows a
+    value."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise _ArgumentError(f"--secrets-file {path}: cannot be read ({type(e).__name__})") from None
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    env = doc.get("env", {}) if isinstance(doc, dict) else None
+    mask = doc.get("mask", []) if isinstance(doc, dict) else None
+    if (not isinstance(env, dict) or not isinstance(mask, list) or set(doc) - {"env", "mask"}
+            or not all(isinstance(k, str) and k and "=" not in k and isinstance(v, str) for k, v in env.items())
+            or not all(isinstance(v, str) for v in mask)):
+        raise _ArgumentError(f'--secrets-file {path}: must hold {{"env": {{NAME: string}}, "mask": [string]}}')
+    return env, [*env.values(), *mask]
+
+
 def _read_sandbox_file(path: str) -> dict[str, Any]:
     """``{"hide": [...], "show": [...], "write": [...], "scratch": {...}}``: lists of
     absolute paths, and the folders to bind over /tmp and /var/tmp (``{path: folder}``)."""
@@ -189,6 +217,8 @@ def main(argv: Sequence[str] | None = None, *, pooled: Any = None) -> int:
         args = parser.parse_args(argv)
         kernel_env = _read_env_file(args.kernel_env_file) if args.kernel_env_file else {}
         kernel_env.update(dict(args.kernel_env))
+        secret_env, secret_values = _read_secrets_file(args.secrets_file) if args.secrets_file else ({}, [])
+        kernel_env.update(secret_env)
         sandbox = _read_sandbox_file(args.sandbox) if args.sandbox else None
         bounds = _read_bounds(args.bounds) if args.bounds else None
     except _ArgumentError as e:
@@ -234,6 +264,7 @@ def main(argv: Sequence[str] | None = None, *, pooled: Any = None) -> int:
             bounds=bounds,
             read_set=(args.read_set[0], args.read_set[1] if len(args.read_set) > 1 else None) if args.read_set else None,
             pooled=pooled,
+            masker=Masker(secret_values),
         )
     except OSError as e:  # the result or the termination log cannot be written
         sys.stderr.write(f"nbvalidation: {e}\n")

@@ -41,6 +41,7 @@ import jupyter_nbvalidation.verdict.compare as _compare
 import jupyter_nbvalidation.verdict.sanitize as _sanitize
 from jupyter_nbvalidation.core.vocabulary import ResultReason
 from jupyter_nbvalidation.runner.execute import _Execution
+from jupyter_nbvalidation.runner.masking import Masker
 from jupyter_nbvalidation.runner.options import RunnerOptions
 from jupyter_nbvalidation.runner.outputs import OutputBudget
 from jupyter_nbvalidation.runner.protocol import FAILED, SUCCEEDED, write_termination_log
@@ -180,6 +181,7 @@ def run_notebook(
     bounds: Mapping[str, Any] | None = None,
     read_set: tuple[str, str | None] | None = None,
     pooled: Any = None,
+    masker: Masker | None = None,
     **asked: Any,
 ) -> dict[str, Any]:
     """Execute ``notebook`` in a fresh kernel, optionally compare with ``golden``.
@@ -208,7 +210,11 @@ def run_notebook(
     budget; past either the verdict is Failed, its reason naming the limit.
     ``pooled`` (:class:`.pool.Prestarted`): a kernel started before the notebook was known and
     bound to ``cwd`` (runner/pool.py), run in its own event loop; else a kernel is started.
+    ``masker`` (:mod:`.masking`): the values of the job's secrets, masked in everything the run
+    writes (the executed notebook, the result, the kernel's log) and in both notebooks before
+    the golden comparison (so it compares the masked outputs).
     """
+    masker = masker or Masker()
     started = time.monotonic()
     options = replace(options or RunnerOptions(), **asked)
     notebook = os.path.abspath(os.fspath(notebook))
@@ -217,6 +223,8 @@ def run_notebook(
 
     def finish(res: dict[str, Any]) -> dict[str, Any]:
         res["durationSeconds"] = round(time.monotonic() - started, 3)
+        if masker:
+            res = masker.obj(res)
         if result_path is not None:
             _atomic_write_text(result_path, json.dumps(res, indent=1, ensure_ascii=False) + "\n")
         if termination_log is not None:
@@ -285,6 +293,15 @@ def run_notebook(
             asyncio.run(execution.run())
     except Exception as e:  # a bug in the runner or its dependencies
         internal_error = e
+    if masker:  # before anything of the run is written or compared (runner/masking.py)
+        masker.outputs(o for c in work_nb.cells for o in c.get("outputs") or [])
+        for outs in budget.full.values():
+            masker.outputs(outs)
+        if golden_nb is not None:
+            masker.outputs(o for c in golden_nb.cells for o in c.get("outputs") or [])
+        execution.results = masker.obj(execution.results)
+        execution.message = masker.obj(execution.message)
+        execution.kernel_log = masker.text(execution.kernel_log)
     if execution.kernel_log.strip():
         sys.stderr.write("--- kernel output ---\n" + execution.kernel_log[-KERNEL_LOG_LIMIT:])
         if not execution.kernel_log.endswith("\n"):

@@ -13,6 +13,7 @@ import jupyter_nbvalidation.why_red.changes as changes
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import Phase
 from jupyter_nbvalidation.service.errors import ApiError
+from jupyter_nbvalidation.service.git_source import has_git
 from jupyter_nbvalidation.service.state import ServiceState
 from jupyter_nbvalidation.store.base import owner_of
 
@@ -30,6 +31,8 @@ class HistoryRoom(ServiceState):
         """The verdict cache: an earlier Succeeded job whose verdict key equals the key
         ``spec``'s inputs have now (see verdict_cache), or None. Checks the spec and reads
         the inputs as submit does (bad input raises as there); creates nothing."""
+        if not self.at_commit and has_git(spec):  # fetched first (git_source.py)
+            return await self._unchanged_git(spec)
         spec, _files, _nb_path, _reqs, env, key = await self._prepare(spec)
         if not key or env is None:
             return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import jupyter_nbvalidation.environment.requirements as reqmod
 import jupyter_nbvalidation.verdict.cache as verdict_cache
@@ -17,10 +17,13 @@ from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled, is_terminal, new_job
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.engine.engine import Engine
+from jupyter_nbvalidation.secrets.registry import Caller
 
 # ApiError's home is errors.py; re-exported here for the callers that import it with JobService
 from jupyter_nbvalidation.service.bisections import Bisections
 from jupyter_nbvalidation.service.errors import ApiError as ApiError
+from jupyter_nbvalidation.service.git_fetch import GitCache
+from jupyter_nbvalidation.service.git_source import GitSourceRoom, has_git
 from jupyter_nbvalidation.service.history import PROBE_ANNOTATION, HistoryRoom
 from jupyter_nbvalidation.service.project_settings import ProjectSettingsRoom
 from jupyter_nbvalidation.service.queries import QueriesRoom
@@ -29,15 +32,27 @@ from jupyter_nbvalidation.service.tenancy import QuotaLocks, Quotas, check_quota
 from jupyter_nbvalidation.store.base import OWNER_LABEL, NotFound, StoreError
 
 
-class JobService(SnapshotRoom, QueriesRoom, HistoryRoom, ProjectSettingsRoom):
-    """The operations every entry point (REST, CLI, magic) shares. Its rooms: snapshot.py
-    (checking a spec, reading its inputs), queries.py (reading jobs), history.py (the verdict
+def default_git_dir(backend: Backend) -> str:
+    """The backend's folder for notebooks from git (``Backend.git_dir``: the local backend's
+    ``<data_dir>/git``, hidden from kernels as the rest of it), else ``<Jupyter's data
+    dir>/nbvalidation/git``."""
+    if backend.git_dir():
+        return str(backend.git_dir())
+    from jupyter_core.paths import jupyter_data_dir  # deferred: start-up time (only a backend without a folder)
+
+    return os.path.join(jupyter_data_dir(), "nbvalidation", "git")
+
+
+class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectSettingsRoom):
+    """The operations every entry point (REST, CLI, magic) shares. Its rooms: git_source.py
+    (a notebook fetched from git), snapshot.py (checking a spec, reading its inputs), queries.py (reading jobs), history.py (the verdict
     cache, what changed since the last success), project_settings.py (the project settings
     file); here: running the service, submitting, cancelling and deleting, and the server's
     searches for the cause of a red."""
 
     def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20,
-                 max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20):
+                 max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20, git_dir: str | None = None,
+                 git_timeout: float = 120.0):
         self.engine = engine
         self.backend = backend
         self.root_dir = root_dir
@@ -51,14 +66,18 @@ class JobService(SnapshotRoom, QueriesRoom, HistoryRoom, ProjectSettingsRoom):
         self._origin = self  # the service the views (as_user) are of
         self.quotas = Quotas()  # per user, in a JupyterHub service's views (as_user)
         self._quota_locks = QuotaLocks()
+        # notebooks from git: the per-URL cache and the exported trees (docs/watching.md)
+        self.git = GitCache(git_dir or default_git_dir(backend), timeout=git_timeout)
 
-    def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None) -> "JobService":
+    def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None,
+                groups: Iterable[str] = ()) -> "JobService":
         """This service as user ``owner`` sees it (a JupyterHub service's request): only their
         jobs (``admin``: every job), their submits labelled with them and held to the quotas;
         ``root_dir``: where this request's inputs are (a hub submit's own snapshot folder).
         The view shares everything else (engine, backend, store, searches) with this service."""
         view = copy.copy(self)
         view.owner, view.admin = owner_label(owner), admin
+        view.caller = Caller(owner, frozenset(groups))  # whose secrets a submit may name (never None: the server's)
         if root_dir is not None:
             view.root_dir, view.real_root = root_dir, os.path.realpath(root_dir)
         return view
@@ -137,11 +156,14 @@ class JobService(SnapshotRoom, QueriesRoom, HistoryRoom, ProjectSettingsRoom):
             if path != target["spec"]["notebook"]["path"]:
                 raise ApiError(400, "InvalidField", f"probeOf: job {probe_of!r} is not of notebook {path!r}",
                                "probeOf")
+        if not self.at_commit and has_git(spec):  # fetched first; this again, rooted at the commit's tree
+            return await self._submit_git(spec, probe_of)
         spec, files, nb_path, reqs, _env, key = await self._prepare(spec)
         # no inputFiles: the kernel works in a copy of the notebook's own folder (the
         # local backend's, per attempt); with them, in a copy of the job's snapshot of them
         annotations = {} if spec.get("inputFiles") else {WORKDIR_ANNOTATION: str(nb_path.parent)}
         annotations[ROOT_ANNOTATION] = self.real_root
+        annotations.update(self.extra_annotations)
         if build_enabled(spec):  # where the environment comes from, kept for a restart or another server
             annotations[reqmod.ORIGIN_ANNOTATION] = reqs.origin
         source = reqmod.source_annotation(reqs, spec, self.root_dir)

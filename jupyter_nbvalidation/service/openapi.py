@@ -6,7 +6,7 @@ from typing import Any
 
 import jupyter_nbvalidation.core.model as M
 from jupyter_nbvalidation._version import __version__
-from jupyter_nbvalidation.core.spec_table import json_schema
+from jupyter_nbvalidation.core.spec_schema import json_schema
 
 # the spec's schema is built from the one table (spec_table.py), as the CRD's and the validator's are
 SPEC_SCHEMA = json_schema("openapi")
@@ -83,6 +83,12 @@ JOB_SCHEMA: dict[str, Any] = {
                                  "description": "true when an event of this job could not be recorded (after its "
                                                 "retries) or was dropped: the timeline falls back to "
                                                 "status.transitions"},
+            "source": {"type": "object", "properties": {
+                "url": {"type": "string"}, "ref": {"type": "string"},
+                "commit": {"type": "string", "description": "the full SHA the ref named when the job was submitted"},
+                "golden": {"type": "object", "description": "the golden notebook's own source, when it has one"}},
+                "description": "a notebook from git (spec.notebook.git): the repository's URL, the ref asked for "
+                               "and the commit it resolved to (no commit: the fetch failed, see message)"},
             "environment": {"type": "string",
                             "description": "what the job's environment is built from, written when the build is "
                                            "planned and kept on the final status: \"2 requirements from "

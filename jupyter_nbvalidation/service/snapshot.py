@@ -27,6 +27,7 @@ from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import build_enabled
 from jupyter_nbvalidation.core.redaction import mask_urls, mask_values
 from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.secrets.registry import SecretNotAvailable
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.state import ServiceState
 from jupyter_nbvalidation.service.strict_json import find_bad_number
@@ -118,7 +119,7 @@ class SnapshotRoom(ServiceState):
         files = {"notebook.ipynb": _read_notebook(nb_path, "spec.notebook.path", self.max_notebook_bytes)}
         golden = spec.get("goldenNotebook")
         if golden:
-            g_path = resolve_in_root(self.root_dir, golden["path"], "spec.goldenNotebook.path")
+            g_path = resolve_in_root(self.golden_root or self.root_dir, golden["path"], "spec.goldenNotebook.path")
             files["golden.ipynb"] = _read_notebook(g_path, "spec.goldenNotebook.path", self.max_notebook_bytes)
         reqs = reqmod.Requirements(origin="no requirements declared")
         if build_enabled(spec):
@@ -291,6 +292,7 @@ class SnapshotRoom(ServiceState):
         # what the spec leaves out, from the project settings file (stored so: describe tells the truth)
         spec = await asyncio.to_thread(self._with_project_settings, spec)
         spec = self._validate(spec)
+        self._check_credentials(spec)
         files, nb_path, reqs = await asyncio.to_thread(self._collect, spec)
         if not spec.get("inputFiles"):
             # the kernel works in the notebook's folder (a copy of it): within the backend's bounds
@@ -306,7 +308,24 @@ class SnapshotRoom(ServiceState):
             bc["requirements"] = [mask_urls(mask_values(r, reqs.secrets)) for r in bc["requirements"]]
         env = await self.backend.verdict_environment(spec, reqs)
         key = None if env is None else await asyncio.to_thread(self._verdict_key, spec, files, nb_path, env)
+        if spec.get("podConfig", {}).get("credentials"):
+            # a run with secrets is never reused, nor reuses one: its verdict is for its caller and its
+            # values as they were at that run (no key holds them, nor says whose they were)
+            key = None
         return spec, files, nb_path, reqs, env, key
+
+    def _check_credentials(self, spec: dict[str, Any]) -> None:
+        """Every name of podConfig.credentials is a secret the caller may use: else a 400 naming the
+        item, the same for a name that does not exist and one they may not use."""
+        names = spec.get("podConfig", {}).get("credentials") or []
+        for i, name in enumerate(names):
+            field = f"spec.podConfig.credentials[{i}]"
+            if name in names[:i]:
+                raise ApiError(400, "InvalidSpec", f"{field}: secret {name!r} is named twice", field)
+            try:
+                self.secrets.check(name, self.caller)
+            except SecretNotAvailable as e:
+                raise ApiError(400, "InvalidSpec", f"{field}: {e}", field) from None
 
     def _verdict_key(self, spec: dict[str, Any], files: dict[str, bytes], nb_path: Path, env: str) -> str | None:
         workdir = None if spec.get("inputFiles") else nb_path.parent

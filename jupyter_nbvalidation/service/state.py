@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_nbvalidation.backends.base import Backend
-from jupyter_nbvalidation.core.documents import Job
+from jupyter_nbvalidation.core.documents import Job, JobSpec
 from jupyter_nbvalidation.core.model import ROOT_ANNOTATION
 from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.secrets.registry import Caller, SecretRegistry
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.store.base import JobStore, NotFound, owner_of
 
@@ -36,6 +37,11 @@ class ServiceState:
     # (a single user's server); a name sees only the jobs labelled with it, unless ``admin``
     owner: str | None = None
     admin: bool = False
+    at_commit = False  # a view rooted at a commit's tree (git_source.py): its notebook is fetched
+    golden_root: str | None = None  # where goldenNotebook.path is read, when not the root (its own git source)
+    # who asks for the server's secrets (as_user: a Hub user and their groups; else the single-user
+    # server's own user): podConfig.credentials are checked at submit for it
+    caller: Caller = Caller()
 
     @property
     def scope_owner(self) -> str | None:
@@ -45,6 +51,11 @@ class ServiceState:
     @property
     def store(self) -> JobStore:
         return self.backend.store
+
+    @property
+    def secrets(self) -> SecretRegistry:
+        """The server's secrets by name (the backend's: it reads their values at the run)."""
+        return self.backend.secrets
 
     async def get(self, name: str) -> Job:
         try:
@@ -60,7 +71,21 @@ class ServiceState:
     def _root_of(job: Job) -> str | None:
         return ((job.get("metadata") or {}).get("annotations") or {}).get(ROOT_ANNOTATION)
 
+    # -- JobService's (jobs.py) and HistoryRoom's (history.py) --------------------------------
+    async def submit(self, spec: Any, probe_of: str | None = None) -> Job:
+        raise NotImplementedError
+
+    async def unchanged(self, spec: Any, max_pages: int = 20) -> Job | None:
+        raise NotImplementedError
+
+    # -- GitSourceRoom's (git_source.py) -----------------------------------------------
+    async def _unchanged_git(self, spec: Any) -> Job | None:
+        raise NotImplementedError
+
     # -- SnapshotRoom's (snapshot.py) ---------------------------------------------------
+    def _validate(self, spec: Any) -> JobSpec:
+        raise NotImplementedError
+
     async def _prepare(self, spec: Any) -> tuple[dict[str, Any], dict[str, bytes], Path, Requirements, str | None,
                                                  str | None]:
         raise NotImplementedError

@@ -13,6 +13,7 @@ import json
 import keyword
 import math
 import re
+import urllib.parse
 from typing import Any, cast
 
 from jupyter_nbvalidation.core.documents import JobSpec
@@ -43,6 +44,7 @@ from jupyter_nbvalidation.core.spec_table import (
     MAX_TOLERATION_CHARS,
     PARAMETER_NAME_PATTERN,
     QUANTITY_PATTERN,
+    SECRET_NAME_PATTERN,
     TAINT_EFFECTS,
     TOLERATION_OPERATORS,
     validator_schema,
@@ -82,13 +84,10 @@ REQUIRED = ("notebook.path",)
 # take, with the reason given when a spec carries one (any other unknown field is
 # just "unknown field").
 NOT_TAKEN_FROM_UPSTREAM: dict[str, str] = {
-    "notebook.git": "not supported: the notebook is read from the Jupyter server's files at submit",
-    "goldenNotebook.git": "not supported: the golden notebook is read from the Jupyter server's files at submit",
     "podConfig.serviceAccountName": "not supported: validation Pods run as the server's configured service "
                                     "account (c.KubernetesBackend.service_account), never one a job picks",
     "podConfig.envFrom": "not supported: a notebook must not read Secrets or ConfigMaps through its job; "
                          "use podConfig.env with literal values",
-    "podConfig.credentials": "not supported: a notebook must not read Secrets through its job",
     "podConfig.volumes": "not supported: the notebook's inputs are the snapshot taken at submit",
     "podConfig.volumeMounts": "not supported: the notebook's inputs are the snapshot taken at submit",
     "podConfig.affinity": "not supported: use podConfig.nodeSelector and podConfig.tolerations",
@@ -483,6 +482,9 @@ def validate_spec(spec: Any, supported: set[str] | None = None) -> JobSpec:
     golden = out.get("goldenNotebook")
     if golden is not None and "path" not in golden:
         raise SpecError("goldenNotebook.path", "is required when goldenNotebook is given")
+    for which in ("notebook", "goldenNotebook"):
+        if (out.get(which) or {}).get("git") is not None:
+            check_git_source(out[which]["git"], f"{which}.git")
     res = out.get("podConfig", {}).get("resources", {})
     for name, limit in (res.get("limits") or {}).items():
         request = (res.get("requests") or {}).get(name)
@@ -501,6 +503,68 @@ def validate_spec(spec: Any, supported: set[str] | None = None) -> JobSpec:
         raise SpecError("podConfig.buildConfig.constraints", "constraints apply to a build, and "
                                                               "podConfig.buildConfig.enabled is false")
     return cast(JobSpec, out)  # checked against SPEC_SCHEMA; JobSpec is generated from the same table
+
+
+_SCP_URL = re.compile(r"^[A-Za-z0-9._-]+@([A-Za-z0-9.-]+):(.+)$")
+_SECRET_NAME = re.compile(SECRET_NAME_PATTERN)
+_BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+
+
+def check_git_url(url: str, path: str) -> None:
+    """A repository's URL: https://, http://, ssh://, file:// or ``user@host:path``, with a
+    host (a path for file://), no password or token in it, nothing git would read as an option."""
+    if url != url.strip() or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise SpecError(path, "must not contain spaces or control characters")
+    if url.startswith("-"):
+        raise SpecError(path, "must not start with '-'")
+    m = _SCP_URL.match(url)
+    if m:
+        if m.group(1).startswith("-") or m.group(2).startswith("-"):
+            raise SpecError(path, "must not start a host or a path with '-'")
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("https", "http", "ssh", "file"):
+        raise SpecError(path, "must be an https://, http://, ssh://, git@host:path or file:// URL")
+    try:
+        parts.port  # noqa: B018 - a bad port raises
+    except ValueError:
+        raise SpecError(path, "has a port that is not a number") from None
+    if parts.password is not None or (parts.username is not None and parts.scheme != "ssh"):
+        raise SpecError(path, "must not carry credentials (a user name, a password or a token): "
+                              "name a secret in credentialsSecret")
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            raise SpecError(path, "must be file:///absolute/path")
+        return
+    if not parts.hostname or parts.hostname.startswith("-"):
+        raise SpecError(path, "must name a host")
+    if parts.query or parts.fragment:
+        raise SpecError(path, "must not have a query or a fragment")
+
+
+def check_git_ref(ref: str, path: str) -> None:
+    """A branch, a tag or a full commit SHA, as git takes a ref name (never an option, a range
+    or a refspec)."""
+    if len(ref) > 255:
+        raise SpecError(path, "is over 255 characters")
+    if ref.startswith(("-", "/", ".")) or ref.endswith(("/", ".", ".lock")) or ".." in ref or "@{" in ref \
+            or "//" in ref or _BAD_REF_CHARS.search(ref) or ref == "@":
+        raise SpecError(path, "must be a branch, a tag or a full commit SHA (a git ref name: no spaces, '..', "
+                              "'~', '^', ':', '?', '*', '[' or '\\', not starting with '-')")
+
+
+def check_git_source(git: dict[str, Any], path: str) -> None:
+    """``notebook.git`` / ``goldenNotebook.git``: ``url`` and ``ref`` given and well formed,
+    ``credentialsSecret`` a secret's name."""
+    for key in ("url", "ref"):
+        if key not in git:
+            raise SpecError(f"{path}.{key}", f"is required when {path} is given")
+    check_git_url(git["url"], f"{path}.url")
+    check_git_ref(git["ref"], f"{path}.ref")
+    name = git.get("credentialsSecret")
+    if name is not None and (len(name) > 253 or not _SECRET_NAME.match(name)):
+        raise SpecError(f"{path}.credentialsSecret", "must be a secret's name (letters, digits, '-', '.', "
+                                                     "'_')")
 
 
 def spec_fields(schema: Any = SPEC_SCHEMA, prefix: str = "") -> set[str]:

@@ -94,6 +94,8 @@ class ValidationPlan:
     runner_args: tuple[str, ...]
     kernel_env: tuple[tuple[str, str], ...]
     input_files: tuple[tuple[str, str], ...]
+    # podConfig.credentials: names of secrets whose values the backend reads at the run (never here)
+    credentials: tuple[str, ...] = ()
 
     @property
     def detected(self) -> str:
@@ -191,6 +193,7 @@ def make_plan(job: Mapping[str, Any], snapshot: Snapshot, *, build_timeout: floa
         runner_args=tuple(runner_args(spec, {"timeout": limits.validation, "cellTimeout": limits.cell})),
         kernel_env=tuple((e["name"], e.get("value", "")) for e in env),
         input_files=tuple(snapshot.input_files),
+        credentials=tuple((spec.get("podConfig") or {}).get("credentials") or ()),
     )
 
 

@@ -20,9 +20,21 @@ export interface ISanitizer {
   section?: string;
 }
 
+/** Where the notebook is: a git repository at a ref, fetched when the job is submitted. */
+export interface IGitSource {
+  /** The repository: https://, http://, ssh://, git@host:path or file:// (no password in it). */
+  url: string;
+  /** A branch, a tag or a full commit SHA. */
+  ref: string;
+  /** A secret with ssh-privatekey, or username with password or token. */
+  credentialsSecret?: string;
+}
+
 /** The notebook to validate. */
 export interface INotebookRef {
-  /** Path of the notebook (relative to the Jupyter server root); must end in .ipynb. */
+  /** Where the notebook is: a git repository at a ref, fetched when the job is submitted. */
+  git?: IGitSource;
+  /** Path of the notebook (relative to the Jupyter server root, or to the repository's root with git); must end in .ipynb. */
   path: string;
 }
 
@@ -60,6 +72,8 @@ export interface IPodConfig {
   containerImage?: string;
   /** Environment variables of the validation (literal values only). */
   env?: IEnvVar[];
+  /** Names of secrets the server knows (c.NBValidation.secrets) that the job's owner may use: every key of each reaches the kernel as an environment variable, its value read at the run and masked in every output, log and report. */
+  credentials?: string[];
   /** Requests and limits of the validation container (over the server's defaults). */
   resources?: IResources;
   /** Node labels the validation Pod must be scheduled on. */
@@ -134,8 +148,14 @@ export const SPEC_FIELDS = [
   'comparisonConfig.relativeTolerance',
   'comparisonConfig.sanitizers',
   'comparisonConfig.strategy',
+  'goldenNotebook.git.credentialsSecret',
+  'goldenNotebook.git.ref',
+  'goldenNotebook.git.url',
   'goldenNotebook.path',
   'inputFiles',
+  'notebook.git.credentialsSecret',
+  'notebook.git.ref',
+  'notebook.git.url',
   'notebook.path',
   'outputLimits.perCell',
   'outputLimits.total',
@@ -149,6 +169,7 @@ export const SPEC_FIELDS = [
   'podConfig.buildConfig.strategy',
   'podConfig.buildConfig.timeout',
   'podConfig.containerImage',
+  'podConfig.credentials',
   'podConfig.env',
   'podConfig.nodeSelector',
   'podConfig.resources.limits',

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import jupyter_nbvalidation.core.documents as documents
+import jupyter_nbvalidation.core.spec_schema as spec_schema
 import jupyter_nbvalidation.core.spec_table as spec_table
 import jupyter_nbvalidation.service.openapi as openapi
 import jupyter_nbvalidation.verdict.flatten as flatten
@@ -133,8 +134,8 @@ def test_the_validator_and_the_openapi_schema_are_the_table():
     from jupyter_nbvalidation.spec.checks import SPEC_SCHEMA
 
     assert SPEC_SCHEMA == spec_table.validator_schema()
-    assert openapi.SPEC_SCHEMA == spec_table.json_schema("openapi")
-    assert crd_spec_schema() == spec_table.json_schema("crd")
+    assert openapi.SPEC_SCHEMA == spec_schema.json_schema("openapi")
+    assert crd_spec_schema() == spec_schema.json_schema("crd")
     assert spec_table.leaf_paths() == spec_fields()
 
 

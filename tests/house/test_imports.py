@@ -201,7 +201,7 @@ def _table() -> Table:
 def test_the_table_is_read_from_the_page_and_covers_the_package() -> None:
     table = _table()
     assert len(table.rows) >= 15, table.rows
-    for name in ("core", "verdict", "runner", "environment", "why_red", "store", "backends", "backends.local",
+    for name in ("core", "verdict", "runner", "environment", "why_red", "store", "secrets", "backends", "backends.local",
                  "backends.kubernetes", "engine", "service", "clients", "cli", "composition", "app", "magic",
                  "pytest_plugin", ""):
         assert name in table.row_of_member, f"the import table has no row for {_show(name)}"

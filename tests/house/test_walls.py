@@ -128,7 +128,7 @@ def test_test_modules_share_fixtures_through_conftest_not_each_other() -> None:
 
 # what the runner may not know: it runs inside a validation Pod's image, beside nbclient and nbformat only
 RUNNER_MAY_NOT_IMPORT = ("engine", "service", "service.handlers", "app", "cli", "magic", "clients", "backends.kubernetes", "backends",
-                         "store", "core.events", "service.openapi")
+                         "store", "core.events", "service.openapi", "secrets")
 RUNNER_FOREIGN = ("jupyter_server", "tornado", "kubernetes", "yaml", "traitlets")
 
 

@@ -438,6 +438,9 @@ class LocalBackend(EnvironmentsRoom, BuildsRoom, RunsRoom, RetentionRoom, Interp
         return f"auto: uv found at {self.uv_path}" if self.uv_path else "auto: uv is not installed"
 
     # -- submit / prepare --------------------------------------------------------
+    def git_dir(self) -> str | None:
+        return os.path.join(self.data_dir, "git")
+
     def private_paths(self) -> frozenset[str]:
         """Real paths never part of a notebook's folder as its kernel sees it (its copy,
         its verdict key): this backend's data dir, should it be inside the folder."""

@@ -55,6 +55,7 @@ from jupyter_nbvalidation.core.priority import deprioritize
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.runner.environment import forkserver_environment, runner_environment
 from jupyter_nbvalidation.runner.limits import fmt_bytes
+from jupyter_nbvalidation.secrets.registry import SecretNotAvailable, SecretRegistry
 from jupyter_nbvalidation.spec.checks import parse_quantity
 from jupyter_nbvalidation.spec.plan import ValidationPlan
 
@@ -232,6 +233,8 @@ class RunsRoom(LocalState):
         argv += plan.runner_args
         if plan.kernel_env:  # for the kernel only, never the runner's own environment
             argv += ["--kernel-env-file", str(run_dir / "kernel-env.json")]
+        if plan.credentials:  # the secrets' values: read by the runner, then removed (runner/masking.py)
+            argv += ["--secrets-file", str(run_dir / SECRETS_FILE)]
         if self._sandbox is not None and self._sandbox["enabled"]:
             argv += ["--sandbox", str(run_dir / "sandbox.json")]
         if self._bounds_config(job, work):
@@ -245,7 +248,7 @@ class RunsRoom(LocalState):
                          sandboxed: bool) -> Slot | None:
         """A pre-started kernel started exactly as this run's would be (pool.py), or None;
         the run then carries its run id (by which all its processes are found)."""
-        if self._pool is None or not self._pool.enabled:
+        if self._pool is None or not self._pool.enabled or plan.credentials:  # (secrets: a kernel of its own)
             return None
         spec = SlotSpec.of(python, self._sandbox_config(job, run.run_dir) if sandboxed else None,
                            self._bounds_config(job, run.run_dir) or None, dict(plan.kernel_env))
@@ -330,6 +333,8 @@ class RunsRoom(LocalState):
                 kernel_env = dict(plan.kernel_env)
                 if kernel_env:
                     (run.run_dir / "kernel-env.json").write_text(json.dumps(kernel_env), encoding="utf-8")
+                if plan.credentials:
+                    write_secrets_file(run.run_dir / SECRETS_FILE, self.secrets, plan.credentials)
                 (run.run_dir / "run-id").write_text(run.run_id)
                 bounds = self._bounds_config(job, work)
                 if bounds:
@@ -348,6 +353,11 @@ class RunsRoom(LocalState):
                     if slot is not None and self._pool is not None:  # never used: its kernel stopped
                         self._pool.discard(slot)
                     raise
+            except SecretNotAvailable as e:  # the server's secret cannot be read now: not the notebook's
+                await asyncio.to_thread(workcopy.remove, run.run_dir)
+                return Observation(FAILED, started_at=run.started_at, finished_at=isotime(), reference=reference,
+                                   message=str(e), fault=Fault(f"The job's podConfig.credentials cannot be read on "
+                                                               f"the server: {e}", transient=False))
             except verdict_cache.FolderTooLarge as e:  # it grew since submit checked it
                 await asyncio.to_thread(workcopy.remove, run.run_dir)
                 folder = self._working_folder(job)[0] or "?"
@@ -381,6 +391,8 @@ class RunsRoom(LocalState):
                     raise
                 finally:
                     await cancel_and_wait(watcher)
+            with contextlib.suppress(OSError):  # the runner removes it once read; never left behind
+                await asyncio.to_thread(os.unlink, run.run_dir / SECRETS_FILE)
             await self._read_progress(run, log_path)  # the last records: done/total as the run ended
             # the runner stops what its kernel started; if the runner itself was
             # killed, what it left (the kernel, daemons) is stopped here
@@ -563,3 +575,17 @@ class RunsRoom(LocalState):
             return nb
 
         return await asyncio.to_thread(read)
+
+
+SECRETS_FILE = "secrets.json"  # an attempt's secrets for its runner (removed once read)
+
+
+def write_secrets_file(path: Path, registry: SecretRegistry, names: tuple[str, ...]) -> None:
+    """The values of ``names`` (read now) for the runner's ``--secrets-file``: readable by this user
+    only, and removed by the runner as soon as it has read it. Blocking: off the loop."""
+    env: dict[str, str] = {}
+    for name in names:
+        env.update(registry.values(name))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"env": env}, f)

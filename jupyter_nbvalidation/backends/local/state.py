@@ -19,6 +19,7 @@ from jupyter_nbvalidation.backends.local.forkserver import RunnerForkServer
 from jupyter_nbvalidation.backends.local.pool import KernelPool
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.environment.requirements import Requirements
+from jupyter_nbvalidation.secrets.registry import SecretRegistry
 from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
 from jupyter_nbvalidation.store.lease import StoreLeaseElector
 from jupyter_nbvalidation.store.sqlite import SQLiteJobStore
@@ -29,6 +30,7 @@ class LocalState:
 
     # -- settings (LocalBackend's traits) ------------------------------------------
     name: str  # the Backend port's
+    secrets: SecretRegistry  # the Backend port's (c.NBValidation.secrets)
     data_dir: str
     python: str
     pythons: list[str]

@@ -521,6 +521,8 @@ async def test_spec_checks_refuse_before_anything_is_created(env, admin, kube_ap
         ({"podConfig": {"buildConfig": {"strategy": "tekton"}}}, "spec.podConfig.buildConfig.strategy",
          "not available on this cluster"),
         ({"podConfig": {"buildConfig": {"enabled": False}}}, "spec.podConfig.containerImage", "runner_image"),
+        ({"podConfig": {"credentials": ["warehouse"]}}, "spec.podConfig.credentials",
+         "not supported on the kubernetes backend yet"),
     ]:
         with pytest.raises(ApiError) as err:
             await env.submit(notebook={"path": "nb.ipynb"}, **spec)
