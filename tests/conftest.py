@@ -37,7 +37,7 @@ XDIST_GROUPS = {
 }
 ALONE_MODULES = ("test_k8s_real_registry", "test_k8s_real_ha")
 MODULE_GROUPED = ("test_k8s_real_registry", "test_k8s_real_ha", "test_runner", "test_runner_standalone", "test_k8s_progress",
-                  "test_k8s_builders", "test_k8s_backend", "test_output_memory", "test_team_service")
+                  "test_k8s_builders", "test_k8s_backend", "test_output_memory", "test_team_service", "test_hub_secrets")
 
 
 def xdist_group_of(module: str) -> str | None:
@@ -51,11 +51,13 @@ def xdist_group_of(module: str) -> str | None:
 # browser and the corpus, and the modules whose every test builds environments or runs
 # several servers; a slow test elsewhere carries @pytest.mark.slow itself.
 SLOW_MODULES = ("test_requirements", "test_shared_data_dir", "test_pytest_plugin", "test_lifecycle",
-                "test_server_restart", "test_ci_run", "test_cache_property", "test_team_service")
+                "test_server_restart", "test_ci_run", "test_cache_property", "test_team_service", "test_hub_secrets")
 # tests of otherwise quick modules that took 5 s or more in a `-m "not slow" -n 2` run on two
 # quiet cores (2026-12-04; module::name, a parametrized test by its name without the brackets),
 # so that the inner loop stays under 5 min; kept here, not in the modules
 SLOW_TESTS = {
+    "test_secrets_local": ("test_the_attackers_notebook_leaves_no_trace",
+                           "test_a_job_with_credentials_is_never_a_verdict_cache_hit"),
     "test_admission": ("test_local_cap_one_second_notebook_queued_both_verdicts_right",
                        "test_a_failed_build_is_shared_by_the_jobs_waiting_on_it_and_never_cached"),
     "test_bisect": ("test_bisect_names_the_drifted_package_and_probes_stay_hidden",

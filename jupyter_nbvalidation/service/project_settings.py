@@ -83,6 +83,9 @@ def check_options(options: Any, notebook_rel: str) -> dict[str, Any]:
     if "notebook" in options:
         raise ApiError(400, "InvalidField", "options.notebook: not a setting (the notebook is the one named)",
                        "options.notebook")
+    if isinstance(options.get("podConfig"), dict) and "credentials" in options["podConfig"]:
+        raise ApiError(400, "InvalidField", f"options.podConfig.credentials: {project.NOT_A_SETTING_CREDENTIALS}",
+                       "options.podConfig.credentials")
     try:
         validate_spec({"notebook": {"path": notebook_rel}, **options})
     except SpecError as e:

@@ -230,11 +230,19 @@ def parse(doc: dict[str, Any], path: Path, text: str, shown: str) -> Settings:
     return settings
 
 
+#: a repository's file never hands its notebooks a secret of the server's: whoever submits names them
+NOT_A_SETTING_CREDENTIALS = ("is not a setting: a job's secrets are named by whoever submits it (--credential, "
+                             "podConfig.credentials), never by a file of the project (docs/secrets.md)")
+
+
 def _checked(options: dict[str, Any], prefix: str, where: "Locator", shown: str) -> dict[str, Any]:
     """``options`` if they are a valid partial spec, else the SettingsError naming the key."""
     if "notebook" in options:
         raise SettingsError(shown, where.line_of(f"{prefix}notebook"), f"{prefix}notebook",
                             "is not a setting: the notebook is the one validated (an entry's glob chooses it)")
+    if isinstance(options.get("podConfig"), dict) and "credentials" in options["podConfig"]:
+        key = f"{prefix}podConfig.credentials"
+        raise SettingsError(shown, where.line_of(key), key, NOT_A_SETTING_CREDENTIALS)
     try:
         validate_spec({"notebook": {"path": "settings.ipynb"}, **options})
     except SpecError as e:

@@ -138,7 +138,7 @@ class Hub:
         self.proc = None
 
 
-def write_config(base: Path, port: int, service_port: int, data_dir: Path, quotas: list[str]) -> Path:
+def write_config(base: Path, port: int, service_port: int, data_dir: Path, quotas: list[str], more: str = "") -> Path:
     hub_port, proxy_api = free_port(), free_port()
     homes = base / "home"
     for user in ("alice", "bob", "carol", "dave"):
@@ -181,16 +181,18 @@ c.JupyterHub.services = [{{"name": "tester", "api_token": {ADMIN_TOKEN!r}}}]
 exec({lines!r})
 c.JupyterHub.load_roles[-1]["users"] = ["dave"]  # the service's admin (role nbvalidation-admin)
 c.JupyterHub.services[-1]["environment"] = {passed!r}
-{extra}"""
+{extra}{more}
+"""
     path = base / "jupyterhub_config.py"
     path.write_text(config)
     return path
 
 
-def start_hub(base: Path, quotas: list[str] | None = None, timeout: float = 90) -> Hub:
+def start_hub(base: Path, quotas: list[str] | None = None, timeout: float = 90, more: str = "") -> Hub:
+    """A Hub with the service; ``more``: lines of the Hub's config after the rest (a test's own)."""
     base.mkdir(parents=True, exist_ok=True)
     hub = Hub(base, free_port(), free_port())
-    config = write_config(base, hub.port, hub.service_port, base / "service-data", quotas or [])
+    config = write_config(base, hub.port, hub.service_port, base / "service-data", quotas or [], more)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     env.pop("NBVALIDATION_SERVICE_URL", None)

@@ -82,3 +82,24 @@ def test_a_bad_entry_is_a_startup_error_naming_it(config: dict, says: str) -> No
 def test_the_trait_builds_the_registry() -> None:
     settings = NBValidationSettings(secrets={"w": {"fromEnv": {"K": "V"}, "groups": ["g"]}})
     settings.secret_registry().check("w", Caller("someone", frozenset({"g"})))
+
+
+def test_a_project_settings_file_never_names_a_secret(tmp_path: Path) -> None:
+    """A repository's settings file (nbvalidation.toml, [tool.nbvalidation]) would hand its own
+    notebooks the secret of whoever validates it: refused, naming the key and its line; the lab's
+    Options dialog (PUT project-settings) is refused the same way."""
+    from jupyter_nbvalidation.service.errors import ApiError
+    from jupyter_nbvalidation.service.project_settings import check_options
+    from jupyter_nbvalidation.spec.project import SettingsError, load
+
+    path = tmp_path / "nbvalidation.toml"
+    path.write_text('timeout = "10m"\n\n[podConfig]\ncredentials = ["warehouse"]\n')
+    with pytest.raises(SettingsError) as e:
+        load(path)
+    assert e.value.key == "podConfig.credentials" and e.value.line == 4 and "never by a file" in str(e.value)
+    path.write_text('[[notebooks]]\nglob = "*.ipynb"\npodConfig = {credentials = ["warehouse"]}\n')
+    with pytest.raises(SettingsError, match=r"notebooks\[0\]\.podConfig\.credentials"):
+        load(path)
+    with pytest.raises(ApiError) as api:
+        check_options({"podConfig": {"credentials": ["warehouse"]}}, "nb.ipynb")
+    assert api.value.status == 400 and api.value.field == "options.podConfig.credentials"

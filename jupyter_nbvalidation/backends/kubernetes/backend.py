@@ -61,6 +61,7 @@ from jupyter_nbvalidation.backends.kubernetes.snapshot import Snapshots
 from jupyter_nbvalidation.backends.kubernetes.spec import check_spec as spec_check
 from jupyter_nbvalidation.backends.kubernetes.store import KubernetesJobStore
 from jupyter_nbvalidation.core.documents import Job, JobSpec
+from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import WORKDIR_ANNOTATION
 from jupyter_nbvalidation.environment.requirements import INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
 from jupyter_nbvalidation.spec.checks import spec_fields
@@ -332,7 +333,14 @@ class KubernetesBackend(Backend):
 
     async def read_snapshot(self, job: Job) -> Snapshot:
         """The snapshot ConfigMap as the plan needs it (its input files: the
-        ConfigMap keys the validation pod's init container copies, with their paths)."""
+        ConfigMap keys the validation pod's init container copies, with their paths). A job created
+        past the service (kubectl) with a field this backend does not take yet fails naming it,
+        never runs without it."""
+        spec: Mapping[str, Any] = job["spec"]
+        for path, reason in NOT_YET_ON_KUBERNETES.items():
+            head, _, leaf = path.rpartition(".")
+            if (spec.get(head) or {}).get(leaf):
+                raise InputRejected(f"spec.{path}: {reason}", f"spec.{path}")
         data, binary = await self.snapshots.read(job)
         return Snapshot(names=frozenset(data) | frozenset(binary), requirements_txt=data.get("requirements.txt"),
                         constraints_txt=data.get("constraints.txt"), input_files=tuple(obj.inputs_index(data)),

@@ -535,6 +535,21 @@ async def test_spec_checks_refuse_before_anything_is_created(env, admin, kube_ap
     assert (await admin.request("GET", NVJ.path(env.ns)))["items"] == []
 
 
+@pytest.mark.asyncio
+async def test_credentials_on_a_job_made_past_the_service_fail_it_naming_the_field(env, admin):
+    """kubectl's way in (the CRD takes podConfig.credentials, the local backend's field): this
+    backend does not take it yet, so the job fails naming it, never runs without its secrets."""
+    body = {"apiVersion": "nbvalidation.dev/v1alpha1", "kind": "NotebookValidationJob",
+            "metadata": {"name": "with-credentials"},
+            "spec": {"notebook": {"path": "nb.ipynb"}, "podConfig": {"credentials": ["warehouse"]}}}
+    await admin.request("POST", NVJ.path(env.ns), body=body)
+    done = await env.terminal("with-credentials")
+    st = done["status"]
+    assert (st["phase"], st["reason"]) == (Phase.FAILED, "InvalidInput"), st
+    assert "spec.podConfig.credentials: not supported on the kubernetes backend yet" in st["message"], st
+    assert (await admin.request("GET", PODS.path(env.ns)))["items"] == []
+
+
 # --------------------------------------------------------------------------
 # 6. kubectl describe shows the transition events in order
 
