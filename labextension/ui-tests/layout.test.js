@@ -284,9 +284,8 @@ describe('the panel reads at a glance, in light and dark', () => {
     // feedback at every step, and one clock: the status bar says what the panel says
     const seen = new Set();
     const deadline = Date.now() + JOB_TIMEOUT;
-    for (;;) {
-      assert.ok(Date.now() < deadline, 'no verdict');
-      const now = await page.evaluate(panelSel => {
+    const sample = () =>
+      page.evaluate(panelSel => {
         const t = sel => document.querySelector(sel)?.textContent.trim() ?? null;
         return {
           phase: document
@@ -296,13 +295,30 @@ describe('the panel reads at a glance, in light and dark', () => {
           bar: t('.jp-NBValidation-statusButton')
         };
       }, PANEL);
+    for (;;) {
+      assert.ok(Date.now() < deadline, 'no verdict');
+      const now = await sample();
       if (now.phase === 'Succeeded' || now.phase === 'Failed') {
         break;
       }
       if (now.progress) {
         seen.add(now.progress.replace(/\d+ s$/, 'N s'));
-        if (now.bar && now.bar.startsWith('Validating: ')) {
-          assert.equal(now.bar, `Validating: ${now.progress}`, 'two clocks');
+        if (
+          now.bar &&
+          now.bar.startsWith('Validating: ') &&
+          now.bar !== `Validating: ${now.progress}`
+        ) {
+          // the panel and the status bar render the same state in frames of their own: on a
+          // loaded machine one may show a change a frame before the other; two clocks stay apart
+          await page.waitForTimeout(500);
+          const again = await sample();
+          if (
+            again.progress === now.progress &&
+            again.bar &&
+            again.bar.startsWith('Validating: ')
+          ) {
+            assert.equal(again.bar, `Validating: ${again.progress}`, 'two clocks');
+          }
         }
       }
       await page.waitForTimeout(200);
