@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterable
 
 from jupyter_nbvalidation.core.redaction import scrub
+from jupyter_nbvalidation.core.tasks import wait_within
 
 _SHA = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
 _ASKPASS = """#!/bin/sh
@@ -214,7 +215,7 @@ class GitCache:
                 *cmd, *args, cwd=cwd or secret_dir, env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
             try:
-                out, err = await asyncio.wait_for(proc.communicate(), max(0.1, deadline - time.monotonic()))
+                out, err = await wait_within(proc.communicate(), max(0.1, deadline - time.monotonic()))
             except (asyncio.TimeoutError, asyncio.CancelledError) as e:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)

@@ -120,7 +120,8 @@ async def test_cancel(jp_fetch, nbs, jp_root_dir):
     ("{not json", 400, None),
     ("[1, 2]", 400, "spec"),
     ({"notebook": {"path": "ok.ipynb"}, "surprise": 1}, 400, "spec.surprise"),
-    ({"notebook": {"path": "ok.ipynb", "git": {"url": "x"}}}, 400, "spec.notebook.git"),
+    ({"notebook": {"path": "ok.ipynb", "git": {"url": "x"}}}, 400, "spec.notebook.git.ref"),  # (git sources: issue 45)
+    ({"notebook": {"path": "ok.ipynb", "git": {"url": "x", "ref": "main"}}}, 400, "spec.notebook.git.url"),
     ({"notebook": {"path": "ok.ipynb"}, "podConfig": {"containerImage": "python:3.12"}}, 400,
      "spec.podConfig.containerImage"),
     ({"notebook": {"path": "ok.ipynb"}, "timeout": "soon"}, 400, "spec.timeout"),
