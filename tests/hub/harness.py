@@ -5,6 +5,7 @@ Hub, registered with the lines `jupyter nbvalidation hub-config` prints (exec'd 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from helpers import wait
 
@@ -206,6 +207,20 @@ def start_hub(base: Path, quotas: list[str] | None = None, timeout: float = 90, 
         hub.stop()
         raise
     return hub
+
+
+@contextlib.contextmanager
+def hub_with_servers(base: Path, users: tuple[str, ...] = ("alice", "bob", "carol"), *,
+                     quotas: list[str] | None = None, more: str = "") -> Iterator[Hub]:
+    """``start_hub``, each user's server started and ``hub.tokens[user]`` made; stopped after."""
+    hub = start_hub(base, quotas=quotas, more=more)
+    try:
+        for user in users:
+            hub.start_server(user)
+        hub.tokens = {user: hub.token(user) for user in users}  # type: ignore[attr-defined]
+        yield hub
+    finally:
+        hub.stop()
 
 
 def wait_up(hub: Hub, timeout: float) -> None:

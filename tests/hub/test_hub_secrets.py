@@ -10,7 +10,7 @@ import hashlib
 import json
 
 import pytest
-from harness import start_hub
+from harness import hub_with_servers
 from helpers import wait, write_notebook
 
 API = "nbvalidation/api/v1"
@@ -32,14 +32,8 @@ def hub(tmp_path_factory):
     more = (f"c.JupyterHub.load_groups = {{'analysts': {{'users': ['carol']}}}}\n"
             f"c.JupyterHub.services[-1]['environment'].update({{'NBV_HUB_ALICES': {ALICES!r}, "
             f"'NBV_HUB_ANALYSTS': {ANALYSTS!r}, 'NBV_HUB_SERVERS': {SERVERS!r}}})\n")
-    hub = start_hub(base, quotas=[f"--config={config}"], more=more)
-    try:
-        for user in ("alice", "bob", "carol"):
-            hub.start_server(user)
-        hub.tokens = {user: hub.token(user) for user in ("alice", "bob", "carol")}  # type: ignore[attr-defined]
+    with hub_with_servers(base, quotas=[f"--config={config}"], more=more) as hub:
         yield hub
-    finally:
-        hub.stop()
 
 
 def _cells(value: str) -> list[str]:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import ADMIN_TOKEN, Hub, start_hub
+from harness import ADMIN_TOKEN, Hub, hub_with_servers
 from helpers import wait, write_notebook
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -30,16 +30,10 @@ SLOTS = 2  # validations at once on the service
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     base = tmp_path_factory.mktemp("hub")
-    hub = start_hub(base, quotas=[f"--NBValidationService.max_active_per_user={MAX_ACTIVE}",
-                                  "--NBValidationService.quota_retry_after=7",
-                                  f"--NBValidation.max_concurrent_validations={SLOTS}"])
-    try:
-        for user in ("alice", "bob", "carol"):
-            hub.start_server(user)
-        hub.tokens = {user: hub.token(user) for user in ("alice", "bob", "carol")}  # type: ignore[attr-defined]
+    with hub_with_servers(base, quotas=[f"--NBValidationService.max_active_per_user={MAX_ACTIVE}",
+                                         "--NBValidationService.quota_retry_after=7",
+                                         f"--NBValidation.max_concurrent_validations={SLOTS}"]) as hub:
         yield hub
-    finally:
-        hub.stop()
 
 
 def home(hub: Hub, user: str) -> Path:
