@@ -20,6 +20,9 @@ __all__ = ["AlreadyExists", "Conflict", "JobStore", "NoSpace", "NotFound", "Stor
 
 #: who submitted a job (a JupyterHub user), as a label: the store filters on it
 OWNER_LABEL = "nbvalidation.dev/owner"
+#: the schedule that made a job (a NotebookValidationSchedule's name): a schedule's runs are
+#: a series, and "turned red" is a run that failed after the series' last success
+SCHEDULE_LABEL = "nbvalidation.dev/schedule"
 
 
 def owner_of(job: Job) -> str | None:
