@@ -52,7 +52,7 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
 
     def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20,
                  max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20, git_dir: str | None = None,
-                 git_timeout: float = 120.0):
+                 git_timeout: float = 120.0, schedule_seconds_field: bool = False):
         self.engine = engine
         self.backend = backend
         self.root_dir = root_dir
@@ -68,6 +68,11 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         self._quota_locks = QuotaLocks()
         # notebooks from git: the per-URL cache and the exported trees (docs/watching.md)
         self.git = GitCache(git_dir or default_git_dir(backend), timeout=git_timeout)
+        # schedules (service/schedules.py): a seconds field in their cron (tests only), a lock per
+        # schedule (a tick and a trigger one at a time), and the loop's wake-up (service/scheduler.py)
+        self.schedule_seconds_field = schedule_seconds_field
+        self._schedule_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.schedule_wake = asyncio.Event()
 
     def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None,
                 groups: Iterable[str] = ()) -> "JobService":
@@ -81,6 +86,14 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         if root_dir is not None:
             view.root_dir, view.real_root = root_dir, os.path.realpath(root_dir)
         return view
+
+    # -- schedules (service/schedules.py: Schedules(view); the loop: service/scheduler.py) --------
+    def schedule_lock(self, owner: str | None, name: str) -> asyncio.Lock:
+        return self._origin._schedule_locks.setdefault((owner or "", name), asyncio.Lock())
+
+    def schedule_changed(self) -> None:
+        """A schedule was created, paused, resumed or deleted here: the loop looks again now."""
+        self._origin.schedule_wake.set()
 
     # -- running the service in this process (the CLI; the server runs it through app.py) ----------
     async def open(self) -> None:
@@ -174,6 +187,7 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         if probe_of is not None:
             annotations[PROBE_ANNOTATION] = probe_of
         labels = {OWNER_LABEL: self.owner} if self.owner is not None else {}
+        labels.update(self.extra_labels)  # a schedule's run: the schedule's name
         job = new_job(spec, annotations=annotations, labels=labels)
         reqmod.hold(job["metadata"]["name"], reqs.secrets)
         try:
