@@ -134,7 +134,7 @@ class JobsHandler(BaseHandler):
         probes = (self.get_query_argument("probes", "false") or "false").lower()
         if probes not in ("true", "false"):
             raise ApiError(400, "InvalidField", "probes must be true or false", "probes")
-        schedule = self.get_query_argument("schedule", None)
+        schedule = self.get_query_argument("schedule", None) or None
         if schedule is not None:  # a schedule's runs (its series), newest first
             self.send(await Schedules(self.service).jobs(schedule, limit))
             return
