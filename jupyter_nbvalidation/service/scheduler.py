@@ -62,6 +62,7 @@ class Scheduler:
         now = now or _dt.datetime.now(_dt.timezone.utc)
         seconds = self.service.schedule_seconds_field
         soonest = self.max_sleep
+        due: list[tuple[str | None, dict[str, Any], _dt.datetime]] = []
         for owner, doc in await self.service.store.list_schedules(None, every_owner=True):
             if doc["spec"].get("suspend") or not self.service.engine.leading.is_set():
                 continue
@@ -75,9 +76,12 @@ class Scheduler:
             nxt = expr.next_after(after)
             if nxt <= now:
                 tick = expr.latest_until(after, now) or nxt
-                await self._fire(owner or None, doc, tick)
+                due.append((owner or None, doc, tick))
                 nxt = expr.next_after(tick)
             soonest = min(soonest, (nxt - now).total_seconds())
+        if due:  # at once: one schedule's slow fetch never delays another's tick
+            await asyncio.gather(*(self._fire(owner, doc, tick) for owner, doc, tick in due))
+            soonest -= (_dt.datetime.now(_dt.timezone.utc) - now).total_seconds()  # the time the runs took
         return max(soonest, 0.01)
 
     async def _fire(self, owner: str | None, doc: dict[str, Any], tick: _dt.datetime) -> None:

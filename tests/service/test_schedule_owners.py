@@ -17,6 +17,7 @@ from jupyter_nbvalidation.service.schedules import Schedules
 from jupyter_nbvalidation.store.base import OWNER_LABEL, SCHEDULE_LABEL
 
 NO_BUILD = {"buildConfig": {"enabled": False}}
+pytestmark = pytest.mark.asyncio  # the engine's tasks run in the test's loop (the `local` fixture's)
 
 
 @pytest.fixture
@@ -90,3 +91,27 @@ async def test_a_store_without_schedules_answers_501_naming_the_backend(service,
 
 async def _schedules_of(service) -> Schedules:
     return Schedules(service)
+
+
+async def test_runs_past_the_history_limits_are_removed_oldest_first(local, notebook):
+    """successfulJobsHistoryLimit / failedJobsHistoryLimit: real runs (the local fixture's engine and
+    kernels), the oldest finished ones past each limit removed, the newest kept."""
+    from jupyter_nbvalidation.core.model import Phase
+    from jupyter_nbvalidation.service.schedules import prune
+
+    notebook("ok.ipynb", ["print(1)"])
+    schedules = Schedules(local.service)
+    manifest = _manifest("kept", {"notebook": {"path": "ok.ipynb"}, "podConfig": NO_BUILD})
+    manifest["spec"].update(successfulJobsHistoryLimit=2, failedJobsHistoryLimit=0)
+    await schedules.create(manifest)
+    names = []
+    for _ in range(3):
+        job = await schedules.trigger("kept")
+        done = await local.engine.wait_for_terminal(job["metadata"]["name"], 120)
+        assert done["status"]["phase"] == Phase.SUCCEEDED, done["status"]
+        names.append(job["metadata"]["name"])
+    doc = await local.store.get_schedule("kept", None)
+    assert await prune(local.service, None, doc) == 1
+    left = [j["metadata"]["name"] for j in (await schedules.jobs("kept", 10))["items"]]
+    assert left == names[:0:-1]  # the two newest, newest first
+    assert [r["job"] for r in (await schedules.get("kept"))["status"]["recent"]] == left
