@@ -18,6 +18,7 @@ from typing import Any
 from jupyter_nbvalidation.core import cron
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.model import Phase, is_terminal, isotime, parse_time
+from jupyter_nbvalidation.core.redaction import scrub
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.git_source import has_git
 from jupyter_nbvalidation.service.jobs import JobService
@@ -107,6 +108,18 @@ def check_cron(text: Any, seconds_field: bool = False) -> cron.Cron:
     except cron.CronError as e:
         raise _bad("spec.schedule", str(e)) from None
     return parsed
+
+
+def _credential_in(obj: Any, where: str) -> str | None:
+    """The field of the first string in ``obj`` that the one masker would change (a credential)."""
+    if isinstance(obj, str):
+        return where if scrub(obj) != obj else None
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for key, value in items:
+        found = _credential_in(value, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}")
+        if found:
+            return found
+    return None
 
 
 def next_tick(doc: dict[str, Any], seconds_field: bool = True) -> _dt.datetime:
@@ -208,6 +221,11 @@ class Schedules:
         """The job template by the checks a submit runs, nothing fetched or created: a 400
         names its field under ``spec.jobTemplate.spec``."""
         service = self.service
+        held = _credential_in(spec, "spec.jobTemplate.spec")
+        if held:  # a schedule keeps its template: a credential in it would be stored and answered
+            raise _bad(held, "holds a credential (a URL's user name or password, or a key=value secret); a "
+                             "schedule stores its job template, so name a secret the server holds instead "
+                             "(podConfig.credentials, notebook.git.credentialsSecret: docs/secrets.md)")
         try:
             if has_git(spec):
                 checked, _ = service._git_checked(spec)

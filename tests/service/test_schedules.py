@@ -188,6 +188,9 @@ async def test_pause_resume_and_trigger(jp_fetch, jp_root_dir):
      "spec.jobTemplate.spec.notebook.git.ref", ""),
     ({"job": {"podConfig": {"credentials": ["nope"]}}}, "spec.jobTemplate.spec.podConfig.credentials[0]", ""),
     ({"template": {"metadata": {}}}, "spec.jobTemplate.metadata", "unknown field"),
+    ({"job": {"podConfig": {"buildConfig": {"requirements": [
+        "six", "--index-url https://ci:s3cr3t-t0ken@pypi.example.org/simple"]}}}},
+     "spec.jobTemplate.spec.podConfig.buildConfig.requirements[1]", "holds a credential"),
 ])
 async def test_bad_input_is_a_400_naming_the_field_and_nothing_is_stored(jp_fetch, jp_root_dir, change, field,
                                                                          says):
@@ -206,6 +209,7 @@ async def test_bad_input_is_a_400_naming_the_field_and_nothing_is_stored(jp_fetc
     code, err = await _error(jp_fetch, "schedules", method="POST", body=body)
     assert code == (404 if "no such" in says else 400) and err["field"] == field, err
     assert field in err["message"] and says in err["message"], err
+    assert "s3cr3t" not in json.dumps(err)
     assert (await call(jp_fetch, "schedules"))["items"] == []
     assert (await call(jp_fetch, "jobs"))["items"] == []
 
