@@ -82,17 +82,36 @@ class Cron:
             # (no minute left: the next hour)
         return None
 
-    def latest_until(self, after: _dt.datetime, now: _dt.datetime, limit: int = 100000) -> _dt.datetime | None:
+    def latest_until(self, after: _dt.datetime, now: _dt.datetime) -> _dt.datetime | None:
         """The last tick in (``after``, ``now``], None when there is none: the one catch-up run
-        of the ticks missed while nobody was looking (never one run per missed tick)."""
-        found = None
-        t = self.next_after(after)
-        for _ in range(limit):
-            if t > now:
-                return found
-            found = t
-            t = self.next_after(t)
-        return found
+        of the ticks missed while nobody was looking (never one run per missed tick). Found
+        walking back from ``now``, so a long downtime costs no more than a short one."""
+        end = now.astimezone(_UTC).replace(microsecond=0)
+        start = after.astimezone(_UTC)
+        day = end.date()
+        first = True
+        while day >= start.date():
+            if self._day_ok(day):
+                found = self._last_in_day(day, end if first else None)
+                if found is not None:
+                    return found if found > start else None
+            day -= _dt.timedelta(days=1)
+            first = False
+        return None
+
+    def _last_in_day(self, day: _dt.date, end: _dt.datetime | None) -> _dt.datetime | None:
+        h1, m1, s1 = (end.hour, end.minute, end.second) if end is not None else (23, 59, 59)
+        for h in reversed(self.hours):
+            if h > h1:
+                continue
+            for m in reversed(self.minutes):
+                if h == h1 and m > m1:
+                    continue
+                for s in reversed(self.seconds):
+                    if h == h1 and m == m1 and s > s1:
+                        continue
+                    return _dt.datetime(day.year, day.month, day.day, h, m, s, tzinfo=_UTC)
+        return None
 
 
 def _values(field: str, low: int, high: int, names: dict[str, int], text: str) -> set[int]:

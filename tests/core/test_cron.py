@@ -55,3 +55,24 @@ def test_a_seconds_field_only_when_asked():
 def test_bad_expressions_say_which_field_and_why(expr, says):
     with pytest.raises(cron.CronError, match=says.replace("*", r"\*")):
         cron.parse(expr).next_after(AT)
+
+
+@pytest.mark.parametrize("expr", ["*/5 * * * *", "@hourly", "@daily", "0 9 * * mon-fri", "30 2 29 feb *",
+                                  "0 0 13 * fri", "15,45 8-10/2 * 12 *"])
+def test_the_catch_up_tick_is_the_last_of_the_ticks_walked_one_by_one(expr):
+    c = cron.parse(expr)
+    for hours in (0.5, 7, 49, 24 * 40, 24 * 800):
+        later = AT + dt.timedelta(hours=hours)
+        walked, t = None, c.next_after(AT)
+        while t <= later:
+            walked, t = t, c.next_after(t)
+        assert c.latest_until(AT, later) == walked, (expr, hours)
+
+
+def test_a_long_downtime_costs_no_more_than_a_short_one():
+    import time
+
+    c = cron.parse("* * * * * *", seconds=True)
+    began = time.perf_counter()
+    assert c.latest_until(AT, AT + dt.timedelta(days=365)) == AT.replace(microsecond=0) + dt.timedelta(days=365)
+    assert time.perf_counter() - began < 0.05  # never a stall of the server's loop
