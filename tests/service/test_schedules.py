@@ -7,6 +7,7 @@ trigger and delete (its jobs stay). The server takes a sixth cron field counting
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 
@@ -140,6 +141,19 @@ async def test_no_two_runs_at_once_under_a_period_shorter_than_the_notebook(jp_f
         assert end <= start, f"two runs overlapped: {spans}"
     assert len(spans) >= 2 and doc["status"]["skipped"] >= 3
     assert seen_active
+    # paused: no tick runs (a tick a second, for three seconds) ...
+    paused = await call(jp_fetch, "schedules", "fast")
+    await asyncio.sleep(3)  # the pause is the scenario
+    still = await call(jp_fetch, "schedules", "fast")
+    assert len((await call(jp_fetch, "schedules", "fast", "jobs"))["items"]) == len(runs)
+    assert still["status"]["skipped"] == paused["status"]["skipped"] and still["status"]["nextScheduleTime"] is None
+    # ... resumed, the next tick runs again
+    await call(jp_fetch, "schedules", "fast", method="PATCH", body={"spec": {"suspend": False}})
+    await wait_async(lambda: _count_runs(jp_fetch, len(runs) + 1), 30, "a run after the resume")
+
+
+async def _count_runs(jp_fetch, at_least: int) -> bool:
+    return len((await call(jp_fetch, "schedules", "fast", "jobs"))["items"]) >= at_least
 
 
 async def _finished(jp_fetch, name: str) -> dict | None:
