@@ -83,3 +83,26 @@ def _runs_stored(server) -> list[dict]:
         return [json.loads(r[0]) for r in conn.execute("SELECT doc FROM jobs")]
     finally:
         conn.close()
+
+
+def test_only_the_leader_runs_ticks_and_sees_a_schedule_made_through_the_follower(server_proc):
+    """Two servers on one data dir: the one holding the lease runs the ticks; a schedule created
+    through the other (a follower, which runs none) is seen by the leader within its
+    schedule_max_sleep."""
+    first = server_proc("leader")
+    first.extra_args = [*ARGS, "--NBValidation.schedule_max_sleep=1"]
+    first.start()
+    wait(lambda: first.client().request("GET", "health")["engine"]["leading"], 60, "the first server to lead")
+    second = server_proc("follower")
+    second.extra_args = [*ARGS, "--NBValidation.schedule_max_sleep=1"]
+    second.start()
+    assert not second.client().request("GET", "health")["engine"]["leading"]
+    write_notebook(first.root / "ok.ipynb", ["print(1)"])
+    follower = second.client()
+    follower.request("POST", "schedules", {"metadata": {"name": "tick"}, "spec": {"schedule": "*/2 * * * * *",
+                     "jobTemplate": {"spec": {"notebook": {"path": "ok.ipynb"},
+                                              "podConfig": {"buildConfig": {"enabled": False}}}}}})
+    wait(lambda: len(_runs(follower)) >= 2, 90, "two runs of the schedule made through the follower")
+    said = "submitted for the tick"
+    assert said in first.log_path.read_text()
+    assert said not in second.log_path.read_text(), "the follower ran a tick"
