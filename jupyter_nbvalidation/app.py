@@ -12,6 +12,7 @@ from jupyter_nbvalidation.composition import NBValidationSettings, assemble
 from jupyter_nbvalidation.core.documents import Event, Job
 from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.service.jobs import JobService
+from jupyter_nbvalidation.service.scheduler import Scheduler
 
 EVENT_SCHEMA_ID = "https://nbvalidation.dev/events/job/v1"
 EVENT_SCHEMA = Path(__file__).parent / "event_schemas" / "job.v1.yaml"
@@ -26,6 +27,7 @@ class NBValidation(ExtensionApp, NBValidationSettings):
 
     engine: Engine
     service: JobService
+    scheduler: Scheduler | None = None  # schedules' ticks, while this server's engine leads
     forward_to: str | None = None  # a user server on a hub with the team's service: it forwards there
 
     def initialize_settings(self) -> None:
@@ -75,11 +77,15 @@ class NBValidation(ExtensionApp, NBValidationSettings):
         if self.forward_to:
             return
         await self.service.start_serving(self.log)
+        self.scheduler = Scheduler(self.service, self.log, max_sleep=self.schedule_max_sleep)
+        self.scheduler.start()
         if self.engine.running:
             self.log.info("nbvalidation: %s backend started", self.backend_impl.name)
 
     async def stop_extension(self) -> None:
         if not self.forward_to:
+            if self.scheduler is not None:  # no tick is run by an engine that is stopping
+                await self.scheduler.stop()
             await self.service.stop()
 
     def current_activity(self) -> bool:

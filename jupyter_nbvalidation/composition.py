@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from traitlets import Dict, Enum, Float, Int, TraitError, Type, Unicode, validate
+from traitlets import Bool, Dict, Enum, Float, Int, TraitError, Type, Unicode, validate
 from traitlets.config import Config, LoggingConfigurable
 
 from jupyter_nbvalidation.backends.base import Backend
@@ -65,6 +65,14 @@ class NBValidationSettings(LoggingConfigurable):
                                               "next fetch fetches it whole again). A commit's files are kept as "
                                               "long as a job of that commit exists. 0: repositories are kept."
                           ).tag(config=True)
+    schedule_seconds_field = Bool(False, help="For tests only: a schedule's cron expression may have a sixth "
+                                              "field in front, counting seconds (a tick every few seconds); "
+                                              "off, such an expression is a 400 naming spec.schedule."
+                                  ).tag(config=True)
+    schedule_max_sleep = Float(60.0, help="Most seconds the schedules' loop sleeps between two looks at the store "
+                                          "(a schedule written through another server on the same data dir is "
+                                          "seen within it; this server's own changes wake it at once)."
+                               ).tag(config=True)
     secrets = Dict(help="Secrets by name, for a job's podConfig.credentials (docs/secrets.md): "
                         "{name: {'fromEnv': {KEY: SERVER_ENV_VAR, ...}} or {'fromFile': '/abs/path'} (KEY=VALUE lines "
                         "or a JSON object), with 'users' and 'groups' (the Hub users who may use it; with neither, "
@@ -124,7 +132,8 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
     return JobService(engine, backend, root_dir, max_notebook_bytes=settings.max_notebook_bytes,
                       max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes,
                       git_dir=settings.git_dir or None, git_timeout=settings.git_timeout,
-                      git_cache_ttl=settings.git_cache_ttl)
+                      git_cache_ttl=settings.git_cache_ttl,
+                      schedule_seconds_field=settings.schedule_seconds_field)
 
 
 def jupyter_config() -> Config:

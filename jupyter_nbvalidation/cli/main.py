@@ -10,7 +10,7 @@ error — so ``jupyter nbvalidation submit nb.ipynb --wait`` can gate CI.
 
 Each command is a module of this folder declaring a ``cli.command.Command`` (its name, help,
 arguments and function: ``submit.py``, ``run.py``, ``show.py`` (list, describe, events),
-``bisect.py``, ``lock.py``, ``manage.py`` (cancel, delete, gc), ``install.py``). A new command
+``bisect.py``, ``lock.py``, ``manage.py`` (cancel, delete, gc), ``schedule.py``, ``install.py``). A new command
 is one new module and one line in :data:`COMMANDS` below, which also sets its place in
 ``--help``. What they share: ``command.py`` (the Command, the exit statuses, ``-o json``),
 ``connect.py`` (which client: a server's or this process's), ``spec_options.py`` (the spec
@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jupyter_nbvalidation.cli import bisect, hub, install, lock, manage, run, show, store, submit
+from jupyter_nbvalidation.cli import bisect, hub, install, lock, manage, run, schedule, show, store, submit
 from jupyter_nbvalidation.cli.command import EXIT_ERROR, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED, Command
 from jupyter_nbvalidation.clients.base import ClientError
 from jupyter_nbvalidation.clients.in_process import InProcess
@@ -42,6 +42,7 @@ COMMANDS: tuple[Command, ...] = (
     manage.CANCEL,
     manage.DELETE,
     manage.GC,
+    schedule.SCHEDULE,
     store.STORE,
     install.INSTALL,
     hub.SERVICE,

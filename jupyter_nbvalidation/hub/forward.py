@@ -53,7 +53,7 @@ class ForwardHandler(BaseHandler):
         token = os.environ.get("JUPYTERHUB_API_TOKEN", "")
         if token:
             headers["Authorization"] = f"token {token}"
-        if method == "POST":
+        if method in ("POST", "PATCH"):
             body = self.request.body or b""
             if path.strip("/") in UPLOADED:  # the files are not on the service's disk: they travel
                 spec = self.json_body()
@@ -102,6 +102,12 @@ class ForwardHandler(BaseHandler):
     @api
     async def delete(self, path: str) -> None:
         await self._forward("DELETE", path)
+
+    @web.authenticated
+    @authorized
+    @api
+    async def patch(self, path: str) -> None:  # a schedule's pause and resume
+        await self._forward("PATCH", path)
 
 
 def routes() -> list[tuple[str, type]]:

@@ -127,6 +127,7 @@ class GitSourceRoom(ServiceState):
                    "the notebook was not run")
         source = {"url": git["url"], "ref": git["ref"]}
         labels = {OWNER_LABEL: self.owner} if self.owner is not None else {}
+        labels.update(self.extra_labels)
         job = new_job(spec, labels=labels, annotations={  # type: ignore[arg-type]  # checked by _validate
             SOURCE_ANNOTATION: json.dumps(source, sort_keys=True), SOURCE_FAILURE_ANNOTATION: message})
         try:

@@ -17,6 +17,7 @@ from jupyter_nbvalidation.composition import NBValidationSettings
 from jupyter_nbvalidation.service.errors import ApiError, store_api_error
 from jupyter_nbvalidation.service.jobs import JobService
 from jupyter_nbvalidation.service.openapi import openapi_document
+from jupyter_nbvalidation.service.schedules import Schedules
 from jupyter_nbvalidation.service.strict_json import MAX_BODY_BYTES, check_json_content_type, dumps, loads_strict
 
 PREFIX = "nbvalidation/api/v1"
@@ -86,7 +87,7 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
         code = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
                 405: "MethodNotAllowed", 413: "TooLarge", 415: "UnsupportedMediaType"}.get(status_code, "InternalError")
         if status_code == 405:
-            self.set_header("Allow", ", ".join(m for m in ("GET", "POST", "PUT", "DELETE")
+            self.set_header("Allow", ", ".join(m for m in ("GET", "POST", "PUT", "PATCH", "DELETE")
                                                if m.lower() in type(self).__dict__))
         if status_code >= 500:
             message = "Internal error; see the server log."
@@ -133,6 +134,10 @@ class JobsHandler(BaseHandler):
         probes = (self.get_query_argument("probes", "false") or "false").lower()
         if probes not in ("true", "false"):
             raise ApiError(400, "InvalidField", "probes must be true or false", "probes")
+        schedule = self.get_query_argument("schedule", None) or None
+        if schedule is not None:  # a schedule's runs (its series), newest first
+            self.send(await Schedules(self.service).jobs(schedule, limit))
+            return
         self.send(await self.service.list_jobs(self.get_query_argument("notebook", None), limit,
                                           self.get_query_argument("continue", None) or None, probes == "true"))
 
@@ -294,6 +299,64 @@ class ProjectSettingsHandler(BaseHandler):
         self.send(await self.service.put_project_settings(self.json_body()))
 
 
+class SchedulesHandler(BaseHandler):
+    """NotebookValidationSchedules (service/schedules.py): the caller's, and a new one."""
+
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self) -> None:
+        self.send(await Schedules(self.service).list())
+
+    @web.authenticated
+    @authorized
+    @api
+    async def post(self) -> None:
+        doc = await Schedules(self.service).create(self.json_body())
+        self.set_header("Location", self.request.path.rstrip("/") + "/" + doc["metadata"]["name"])
+        self.send(doc, 201)
+
+
+class ScheduleHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        self.send(await Schedules(self.service).get(name))
+
+    @web.authenticated
+    @authorized
+    @api
+    async def patch(self, name: str) -> None:
+        # {"spec": {"suspend": true|false}}: pause or resume (nothing else changes in place)
+        self.send(await Schedules(self.service).set_suspend(name, self.json_body()))
+
+    @web.authenticated
+    @authorized
+    @api
+    async def delete(self, name: str) -> None:
+        self.send(await Schedules(self.service).delete(name))  # its jobs stay
+
+
+class ScheduleTriggerHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def post(self, name: str) -> None:
+        job = await Schedules(self.service).trigger(name)  # a run still going: 409
+        self.set_header("Location", f"{self.base_url}{PREFIX}/jobs/{job['metadata']['name']}")
+        self.send(job, 201)
+
+
+class ScheduleJobsHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self, name: str) -> None:
+        limit = self.int_arg("limit", 50, 1, cast(NBValidationSettings, self.extensionapp).max_page_size)
+        self.send(await Schedules(self.service).jobs(name, limit))
+
+
 class HealthHandler(BaseHandler):
     serves_without_store = True
     @web.authenticated
@@ -325,6 +388,10 @@ def routes() -> list[tuple[str, type]]:
         (rf"{p}/jobs/{NAME}/lock/?", LockHandler),
         (rf"{p}/jobs/{NAME}/bisect/?", BisectHandler),
         (rf"{p}/jobs/{NAME}/changes/?", ChangesHandler),
+        (rf"{p}/schedules/?", SchedulesHandler),
+        (rf"{p}/schedules/{NAME}/?", ScheduleHandler),
+        (rf"{p}/schedules/{NAME}/trigger/?", ScheduleTriggerHandler),
+        (rf"{p}/schedules/{NAME}/jobs/?", ScheduleJobsHandler),
         (rf"{p}/unchanged/?", UnchangedHandler),
         (rf"{p}/project-settings/?", ProjectSettingsHandler),
         (rf"{p}/health/?", HealthHandler),

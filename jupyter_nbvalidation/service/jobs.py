@@ -52,7 +52,8 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
 
     def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20,
                  max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20, git_dir: str | None = None,
-                 git_timeout: float = 120.0, git_cache_ttl: float = 30 * 86400.0):
+                 git_timeout: float = 120.0, git_cache_ttl: float = 30 * 86400.0,
+                 schedule_seconds_field: bool = False):
         self.engine = engine
         self.backend = backend
         self.root_dir = root_dir
@@ -70,6 +71,11 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         self.git = GitCache(git_dir or default_git_dir(backend), timeout=git_timeout)
         self.git_cache_ttl = git_cache_ttl
         backend.add_collect_hook(self._collect_git)
+        # schedules (service/schedules.py): a seconds field in their cron (tests only), a lock per
+        # schedule (a tick and a trigger one at a time), and the loop's wake-up (service/scheduler.py)
+        self.schedule_seconds_field = schedule_seconds_field
+        self._schedule_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.schedule_wake = asyncio.Event()
 
     async def _collect_git(self) -> dict[str, Any]:
         """The commits' trees no job roots in any more, and the repositories not fetched for
@@ -95,6 +101,14 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         if root_dir is not None:
             view.root_dir, view.real_root = root_dir, os.path.realpath(root_dir)
         return view
+
+    # -- schedules (service/schedules.py: Schedules(view); the loop: service/scheduler.py) --------
+    def schedule_lock(self, owner: str | None, name: str) -> asyncio.Lock:
+        return self._origin._schedule_locks.setdefault((owner or "", name), asyncio.Lock())
+
+    def schedule_changed(self) -> None:
+        """A schedule was created, paused, resumed or deleted here: the loop looks again now."""
+        self._origin.schedule_wake.set()
 
     # -- running the service in this process (the CLI; the server runs it through app.py) ----------
     async def open(self) -> None:
@@ -188,6 +202,7 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         if probe_of is not None:
             annotations[PROBE_ANNOTATION] = probe_of
         labels = {OWNER_LABEL: self.owner} if self.owner is not None else {}
+        labels.update(self.extra_labels)  # a schedule's run: the schedule's name
         job = new_job(spec, annotations=annotations, labels=labels)
         reqmod.hold(job["metadata"]["name"], reqs.secrets)
         try:

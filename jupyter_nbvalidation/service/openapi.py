@@ -7,6 +7,7 @@ from typing import Any
 import jupyter_nbvalidation.core.model as M
 from jupyter_nbvalidation._version import __version__
 from jupyter_nbvalidation.core.spec_schema import json_schema
+from jupyter_nbvalidation.service.openapi_schedules import SCHEDULE_SCHEMA, schedule_paths
 
 # the spec's schema is built from the one table (spec_table.py), as the CRD's and the validator's are
 SPEC_SCHEMA = json_schema("openapi")
@@ -291,7 +292,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                         "Timeline": TIMELINE_SCHEMA, "Error": ERROR_SCHEMA,
                         "EnvironmentRecord": ENVIRONMENT_RECORD_SCHEMA, "Changes": CHANGES_SCHEMA,
                         "Bisection": BISECTION_SCHEMA, "PartialSpec": PARTIAL_SPEC_SCHEMA,
-                        "ProjectSettings": PROJECT_SETTINGS_SCHEMA,
+                        "ProjectSettings": PROJECT_SETTINGS_SCHEMA, "Schedule": SCHEDULE_SCHEMA,
                         "Switch": {"type": "object", "required": ["enabled", "reason"], "properties": {
                             "enabled": {"type": "boolean"},
                             "reason": {"type": ["string", "null"], "description": "why it is off (plain-HTTP "
@@ -300,7 +301,8 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
             "responses": {f"E{c}": _json({"$ref": "#/components/schemas/Error"}, d) for c, d in {
                 400: "Bad request", 401: "Not authenticated", 403: "Forbidden", 404: "Not found",
                 409: "Conflict", 413: "Too large",
-                415: "The body was not sent as Content-Type: application/json"}.items()},
+                415: "The body was not sent as Content-Type: application/json",
+                501: "Not available on this backend"}.items()},
         },
         "paths": {
             "/jobs": {
@@ -311,6 +313,9 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
                         {"name": "continue", "in": "query", "schema": {"type": "string"},
                          "description": "metadata.continue of the previous page (opaque)"},
+                        {"name": "schedule", "in": "query", "schema": {"type": "string"},
+                         "description": "only the runs of this schedule of the caller's (as "
+                                        "/schedules/{name}/jobs; an unknown one is a 404)"},
                         {"name": "probes", "in": "query", "schema": {"type": "boolean"},
                          "description": "true: also the probe jobs (bisect's steps, annotated "
                                         "nbvalidation.dev/probe-of), left out by default (a page may then "
@@ -319,7 +324,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                     "responses": {"200": _json({"type": "object", "required": ["items", "metadata"], "properties": {
                         "items": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}},
                         "metadata": {"type": "object", "properties": {"continue": {"type": ["string", "null"]}}},
-                    }}, "A page of jobs"), **_errors(400)},
+                    }}, "A page of jobs"), **_errors(400, 404, 501)},
                 },
                 "post": {
                     "summary": "Submit a notebook (the notebook is read now; that snapshot is validated)",
@@ -541,6 +546,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                                                 "known (LocalBackend.kernel_pool_runs_expected)"}}}]}}},
                                                    "Health"), **_errors()}},
             },
+            **schedule_paths(_json, _errors),
             "/openapi.json": {
                 "get": {"summary": "This document",
                         "responses": {"200": _json({"type": "object"}, "OpenAPI"), **_errors()}},

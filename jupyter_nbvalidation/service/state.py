@@ -38,6 +38,7 @@ class ServiceState:
     owner: str | None = None
     admin: bool = False
     at_commit = False  # a view rooted at a commit's tree (git_source.py): its notebook is fetched
+    extra_labels: dict[str, str] = {}  # a schedule's run's view: the schedule's label (service/schedules.py)
     golden_root: str | None = None  # where goldenNotebook.path is read, when not the root (its own git source)
     # who asks for the server's secrets (as_user: a Hub user and their groups; else the single-user
     # server's own user): podConfig.credentials are checked at submit for it

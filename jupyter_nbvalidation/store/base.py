@@ -8,7 +8,7 @@ stale one raises :class:`Conflict`, exactly like the Kubernetes API.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from traitlets.config import LoggingConfigurable
 
@@ -99,4 +99,31 @@ class JobStore(LoggingConfigurable):
     def watch(self, callback: Callable[[str], None]) -> Callable[[], None]:
         """Call ``callback(name)`` whenever a job changes; returns an
         unsubscribe function. Callbacks run on the event loop."""
+        raise NotImplementedError
+
+    # -- schedules (NotebookValidationSchedule): a store that holds them says so -------------
+    #: False: this store cannot hold schedules (the service answers their routes 501)
+    schedules_supported: bool = False
+
+    async def create_schedule(self, doc: dict[str, Any], owner: str | None) -> dict[str, Any]:
+        """Store a new schedule of ``owner`` (None: a single user's server). Raises AlreadyExists."""
+        raise NotImplementedError
+
+    async def get_schedule(self, name: str, owner: str | None) -> dict[str, Any]:
+        """``owner``'s schedule ``name`` (another owner's is NotFound)."""
+        raise NotImplementedError
+
+    async def list_schedules(self, owner: str | None, every_owner: bool = False) -> list[tuple[str, dict[str, Any]]]:
+        """(owner, schedule) pairs: ``owner``'s, or with ``every_owner`` all of them."""
+        raise NotImplementedError
+
+    async def replace_schedule(self, doc: dict[str, Any], owner: str | None) -> dict[str, Any]:
+        """Write ``doc`` if still at its resourceVersion. Raises Conflict, NotFound."""
+        raise NotImplementedError
+
+    async def delete_schedule(self, name: str, owner: str | None) -> None:
+        raise NotImplementedError
+
+    async def schedule_jobs(self, name: str, owner: str | None, limit: int | None = None) -> list[Job]:
+        """The jobs labelled ``SCHEDULE_LABEL`` = ``name`` of ``owner``, newest first."""
         raise NotImplementedError

@@ -21,7 +21,7 @@ from typing import Iterator
 from jupyter_nbvalidation.store.sqlite import migrate
 
 #: the tables salvaged (the lease and the change feed start afresh)
-TABLES = ("jobs", "events")
+TABLES = ("jobs", "events", "schedules")
 BATCH = 200
 PROBE_PAST_DAMAGE = 20000  # rowids tried one by one past a damaged page before a table is given up
 

@@ -39,6 +39,7 @@ from jupyter_nbvalidation.store.base import (
     StoreError,
     owner_of,
 )
+from jupyter_nbvalidation.store.schedules import SCHEDULE_TABLES, ScheduleTables
 
 # Ordered migrations: index i brings the schema from version i to i + 1.
 MIGRATIONS: list[list[str]] = [
@@ -100,6 +101,7 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE jobs ADD COLUMN owner TEXT",
         "CREATE INDEX jobs_by_owner ON jobs (owner, created DESC, name DESC)",
     ],
+    SCHEDULE_TABLES,  # schedules (store/schedules.py)
 ]
 #: rows of job_changes kept (a process further behind than this relies on the resync)
 CHANGES_KEPT = 10000
@@ -174,7 +176,7 @@ def _decode_token(token: str) -> tuple[str, str]:
         raise ValueError("continue token is malformed") from None
 
 
-class SQLiteJobStore(JobStore):
+class SQLiteJobStore(ScheduleTables, JobStore):
     path = Unicode("", help="Path of the SQLite file (the local backend puts it in its data dir).")
     change_poll_interval = Float(0.2, help="Seconds between two looks for jobs written by other processes "
                                            "on the same file (one indexed SELECT).").tag(config=True)

@@ -267,3 +267,36 @@ def test_a_notebook_from_git_submitted_at_her_server_is_fetched_by_the_service_n
     assert status == 400 and answer["error"]["field"] == "spec.notebook.git.url", answer
     after = {j["metadata"]["name"] for j in at_server(hub, "alice", "GET", "jobs?limit=500")[1]["items"]}
     assert after - before == {job["metadata"]["name"]}
+def test_schedules_are_each_users_own_through_her_server_and_the_service(hub, tmp_path):
+    """A schedule created at alice's server (forwarded to the service, which holds it as hers),
+    paused and triggered there; bob, at his server or the service, gets the 404 of a name that
+    does not exist, and his list is empty."""
+
+    repo = Repo(tmp_path / "git")
+    repo.notebook("nbs/check.ipynb", ["print('scheduled')"])
+    repo.commit("first")
+    with GitHTTP(repo.bare.parent) as git_server:
+        manifest = {"metadata": {"name": "nightly"}, "spec": {"schedule": "@daily", "jobTemplate": {"spec": {
+            "notebook": {"git": {"url": git_server.url(), "ref": "main"}, "path": "nbs/check.ipynb"},
+            "podConfig": NOBUILD}}}}
+        status, doc, _ = at_server(hub, "alice", "POST", "schedules", manifest)
+        assert status == 201, (status, doc)
+        status, doc, _ = at_server(hub, "alice", "PATCH", "schedules/nightly", {"spec": {"suspend": True}})
+        assert status == 200 and doc["spec"]["suspend"] is True, (status, doc)
+        status, job, _ = at_server(hub, "alice", "POST", "schedules/nightly/trigger")
+        assert status == 201, (status, job)
+        assert job["metadata"]["labels"] == {"nbvalidation.dev/owner": "alice", "nbvalidation.dev/schedule": "nightly"}
+        for method, path in (("GET", "schedules/nightly"), ("GET", "schedules/nightly/jobs"),
+                             ("POST", "schedules/nightly/trigger"), ("DELETE", "schedules/nightly")):
+            for status, answer, _ in (at_server(hub, "bob", method, path),
+                                      at_service(hub, method, path, hub.tokens["bob"])):
+                assert status == 404 and answer["error"]["message"] == "no schedule named 'nightly'", answer
+        assert at_service(hub, "GET", "schedules", hub.tokens["bob"])[1]["items"] == []
+        assert [s["metadata"]["name"] for s in at_server(hub, "alice", "GET", "schedules")[1]["items"]] == ["nightly"]
+        # a Hub user's schedule takes its notebook from git (the service keeps no folder of hers)
+        status, err, _ = at_service(hub, "POST", "schedules", hub.tokens["alice"], {
+            "metadata": {"name": "local"}, "spec": {"schedule": "@daily", "jobTemplate": {"spec": {
+                "notebook": {"path": "x.ipynb"}}}}})
+        assert status == 400 and err["error"]["field"] == "spec.jobTemplate.spec.notebook.git", err
+        wait_terminal(hub, "alice", job["metadata"]["name"])
+        assert at_server(hub, "alice", "DELETE", "schedules/nightly")[0] == 200

@@ -96,7 +96,8 @@ def test_migrations_from_every_older_version(tmp_path):
                 conn.execute(stmt)
         conn.execute("INSERT INTO schema_version VALUES (?)", (start,))
         if start >= 1:  # a database with data in it keeps its data
-            conn.execute("INSERT INTO jobs VALUES ('old', 'u', 'nb.ipynb', 'Succeeded', '2026', 3, ?)",
+            conn.execute("INSERT INTO jobs (name, uid, notebook, phase, created, version, doc) "
+                         "VALUES ('old', 'u', 'nb.ipynb', 'Succeeded', '2026', 3, ?)",
                          (json.dumps(_job(name="old")),))
             for _ in range(2):  # events from before they had a unique name
                 conn.execute("INSERT INTO events (job_uid, event_time, doc) VALUES ('u', '2026', '{}')")
@@ -104,6 +105,7 @@ def test_migrations_from_every_older_version(tmp_path):
         assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"jobs_by_created", "jobs_by_notebook", "events_by_job", "jobs_by_phase", "events_by_name"} <= indexes
+        assert conn.execute("SELECT count(*) FROM schedules").fetchone() == (0,)  # an old data dir gets the table
         if start >= 1:
             assert conn.execute("SELECT name FROM jobs").fetchall() == [("old",)]
             assert conn.execute("SELECT count(*) FROM events WHERE job_uid = 'u'").fetchone() == (2,)
