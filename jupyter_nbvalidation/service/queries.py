@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import jupyter_nbvalidation.why_red.lock as environment_lock
-from jupyter_nbvalidation.core.documents import Event
-from jupyter_nbvalidation.core.model import Phase, build_enabled
+from jupyter_nbvalidation.core.documents import Event, Job
+from jupyter_nbvalidation.core.model import SOURCE_ANNOTATION, Phase, build_enabled
 from jupyter_nbvalidation.core.redaction import scrub
 from jupyter_nbvalidation.core.timeline import compute_timeline
 from jupyter_nbvalidation.service.errors import ApiError
@@ -46,10 +46,16 @@ class QueriesRoom(ServiceState):
         except ValueError as e:
             raise ApiError(400, "InvalidField", str(e), "continue") from None
         # a job of another root (another server's, an in-process run's elsewhere) is not one of
-        # this root's notebooks, whatever its path says; jobs from before roots were recorded stay
-        # a hub's view (an owner's) lists by owner: each submit has a root of its own there
-        listed = [list_item(j) for j in items if (self.owner is not None or self._root_of(j) in (None, self.real_root))
-                  and (probes or not is_probe(j))]
+        # this root's notebooks, whatever its path says; jobs from before roots were recorded stay;
+        # a notebook from git (each commit a root of its own) is listed, but never as one of this
+        # root's notebooks (its path is the repository's); a hub's view (an owner's) lists by
+        # owner: each submit has a root of its own there
+        def listed_here(job: Job) -> bool:
+            if self.owner is not None or self._root_of(job) in (None, self.real_root):
+                return True
+            return notebook is None and bool((job["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION))
+
+        listed = [list_item(j) for j in items if listed_here(j) and (probes or not is_probe(j))]
         return {"apiVersion": "v1", "kind": "NotebookValidationJobList", "items": listed,
                 "metadata": {"continue": token}}
 

@@ -66,3 +66,17 @@ async def test_a_rerun_of_the_same_commit_says_same_commit(local, tmp_path: Path
     summary = await local.service.since_last_success(again["metadata"]["name"])
     assert summary["since"]["name"] == green["metadata"]["name"]
     assert summary["commits"]["count"] == 0 and summary["sentence"].startswith("same commit"), summary["sentence"]
+
+
+async def test_a_notebook_from_git_is_listed_but_never_as_a_notebook_of_the_servers_root(local, tmp_path: Path):
+    """Each commit is a root of its own, so a list by root left every job from git out; it is
+    listed, but a list of one notebook of the server's root (the lab's) never shows a job of
+    a repository's notebook at the same path."""
+    repo = Repo(tmp_path / "git")
+    repo.notebook("nbs/check.ipynb", ["print('git')"])
+    repo.commit("first")
+    from_git = await _run(local, _spec(repo.url))
+    names = [j["metadata"]["name"] for j in (await local.service.list_jobs(None, 100, None))["items"]]
+    assert from_git["metadata"]["name"] in names
+    of_the_path = await local.service.list_jobs("nbs/check.ipynb", 100, None)
+    assert of_the_path["items"] == []
