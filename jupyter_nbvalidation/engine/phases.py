@@ -68,7 +68,12 @@ class Phases(EngineState):
         message = str(e)
         await self._cancel(job, phase)  # whatever still runs for it stops (a no-op when nothing does)
 
+        source = _source((job["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION)) \
+            if phase == Phase.INITIALIZING and "source" not in (job.get("status") or {}) else None
+
         def patch(st: JobStatus) -> None:
+            if source is not None:  # a job made past the service whose fetch failed: where it was to come from
+                st["source"] = source
             if phase == Phase.BUILDING:
                 st.setdefault("buildStatus", {}).update({"phase": BuildPhase.FAILED, "message": scrub(message),
                                                          "completionTime": st["completionTime"]})

@@ -106,12 +106,13 @@ async def test_a_kubectl_job_whose_repository_cannot_be_had_fails_naming_why_in_
                   "the Secret 'not-in-the-namespace' is not in namespace"),
                  ("no-host", {"url": "https://no-such-host.invalid/r.git", "ref": "main"}, "no such host")]
         started = time.monotonic()
-        for name, git, _ in cases:
-            await admin.request("POST", NVJ.path(env.ns), body=nvj(name, git))
-        for name, _git, cause in cases:
+        for name, spec_git, _ in cases:
+            await admin.request("POST", NVJ.path(env.ns), body=nvj(name, spec_git))
+        for name, git, cause in cases:
             st = (await env.terminal(name, 60))["status"]
             assert (st["phase"], st["reason"]) == (Phase.FAILED, Reason.INFRASTRUCTURE_FAILED), st
             assert cause in st["message"] and "spec.notebook.git" in st["message"], st
+            assert st["source"] == {"url": git["url"], "ref": git["ref"]}, st
             assert "not-" + PASSWORD not in json.dumps(st)
             assert await get_or_none(admin, CONFIGMAPS.path(env.ns, obj.input_configmap_name(name))) is None
         took = time.monotonic() - started

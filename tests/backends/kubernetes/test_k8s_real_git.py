@@ -10,8 +10,10 @@ from __future__ import annotations
 import base64
 import json
 import time
+from datetime import datetime
 
 import pytest
+import yaml
 from git_support import GitHTTP, Repo
 from helpers import job_of, wait, write_golden, write_notebook
 
@@ -73,6 +75,13 @@ def terminal(api, name: str, timeout: float = BUILD_WAIT) -> dict:
         job_of(api, name)), timeout, lambda: f"job {name} to end: {job_of(api, name).get('status')}")
 
 
+def seconds(st: dict) -> float:
+    """From the job's acceptance to its end, as its status records them (printed: docs' numbers)."""
+    start, end = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (
+        st["transitions"][0]["time"], st["completionTime"]))
+    return (end - start).total_seconds()
+
+
 def secret(cluster, ns: str, name: str, **data: str) -> None:
     cluster.kubectl("apply", "-f", "-", namespace=ns, input=json.dumps({
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque",
@@ -127,23 +136,32 @@ def test_the_upstream_sample_applied_with_kubectl_validates_from_git(real_cluste
             assert st["source"] == {"url": http.url(), "ref": ref, "commit": commit,
                                     "golden": {"url": http.url(), "ref": ref, "commit": commit}}, st
             assert st["comparisonResult"]["result"] == "matched", st
+            print(f"{name}: accepted to Succeeded in {seconds(st):.1f} s ({st['buildStatus'].get('duration')} build)")
             pods = real_cluster.get(ns, "pods", "-l", f"nbvalidation.dev/job={name},"
                                                       "nbvalidation.dev/component=validation")["items"]
             assert pods and {p["spec"]["serviceAccountName"] for p in pods} == {SA}
         assert any(auth for _, _, auth in http.requests)  # the fetch used the Secret's credentials
+
+        # the same spec through REST: fetched at submit, the same verdict and source
+        spec = yaml.safe_load(SAMPLE.format(name="rest", url=http.url(), ref="main", image=image, sa=SA))["spec"]
+        rest = api.request("POST", "jobs", spec)["metadata"]["name"]
+        st = terminal(api, rest)["status"]
+        assert st["phase"] == Phase.SUCCEEDED and st["source"]["commit"] == commit, st
+        assert st["comparisonResult"]["result"] == "matched", st
 
         started = time.monotonic()
         real_cluster.kubectl("apply", "-f", "-", namespace=ns, input=SAMPLE.format(
             name="sample-no-ref", url=http.url(), ref="no-such-branch", image=image, sa=SA))
         st = terminal(api, "sample-no-ref", 60)["status"]
         took = time.monotonic() - started
+        print(f"sample-no-ref: applied to Failed in {took:.1f} s")
         assert st["phase"] == Phase.FAILED and st["reason"] == Reason.INFRASTRUCTURE_FAILED, st
         assert "no such ref" in st["message"] and "spec.notebook.git" in st["message"], st
         assert took < 30, took
 
     seen = [real_cluster.kubectl("get", "nvj,configmaps,events", "-o", "json", namespace=ns).stdout,
             s.log_path.read_text()]
-    for name in ("sample-branch", "sample-sha", "sample-no-ref"):
+    for name in ("sample-branch", "sample-sha", "sample-no-ref", rest):
         seen += [json.dumps(api.request("GET", f"jobs/{name}")), json.dumps(api.request("GET", f"jobs/{name}/events"))]
     assert not [t for t in seen if PASSWORD in t]
     assert "hello from git" in seen[0]  # the snapshot ConfigMaps were searched
