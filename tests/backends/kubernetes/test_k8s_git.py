@@ -31,7 +31,10 @@ PASSWORD = "pw-harness-git-Lr4x-never-shown"
 
 @pytest_asyncio.fixture
 async def env(kube_apiserver, k8s_namespace, tmp_path):
-    e = make_env(kube_apiserver, k8s_namespace, tmp_path / "root")
+    """The server as the shipped Role lets it act (role.yaml bound to it): its `get` on Secrets is
+    what reads a fromSecret entry for the fetch."""
+    kube_apiserver.limited_in_namespace(k8s_namespace)
+    e = make_env(kube_apiserver, k8s_namespace, tmp_path / "root", kubeconfig=kube_apiserver.limited_kubeconfig)
     e.backend.secrets = SecretRegistry({
         "git-credentials": {"fromSecret": "git-credentials"},
         "wrong-credentials": {"fromSecret": "wrong-credentials"},
