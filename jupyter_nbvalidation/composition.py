@@ -75,7 +75,7 @@ class NBValidationSettings(LoggingConfigurable):
                                ).tag(config=True)
     secrets = Dict(help="Secrets by name, for a job's podConfig.credentials (docs/secrets.md): "
                         "{name: {'fromEnv': {KEY: SERVER_ENV_VAR, ...}} or {'fromFile': '/abs/path'} (KEY=VALUE lines "
-                        "or a JSON object), with 'users' and 'groups' (the Hub users who may use it; with neither, "
+                        "or a JSON object) or {'fromSecret': 'k8s-secret-name'} (kubernetes backend), with 'users' and 'groups' (the Hub users who may use it; with neither, "
                         "only the server's own user)}. Values are read at each run, never stored.").tag(config=True)
 
     @validate("secrets")

@@ -14,6 +14,7 @@ cannot (docs/architecture.md, "The validation plan" and "Errors").
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, ABCMeta, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, ClassVar
@@ -22,10 +23,11 @@ from traitlets import Float, Int, MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
 from jupyter_nbvalidation.core.documents import Job, JobSpec, Progress, RunnerResult
+from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.spec_table import runner_options
 from jupyter_nbvalidation.core.vocabulary import RunState
 from jupyter_nbvalidation.environment.requirements import Requirements
-from jupyter_nbvalidation.secrets.registry import SecretRegistry
+from jupyter_nbvalidation.secrets.registry import FROM_SECRET_ONLY, SecretRegistry
 from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
 from jupyter_nbvalidation.store.base import JobStore
 
@@ -299,6 +301,28 @@ class Backend(LoggingConfigurable, ABC, metaclass=_PortMeta):
         and part of the verdict cache's key."""
         return {option.default: getattr(self, "default_" + option.default)
                 for _, option in runner_options() if option.default}
+
+    async def adopt_snapshot(self, job: Job, files: dict[str, bytes] | None, annotations: dict[str, str]) -> None:
+        """A job made past the service (``kubectl apply``) whose notebook the service fetched from
+        git for the reconciler: store its snapshot ``files`` as ``submit`` would (None: its fetch
+        failed, nothing to store), then write ``annotations`` on it. Raises InputRejected naming the
+        field when the snapshot is out of this backend's bounds. Default: no job is made past the
+        service here."""
+        raise InputRejected(f"the {self.name} backend takes jobs through its service only", "spec.notebook")
+
+    async def secret_values(self, name: str) -> dict[str, str]:
+        """The keys and values of the server's secret ``name`` (c.NBValidation.secrets), read now
+        (a git source's credentialsSecret); raises SecretNotAvailable naming what is missing, never
+        a value. Default: the registry's own sources (the server's environment, a file)."""
+        return await asyncio.to_thread(self.secrets.values, name)
+
+    def credential_problem(self, name: str) -> str | None:
+        """Why this backend cannot hand secret ``name`` (one the caller may use) to a job's kernel
+        (``podConfig.credentials``), or None. Default: a Kubernetes Secret (``fromSecret``) is
+        only the kubernetes backend's."""
+        if self.secrets.kubernetes_secret(name) is not None:
+            return f"secret {name!r}: {FROM_SECRET_ONLY}"
+        return None
 
     def git_dir(self) -> str | None:
         """Where this backend keeps notebooks fetched from git (service/git_fetch.py), when it

@@ -218,6 +218,9 @@ SPEC = Obj("JobSpec", "What to validate and how. Unknown fields are pruned.", {
             "limits": Field("quantities", "Resource limits, e.g. {cpu: 2, memory: 4Gi}; the local backend holds "
                                           "memory only (a memory cgroup of the kernel's, else RLIMIT_AS)."),
         }),
+        "serviceAccountName": Field("str", "Service account of the validation Pod (Kubernetes), one of those the "
+                                           "admin allows (c.KubernetesBackend.allowed_service_accounts); its API "
+                                           "token is mounted."),
         "nodeSelector": Field("labels", "Node labels the validation Pod must be scheduled on."),
         "tolerations": Field("tolerations", "Taints the validation Pod tolerates (e.g. of GPU nodes)."),
         "buildConfig": Obj("BuildConfig", "Build an environment (an image on Kubernetes) from the notebook's "
@@ -475,6 +478,7 @@ class PodConfig(TypedDict, total=False):
     env: list[EnvVar]
     credentials: list[str]
     resources: Resources
+    serviceAccountName: str
     nodeSelector: dict[str, str]
     tolerations: list[Toleration]
     buildConfig: BuildConfig

@@ -96,6 +96,7 @@ class Engine(WorkQueue, Leadership, Phases, Runs, Admission, Retries, Transition
         self._timers = {}
         self._failures = {}
         self._plans = {}  # by job uid: computed once, dropped at the end
+        self.adopt_source = None  # set by the service (JobService)
         self._tasks = []
         self._election = None
         self._follower_checks = set()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from jupyter_nbvalidation.core.documents import Job, JobStatus
 from jupyter_nbvalidation.core.errors import InputRejected, PermanentFailure
@@ -67,7 +68,12 @@ class Phases(EngineState):
         message = str(e)
         await self._cancel(job, phase)  # whatever still runs for it stops (a no-op when nothing does)
 
+        source = _source((job["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION)) \
+            if phase == Phase.INITIALIZING and "source" not in (job.get("status") or {}) else None
+
         def patch(st: JobStatus) -> None:
+            if source is not None:  # a job made past the service whose fetch failed: where it was to come from
+                st["source"] = source
             if phase == Phase.BUILDING:
                 st.setdefault("buildStatus", {}).update({"phase": BuildPhase.FAILED, "message": scrub(message),
                                                          "completionTime": st["completionTime"]})
@@ -107,6 +113,12 @@ class Phases(EngineState):
                              "Accepted; checking inputs and detecting dependencies.", accept)
             return AGAIN
 
+        if phase == Phase.INITIALIZING and self.adopt_source is not None and _unfetched(job):
+            # made past the service (kubectl) with its notebook in git: fetched here, by the
+            # leader's service, as a submit would have (a spec it refuses: InvalidInput)
+            await self.adopt_source(job)
+            return AGAIN
+
         if phase == Phase.INITIALIZING and annotations.get(SOURCE_FAILURE_ANNOTATION):
             # its notebook could not be fetched at submit (service/git_source.py): not the notebook's fault
             raise PermanentFailure(scrub(annotations[SOURCE_FAILURE_ANNOTATION]),
@@ -121,8 +133,11 @@ class Phases(EngineState):
             wait = await self._admit(job, Phase.BUILDING if build_enabled(spec) else Phase.VALIDATION_RUNNING)
             if wait is not None:
                 return wait
+            source = _source(annotations.get(SOURCE_ANNOTATION)) if "source" not in status else None
             if build_enabled(spec):
                 def start_build(st: JobStatus) -> None:
+                    if source is not None:  # fetched after it was accepted (a job made past the service)
+                        st["source"] = source
                     st["environment"] = environment
                     st["buildStatus"] = {"phase": BuildPhase.RUNNING, "startTime": st["transitions"][-1]["time"],
                                          "strategy": self.backend.build_strategy(job)}
@@ -134,6 +149,8 @@ class Phases(EngineState):
                                  f"Building the environment: {detected}", start_build)
             else:
                 def unbuilt(st: JobStatus) -> None:
+                    if source is not None:
+                        st["source"] = source
                     st["environment"] = environment
 
                 await self._move(job, phase, Phase.VALIDATION_RUNNING, Reason.VALIDATION_STARTED,
@@ -199,6 +216,15 @@ class Phases(EngineState):
         except PermanentFailure as e:
             self.log.warning("nbvalidation: cancelling the %s of %s failed for good: %s",
                              "build" if phase == Phase.BUILDING else "validation", job["metadata"]["name"], e)
+
+
+def _unfetched(job: Job) -> bool:
+    """A job whose notebook (or golden notebook) is in git and that no service fetched yet (no
+    source annotation, nor a failed fetch's)."""
+    spec: Any = job["spec"]
+    annotations = job["metadata"].get("annotations") or {}
+    return (any(isinstance(spec.get(k), dict) and spec[k].get("git") for k in ("notebook", "goldenNotebook"))
+            and SOURCE_ANNOTATION not in annotations and SOURCE_FAILURE_ANNOTATION not in annotations)
 
 
 def _source(text: str | None) -> dict[str, str] | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Any, Callable, Union
+from typing import Any, Awaitable, Callable, Union
 
 from jupyter_nbvalidation.backends.base import Backend, Observation
 from jupyter_nbvalidation.core.documents import Job, JobStatus
@@ -90,6 +90,9 @@ class EngineState:
 
     # -- the phases (phases.py, runs.py) -------------------------------------------------
     _plans: dict[str, ValidationPlan]  # by job uid: computed once, dropped at the end
+    # a job made past the service whose notebook is in git: the service fetches it and stores its
+    # snapshot and source annotations (service/git_source.py); None: no service in this process
+    adopt_source: Callable[[Job], Awaitable[None]] | None
     _noticed: dict[str, set[str]]  # job uid -> the notice reasons this engine posted for it
     progress_interval: float  # seconds: at most one status.progress write per job in this time
     _progress_at: dict[str, float]

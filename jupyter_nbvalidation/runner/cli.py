@@ -78,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help='the values of the job\'s secrets, read then removed: a JSON object {"env": {NAME: VALUE}} '
                         '(variables for the kernel only, over --kernel-env) with "mask": [more values]; every value is '
                         'masked in everything the run writes (runner/masking.py)')
+    p.add_argument("--secrets-from-env", default=None, metavar="PREFIX",
+                   help="the job's secrets are in this process's environment, each variable PREFIX+NAME (a "
+                        "Kubernetes Pod's envFrom with that prefix): NAME=value goes to the kernel only, over "
+                        "--kernel-env, each value is masked as from --secrets-file, and the variables are removed "
+                        "from this process's environment once read")
     p.add_argument("--sandbox", default=None, metavar="FILE",
                    help='run the kernel in a sandbox (Linux namespaces): a JSON object {"hide": [paths the kernel '
                         'must not see], "show": [paths it must see, read-only], "write": [paths it may write, '
@@ -166,6 +171,19 @@ def _read_secrets_file(path: str) -> tuple[dict[str, str], list[str]]:
     return env, [*env.values(), *mask]
 
 
+def _take_prefixed_env(prefix: str) -> dict[str, str]:
+    """``{NAME: value}`` of every variable ``prefix + NAME`` of this process's environment, each
+    removed from it (the kernel gets them as NAME; nothing this process starts later inherits them)."""
+    if not prefix:
+        raise _ArgumentError("--secrets-from-env: the prefix must not be empty")
+    out = {}
+    for var in [v for v in os.environ if v.startswith(prefix)]:
+        value = os.environ.pop(var)
+        if var[len(prefix):]:
+            out[var[len(prefix):]] = value
+    return out
+
+
 def _read_sandbox_file(path: str) -> dict[str, Any]:
     """``{"hide": [...], "show": [...], "write": [...], "scratch": {...}}``: lists of
     absolute paths, and the folders to bind over /tmp and /var/tmp (``{path: folder}``)."""
@@ -219,6 +237,10 @@ def main(argv: Sequence[str] | None = None, *, pooled: Any = None) -> int:
         kernel_env.update(dict(args.kernel_env))
         secret_env, secret_values = _read_secrets_file(args.secrets_file) if args.secrets_file else ({}, [])
         kernel_env.update(secret_env)
+        if args.secrets_from_env:
+            env_secrets = _take_prefixed_env(args.secrets_from_env)
+            kernel_env.update(env_secrets)
+            secret_values = [*secret_values, *env_secrets.values()]
         sandbox = _read_sandbox_file(args.sandbox) if args.sandbox else None
         bounds = _read_bounds(args.bounds) if args.bounds else None
     except _ArgumentError as e:

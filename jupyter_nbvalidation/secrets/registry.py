@@ -11,6 +11,7 @@ One entry::
         "warehouse": {
             "fromEnv": {"DB_USER": "WAREHOUSE_USER", "DB_PASSWORD": "WAREHOUSE_PASSWORD"},
             # or "fromFile": "/etc/nbvalidation/warehouse.env"  (KEY=VALUE lines, or a JSON object)
+            # or "fromSecret": "warehouse-creds"  (a Secret of the kubernetes backend's namespace)
             "users": ["alice"],          # Hub users who may use it
             "groups": ["analysts"],      # Hub groups whose members may use it
         },
@@ -37,7 +38,11 @@ from typing import Any, Mapping
 KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-FIELDS = ("fromEnv", "fromFile", "users", "groups")
+FIELDS = ("fromEnv", "fromFile", "fromSecret", "users", "groups")
+# a Kubernetes object's name (a DNS subdomain): what ``fromSecret`` names
+K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+#: why a ``fromSecret`` entry's values are not read here (the kubernetes backend reads them)
+FROM_SECRET_ONLY = "it is a Kubernetes Secret (fromSecret), which only the kubernetes backend reads"
 # the same answer for a name that does not exist and a name the caller may not use
 NOT_AVAILABLE = "no such secret is available to you (unknown, or not allowed for this user)"
 
@@ -66,6 +71,7 @@ class _Entry:
     name: str
     from_env: Mapping[str, str] | None
     from_file: Path | None
+    from_secret: str | None
     users: frozenset[str] | None
     groups: frozenset[str] | None
 
@@ -99,9 +105,16 @@ def _entry(name: Any, raw: Any) -> _Entry:
     if unknown:
         raise _bad(name, unknown[0], f"unknown field (the fields are {', '.join(FIELDS)})")
     has_env, has_file = raw.get("fromEnv") is not None, raw.get("fromFile") is not None
-    if has_env == has_file:
-        raise _bad(name, None, "give exactly one of 'fromEnv' (key -> the server's environment variable) "
-                               "and 'fromFile' (a path)")
+    has_secret = raw.get("fromSecret") is not None
+    if has_env + has_file + has_secret != 1:
+        raise _bad(name, None, "give exactly one of 'fromEnv' (key -> the server's environment variable), "
+                               "'fromFile' (a path) and 'fromSecret' (a Kubernetes Secret's name)")
+    from_secret = None
+    if has_secret:
+        from_secret = raw["fromSecret"]
+        if not isinstance(from_secret, str) or not K8S_NAME.fullmatch(from_secret):
+            raise _bad(name, "fromSecret", "must be a Kubernetes Secret's name (lower-case letters, digits, '-' "
+                                           "and '.', at most 253)")
     from_env = None
     if has_env:
         env = raw["fromEnv"]
@@ -121,7 +134,7 @@ def _entry(name: Any, raw: Any) -> _Entry:
         from_file = Path(os.path.expanduser(str(path)))
         if not from_file.is_absolute():
             raise _bad(name, "fromFile", "must be an absolute path (the server's working folder may change)")
-    return _Entry(name, from_env, from_file, _names(name, "users", raw.get("users")),
+    return _Entry(name, from_env, from_file, from_secret, _names(name, "users", raw.get("users")),
                   _names(name, "groups", raw.get("groups")))
 
 
@@ -179,6 +192,11 @@ class SecretRegistry:
         if entry is None or not entry.allows(caller):
             raise SecretNotAvailable(str(name))
 
+    def kubernetes_secret(self, name: str) -> str | None:
+        """The Kubernetes Secret a ``fromSecret`` entry names (None: another kind, or no such entry)."""
+        entry = self._entries.get(name) if isinstance(name, str) else None
+        return entry.from_secret if entry is not None else None
+
     def values(self, name: str) -> dict[str, str]:
         """The secret's keys and values, read now (the server's environment, or its file): blocking,
         call it off the loop. Raises :class:`SecretNotAvailable` naming what is missing, never a
@@ -194,6 +212,8 @@ class SecretRegistry:
                     raise SecretNotAvailable(name, f"the server's environment variable {var} (key {key}) is not set")
                 out[key] = value
             return out
+        if entry.from_secret is not None:
+            raise SecretNotAvailable(name, FROM_SECRET_ONLY)
         assert entry.from_file is not None
         try:
             text = entry.from_file.read_text(encoding="utf-8")

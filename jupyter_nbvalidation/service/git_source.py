@@ -9,7 +9,6 @@ docs/watching.md."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import os
@@ -18,7 +17,7 @@ from typing import Any
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.errors import InputRejected
 from jupyter_nbvalidation.core.model import SOURCE_ANNOTATION, SOURCE_FAILURE_ANNOTATION, new_job
-from jupyter_nbvalidation.secrets.registry import SecretNotAvailable
+from jupyter_nbvalidation.secrets.registry import Caller, SecretNotAvailable
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.git_fetch import Credentials, Fetched, FetchFailed, GitCache
 from jupyter_nbvalidation.service.state import ServiceState
@@ -35,7 +34,7 @@ class GitSourceRoom(ServiceState):
     """Fetching a job's notebook (and golden notebook) from git before its snapshot is taken."""
 
     git: GitCache
-    extra_annotations: dict[str, str] = {}  # a fetched view's: the source, for the job's status
+    past_the_service = False  # a view adopting a job made with kubectl (_adopt_git)
 
     async def _submit_git(self, spec: Any, probe_of: str | None) -> Job:
         checked, creds = self._git_checked(spec)
@@ -53,6 +52,36 @@ class GitSourceRoom(ServiceState):
             return None  # not known: it runs (and its job says why it cannot)
         return await view.unchanged(spec)
 
+    async def _adopt_git(self, job: Job) -> None:
+        """A job made past the service (``kubectl apply``) whose notebook is in git, for the engine
+        that reconciles it: checked and fetched as a submit of its spec by its owner would be (its
+        owner label; none: the server's own user), its snapshot stored and its source annotations
+        written (the backend's ``adopt_snapshot``). A fetch that fails is recorded so the job ends
+        InfrastructureFailed naming it; a spec or input a submit would refuse raises InputRejected
+        naming the field (the job: InvalidInput). Nothing of a credential is written."""
+        owner = (job["metadata"].get("labels") or {}).get(OWNER_LABEL)
+        view = copy.copy(self)
+        view.owner, view.caller = owner, (Caller(owner) if owner else Caller())
+        view.past_the_service = True
+        try:
+            checked, creds = view._git_checked(job["spec"])
+        except ApiError as e:
+            raise InputRejected(e.message, e.field) from None
+        try:
+            fetched, _ = await view._fetched_view(checked, creds)
+        except FetchFailed as e:
+            source, message = _failure(checked, e)
+            await self.backend.adopt_snapshot(job, None, {SOURCE_ANNOTATION: source,
+                                                          SOURCE_FAILURE_ANNOTATION: message})
+            return
+        try:
+            spec, files, nb_path, reqs, _env, _key = await fetched._prepare(job["spec"])
+        except ApiError as e:
+            raise InputRejected(e.message, e.field) from None
+        if reqs.secrets:  # never on kubernetes (refused at _prepare); no job of this path holds them
+            raise InputRejected("the requirements carry index credentials", "spec.podConfig.buildConfig")
+        await self.backend.adopt_snapshot(job, files, fetched._submit_annotations(spec, nb_path, reqs))
+
     def _git_checked(self, spec: Any) -> tuple[dict[str, Any], dict[str, str]]:
         """The spec as submit checks it (400 naming the field), and the secret each source's
         ``credentialsSecret`` names: one the caller may use, else a 400 naming the field (the
@@ -64,11 +93,12 @@ class GitSourceRoom(ServiceState):
         names: dict[str, str] = {}
         for which in ("notebook", "goldenNotebook"):
             url = ((checked.get(which) or {}).get("git") or {}).get("url", "")
-            if self.owner is not None and url.startswith("file:"):  # a Hub user: not the service's own files
+            if (self.owner is not None or self.past_the_service) and url.startswith("file:"):
+                # a Hub user's, or a job made with kubectl: not the service's own files
                 field = f"spec.{which}.git.url"
-                raise ApiError(400, "InvalidSpec", f"{field}: a file:// URL names the service's own files, which a "
-                                                   "Hub user's job may not read; use https://, http:// or ssh://",
-                               field)
+                who = "a job made past the service (kubectl)" if self.past_the_service else "a Hub user's job"
+                raise ApiError(400, "InvalidSpec", f"{field}: a file:// URL names the service's own files, which "
+                                                   f"{who} may not read; use https://, http:// or ssh://", field)
             name = ((checked.get(which) or {}).get("git") or {}).get("credentialsSecret")
             if name:
                 field = f"spec.{which}.git.credentialsSecret"
@@ -85,7 +115,7 @@ class GitSourceRoom(ServiceState):
         if not name:
             return None
         try:
-            values = await asyncio.to_thread(self.secrets.values, name)
+            values = await self.backend.secret_values(name)  # the kubernetes backend reads a fromSecret's
         except SecretNotAvailable as e:
             raise FetchFailed("the credentials cannot be read", f"secret {name!r}: {e.reason}") from None
         if values.get("ssh-privatekey"):
@@ -121,21 +151,26 @@ class GitSourceRoom(ServiceState):
 
     async def _unfetched_job(self, spec: dict[str, Any], failure: FetchFailed) -> Job:
         """A job that ends InfrastructureFailed with ``failure`` (it has no snapshot)."""
-        which = "goldenNotebook" if not spec["notebook"].get("git") else "notebook"
-        git = spec[which]["git"]
-        message = (f"Fetching spec.{which}.git failed: {failure} ({git['url']} at {git['ref']}); "
-                   "the notebook was not run")
-        source = {"url": git["url"], "ref": git["ref"]}
+        source, message = _failure(spec, failure)
         labels = {OWNER_LABEL: self.owner} if self.owner is not None else {}
         labels.update(self.extra_labels)
         job = new_job(spec, labels=labels, annotations={  # type: ignore[arg-type]  # checked by _validate
-            SOURCE_ANNOTATION: json.dumps(source, sort_keys=True), SOURCE_FAILURE_ANNOTATION: message})
+            SOURCE_ANNOTATION: source, SOURCE_FAILURE_ANNOTATION: message})
         try:
             job = await self.backend.submit(job, {})
         except InputRejected as e:
             raise ApiError(e.status, e.code, e.message, e.field) from None
         self.engine.enqueue(job["metadata"]["name"])
         return job
+
+
+def _failure(spec: dict[str, Any], failure: FetchFailed) -> tuple[str, str]:
+    """A failed fetch's source annotation (JSON {url, ref}) and message."""
+    which = "goldenNotebook" if not spec["notebook"].get("git") else "notebook"
+    git = spec[which]["git"]
+    message = (f"Fetching spec.{which}.git failed: {failure} ({git['url']} at {git['ref']}); "
+               "the notebook was not run")
+    return json.dumps({"url": git["url"], "ref": git["ref"]}, sort_keys=True), message
 
 
 def _source(got: Fetched) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import Backend
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.errors import InputRejected
-from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled, is_terminal, new_job
+from jupyter_nbvalidation.core.model import is_terminal, new_job
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.secrets.registry import Caller
@@ -69,6 +69,7 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         self._quota_locks = QuotaLocks()
         # notebooks from git: the per-URL cache and the exported trees (docs/watching.md)
         self.git = GitCache(git_dir or default_git_dir(backend), timeout=git_timeout)
+        engine.adopt_source = self._adopt_git  # a job made past the service with its notebook in git
         self.git_cache_ttl = git_cache_ttl
         backend.add_collect_hook(self._collect_git)
         # schedules (service/schedules.py): a seconds field in their cron (tests only), a lock per
@@ -187,16 +188,7 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         if not self.at_commit and has_git(spec):  # fetched first; this again, rooted at the commit's tree
             return await self._submit_git(spec, probe_of)
         spec, files, nb_path, reqs, _env, key = await self._prepare(spec)
-        # no inputFiles: the kernel works in a copy of the notebook's own folder (the
-        # local backend's, per attempt); with them, in a copy of the job's snapshot of them
-        annotations = {} if spec.get("inputFiles") else {WORKDIR_ANNOTATION: str(nb_path.parent)}
-        annotations[ROOT_ANNOTATION] = self.real_root
-        annotations.update(self.extra_annotations)
-        if build_enabled(spec):  # where the environment comes from, kept for a restart or another server
-            annotations[reqmod.ORIGIN_ANNOTATION] = reqs.origin
-        source = reqmod.source_annotation(reqs, spec, self.root_dir)
-        if source:
-            annotations[reqmod.SOURCE_ANNOTATION] = source
+        annotations = self._submit_annotations(spec, nb_path, reqs)
         if key and probe_of is None:  # a probe's verdict never answers for the notebook
             annotations[verdict_cache.ANNOTATION] = key
         if probe_of is not None:

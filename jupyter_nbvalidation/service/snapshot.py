@@ -24,7 +24,7 @@ import jupyter_nbvalidation.verdict.cache as verdict_cache
 import jupyter_nbvalidation.verdict.markers as markers
 from jupyter_nbvalidation.core.documents import JobSpec
 from jupyter_nbvalidation.core.errors import InputRejected
-from jupyter_nbvalidation.core.model import build_enabled
+from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION, build_enabled
 from jupyter_nbvalidation.core.redaction import mask_urls, mask_values
 from jupyter_nbvalidation.environment.requirements import Requirements
 from jupyter_nbvalidation.secrets.registry import SecretNotAvailable
@@ -314,6 +314,21 @@ class SnapshotRoom(ServiceState):
             key = None
         return spec, files, nb_path, reqs, env, key
 
+    def _submit_annotations(self, spec: dict[str, Any], nb_path: Path, reqs: Requirements) -> dict[str, str]:
+        """What a job records of its submit (JobService.submit, and a job made past the service
+        whose notebook it fetched): its folder, the root, its source, its requirements' origin."""
+        # no inputFiles: the kernel works in a copy of the notebook's own folder (the
+        # local backend's, per attempt); with them, in a copy of the job's snapshot of them
+        annotations = {} if spec.get("inputFiles") else {WORKDIR_ANNOTATION: str(nb_path.parent)}
+        annotations[ROOT_ANNOTATION] = self.real_root
+        annotations.update(self.extra_annotations)
+        if build_enabled(spec):  # where the environment comes from, kept for a restart or another server
+            annotations[reqmod.ORIGIN_ANNOTATION] = reqs.origin
+        source = reqmod.source_annotation(reqs, spec, self.root_dir)
+        if source:
+            annotations[reqmod.SOURCE_ANNOTATION] = source
+        return annotations
+
     def _check_credentials(self, spec: dict[str, Any]) -> None:
         """Every name of podConfig.credentials is a secret the caller may use: else a 400 naming the
         item, the same for a name that does not exist and one they may not use."""
@@ -326,6 +341,9 @@ class SnapshotRoom(ServiceState):
                 self.secrets.check(name, self.caller)
             except SecretNotAvailable as e:
                 raise ApiError(400, "InvalidSpec", f"{field}: {e}", field) from None
+            problem = self.backend.credential_problem(name)  # only once the caller may use it
+            if problem:
+                raise ApiError(400, "InvalidSpec", f"{field}: {problem}", field)
 
     def _verdict_key(self, spec: dict[str, Any], files: dict[str, bytes], nb_path: Path, env: str) -> str | None:
         workdir = None if spec.get("inputFiles") else nb_path.parent

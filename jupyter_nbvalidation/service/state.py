@@ -39,6 +39,7 @@ class ServiceState:
     admin: bool = False
     at_commit = False  # a view rooted at a commit's tree (git_source.py): its notebook is fetched
     extra_labels: dict[str, str] = {}  # a schedule's run's view: the schedule's label (service/schedules.py)
+    extra_annotations: dict[str, str] = {}  # a fetched view's (git_source.py): the source, for the job's status
     golden_root: str | None = None  # where goldenNotebook.path is read, when not the root (its own git source)
     # who asks for the server's secrets (as_user: a Hub user and their groups; else the single-user
     # server's own user): podConfig.credentials are checked at submit for it
@@ -89,6 +90,9 @@ class ServiceState:
 
     async def _prepare(self, spec: Any) -> tuple[dict[str, Any], dict[str, bytes], Path, Requirements, str | None,
                                                  str | None]:
+        raise NotImplementedError
+
+    def _submit_annotations(self, spec: dict[str, Any], nb_path: Path, reqs: Requirements) -> dict[str, str]:
         raise NotImplementedError
 
     # -- ProjectSettingsRoom's (project_settings.py) -------------------------------------

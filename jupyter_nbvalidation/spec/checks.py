@@ -84,8 +84,6 @@ REQUIRED = ("notebook.path",)
 # take, with the reason given when a spec carries one (any other unknown field is
 # just "unknown field").
 NOT_TAKEN_FROM_UPSTREAM: dict[str, str] = {
-    "podConfig.serviceAccountName": "not supported: validation Pods run as the server's configured service "
-                                    "account (c.KubernetesBackend.service_account), never one a job picks",
     "podConfig.envFrom": "not supported: a notebook must not read Secrets or ConfigMaps through its job; "
                          "use podConfig.env with literal values",
     "podConfig.volumes": "not supported: the notebook's inputs are the snapshot taken at submit",

@@ -76,6 +76,8 @@ export interface IPodConfig {
   credentials?: string[];
   /** Requests and limits of the validation container (over the server's defaults). */
   resources?: IResources;
+  /** Service account of the validation Pod (Kubernetes), one of those the admin allows (c.KubernetesBackend.allowed_service_accounts); its API token is mounted. */
+  serviceAccountName?: string;
   /** Node labels the validation Pod must be scheduled on. */
   nodeSelector?: Record<string, string>;
   /** Taints the validation Pod tolerates (e.g. of GPU nodes). */
@@ -174,6 +176,7 @@ export const SPEC_FIELDS = [
   'podConfig.nodeSelector',
   'podConfig.resources.limits',
   'podConfig.resources.requests',
+  'podConfig.serviceAccountName',
   'podConfig.tolerations',
   'timeout'
 ] as const;

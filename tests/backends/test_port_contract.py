@@ -268,13 +268,11 @@ async def test_backend_cancel_during_a_cell_ends_cancelled(backend_env):
 
 def _a_field_refused_by(backend: Backend) -> tuple[str, object]:
     """A spec field this backend refuses, with a value: one of the spec's fields that it declares
-    unsupported (local, toy: podConfig.nodeSelector; Kubernetes: podConfig.credentials), else, for a backend that declares every
+    unsupported (local, toy: podConfig.nodeSelector), else, for a backend that declares every
     field of the spec (Kubernetes), a field no backend takes (podConfig.volumes)."""
     unsupported = spec_fields() - backend.supported_fields()
     if "podConfig.nodeSelector" in unsupported:
         return "podConfig.nodeSelector", {"disk": "ssd"}
-    if "podConfig.credentials" in unsupported:  # Kubernetes: secrets by name not yet (docs/secrets.md)
-        return "podConfig.credentials", ["warehouse"]
     assert not unsupported, sorted(unsupported)  # a new unsupported field: give it a value above
     assert backend.supported_fields() == spec_fields(), backend.name
     assert "podConfig.volumes" not in spec_fields()

@@ -5,7 +5,10 @@ notebook, the result or the runner's log, and a golden comparison compares maske
 from __future__ import annotations
 
 import base64
+import gzip
+import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +20,7 @@ from secrets_attack import USER, VALUE, attack_cells, scan_files, scan_text
 
 from jupyter_nbvalidation.runner import run_notebook
 from jupyter_nbvalidation.runner.masking import MASK, Masker
+from jupyter_nbvalidation.runner.protocol import EXECUTED_PREFIX
 
 
 @pytest.mark.parametrize("shown", [
@@ -67,6 +71,36 @@ def test_the_attackers_notebook_leaves_nothing_in_what_the_runner_writes(tmp_pat
     assert all(c["outputs"] for c in executed["cells"][1:]), "every cell showed something (masked)"
     # the kernel wrote it in its folder: the working copy is the backend's to remove (not here)
     assert VALUE in (nb.parent / "leak.txt").read_text()
+    (nb.parent / "leak.txt").unlink()
+    leaks = scan_files(tmp_path, [VALUE, USER])
+    assert not leaks, leaks
+
+
+def test_secrets_from_the_runners_environment_as_a_pod_gives_them(tmp_path: Path) -> None:
+    """The Kubernetes way (--secrets-from-env: a Pod's envFrom with a prefix): the kernel gets the
+    variables without the prefix and none with it, and the values are in nothing the runner writes,
+    its log with the executed notebook printed (what the server reads back from the Pod) included."""
+    nb = tmp_path / "nb" / "attack.ipynb"
+    check = ("import os\nassert not [k for k in os.environ if k.startswith('NBV_SECRET_')], 'prefixed'\n"
+             "import hashlib\nassert hashlib.sha256(os.environ['DB_USER'].encode()).hexdigest() == "
+             + repr(hashlib.sha256(USER.encode()).hexdigest()))
+    write_notebook(nb, [check, *attack_cells()])
+    run = tmp_path / "run"
+    run.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NBV_SECRET_")}
+    env.update({"NBV_SECRET_DB_PASSWORD": VALUE, "NBV_SECRET_DB_USER": USER})
+    proc = subprocess.run([sys.executable, "-m", "jupyter_nbvalidation.runner", str(nb), "--result",
+                           str(run / "result.json"), "--executed", str(run / "executed.ipynb"),
+                           "--cwd", str(nb.parent), "--secrets-from-env=NBV_SECRET_", "--progress",
+                           "--print-executed"], capture_output=True, text=True, timeout=300, env=env)
+    (run / "runner.log").write_text(proc.stdout + proc.stderr)
+    result = json.loads((run / "result.json").read_text())
+    assert result["reason"] == "CellExecutionFailed", result["message"]
+    assert result["failedCellIndex"] == len(attack_cells()), result["message"]
+    assert "ValueError: cannot connect to the warehouse with ***" in result["message"]
+    (printed,) = [ln for ln in proc.stdout.splitlines() if ln.startswith(EXECUTED_PREFIX)]
+    (run / "printed.ipynb").write_bytes(gzip.decompress(base64.b64decode(printed[len(EXECUTED_PREFIX):])))
+    assert "***" in (run / "printed.ipynb").read_text()
     (nb.parent / "leak.txt").unlink()
     leaks = scan_files(tmp_path, [VALUE, USER])
     assert not leaks, leaks

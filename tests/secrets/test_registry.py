@@ -36,6 +36,20 @@ def test_permissions_and_one_answer_for_unknown_and_not_allowed(monkeypatch: pyt
     assert len(set(answers)) == 1, answers
 
 
+def test_from_secret_names_a_kubernetes_secret_whose_values_only_that_backend_reads() -> None:
+    reg = SecretRegistry({"wh": {"fromSecret": "warehouse-creds", "users": ["alice"]},
+                          "e": {"fromEnv": {"K": "HOME"}}})
+    assert reg.kubernetes_secret("wh") == "warehouse-creds" and reg.kubernetes_secret("e") is None
+    assert reg.kubernetes_secret("nosuch") is None
+    reg.check("wh", ALICE)
+    with pytest.raises(SecretNotAvailable, match="only the kubernetes backend reads"):
+        reg.values("wh")
+    for bad, text in (({"fromSecret": "Not_A_Name"}, "fromSecret"), ({"fromSecret": 3}, "fromSecret"),
+                      ({"fromSecret": "x", "fromEnv": {"K": "HOME"}}, "exactly one")):
+        with pytest.raises(ValueError, match=text):
+            SecretRegistry({"bad": bad})
+
+
 def test_values_from_env_and_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     env_file = tmp_path / "w.env"
     env_file.write_text("# a comment\nexport USER=svc\nPASSWORD='p=ss word'\n\nTOKEN=\"t0k\"\n")

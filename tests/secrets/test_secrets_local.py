@@ -107,6 +107,7 @@ async def test_an_unknown_name_and_a_name_not_allowed_are_the_same_400_with_noth
         "servers-own": {"fromEnv": {"K": "NBV_TEST_NOT_SET"}},
         "alices": {"fromEnv": {"K": "NBV_TEST_NOT_SET"}, "users": ["alice"]},
         "analysts": {"fromEnv": {"K": "NBV_TEST_NOT_SET"}, "groups": ["analysts"]},
+        "k8s-only": {"fromSecret": "warehouse", "users": ["alice"]},
     })
     nb = notebook("nb.ipynb", ["print(1)"])
     await env.service.open()
@@ -116,7 +117,7 @@ async def test_an_unknown_name_and_a_name_not_allowed_are_the_same_400_with_noth
 
         bob = env.service.as_user("bob", groups=["interns"])
         answers = []
-        for view, name in ((bob, "nosuch"), (bob, "alices"), (bob, "analysts"), (bob, "servers-own"),
+        for view, name in ((bob, "nosuch"), (bob, "alices"), (bob, "analysts"), (bob, "servers-own"), (bob, "k8s-only"),
                            (env.service.as_user("alice", admin=True), "servers-own"), (env.service, "nosuch")):
             with pytest.raises(ApiError) as e:
                 await view.submit(spec(name))
@@ -136,6 +137,8 @@ async def test_an_unknown_name_and_a_name_not_allowed_are_the_same_400_with_noth
                             (env.service, ["servers-own", "alices", "analysts"])):
             job = await view.submit(spec(*names))
             assert job["spec"]["podConfig"]["credentials"] == names
+        with pytest.raises(ApiError, match=r"credentials\[0\]: secret 'k8s-only': it is a Kubernetes Secret"):
+            await env.service.as_user("alice").submit(spec("k8s-only"))  # told only once they may use it
         with pytest.raises(ApiError, match=r"credentials\[1\]: secret 'alices' is named twice"):
             await env.service.submit(spec("alices", "alices"))
     finally:

@@ -4,7 +4,12 @@ unauthenticated calls get 401, bad input is rejected.
 
 `positive_data_acceptance` is excluded: a schema-valid request can still be
 refused for what it refers to (a notebook that does not exist, a `continue`
-token that was never issued), and those 4xx answers are the point."""
+token that was never issued), and those 4xx answers are the point. So is
+`ensure_resource_availability`: its inferred links take every GET under
+/jobs/{name} for the job just made, and GET /jobs/{name}/bisect is rightly a 404
+until a search for the job's cause is started (POST); a per-operation override
+does not reach the stateful phase in this version. That a job made is there at
+once is held by the service and REST tests (tests/service/test_rest_api.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ def _schemathesis(server, tmp_path, extra_config: str = "") -> subprocess.Comple
     return subprocess.run(
         [st, "--config-file", str(cfg), "run", f"{server.url}nbvalidation/api/v1/openapi.json",
          "--wait-for-schema", "30", "-H", f"Authorization: token {server.token}",
-         "--checks", "all", "--exclude-checks", "positive_data_acceptance",
+         "--checks", "all", "--exclude-checks", "positive_data_acceptance,ensure_resource_availability",
          "--max-examples", "40", "--seed", "20261129", "--workers", "1", "--max-failures", "20"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
 

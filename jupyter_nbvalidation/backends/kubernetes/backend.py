@@ -40,6 +40,7 @@ from traitlets import All, Bool, Dict, Enum, Float, Int, List, Unicode, default,
 import jupyter_nbvalidation.backends.kubernetes.folders as folders
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
 import jupyter_nbvalidation.backends.kubernetes.records as records
+import jupyter_nbvalidation.backends.kubernetes.secrets as secrets_of
 import jupyter_nbvalidation.environment.local_sources as local_sources
 from jupyter_nbvalidation.backends.base import RUNNING, Backend, Capabilities, Observation, lease_traits
 from jupyter_nbvalidation.backends.kubernetes.builders import (
@@ -62,11 +63,12 @@ from jupyter_nbvalidation.backends.kubernetes.spec import check_spec as spec_che
 from jupyter_nbvalidation.backends.kubernetes.store import KubernetesJobStore
 from jupyter_nbvalidation.core.documents import Job, JobSpec
 from jupyter_nbvalidation.core.errors import InputRejected
-from jupyter_nbvalidation.core.model import WORKDIR_ANNOTATION
+from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, WORKDIR_ANNOTATION
 from jupyter_nbvalidation.environment.requirements import INTERPRETER_JSON, SYSTEM_PACKAGES_TXT, Requirements
-from jupyter_nbvalidation.spec.checks import spec_fields
+from jupyter_nbvalidation.secrets.registry import Caller, SecretNotAvailable
+from jupyter_nbvalidation.spec.checks import SpecError, spec_fields
 from jupyter_nbvalidation.spec.plan import Snapshot, ValidationPlan
-from jupyter_nbvalidation.store.base import StoreError
+from jupyter_nbvalidation.store.base import OWNER_LABEL, StoreError
 
 __all__ = ["CRD_NAME", "IMAGE_ANNOTATION", "KubernetesBackend"]
 
@@ -82,10 +84,7 @@ def _pinned_versions(*dists: str) -> list[str]:
 
 
 #: spec fields the local backend takes and this one not yet
-NOT_YET_ON_KUBERNETES = {
-    "podConfig.credentials": "not supported on the kubernetes backend yet (secrets by name: the local backend "
-                             "only, docs/secrets.md)",
-}
+NOT_YET_ON_KUBERNETES: dict[str, str] = {}
 
 class KubernetesBackend(Backend):
     name = "kubernetes"
@@ -162,6 +161,11 @@ class KubernetesBackend(Backend):
                                     "and ipykernel.").tag(config=True)
     service_account = Unicode("", help="Service account of the build and validation pods (default: the "
                                        "namespace's default). Their API token is never mounted.").tag(config=True)
+    allowed_service_accounts = List(Unicode(), help="Service accounts of the namespace a job may name in "
+                                                    "podConfig.serviceAccountName (its validation Pod runs as it, "
+                                                    "with its API token mounted: the rights the admin gave it). "
+                                                    "Default: none, and a job naming one is refused, naming the "
+                                                    "field.").tag(config=True)
     run_as_user = Int(1000, help="UID (and GID) the validation pod runs as (runAsNonRoot).").tag(config=True)
     progress_interval = Float(1.0, help="Seconds between reads of a running validation Pod's log for its "
                                          "runner's progress records (status.progress; the engine writes it "
@@ -204,7 +208,8 @@ class KubernetesBackend(Backend):
         self.build_site = BuildSite(children=self.children, settings=self._build_settings(),
                                     inputs=self.images.inputs, log=self.log)
         self.builders: dict[str, Builder] = builders_for(self.build_site)
-        self.executor = ValidationExecutor(self.children, self._pod_settings(), log=self.log)
+        self.executor = ValidationExecutor(self.children, self._pod_settings(), log=self.log,
+                                           secret_of=lambda name: self.secrets.kubernetes_secret(name))
         self.available_strategies: list[str] | None = None  # from discovery (None: not known yet)
         self.auto_strategy = "job"
         self.auto_reason = "auto: API discovery has not run yet"
@@ -288,7 +293,54 @@ class KubernetesBackend(Backend):
         return NOT_YET_ON_KUBERNETES.get(field)
 
     def check_spec(self, spec: JobSpec) -> None:
-        spec_check(spec, self._strategy_of(spec), self.available_strategies, self.registry, self.runner_image)
+        spec_check(spec, self._strategy_of(spec), self.available_strategies, self.registry, self.runner_image,
+                   self.allowed_service_accounts)
+
+    def credential_problem(self, name: str) -> str | None:
+        """A job's secret reaches its Pod from a Secret of the namespace (envFrom): only a
+        ``fromSecret`` entry can; the server never hands a Pod values it read itself."""
+        if self.secrets.kubernetes_secret(name) is None:
+            return (f"secret {name!r}: on the kubernetes backend a job's secret must be a Secret of the namespace "
+                    "(an entry with fromSecret in c.NBValidation.secrets); the server does not copy values it "
+                    "reads itself into the cluster")
+        return None
+
+    async def secret_values(self, name: str) -> dict[str, str]:
+        """A ``fromSecret`` entry's Secret, read from the namespace now (a git source's
+        credentialsSecret: the server fetches); any other entry as the registry reads it."""
+        secret = self.secrets.kubernetes_secret(name)
+        if secret is None:
+            return await super().secret_values(name)
+        return await secrets_of.read_secret(self.kube, self.namespace, name, secret)
+
+    async def adopt_snapshot(self, job: Job, files: dict[str, bytes] | None, annotations: dict[str, str]) -> None:
+        folder = None if job["spec"].get("inputFiles") else annotations.get(WORKDIR_ANNOTATION)
+        await self.snapshots.adopt(job, files, annotations, self.max_notebook_bytes_configmap, folder=folder)
+
+    def _check_past_the_service(self, job: Job) -> None:
+        """A job made past the service (kubectl: no service checked it): its service account
+        and secrets as submit checks them, for its owner (its owner label; none: the server's own
+        user, who may use every secret: creating jobs in the namespace is the right to). Raises
+        InputRejected naming the field."""
+        spec: Mapping[str, Any] = job["spec"]
+        pc = spec.get("podConfig") or {}
+        try:
+            spec_check(cast(JobSpec, spec), self._strategy_of(spec), self.available_strategies, self.registry,
+                       self.runner_image, self.allowed_service_accounts)
+        except SpecError as e:
+            field = e.field if e.field.startswith("spec") else f"spec.{e.field}"
+            raise InputRejected(f"{field}: {e.reason}", field) from None
+        owner = (job["metadata"].get("labels") or {}).get(OWNER_LABEL)
+        caller = Caller(owner) if owner else Caller()
+        for i, name in enumerate(pc.get("credentials") or []):
+            field = f"spec.podConfig.credentials[{i}]"
+            try:
+                self.secrets.check(name, caller)
+            except SecretNotAvailable as e:
+                raise InputRejected(f"{field}: {e}", field) from None
+            problem = self.credential_problem(name)
+            if problem:
+                raise InputRejected(f"{field}: {problem}", field)
 
     def _strategy_of(self, spec: Mapping[str, Any]) -> str:  # a JobSpec, or {} (the default)
         s = ((spec.get("podConfig") or {}).get("buildConfig") or {}).get("strategy") or "auto"
@@ -341,6 +393,8 @@ class KubernetesBackend(Backend):
             head, _, leaf = path.rpartition(".")
             if (spec.get(head) or {}).get(leaf):
                 raise InputRejected(f"spec.{path}: {reason}", f"spec.{path}")
+        if ROOT_ANNOTATION not in (job["metadata"].get("annotations") or {}):  # made past the service
+            self._check_past_the_service(job)
         data, binary = await self.snapshots.read(job)
         return Snapshot(names=frozenset(data) | frozenset(binary), requirements_txt=data.get("requirements.txt"),
                         constraints_txt=data.get("constraints.txt"), input_files=tuple(obj.inputs_index(data)),

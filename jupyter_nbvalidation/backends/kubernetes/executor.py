@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import jupyter_nbvalidation.backends.kubernetes.objects as obj
 import jupyter_nbvalidation.backends.kubernetes.results as res
@@ -76,9 +76,11 @@ class ValidationExecutor:
     arguments, the validation timeout, the kernel's environment, the input
     files mounted into the pod), and reads the verdict."""
 
-    def __init__(self, children: Children, settings: PodSettings, *, log: logging.Logger):
+    def __init__(self, children: Children, settings: PodSettings, *, log: logging.Logger,
+                 secret_of: Callable[[str], str | None] = lambda name: None):
         self.children = children
         self.settings = settings
+        self.secret_of = secret_of  # a secret's name (podConfig.credentials) -> its Kubernetes Secret
         self.log = log
         self.print_executed = print_executed_supported()
         # by job uid: (attempt, its read final outcome: a verdict or a Fault)
@@ -111,7 +113,16 @@ class ValidationExecutor:
                                   deadline_seconds=int(plan.validation_timeout) + POD_GRACE_SECONDS,
                                   run_as_user=s.run_as_user, service_account=s.service_account,
                                   resources=dict(s.resources), image_pull_secrets=list(s.image_pull_secrets),
-                                  inputs=list(plan.input_files), attempt=attempt)
+                                  inputs=list(plan.input_files), attempt=attempt,
+                                  secrets=[self._kube_secret(n) for n in plan.credentials],
+                                  token=bool((job["spec"].get("podConfig") or {}).get("serviceAccountName")))
+
+    def _kube_secret(self, name: str) -> str:
+        secret = self.secret_of(name)
+        if secret is None:  # submit refused it; a job made past the service was checked at Initializing
+            raise InputRejected(f"spec.podConfig.credentials: secret {name!r} is not a Kubernetes Secret "
+                                "(fromSecret)", "spec.podConfig.credentials")
+        return secret
 
     def image(self, job: Job, reference: str | None) -> str:
         if build_enabled(job["spec"]):

@@ -402,6 +402,11 @@ def build_job(job: Job, *, builder_image: str, destination: str, deadline_second
 # --- the validation -----------------------------------------------------------------
 
 
+#: the prefix of the variables a job's secrets reach the runner's container with (envFrom), which
+#: the runner takes out of its environment and hands to the kernel without it (runner --secrets-from-env)
+SECRET_ENV_PREFIX = "NBV_SECRET_"
+
+
 def runner_command(plan: ValidationPlan, *, print_executed: bool, progress: bool = True) -> list[str]:
     """The runner's command in the pod: the mount points, then what the plan
     asks (``plan.runner_args``). A built image (``plan.build``): the runner
@@ -427,6 +432,8 @@ def runner_command(plan: ValidationPlan, *, print_executed: bool, progress: bool
     # the job's variables go to the kernel only (the runner builds the kernel's
     # environment from an allow-list, not from the container's)
     cmd += [f"--kernel-env={name}={value}" for name, value in plan.kernel_env]
+    if plan.credentials:  # their values: in the container's environment (envFrom), masked by the runner
+        cmd.append(f"--secrets-from-env={SECRET_ENV_PREFIX}")
     return cmd
 
 
@@ -441,13 +448,19 @@ def merged_resources(defaults: dict[str, Any] | None, spec: Mapping[str, Any]) -
 def validation_pod(job: Job, *, image: str, command: list[str], deadline_seconds: int, run_as_user: int,
                    service_account: str = "", resources: dict[str, Any] | None = None,
                    image_pull_secrets: list[str] | None = None, inputs: list[tuple[str, str]] | None = None,
-                   attempt: int = 0) -> dict[str, Any]:
+                   attempt: int = 0, secrets: list[str] | None = None, token: bool = False) -> dict[str, Any]:
     """``resources``: the server's defaults; the job's own ``podConfig.resources``,
     ``nodeSelector`` and ``tolerations`` are applied here (its ``env`` is the
     kernel's, in the command: :func:`runner_command`).
     ``inputs``: the snapshot's input files (ConfigMap key, relative path),
     copied by an init container into the kernel's working directory (writable,
-    regular files, as beside the notebook locally)."""
+    regular files, as beside the notebook locally).
+    ``secrets``: the Kubernetes Secrets of the job's ``podConfig.credentials``, every key of each
+    in the runner container's environment as ``NBV_SECRET_<key>`` (envFrom: the server never
+    holds the values; a later Secret's key wins, as locally); the runner takes them out of its
+    own environment for the kernel's and masks them (:func:`runner_command`).
+    ``token``: the service account's API token is mounted (a job's own ``serviceAccountName``,
+    which the admin allowed: its rights are what the job asked for); else it never is."""
     name = job["metadata"]["name"]
     pod_config = job["spec"].get("podConfig") or {}
     container: dict[str, Any] = {
@@ -464,14 +477,16 @@ def validation_pod(job: Job, *, image: str, command: list[str], deadline_seconds
         "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"]}},
     }
+    if secrets:
+        container["envFrom"] = [{"secretRef": {"name": s}, "prefix": SECRET_ENV_PREFIX} for s in secrets]
     resources = merged_resources(resources, job["spec"])
     if resources:
         container["resources"] = resources
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": max(1, int(deadline_seconds)),
-        # the notebook gets no credentials for the API server
-        "automountServiceAccountToken": False,
+        # the notebook gets no credentials for the API server (but those of a service account it asked for)
+        "automountServiceAccountToken": token,
         "securityContext": {"runAsNonRoot": True, "runAsUser": run_as_user, "runAsGroup": run_as_user,
                             "fsGroup": run_as_user, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
@@ -496,7 +511,9 @@ def validation_pod(job: Job, *, image: str, command: list[str], deadline_seconds
         spec["nodeSelector"] = dict(pod_config["nodeSelector"])
     if pod_config.get("tolerations"):
         spec["tolerations"] = [dict(t) for t in pod_config["tolerations"]]
-    if service_account:
+    if pod_config.get("serviceAccountName"):  # allowed by the admin (KubernetesBackend.allowed_service_accounts)
+        spec["serviceAccountName"] = pod_config["serviceAccountName"]
+    elif service_account:
         spec["serviceAccountName"] = service_account
     if image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]

@@ -90,6 +90,33 @@ class Snapshots:
             done.set()
             self._submitting.pop(name, None)
 
+    async def adopt(self, job: Job, files: dict[str, bytes] | None, annotations: dict[str, str], limit: int,
+                    folder: str | None = None) -> None:
+        """A job made past the service (kubectl) whose notebook the reconciler fetched: its snapshot
+        ConfigMap made from ``files`` (None: nothing to store, its fetch failed), then
+        ``annotations`` written on the job, which say it is done (an adoption cut short is made
+        again: a ConfigMap left by it is replaced)."""
+        name = job["metadata"]["name"]
+        annotations = dict(annotations)
+        if files is not None:
+            self.check(files, limit, folder)
+            body = obj.input_configmap(job, files)
+            path = CONFIGMAPS.path(self.namespace)
+            try:
+                await self.children.kube.request("POST", path, body=body)
+            except KubeApiError as e:
+                if e.status != 409:
+                    raise StoreError(f"storing the notebook snapshot of {name} failed: {e.reason}: {e.message}") \
+                        from None
+                try:
+                    await self.children.kube.request("PUT", CONFIGMAPS.path(self.namespace, body["metadata"]["name"]),
+                                                     body=body)
+                except KubeApiError as e2:
+                    raise StoreError(f"storing the notebook snapshot of {name} failed: {e2.reason}: "
+                                     f"{e2.message}") from None
+            annotations[obj.INPUT_ANNOTATION] = obj.input_configmap_name(name)
+        await self.store.set_annotations(name, annotations)
+
     async def read(self, job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
         """The snapshot's ``data``, and of its ``binaryData`` the packed local paths of the
         requirements (Backend.read_snapshot makes the plan's Snapshot of them; the input

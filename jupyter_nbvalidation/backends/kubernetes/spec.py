@@ -12,10 +12,18 @@ from jupyter_nbvalidation.spec.checks import SpecError
 
 
 def check_spec(spec: JobSpec, resolved: str, available_strategies: list[str] | None, registry: str,
-               runner_image: str) -> None:
+               runner_image: str, allowed_service_accounts: list[str] | tuple[str, ...] = ()) -> None:
     """SpecError for what this backend cannot run. ``resolved``: the strategy the spec
-    builds with here; ``available_strategies``: API discovery's (None: not known yet)."""
+    builds with here; ``available_strategies``: API discovery's (None: not known yet);
+    ``allowed_service_accounts``: those a job may name (none: a job may name none)."""
     pc = spec.get("podConfig") or {}
+    account = pc.get("serviceAccountName")
+    if account is not None and account not in allowed_service_accounts:
+        raise SpecError("podConfig.serviceAccountName",
+                        f"{account!r} is not a service account this server lets a job use "
+                        "(c.KubernetesBackend.allowed_service_accounts"
+                        + (": " + ", ".join(allowed_service_accounts) if allowed_service_accounts else " is empty")
+                        + "); leave it out to run as the server's configured one")
     bc = pc.get("buildConfig") or {}
     strategy = bc.get("strategy")
     if strategy is not None and strategy not in STRATEGIES:

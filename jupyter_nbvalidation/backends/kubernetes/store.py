@@ -350,7 +350,10 @@ class KubernetesJobStore(JobStore):
         return cast(Job, self._remember(obj))
 
     async def set_annotation(self, name: str, key: str, value: str) -> Job:
-        patch = {"metadata": {"annotations": {key: value}}}
+        return await self.set_annotations(name, {key: value})
+
+    async def set_annotations(self, name: str, annotations: dict[str, str]) -> Job:
+        patch = {"metadata": {"annotations": annotations}}
         try:
             obj = await self.kube.request("PATCH", NVJ.path(self.namespace, name), body=patch,
                                           content_type="application/merge-patch+json")

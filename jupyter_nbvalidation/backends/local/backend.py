@@ -57,6 +57,7 @@ UNSUPPORTED_LOCALLY = {
     "podConfig.resources.requests": "needs the kubernetes backend (the local backend sets no resource requests)",
     "podConfig.nodeSelector": "needs the kubernetes backend (the local backend schedules nothing)",
     "podConfig.tolerations": "needs the kubernetes backend (the local backend schedules nothing)",
+    "podConfig.serviceAccountName": "needs the kubernetes backend (a local kernel has no service account)",
 }
 
 

@@ -54,6 +54,7 @@ from jupyter_nbvalidation.backends.kubernetes.backend import IMAGE_ANNOTATION
 from jupyter_nbvalidation.backends.kubernetes.client import CONFIGMAPS, EVENTS, JOBS, PODS, Kube, KubeApiError, connect
 from jupyter_nbvalidation.backends.kubernetes.store import NVJ
 from jupyter_nbvalidation.core.model import NOTICE_REASONS, Phase, Reason
+from jupyter_nbvalidation.secrets.registry import SecretRegistry
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.spec.plan import Snapshot, make_plan
 
@@ -521,9 +522,13 @@ async def test_spec_checks_refuse_before_anything_is_created(env, admin, kube_ap
         ({"podConfig": {"buildConfig": {"strategy": "tekton"}}}, "spec.podConfig.buildConfig.strategy",
          "not available on this cluster"),
         ({"podConfig": {"buildConfig": {"enabled": False}}}, "spec.podConfig.containerImage", "runner_image"),
-        ({"podConfig": {"credentials": ["warehouse"]}}, "spec.podConfig.credentials",
-         "not supported on the kubernetes backend yet"),
+        # a secret the server reads itself (fromEnv) never reaches a Pod: only a Secret of the namespace does
+        ({"podConfig": {"credentials": ["warehouse"]}}, "spec.podConfig.credentials[0]",
+         "must be a Secret of the namespace"),
+        ({"podConfig": {"serviceAccountName": "default"}}, "spec.podConfig.serviceAccountName",
+         "allowed_service_accounts is empty"),
     ]:
+        env.backend.secrets = SecretRegistry({"warehouse": {"fromEnv": {"DB_PASSWORD": "HOME"}}})
         with pytest.raises(ApiError) as err:
             await env.submit(notebook={"path": "nb.ipynb"}, **spec)
         assert (err.value.status, err.value.field) == (400, field) and text in err.value.message
@@ -537,16 +542,26 @@ async def test_spec_checks_refuse_before_anything_is_created(env, admin, kube_ap
 
 @pytest.mark.asyncio
 async def test_credentials_on_a_job_made_past_the_service_fail_it_naming_the_field(env, admin):
-    """kubectl's way in (the CRD takes podConfig.credentials, the local backend's field): this
-    backend does not take it yet, so the job fails naming it, never runs without its secrets."""
-    body = {"apiVersion": "nbvalidation.dev/v1alpha1", "kind": "NotebookValidationJob",
-            "metadata": {"name": "with-credentials"},
-            "spec": {"notebook": {"path": "nb.ipynb"}, "podConfig": {"credentials": ["warehouse"]}}}
-    await admin.request("POST", NVJ.path(env.ns), body=body)
-    done = await env.terminal("with-credentials")
-    st = done["status"]
-    assert (st["phase"], st["reason"]) == (Phase.FAILED, "InvalidInput"), st
-    assert "spec.podConfig.credentials: not supported on the kubernetes backend yet" in st["message"], st
+    """kubectl's way in: no submit checked the job, so the reconciler does, for its owner label. A
+    secret its owner may not use, one that is not a Secret of the namespace, a service account the
+    admin did not allow: the job fails InvalidInput naming the field, before any Pod."""
+    env.backend.secrets = SecretRegistry({"warehouse": {"fromSecret": "wh", "users": ["alice"]},
+                                          "server-side": {"fromEnv": {"X": "HOME"}}})
+    cases = [("not-bobs", {"nbvalidation.dev/owner": "bob"}, {"credentials": ["warehouse"]},
+              "spec.podConfig.credentials[0]: secret 'warehouse': no such secret is available to you"),
+             ("server-side", {}, {"credentials": ["server-side"]},
+              "spec.podConfig.credentials[0]: secret 'server-side': on the kubernetes backend"),
+             ("borrowed-sa", {}, {"serviceAccountName": "admin-sa"},
+              "spec.podConfig.serviceAccountName: 'admin-sa' is not a service account")]
+    for name, labels, pc, _ in cases:
+        await admin.request("POST", NVJ.path(env.ns), body={
+            "apiVersion": "nbvalidation.dev/v1alpha1", "kind": "NotebookValidationJob",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"notebook": {"path": "nb.ipynb"}, "podConfig": pc}})
+    for name, _, _, text in cases:
+        st = (await env.terminal(name))["status"]
+        assert (st["phase"], st["reason"]) == (Phase.FAILED, "InvalidInput"), st
+        assert text in st["message"], st
     assert (await admin.request("GET", PODS.path(env.ns)))["items"] == []
 
 
