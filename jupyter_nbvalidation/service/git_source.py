@@ -37,13 +37,13 @@ class GitSourceRoom(ServiceState):
     git: GitCache
     extra_annotations: dict[str, str] = {}  # a fetched view's: the source, for the job's status
 
-    async def _submit_git(self, spec: Any, probe_of: str | None) -> Job:
+    async def _submit_git(self, spec: Any, probe_of: str | None, labels: dict[str, str]) -> Job:
         checked, creds = self._git_checked(spec)
         try:
             view, _ = await self._fetched_view(checked, creds)
         except FetchFailed as e:
-            return await self._unfetched_job(checked, e)
-        return await view.submit(spec, probe_of)
+            return await self._unfetched_job(checked, e, labels)
+        return await view.submit(spec, probe_of, labels)
 
     async def _unchanged_git(self, spec: Any) -> Job | None:
         checked, creds = self._git_checked(spec)
@@ -119,14 +119,14 @@ class GitSourceRoom(ServiceState):
         view.extra_annotations = {SOURCE_ANNOTATION: json.dumps(source, sort_keys=True)}
         return view, source
 
-    async def _unfetched_job(self, spec: dict[str, Any], failure: FetchFailed) -> Job:
+    async def _unfetched_job(self, spec: dict[str, Any], failure: FetchFailed, labels: dict[str, str]) -> Job:
         """A job that ends InfrastructureFailed with ``failure`` (it has no snapshot)."""
         which = "goldenNotebook" if not spec["notebook"].get("git") else "notebook"
         git = spec[which]["git"]
         message = (f"Fetching spec.{which}.git failed: {failure} ({git['url']} at {git['ref']}); "
                    "the notebook was not run")
         source = {"url": git["url"], "ref": git["ref"]}
-        labels = {OWNER_LABEL: self.owner} if self.owner is not None else {}
+        labels = {**labels, OWNER_LABEL: self.owner} if self.owner is not None else dict(labels)
         job = new_job(spec, labels=labels, annotations={  # type: ignore[arg-type]  # checked by _validate
             SOURCE_ANNOTATION: json.dumps(source, sort_keys=True), SOURCE_FAILURE_ANNOTATION: message})
         try:

@@ -6,12 +6,13 @@ stands for its notebook."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, Mapping
 
 import jupyter_nbvalidation.verdict.cache as verdict_cache
 import jupyter_nbvalidation.why_red.changes as changes
 from jupyter_nbvalidation.core.documents import Job
-from jupyter_nbvalidation.core.model import Phase
+from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, SOURCE_ANNOTATION, Phase
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.git_source import has_git
 from jupyter_nbvalidation.service.state import ServiceState
@@ -69,14 +70,30 @@ class HistoryRoom(ServiceState):
         return await asyncio.to_thread(changes.summarize, before, after)
 
     async def _last_success_before(self, job: Job, max_pages: int) -> Job | None:
-        root = self._root_of(job)
+        place = _place(job)
         token, listed = None, []
         for _ in range(max_pages):  # newest first: the first Succeeded one after the job itself
             items, token = await self.store.list_jobs(notebook=job["spec"]["notebook"]["path"], limit=100,
                                                       continue_token=token, owner=owner_of(job))
             listed += items
             found = changes.newest_in_phase(listed, Phase.SUCCEEDED, after=job["metadata"]["name"],
-                                            keep=lambda other: self._root_of(other) == root and not is_probe(other))
+                                            keep=lambda other: _place(other) == place and not is_probe(other))
             if found is not None or not token:
                 return found
         return None
+
+
+def _place(job: Job) -> Any:
+    """Where a job's notebook is, as its history compares it: a notebook from git by its
+    repository's URL (each commit has a root of its own: the commits between two runs are
+    what changed), any other by its root."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    source = annotations.get(SOURCE_ANNOTATION)
+    if source:
+        try:
+            url = json.loads(source).get("url")
+        except (ValueError, AttributeError):
+            url = None
+        if url:
+            return ("git", url)
+    return annotations.get(ROOT_ANNOTATION)
