@@ -32,12 +32,13 @@ from jupyter_nbvalidation.service.errors import ApiError as ApiError
 from jupyter_nbvalidation.service.git_fetch import GitCache
 from jupyter_nbvalidation.service.git_source import GitSourceRoom, has_git
 from jupyter_nbvalidation.service.history import PROBE_ANNOTATION, HistoryRoom
-from jupyter_nbvalidation.service.notify import SEEN_ANNOTATION, Notifier, notification_of
+from jupyter_nbvalidation.service.notify import Notifier
 from jupyter_nbvalidation.service.project_settings import ProjectSettingsRoom
 from jupyter_nbvalidation.service.queries import QueriesRoom
 from jupyter_nbvalidation.service.snapshot import SnapshotRoom
 from jupyter_nbvalidation.service.tenancy import QuotaLocks, Quotas, check_quotas, owner_counts, owner_label
 from jupyter_nbvalidation.store.base import OWNER_LABEL, NotFound, StoreError
+from jupyter_nbvalidation.why_red.culprit import SEEN_ANNOTATION, notification_of
 
 
 def default_git_dir(backend: Backend) -> str:

@@ -28,31 +28,28 @@ import time
 from typing import Any, Iterable, Mapping, Protocol
 
 from jupyter_nbvalidation.core.documents import Event, Job
-from jupyter_nbvalidation.core.model import Phase, is_terminal
+from jupyter_nbvalidation.core.model import is_terminal
 from jupyter_nbvalidation.core.redaction import scrub
-from jupyter_nbvalidation.core.vocabulary import REASON_PHASE, Reason
+from jupyter_nbvalidation.core.vocabulary import REASON_PHASE
 from jupyter_nbvalidation.secrets.registry import SecretNotAvailable, SecretRegistry
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.history import is_probe
 from jupyter_nbvalidation.service.webhook import Webhook, deliver
 from jupyter_nbvalidation.store.base import SCHEDULE_LABEL, JobStore, owner_of
+from jupyter_nbvalidation.why_red.culprit import (
+    NOTIFICATION_ANNOTATION,
+    colour,
+    commit_culprit,
+    commit_of,
+    environment_changed,
+    notification_of,
+    packages_culprit,
+    unknown_culprit,
+)
 
-NOTIFICATION_ANNOTATION = "nbvalidation.dev/notification"  # the notification decided for the job (JSON)
-SEEN_ANNOTATION = "nbvalidation.dev/notification-seen"  # when its owner marked it seen
 TURNED_RED, INFRASTRUCTURE, BACK_TO_GREEN = "turned-red", "infrastructure-failed", "back-to-green"
 SERIES_PAGES = 20  # pages of 100 of a notebook's jobs looked through for the series' previous verdict
 LISTED_PAGES = 20  # pages of 200 of jobs looked through for GET /notifications
-
-
-def colour(job: Mapping[str, Any]) -> str | None:
-    """``green``, ``red`` (a notebook verdict), ``infra`` (InfrastructureFailed) or None
-    (unfinished, or cancelled: no verdict)."""
-    st = job.get("status") or {}
-    if st.get("phase") == Phase.SUCCEEDED:
-        return "green"
-    if st.get("phase") != Phase.FAILED or st.get("reason") == Reason.CANCELLED:
-        return None
-    return "infra" if st.get("reason") == Reason.INFRASTRUCTURE_FAILED else "red"
 
 
 def series_of(job: Mapping[str, Any]) -> str | None:
@@ -72,42 +69,6 @@ def decide(job: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]]) -> str 
     if now == "green":
         return BACK_TO_GREEN if verdicts and verdicts[0] == "red" else None
     return None
-
-
-def _commit(job: Mapping[str, Any]) -> str | None:
-    return ((job.get("status") or {}).get("source") or {}).get("commit")
-
-
-def environment_changed(changes: Mapping[str, Any]) -> bool:
-    return bool((changes.get("packages") or {}).get("changedAny") or changes.get("python")
-                or changes.get("baseImage"))
-
-
-def commit_culprit(commit: str, changes: Mapping[str, Any] | None, how: str) -> dict[str, Any]:
-    """The culprit when it is the source: the commits between the two runs when the summary
-    lists them (``changes.commits``), else the failing job's commit."""
-    listed = [c for c in ((changes or {}).get("commits") or []) if isinstance(c, Mapping) and c.get("sha")]
-    commits = [{"sha": c["sha"], "subject": c.get("subject", ""), "files": list(c.get("files") or [])}
-               for c in listed] or [{"sha": commit, "subject": "", "files": []}]
-    named = ", ".join(f"{c['sha'][:12]}" + (f" {c['subject']!r}" if c["subject"] else "") for c in commits[:5])
-    more = f" (+{len(commits) - 5} more)" if len(commits) > 5 else ""
-    word = "commit" if len(commits) == 1 else "commits"
-    return {"kind": "commit", "commit": commit, "commits": commits,
-            "message": f"the {word} {named}{more} ({how})"}
-
-
-def packages_culprit(result: Mapping[str, Any]) -> dict[str, Any]:
-    found = list(result.get("culprits") or [])
-    return {"kind": "packages", "packages": found, "complete": result.get("result") == "found",
-            "search": {k: result.get(k) for k in ("result", "validations", "maxSteps", "lastSuccess")},
-            "message": str(result.get("message", ""))}
-
-
-def unknown_culprit(message: str, result: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    doc: dict[str, Any] = {"kind": "unknown", "message": message}
-    if result is not None:
-        doc["search"] = {k: result.get(k) for k in ("result", "validations", "maxSteps", "lastSuccess")}
-    return doc
 
 
 def masked(value: Any, secrets: Iterable[str]) -> Any:
@@ -216,7 +177,7 @@ class Notifier:
         event = decide(job, await self._earlier(job))
         if event is None:
             return None
-        record: dict[str, Any] = {"event": event, "state": "deciding", "time": _now()}
+        record: dict[str, Any] = {"event": event, "state": "deciding", "time": _now(), "schedule": series_of(job)}
         await store.set_annotation(name, NOTIFICATION_ANNOTATION, json.dumps(record))
         changes: dict[str, Any] | None = None
         culprit: dict[str, Any] | None = None
@@ -279,8 +240,8 @@ class Notifier:
             before = await view.get(changes["since"]["name"])
         except ApiError:
             before = None
-        commit = _commit(job)
-        commit_moved = bool(commit and before is not None and _commit(before) and _commit(before) != commit)
+        commit = commit_of(job)
+        commit_moved = bool(commit and before is not None and commit_of(before) and commit_of(before) != commit)
         env_moved = environment_changed(changes)
         if commit_moved and not env_moved:
             assert commit is not None
@@ -341,25 +302,6 @@ class Notifier:
                 break
         found.sort(key=lambda d: str(d.get("time") or ""), reverse=True)
         return found[:limit]
-
-
-def notification_of(job: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The notification kept on a job, as the REST API and the reports show it; None without one."""
-    annotations = (job.get("metadata") or {}).get("annotations") or {}
-    raw = annotations.get(NOTIFICATION_ANNOTATION)
-    if not raw:
-        return None
-    try:
-        record = json.loads(raw)
-    except ValueError:
-        return None
-    st = job.get("status") or {}
-    return {"id": job["metadata"]["name"], "event": record.get("event"), "time": record.get("time"),
-            "state": record.get("state"), "schedule": record.get("schedule") or series_of(job),
-            "job": {"name": job["metadata"]["name"], "notebook": (job.get("spec") or {}).get("notebook", {}).get("path"),
-                    "phase": st.get("phase"), "reason": st.get("reason")},
-            "culprit": record.get("culprit"), "changes": record.get("changes"),
-            "deliveries": record.get("deliveries") or [], "seen": annotations.get(SEEN_ANNOTATION)}
 
 
 def _now() -> str:
