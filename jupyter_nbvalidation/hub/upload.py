@@ -3,7 +3,7 @@ user's files are not on the service's disk, so a submit forwarded to the service
 (an *upload*), and the service lays them out in a folder of the job's own before the usual
 submit reads its snapshot from there (service/snapshot.py).
 
-What travels: the notebook's folder as the kernel would see it (core/folders.py walk_folder:
+What travels (nothing for a notebook from git: the service fetches it): the notebook's folder as the kernel would see it (core/folders.py walk_folder:
 the same walk and exclusions the local backend's working copy uses), the golden notebook the
 spec names, and the files (not folders) of each folder above the
 notebook's up to the server's root (where pyproject.toml, requirements.txt, environment.yml
@@ -52,7 +52,9 @@ def pack(spec: Any, root_dir: str, max_files: int = MAX_FILES, max_bytes: int = 
     """The upload of ``spec``'s inputs read under ``root_dir`` (blocking: run it in a thread).
     A spec without a notebook path is sent as it is: the service answers its 400."""
     notebook = (spec.get("notebook") or {}).get("path") if isinstance(spec, dict) else None
-    if not isinstance(notebook, str):
+    if not isinstance(notebook, str) or isinstance((spec.get("notebook") or {}).get("git"), dict):
+        # no path, or a notebook from git: the service fetches it (with its golden notebook, from
+        # the same repository or its own); nothing of this server's disk is read or sent
         return {"kind": UPLOAD_KIND, "spec": spec, "files": {}}
     root = Path(root_dir).resolve()
     nb = resolve_in_root(str(root), notebook, "notebook.path")
@@ -65,7 +67,8 @@ def pack(spec: Any, root_dir: str, max_files: int = MAX_FILES, max_bytes: int = 
             if entry.kind == "file":
                 budget.add(str(PurePosixPath(*folder.relative_to(root).parts, entry.rel)), Path(entry.path))
     golden = (spec.get("goldenNotebook") or {}).get("path")
-    if isinstance(golden, str) and golden.strip():  # like the notebook's, relative to the root
+    golden_from_git = isinstance((spec.get("goldenNotebook") or {}).get("git"), dict)
+    if isinstance(golden, str) and golden.strip() and not golden_from_git:  # like the notebook's, relative to the root
         path = resolve_in_root(str(root), golden, "goldenNotebook.path")
         if path.is_file():
             budget.add(path.relative_to(root).as_posix(), path)

@@ -149,6 +149,41 @@ class GitCache:
                 await self._export(repo, commit, tree, creds, deadline)
         return Fetched(url=url, ref=ref, commit=commit, tree=tree)
 
+    async def log(self, url: str, old: str, new: str, folder: str, cache: str = "",
+                  limit: int = 50) -> dict[str, object] | None:
+        """The commits from ``old`` (excluded) to ``new`` in the cache of ``url``, newest first,
+        each with the files it changed under ``folder`` (the notebook's, relative to the
+        repository's root; "" for all): ``{"from", "to", "count", "items": [{"commit",
+        "subject", "author", "date", "files"}], "files": [every file changed under folder],
+        "ancestor": whether old is an ancestor of new}``. None when either commit is not in
+        the cache (it was never fetched here). No network: both were fetched for their jobs."""
+        repo = self.repo_dir(url, cache)
+        deadline = time.monotonic() + self.timeout
+        none = Credentials()
+        if not (_SHA.match(old) and _SHA.match(new)):
+            return None
+        if not (await asyncio.to_thread(os.path.isdir, repo) and await self._has_commit(repo, old, deadline)
+                and await self._has_commit(repo, new, deadline)):
+            return None
+        code, _ = await self._git(["--git-dir", repo, "merge-base", "--is-ancestor", old, new], deadline, none,
+                                  check=False)
+        _, counted = await self._git(["--git-dir", repo, "rev-list", "--count", f"{old}..{new}"], deadline, none,
+                                     stdout=True)
+        _, out = await self._git(["--git-dir", repo, "log", f"--max-count={limit}", "--no-color", "--no-renames",
+                                  "--format=%x1e%H%x1f%s%x1f%an%x1f%aI", "--name-only", f"{old}..{new}"],
+                                 deadline, none, stdout=True)
+        prefix = folder.strip("/") + "/" if folder.strip("/") else ""
+        items: list[dict[str, object]] = []
+        every: list[str] = []
+        for record in out.split("\x1e")[1:]:
+            head, _, names = record.partition("\n")
+            sha, subject, author, date = (head.split("\x1f") + ["", "", ""])[:4]
+            files = [n for n in names.splitlines() if n and n.startswith(prefix)]
+            items.append({"commit": sha, "subject": subject, "author": author, "date": date, "files": files[:50]})
+            every += [f for f in files if f not in every]
+        return {"from": old, "to": new, "count": int(counted.strip() or 0), "items": items,
+                "files": every[:50], "ancestor": code == 0}
+
     async def _resolve(self, repo: str, url: str, ref: str, creds: Credentials, deadline: float) -> str:
         keep = f"refs/nbv/{_key(ref)}"  # keeps what was fetched reachable (one ref per asked ref)
         if _SHA.match(ref.lower()):

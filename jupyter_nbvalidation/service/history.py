@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Mapping
+import posixpath
+from typing import Any, Mapping, cast
 
 import jupyter_nbvalidation.verdict.cache as verdict_cache
 import jupyter_nbvalidation.why_red.changes as changes
 from jupyter_nbvalidation.core.documents import Job
-from jupyter_nbvalidation.core.model import ROOT_ANNOTATION, SOURCE_ANNOTATION, Phase
+from jupyter_nbvalidation.core.model import SOURCE_ANNOTATION, Phase
 from jupyter_nbvalidation.service.errors import ApiError
+from jupyter_nbvalidation.service.git_fetch import GitCache
 from jupyter_nbvalidation.service.git_source import has_git
 from jupyter_nbvalidation.service.state import ServiceState
 from jupyter_nbvalidation.store.base import owner_of
@@ -25,8 +27,23 @@ def is_probe(job: Mapping[str, Any]) -> bool:
     return bool(((job.get("metadata") or {}).get("annotations") or {}).get(PROBE_ANNOTATION))
 
 
+def source_of(job: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Where a notebook from git came from (``status.source``, else the annotation submit
+    wrote it in): ``{url, ref, commit}``, or None for a notebook of the server's disk."""
+    source = (job.get("status") or {}).get("source")
+    if not source:
+        text = ((job.get("metadata") or {}).get("annotations") or {}).get(SOURCE_ANNOTATION)
+        try:
+            source = json.loads(text) if text else None
+        except ValueError:
+            source = None
+    return source if isinstance(source, dict) else None
+
+
 class HistoryRoom(ServiceState):
     """Looking back through a notebook's jobs, newest first."""
+
+    git: GitCache  # git_source.GitSourceRoom's
 
     async def unchanged(self, spec: Any, max_pages: int = 20) -> Job | None:
         """The verdict cache: an earlier Succeeded job whose verdict key equals the key
@@ -67,33 +84,42 @@ class HistoryRoom(ServiceState):
             return {"since": None, "sentence": "no earlier success of this notebook"}
         before, after = [changes.Side(j, await self.backend.snapshot_files(j), await self.backend.environment_record(j))
                          for j in (earlier, job)]
-        return await asyncio.to_thread(changes.summarize, before, after)
+        commits = await self._commits_between(earlier, job)
+        return await asyncio.to_thread(changes.summarize, before, after, commits)
+
+    async def _commits_between(self, earlier: Job, job: Job) -> dict[str, Any] | None:
+        """For a notebook from git: the commits from the last success's to the job's, with
+        the files each changed under the notebook's folder (git_fetch.GitCache.log); None
+        for a notebook of the server's disk, or when a commit is no longer in the cache."""
+        old, new = source_of(earlier), source_of(job)
+        if not old or not new or not old.get("commit") or not new.get("commit"):
+            return None
+        if old["commit"] == new["commit"]:
+            return {"from": old["commit"], "to": new["commit"], "count": 0, "items": [], "files": [],
+                    "ancestor": True}
+        git = cast(Mapping[str, Any], (job.get("spec") or {}).get("notebook", {}).get("git") or {})
+        folder = posixpath.dirname(job["spec"]["notebook"]["path"])
+        return await self.git.log(new["url"], old["commit"], new["commit"], folder,
+                                  cache=git.get("credentialsSecret") or "")
+
+    def _series_of(self, job: Job) -> tuple[str, ...]:
+        """What makes two jobs of one notebook path the same notebook: the root of the
+        server's disk it was read from, or for a notebook from git the repository (each
+        commit has a root of its own: the last success may be of an earlier commit)."""
+        source = source_of(job)
+        if source and source.get("url"):
+            return ("git", str(source["url"]))
+        return ("root", str(self._root_of(job)))
 
     async def _last_success_before(self, job: Job, max_pages: int) -> Job | None:
-        place = _place(job)
+        series = self._series_of(job)
         token, listed = None, []
         for _ in range(max_pages):  # newest first: the first Succeeded one after the job itself
             items, token = await self.store.list_jobs(notebook=job["spec"]["notebook"]["path"], limit=100,
                                                       continue_token=token, owner=owner_of(job))
             listed += items
             found = changes.newest_in_phase(listed, Phase.SUCCEEDED, after=job["metadata"]["name"],
-                                            keep=lambda other: _place(other) == place and not is_probe(other))
+                                            keep=lambda other: self._series_of(other) == series and not is_probe(other))
             if found is not None or not token:
                 return found
         return None
-
-
-def _place(job: Job) -> Any:
-    """Where a job's notebook is, as its history compares it: a notebook from git by its
-    repository's URL (each commit has a root of its own: the commits between two runs are
-    what changed), any other by its root."""
-    annotations = (job.get("metadata") or {}).get("annotations") or {}
-    source = annotations.get(SOURCE_ANNOTATION)
-    if source:
-        try:
-            url = json.loads(source).get("url")
-        except (ValueError, AttributeError):
-            url = None
-        if url:
-            return ("git", url)
-    return annotations.get(ROOT_ANNOTATION)

@@ -157,8 +157,9 @@ def base_image_change(before: dict[str, Any] | None, after: dict[str, Any] | Non
     return {"from": a, "to": b} if a and b and a != b else None
 
 
-def summarize(before: Side, after: Side) -> dict[str, Any]:
-    """The structured summary of ``after`` against ``before`` (its last success)."""
+def summarize(before: Side, after: Side, commits: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The structured summary of ``after`` against ``before`` (its last success); ``commits``:
+    for a notebook from git, the commits between the two (service.git_fetch.GitCache.log)."""
     req_old, req_new = _lines(before.files.get("requirements.txt")), _lines(after.files.get("requirements.txt"))
     req_diff = [f"-{ln}" for ln in req_old if ln not in req_new] + [f"+{ln}" for ln in req_new if ln not in req_old]
     inputs_old = {k: _digest(v) for k, v in before.files.items() if k.startswith("inputs/")}
@@ -184,6 +185,7 @@ def summarize(before: Side, after: Side) -> dict[str, Any]:
         "python": python_change(before.record, after.record),
         "baseImage": base_image_change(before.record, after.record),
         "environmentChanged": None if env_a is None or env_b is None else env_a != env_b,
+        "commits": commits,
     }
     summary["sentence"] = sentence(summary)
     return summary
@@ -192,6 +194,9 @@ def summarize(before: Side, after: Side) -> dict[str, Any]:
 def sentence(summary: dict[str, Any]) -> str:
     """One line: "pandas 2.2.3 → 3.0.0, numpy 2.1 → 2.2; no cell changed"."""
     parts: list[str] = []
+    commits = summary.get("commits")
+    if commits:
+        parts.append(commit_phrase(commits))
     pk = summary.get("packages")
     if pk:
         moves = [f"{d['name']} {d['from']} → {d['to']}" for kind in ("upgraded", "downgraded", "changed")
@@ -230,6 +235,25 @@ def sentence(summary: dict[str, Any]) -> str:
     elif pk is not None and not pk["changedAny"] and not summary.get("python"):
         parts.append("same packages")
     return "; ".join(parts)
+
+
+def commit_phrase(commits: dict[str, Any]) -> str:
+    """"2 commits (a1b2c3d "Plot in log scale", 9f8e7d6 "Bump data"), changing nb/report.ipynb"."""
+    count = commits.get("count") or 0
+    if not count:
+        return "same commit"
+    shown = [f"{c['commit'][:7]} \"{_clip(c['subject'])}\"" for c in (commits.get("items") or [])[:3]]
+    text = f"{count} commit{'s' if count != 1 else ''} ({', '.join(shown)}{', …' if count > len(shown) else ''})"
+    files = commits.get("files") or []
+    text += (", changing " + ", ".join(files[:4]) + (" …" if len(files) > 4 else "")) if files \
+        else ", none changing the notebook's folder"
+    if commits.get("ancestor") is False:
+        text += " (the last success's commit is not an ancestor: history was rewritten)"
+    return text
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[:n - 1] + "…"
 
 
 def _cell_list(numbers: list[int]) -> str:

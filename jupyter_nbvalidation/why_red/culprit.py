@@ -35,14 +35,16 @@ def environment_changed(changes: Mapping[str, Any]) -> bool:
 
 
 def commit_culprit(commit: str, changes: Mapping[str, Any] | None, how: str) -> dict[str, Any]:
-    """The culprit when it is the source: the commits between the two runs when the summary
-    lists them (``changes.commits``), else the failing job's commit."""
-    listed = [c for c in ((changes or {}).get("commits") or []) if isinstance(c, Mapping) and c.get("sha")]
-    commits = [{"sha": c["sha"], "subject": c.get("subject", ""), "files": list(c.get("files") or [])}
-               for c in listed] or [{"sha": commit, "subject": "", "files": []}]
+    """The culprit when it is the source: the commits between the two runs as the summary lists
+    them (``changes.commits.items``: newest first), else the failing job's commit alone."""
+    listed = ((changes or {}).get("commits") or {}).get("items") or []
+    commits = [{"sha": c["commit"], "subject": c.get("subject", ""), "files": list(c.get("files") or [])}
+               for c in listed if isinstance(c, Mapping) and c.get("commit")] or \
+        [{"sha": commit, "subject": "", "files": []}]
+    count = max(len(commits), int(((changes or {}).get("commits") or {}).get("count") or 0))
     named = ", ".join(f"{c['sha'][:12]}" + (f" {c['subject']!r}" if c["subject"] else "") for c in commits[:5])
-    more = f" (+{len(commits) - 5} more)" if len(commits) > 5 else ""
-    word = "commit" if len(commits) == 1 else "commits"
+    more = f" (+{count - min(len(commits), 5)} more)" if count > min(len(commits), 5) else ""
+    word = "commit" if count == 1 else "commits"
     return {"kind": "commit", "commit": commit, "commits": commits,
             "message": f"the {word} {named}{more} ({how})"}
 
@@ -92,7 +94,7 @@ def culprit_of(job: Mapping[str, Any] | None, changes: Mapping[str, Any] | None 
     if colour(job) != "red" or not changes or not changes.get("since") or environment_changed(changes):
         return None
     commit = commit_of(job)
-    if commit and changes.get("commits"):
+    if commit and ((changes.get("commits") or {}).get("count") or 0) > 0:
         return commit_culprit(commit, changes, "the environment did not change")
     return None
 

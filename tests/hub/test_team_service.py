@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from git_support import GitHTTP, Repo
 from harness import ADMIN_TOKEN, Hub, hub_with_servers
 from helpers import wait, write_notebook
 from prometheus_client.parser import text_string_to_metric_families
@@ -239,3 +240,30 @@ def test_metrics_are_scraped_and_parsed_by_prometheus_clients_parser(hub):
     assert "nbvalidation_queue_depth" in families and "nbvalidation_retries" in families
     # a user without the scope: 403
     assert hub.request("GET", "/services/nbvalidation/nbvalidation/metrics", hub.tokens["bob"])[0] == 403
+
+
+def test_a_notebook_from_git_submitted_at_her_server_is_fetched_by_the_service_not_uploaded(hub, tmp_path):
+    """Her server reads and sends no file of its disk for a notebook from git (the path is the
+    repository's, not hers: she has no such file); the service fetches it, and a file:// URL
+    (the service's own files) is a 400 at her server, nothing created."""
+    repo = Repo(tmp_path / "git")
+    repo.notebook("nbs/from-git.ipynb", ["print('from the repository')"])
+    commit = repo.commit("first")
+    assert not (home(hub, "alice") / "nbs" / "from-git.ipynb").exists()
+    before = {j["metadata"]["name"] for j in at_server(hub, "alice", "GET", "jobs?limit=500")[1]["items"]}
+    with GitHTTP(repo.bare.parent) as server:
+        spec = {"notebook": {"git": {"url": server.url(), "ref": "main"}, "path": "nbs/from-git.ipynb"},
+                "podConfig": NOBUILD}
+        status, job, _ = at_server(hub, "alice", "POST", "jobs", spec)
+        assert status == 201, (status, job, hub.tail())
+        done = wait_terminal(hub, "alice", job["metadata"]["name"])
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert done["status"]["source"] == {"url": server.url(), "ref": "main", "commit": commit}
+    status, nb, _ = at_server(hub, "alice", "GET", f"jobs/{job['metadata']['name']}/notebook")
+    assert status == 200 and "from the repository" in json.dumps(nb["cells"][0]["outputs"])
+
+    spec["notebook"]["git"]["url"] = repo.url  # file://
+    status, answer, _ = at_server(hub, "alice", "POST", "jobs", spec)
+    assert status == 400 and answer["error"]["field"] == "spec.notebook.git.url", answer
+    after = {j["metadata"]["name"] for j in at_server(hub, "alice", "GET", "jobs?limit=500")[1]["items"]}
+    assert after - before == {job["metadata"]["name"]}

@@ -139,7 +139,9 @@ async def test_a_push_that_breaks_a_cell_names_the_commit_once(local, receiver, 
     assert payload["event"] == "turned-red" and payload["schedule"] == "nightly"
     assert payload["job"]["name"] == red["metadata"]["name"] and payload["job"]["source"]["commit"] == b
     assert payload["culprit"]["kind"] == "commit" and payload["culprit"]["commit"] == b, payload["culprit"]
-    assert b[:12] in payload["culprit"]["message"] and "environment did not change" in payload["culprit"]["message"]
+    message = payload["culprit"]["message"]
+    assert message == f"the commit {b[:12]} 'B: x is two now' (the environment did not change)", message
+    assert payload["culprit"]["commits"] == [{"sha": b, "subject": "B: x is two now", "files": ["nbs/check.ipynb"]}]
     assert payload["changes"]["since"]["name"] and payload["changes"]["cells"]["edited"] == [1]
 
     again = await _scheduled(local, _git_spec(repo.url))
