@@ -144,6 +144,11 @@ async def test_a_push_that_breaks_a_cell_names_the_commit_once(local, receiver, 
     assert payload["culprit"]["commits"] == [{"sha": b, "subject": "B: x is two now", "files": ["nbs/check.ipynb"]}]
     assert payload["changes"]["since"]["name"] and payload["changes"]["cells"]["edited"] == [1]
 
+    from jupyter_nbvalidation.cli.render import culprit_block  # describe's lines
+
+    shown = culprit_block(await local.store.get(red["metadata"]["name"]), None)
+    assert shown == f"\nNotification: turned-red (schedule nightly, sent)\nThe cause (commit): {message}", shown
+
     again = await _scheduled(local, _git_spec(repo.url))
     assert again["status"]["phase"] == Phase.FAILED and len(receiver.got) == 1  # still red: told once
 
@@ -287,3 +292,33 @@ async def test_a_push_that_also_moves_a_package_blames_the_commit(local, receive
     assert "last success's environment too" in culprit["message"]
     steps = (await local.service.bisect_status(red["metadata"]["name"]))["steps"]
     assert len(steps) == 1 and steps[0]["outcome"] == "fail"  # one validation decided it
+
+
+def test_describe_and_the_reports_name_the_commit(tmp_path):
+    """`run --git` green at A, red at B (only the commit moved): the JUnit property
+    nbvalidation.culprit, the HTML report and `describe` name commit B and its subject."""
+    import xml.etree.ElementTree as ET
+
+    from helpers import cli
+
+    repo = Repo(tmp_path / "git")
+    repo.notebook("nbs/check.ipynb", ["x = 1", "assert x == 1, 'x moved'"])
+    repo.commit("A")
+    local = ("--local", "--data-dir", str(tmp_path / "data"))
+    git = ("--git", repo.url, "--ref", "main", "--no-build", "nbs/check.ipynb")
+    green = cli("run", *local, *git, cwd=tmp_path, no_servers=True)
+    assert green.returncode == 0, green.stdout + green.stderr
+    repo.notebook("nbs/check.ipynb", ["x = 2", "assert x == 1, 'x moved'"])
+    b = repo.commit("B: x is two now")
+    red = cli("run", *local, *git, "--junitxml", str(tmp_path / "r.xml"), "--html", str(tmp_path / "r.html"),
+              cwd=tmp_path, no_servers=True)
+    assert red.returncode == 1, red.stdout + red.stderr
+    expected = f"the cause (commit): the commit {b[:12]} 'B: x is two now' (the environment did not change)"
+    props = {p.get("name"): p.get("value") for p in ET.parse(tmp_path / "r.xml").iter("property")}
+    assert props.get("nbvalidation.culprit") == expected, props
+    assert "the commit " + b[:12] in (tmp_path / "r.html").read_text()
+    out = next(ET.parse(tmp_path / "r.xml").iter("system-out")).text or ""
+    name = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("job: "))
+    described = cli("describe", *local, name, cwd=tmp_path, no_servers=True)
+    assert described.returncode == 0 and "The cause (commit): the commit " + b[:12] in described.stdout, \
+        described.stdout + described.stderr
