@@ -322,3 +322,64 @@ def test_describe_and_the_reports_name_the_commit(tmp_path):
     described = cli("describe", *local, name, cwd=tmp_path, no_servers=True)
     assert described.returncode == 0 and "The cause (commit): the commit " + b[:12] in described.stdout, \
         described.stdout + described.stderr
+
+
+def test_a_probe_of_a_git_job_validates_its_commit_and_payloads_are_masked():
+    from jupyter_nbvalidation.service.notify import masked
+    from jupyter_nbvalidation.why_red.bisect import _probe_spec
+
+    failing = {"spec": {"notebook": {"git": {"url": "file:///r.git", "ref": "main"}, "path": "nb.ipynb"}},
+               "status": {"source": {"url": "file:///r.git", "ref": "main", "commit": "c" * 40}}}
+    spec = _probe_spec(failing, ["a==1"])
+    assert spec["notebook"]["git"]["ref"] == "c" * 40  # not where main is by the time the step runs
+    assert failing["spec"]["notebook"]["git"]["ref"] == "main"
+    doc = {"m": "password=hunter2 and s3cr3t-value", "l": ["x s3cr3t-value", 3, None], "u": "https://u:p@h/x"}
+    assert masked(doc, ["s3cr3t-value"]) == {"m": "password=*** and ***", "l": ["x ***", 3, None],
+                                            "u": "https://u:***@h/x"}
+
+
+@pytest.fixture
+def jp_server_config(tmp_path, receiver):
+    """The server's own config: a webhook with a literal key and the traits the notifier takes."""
+    return {"ServerApp": {"jpserver_extensions": {"jupyter_nbvalidation": True}, "allow_unauthenticated_access": False},
+            "LocalBackend": {"data_dir": str(tmp_path / "nbv-data")},
+            "NBValidation": {"webhooks": [{"url": receiver.url, "key": KEY}], "webhook_backoff": 0.05,
+                             "auto_bisect_max_steps": 0, "public_url": "https://lab.example.org/user/me/"}}
+
+
+async def test_the_server_notifies_and_the_lab_lists_and_marks_over_rest(jp_fetch, jp_root_dir, jp_serverapp,
+                                                                         receiver):
+    from helpers import rest_call as call
+    from tornado.httpclient import HTTPClientError
+
+    service = jp_serverapp.web_app.settings["nbvalidation_service"]
+    write_notebook(jp_root_dir / "nb.ipynb", ["x = 1", "assert x == 1"])
+    spec = {"notebook": {"path": "nb.ipynb"}, "podConfig": NO_BUILD}
+
+    async def scheduled() -> dict:
+        job = await service.submit(spec, labels={SCHEDULE_LABEL: "hourly"})
+        done = await service.wait_for_terminal(job["metadata"]["name"], 240)
+        await service.engine.recorder.flush()
+        await service.notifier.idle()
+        return done
+
+    assert (await scheduled())["status"]["phase"] == Phase.SUCCEEDED
+    assert (await call(jp_fetch, "notifications")) == {"kind": "NotificationList", "items": [], "unseen": 0}
+    write_notebook(jp_root_dir / "nb.ipynb", ["x = 2", "assert x == 1"])
+    red = await scheduled()
+    name = red["metadata"]["name"]
+    assert len(receiver.got) == 1 and verified(receiver.raw, receiver.got[0][1], KEY)
+    payload = receiver.got[0][0]
+    assert payload["url"] == f"https://lab.example.org/user/me/nbvalidation/api/v1/jobs/{name}"
+    assert payload["culprit"]["kind"] == "unknown" and payload["schedule"] == "hourly"
+    listed = await call(jp_fetch, "notifications")
+    assert listed["unseen"] == 1 and [i["id"] for i in listed["items"]] == [name]
+    item = listed["items"][0]
+    assert item["event"] == "turned-red" and item["state"] == "sent" and item["seen"] is None
+    assert item["deliveries"][0]["delivered"] and item["deliveries"][0]["attempts"] == 1
+    seen = await call(jp_fetch, "notifications", name, "seen", method="POST", body={})
+    assert seen["seen"] and (await call(jp_fetch, "notifications"))["unseen"] == 0
+    for other in ("no-such-job", "nb-0000"):
+        with pytest.raises(HTTPClientError) as e:
+            await call(jp_fetch, "notifications", other, "seen", method="POST", body={})
+        assert e.value.code == 404
