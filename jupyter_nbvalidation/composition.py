@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from traitlets import Dict, Enum, Float, Int, List, TraitError, Type, Unicode, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Type, Unicode, validate
 from traitlets.config import Config, LoggingConfigurable
 
 from jupyter_nbvalidation.backends.base import Backend
 from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.secrets.registry import SecretRegistry
 from jupyter_nbvalidation.service.jobs import JobService
+from jupyter_nbvalidation.service.smtp_mail import Mail
 from jupyter_nbvalidation.service.webhook import parse_webhooks
 
 
@@ -83,6 +84,15 @@ class NBValidationSettings(LoggingConfigurable):
     public_url = Unicode("", help="This server's URL as the receivers of its notifications reach it "
                                   "(e.g. https://hub.example.org/user/me/): a notification's `url` is the "
                                   "job's REST URL under it; empty: no link.").tag(config=True)
+
+    smtp_host = Unicode("", help="An SMTP server that notifications are also e-mailed through (empty: no "
+                                 "e-mail).").tag(config=True)
+    smtp_port = Int(25, help="The SMTP server's port.").tag(config=True)
+    smtp_starttls = Bool(False, help="Upgrade the SMTP connection with STARTTLS before sending.").tag(config=True)
+    smtp_from = Unicode("nbvalidation@localhost", help="The notifications' sender address.").tag(config=True)
+    smtp_to: List[Any] = List(Unicode(), help="Who the notifications are e-mailed to (addresses).").tag(config=True)
+    smtp_secret = Unicode("", help="A secret of `secrets` by name with the SMTP login (keys username and password); "
+                                   "empty: no login.").tag(config=True)
 
     @validate("webhooks")
     def _check_webhooks(self, proposal: Any) -> Any:
@@ -150,6 +160,10 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
     notifier.webhooks, notifier.max_steps = parse_webhooks(settings.webhooks), settings.auto_bisect_max_steps
     notifier.attempts, notifier.backoff = settings.webhook_attempts, settings.webhook_backoff
     notifier.timeout, notifier.public_url = settings.webhook_timeout, settings.public_url
+    if settings.smtp_host and settings.smtp_to:
+        notifier.mail = Mail(settings.smtp_host, settings.smtp_port, settings.smtp_from, tuple(settings.smtp_to),
+                             settings.smtp_starttls, settings.webhook_timeout)
+        notifier.mail_secret = settings.smtp_secret
     return service
 
 

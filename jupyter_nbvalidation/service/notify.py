@@ -34,6 +34,8 @@ from jupyter_nbvalidation.core.vocabulary import REASON_PHASE
 from jupyter_nbvalidation.secrets.registry import SecretNotAvailable, SecretRegistry
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.history import is_probe
+from jupyter_nbvalidation.service.smtp_mail import Mail
+from jupyter_nbvalidation.service.smtp_mail import send as send_mail
 from jupyter_nbvalidation.service.webhook import Webhook, deliver
 from jupyter_nbvalidation.store.base import SCHEDULE_LABEL, JobStore, owner_of
 from jupyter_nbvalidation.why_red.culprit import (
@@ -115,6 +117,8 @@ class Notifier:
         self.service, self.webhooks, self.max_steps = service, webhooks, max_steps
         self.attempts, self.backoff, self.timeout, self.public_url = attempts, backoff, timeout, public_url
         self.log = log
+        self.mail: Mail | None = None  # e-mail too (NBValidation.smtp_*)
+        self.mail_secret = ""  # the SMTP login's secret (keys username, password), "" for none
         self._tasks: set[asyncio.Task[None]] = set()
         self.handled = 0  # jobs looked at (tests wait for it)
 
@@ -189,7 +193,10 @@ class Notifier:
                   "schedule": payload["schedule"]}
         await store.set_annotation(name, NOTIFICATION_ANNOTATION, json.dumps(record))
         body = json.dumps(payload, sort_keys=True).encode()
-        deliveries = await asyncio.gather(*(self._send(hook, body, event) for hook in self.webhooks))
+        sends = [self._send(hook, body, event) for hook in self.webhooks]
+        if self.mail is not None:
+            sends.append(self._mail(self.mail, payload))
+        deliveries = await asyncio.gather(*sends)
         record = {**record, "state": "sent" if all(d["delivered"] for d in deliveries) else "undelivered",
                   "deliveries": list(deliveries)}
         await store.set_annotation(name, NOTIFICATION_ANNOTATION, json.dumps(record))
@@ -214,10 +221,24 @@ class Notifier:
         return await deliver(hook, body, key, event, attempts=self.attempts, backoff=self.backoff,
                              timeout=self.timeout, log=self.log)
 
+    async def _mail(self, mail: Mail, payload: dict[str, Any]) -> dict[str, Any]:
+        login = None
+        if self.mail_secret:
+            try:
+                values = await asyncio.to_thread(self.service.secrets.values, self.mail_secret)
+            except SecretNotAvailable:
+                values = {}
+            if not values.get("username") or not values.get("password"):
+                return {"url": mail.shown, "delivered": False, "attempts": 0,
+                        "error": f"the SMTP login's secret {self.mail_secret!r} cannot be read, or lacks "
+                                 "username and password"}
+            login = (values["username"], values["password"])
+        return await send_mail(mail, payload, login, attempts=self.attempts, backoff=self.backoff, log=self.log)
+
     async def _secret_values(self, job: Job) -> list[str]:
         """The values a payload must not carry: the job's credentials and the webhooks' keys."""
         names = list(((job.get("spec") or {}).get("podConfig") or {}).get("credentials") or [])
-        names += [h.secret for h in self.webhooks if h.secret]
+        names += [h.secret for h in self.webhooks if h.secret] + ([self.mail_secret] if self.mail_secret else [])
         out = [h.key for h in self.webhooks if h.key]
         for secret in names:
             try:

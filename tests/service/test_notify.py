@@ -383,3 +383,64 @@ async def test_the_server_notifies_and_the_lab_lists_and_marks_over_rest(jp_fetc
         with pytest.raises(HTTPClientError) as e:
             await call(jp_fetch, "notifications", other, "seen", method="POST", body={})
         assert e.value.code == 404
+
+
+class SmtpReceiver:
+    """A few lines of SMTP on loopback (asyncio): takes every message, records its DATA."""
+
+    def __init__(self):
+        self.messages: list[str] = []
+        self.server = None
+
+    async def start(self) -> int:
+        async def session(reader, writer):
+            writer.write(b"220 test ready\r\n")
+            while line := await reader.readline():
+                verb = line[:4].upper()
+                if verb == b"DATA":
+                    writer.write(b"354 go on\r\n")
+                    lines = []
+                    while (got := await reader.readline()) not in (b".\r\n", b""):
+                        lines.append(got.decode())
+                    self.messages.append("".join(lines))
+                    writer.write(b"250 taken\r\n")
+                elif verb == b"QUIT":
+                    writer.write(b"221 bye\r\n")
+                    break
+                else:  # EHLO, HELO, MAIL, RCPT, RSET, NOOP
+                    writer.write(b"250 ok\r\n")
+                await writer.drain()
+            await writer.drain()
+            writer.close()
+
+        import asyncio
+
+        self.server = await asyncio.start_server(session, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+
+@pytest.mark.asyncio
+async def test_a_red_is_also_emailed(local, notebook):
+    from jupyter_nbvalidation.service.smtp_mail import Mail
+
+    smtp = SmtpReceiver()
+    port = await smtp.start()
+    try:
+        _use(local)
+        local.service.notifier.mail = Mail("127.0.0.1", port, "nbv@example.invalid", ("owner@example.invalid",))
+        nb = notebook("nb.ipynb", ["x = 1", "assert x == 1, 'x moved'"])
+        spec = {"notebook": {"path": nb}, "podConfig": NO_BUILD}
+        assert (await _scheduled(local, spec, schedule="weekly"))["status"]["phase"] == Phase.SUCCEEDED
+        assert smtp.messages == []
+        write_notebook(local.root / nb, ["x = 2", "assert x == 1, 'x moved'"])
+        red = await _scheduled(local, spec, schedule="weekly")
+        assert len(smtp.messages) == 1, smtp.messages
+        text = smtp.messages[0]
+        assert "Subject: [nbvalidation] nb.ipynb (schedule weekly) turned red" in text
+        assert "To: owner@example.invalid" in text and f"job: {red['metadata']['name']}" in text
+        assert "the cause (unknown)" in text and "since the last success: cells edited 1" in text
+        record = json.loads((await local.store.get(red["metadata"]["name"]))["metadata"]["annotations"][
+            NOTIFICATION_ANNOTATION])
+        assert record["deliveries"] == [{"url": f"smtp://127.0.0.1:{port}", "delivered": True, "attempts": 1}]
+    finally:
+        smtp.server.close()
