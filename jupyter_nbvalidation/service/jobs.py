@@ -80,6 +80,7 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         # a schedule's series that changes colour tells its owner (notify.py; configured by assemble)
         self.notifier = Notifier(self, webhooks=[], log=engine.log)
         engine.recorder.listeners.append(self.notifier.on_event)
+        self._resuming: asyncio.Task[None] | None = None
 
     def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None,
                 groups: Iterable[str] = ()) -> "JobService":
@@ -114,6 +115,7 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         store that comes back (or is repaired) needs no restart."""
         try:
             await self.engine.start()
+            self._resume_notifications(log)
             return
         except StoreError as e:
             self.start_problem = f"the engine cannot start: {e}"
@@ -131,11 +133,29 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
                     continue
                 self.start_problem = None
                 log.info("nbvalidation: the engine started after all")
+                self._resume_notifications(log)
                 return
 
         self._start_retry = asyncio.get_running_loop().create_task(again(), name="nbvalidation-start-retry")
 
+    def _resume_notifications(self, log: Any) -> None:
+        """Once this server leads: the notifications a stopped one left undecided (notify.py)."""
+        async def resume() -> None:
+            await self.engine.leading.wait()
+            try:
+                taken = await self.notifier.resume()
+            except StoreError as e:
+                log.warning("nbvalidation: notifications left by a stopped server not looked at: %s", e)
+                return
+            if taken:
+                log.info("nbvalidation: %d notification(s) left by a stopped server sent", taken)
+
+        self._resuming = asyncio.get_running_loop().create_task(resume(), name="nbvalidation-notify-resume")
+
     async def stop(self) -> None:
+        if self._resuming is not None:
+            await cancel_and_wait(self._resuming)
+            self._resuming = None
         await self.notifier.close()
         if self._bisections is not None:  # each search's running step cancelled while the engine still runs
             await self._bisections.close()

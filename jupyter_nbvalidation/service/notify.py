@@ -28,7 +28,7 @@ import time
 from typing import Any, Iterable, Mapping, Protocol
 
 from jupyter_nbvalidation.core.documents import Event, Job
-from jupyter_nbvalidation.core.model import is_terminal
+from jupyter_nbvalidation.core.model import is_terminal, parse_time
 from jupyter_nbvalidation.core.redaction import scrub
 from jupyter_nbvalidation.core.vocabulary import REASON_PHASE
 from jupyter_nbvalidation.secrets.registry import SecretNotAvailable, SecretRegistry
@@ -120,6 +120,7 @@ class Notifier:
         self.mail: Mail | None = None  # e-mail too (NBValidation.smtp_*)
         self.mail_secret = ""  # the SMTP login's secret (keys username, password), "" for none
         self._tasks: set[asyncio.Task[None]] = set()
+        self._handling: set[str] = set()  # jobs being decided here (an event and a resume at once)
         self.handled = 0  # jobs looked at (tests wait for it)
 
     def on_event(self, event: Event, job: Job) -> None:
@@ -172,11 +173,43 @@ class Notifier:
                 break
         return out
 
-    async def handle(self, name: str) -> dict[str, Any] | None:
-        """Decide and send the notification job ``name`` calls for (once): its record, or None."""
+    async def resume(self, within: float = 3600.0) -> int:
+        """Take up what a stopped server left (the leader, once it leads): each scheduled job
+        that ended in the last ``within`` seconds whose notification was never decided, or was
+        being decided (nothing sent yet). One that was being sent is left as it is: a receiver
+        may have it already. Returns how many were sent now."""
+        cutoff = time.time() - within
+        sent, token = 0, None
+        for _ in range(LISTED_PAGES):
+            items, token = await self.service.store.list_jobs(limit=200, continue_token=token)
+            for job in items:
+                done = _seconds((job.get("status") or {}).get("completionTime"))
+                if series_of(job) is None or colour(job) is None or is_probe(job) or done is None or done < cutoff:
+                    continue
+                raw = (job["metadata"].get("annotations") or {}).get(NOTIFICATION_ANNOTATION)
+                if raw is None or _state(raw) == "deciding":
+                    sent += await self.handle(job["metadata"]["name"], resume=True) is not None
+            oldest = _seconds(items[-1]["metadata"].get("creationTimestamp")) if items else None
+            if not token or (oldest is not None and oldest < cutoff - 86400):
+                break
+        return sent
+
+    async def handle(self, name: str, resume: bool = False) -> dict[str, Any] | None:
+        """Decide and send the notification job ``name`` calls for (once): its record, or None.
+        ``resume``: also one left being decided by a server that stopped."""
+        if name in self._handling:
+            return None
+        self._handling.add(name)
+        try:
+            return await self._decide_and_send(name, resume)
+        finally:
+            self._handling.discard(name)
+
+    async def _decide_and_send(self, name: str, resume: bool) -> dict[str, Any] | None:
         store = self.service.store
         job = await store.get(name)
-        if NOTIFICATION_ANNOTATION in (job["metadata"].get("annotations") or {}) or series_of(job) is None:
+        raw = (job["metadata"].get("annotations") or {}).get(NOTIFICATION_ANNOTATION)
+        if (raw is not None and not (resume and _state(raw) == "deciding")) or series_of(job) is None:
             return None  # decided already (before a restart, or by another engine)
         event = decide(job, await self._earlier(job))
         if event is None:
@@ -323,6 +356,21 @@ class Notifier:
                 break
         found.sort(key=lambda d: str(d.get("time") or ""), reverse=True)
         return found[:limit]
+
+
+def _seconds(text: str | None) -> float | None:
+    try:
+        when = parse_time(text)
+    except ValueError:
+        return None
+    return None if when is None else when.timestamp()
+
+
+def _state(raw: str) -> str | None:
+    try:
+        return str(json.loads(raw).get("state"))
+    except (ValueError, AttributeError):
+        return None
 
 
 def _now() -> str:

@@ -444,3 +444,30 @@ async def test_a_red_is_also_emailed(local, notebook):
         assert record["deliveries"] == [{"url": f"smtp://127.0.0.1:{port}", "delivered": True, "attempts": 1}]
     finally:
         smtp.server.close()
+
+
+@pytest.mark.asyncio
+async def test_what_a_stopped_server_left_undecided_is_sent_once_by_the_next(local, notebook, receiver):
+    """The server stopped before it decided (no record), or while it was deciding (nothing sent
+    yet): the next leader sends each once; one left being sent is not sent again."""
+    _use(local, Webhook(receiver.url, key=KEY))
+    notifier = local.service.notifier
+    reds = {}
+    for schedule in ("left-undecided", "left-deciding", "left-sending"):
+        nb = notebook(f"{schedule}.ipynb", ["x = 1", "assert x == 1"])
+        spec = {"notebook": {"path": nb}, "podConfig": NO_BUILD}
+        assert (await _scheduled(local, spec, schedule=schedule))["status"]["phase"] == Phase.SUCCEEDED
+        write_notebook(local.root / nb, ["x = 2", "assert x == 1"])
+        local.engine.recorder.listeners.remove(notifier.on_event)  # the server stops before it decides
+        try:
+            reds[schedule] = (await _scheduled(local, spec, schedule=schedule))["metadata"]["name"]
+        finally:
+            local.engine.recorder.listeners.append(notifier.on_event)
+    await local.store.set_annotation(reds["left-deciding"], NOTIFICATION_ANNOTATION,
+                                     json.dumps({"event": "turned-red", "state": "deciding"}))
+    await local.store.set_annotation(reds["left-sending"], NOTIFICATION_ANNOTATION,
+                                     json.dumps({"event": "turned-red", "state": "sending"}))
+    assert receiver.got == []
+    assert await notifier.resume() == 2
+    assert sorted(p["job"]["name"] for p, _ in receiver.got) == sorted([reds["left-undecided"], reds["left-deciding"]])
+    assert await notifier.resume() == 0 and len(receiver.got) == 2
