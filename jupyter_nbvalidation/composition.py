@@ -62,6 +62,11 @@ class NBValidationSettings(LoggingConfigurable):
                                "dir's nbvalidation/git/.").tag(config=True)
     git_timeout = Float(120.0, help="Seconds a fetch of a job's notebook from git may take (spec.notebook.git); "
                                     "past it the job ends InfrastructureFailed.").tag(config=True)
+    git_cache_ttl = Float(30 * 86400.0, help="Seconds a repository fetched for a job's notebook from git is kept "
+                                              "after its last fetch (a garbage collection removes it then; the "
+                                              "next fetch fetches it whole again). A commit's files are kept as "
+                                              "long as a job of that commit exists. 0: repositories are kept."
+                          ).tag(config=True)
     secrets = Dict(help="Secrets by name, for a job's podConfig.credentials (docs/secrets.md): "
                         "{name: {'fromEnv': {KEY: SERVER_ENV_VAR, ...}} or {'fromFile': '/abs/path'} (KEY=VALUE lines "
                         "or a JSON object), with 'users' and 'groups' (the Hub users who may use it; with neither, "
@@ -155,7 +160,8 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
                     max_concurrent_validations=validations)
     service = JobService(engine, backend, root_dir, max_notebook_bytes=settings.max_notebook_bytes,
                          max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes,
-                         git_dir=settings.git_dir or None, git_timeout=settings.git_timeout)
+                         git_dir=settings.git_dir or None, git_timeout=settings.git_timeout,
+                         git_cache_ttl=settings.git_cache_ttl)
     notifier = service.notifier
     notifier.webhooks, notifier.max_steps = parse_webhooks(settings.webhooks), settings.auto_bisect_max_steps
     notifier.attempts, notifier.backoff = settings.webhook_attempts, settings.webhook_backoff

@@ -105,6 +105,12 @@ if [ ! -x /usr/bin/slirp4netns ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q slirp4netns
 fi
 /usr/bin/slirp4netns --version 2>/dev/null | sed -n 1p || true
+step "system packages: openssh-server, the real sshd on loopback of the notebooks-from-git-over-ssh tests"
+if [ ! -x /usr/sbin/sshd ]; then
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server
+fi
+/usr/sbin/sshd -V 2>&1 | sed -n 1p || true
 touch "$T/apt.done"
 
 step "Python environment (.venv) with the project and its test extras"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, ABCMeta, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Awaitable, Callable, ClassVar
 
 from traitlets import Float, Int, MetaHasTraits
 from traitlets.config import LoggingConfigurable
@@ -335,8 +335,22 @@ class Backend(LoggingConfigurable, ABC, metaclass=_PortMeta):
         await self.store.delete(job["metadata"]["name"])
 
     async def collect(self, job_ttl: float | None = None, env_cache_max_bytes: int | None = None) -> dict[str, Any]:
-        """Retention and the environment cache cap, now (``capabilities.garbage_collection``)."""
+        """Retention and the environment cache cap, now (``capabilities.garbage_collection``);
+        ends with :meth:`collect_more`."""
         raise NotImplementedError
+
+    def add_collect_hook(self, hook: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        """What a collection also removes that is not the backend's own (the service's cache of
+        notebooks from git): ``hook`` runs after the backend's own collection (on request and
+        in its periodic loop) and its answer is merged into the report."""
+        self.__dict__.setdefault("_collect_hooks", []).append(hook)
+
+    async def collect_more(self, report: dict[str, Any]) -> None:
+        for hook in self.__dict__.get("_collect_hooks", []):
+            try:
+                report.update(await hook())
+            except Exception as e:  # one cache's trouble never stops the backend's own collection
+                self.log.warning("nbvalidation: garbage collection of %s failed: %s", hook, e)
 
     @abstractmethod
     async def executed_notebook(self, job: Job) -> dict[str, Any] | None:

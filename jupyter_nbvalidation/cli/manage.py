@@ -38,6 +38,9 @@ def cmd_gc(args: argparse.Namespace) -> int:
     lines += [f"removed leftover job folder {d}" for d in report["orphanDirs"]]
     lines += [f"removed environment {e['key']} ({e['bytes'] / 2**20:.1f} MiB, last used {e['lastUse']})"
               for e in report["envs"]]
+    lines += [f"removed the files of commit {c} (no job of it is left)" for c in report.get("gitTrees", [])]
+    lines += [f"removed the fetched repository {r} (not fetched for NBValidation.git_cache_ttl)"
+              for r in report.get("gitRepos", [])]
     lines.append(f"{len(report['jobs'])} job(s), {len(report['envs'])} environment(s) removed; "
                  f"environment cache {report['envCacheBytes'] / 2**20:.1f} MiB")
     out(args, report, "\n".join(lines))

@@ -34,6 +34,7 @@ from typing import Iterable
 from jupyter_nbvalidation.core.redaction import scrub
 from jupyter_nbvalidation.core.tasks import wait_within
 
+LAST_USE = "nbv-last-use"  # in a repository of the cache: touched by every fetch (collect)
 _SHA = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
 _ASKPASS = """#!/bin/sh
 case "$1" in
@@ -147,7 +148,39 @@ class GitCache:
             tree = self.tree_dir(commit)
             if not await asyncio.to_thread(os.path.isdir, tree):
                 await self._export(repo, commit, tree, creds, deadline)
+            # used now: a collection leaves both alone for a while (collect)
+            await asyncio.to_thread(_touch, tree, os.path.join(repo, LAST_USE))
         return Fetched(url=url, ref=ref, commit=commit, tree=tree)
+
+    async def collect(self, keep_trees: set[str], repo_ttl: float, tree_min_age: float = 3600.0) -> dict[str, object]:
+        """Remove the commits' trees no job roots in (``keep_trees``: real paths) that no
+        fetch used for ``tree_min_age`` seconds (a submit fetches before its job exists), and
+        the repositories no fetch used for ``repo_ttl`` seconds (0: kept). A removed
+        repository costs only a fetch again (and the commits of a "since the last success"
+        that reaches back to it)."""
+        removed_trees: list[str] = []
+        removed_repos: list[str] = []
+        now = time.time()
+        trees = os.path.join(self.root, "trees")
+        for name in await asyncio.to_thread(_listdir, trees):
+            path = os.path.join(trees, name)
+            if name.startswith(".") or not _SHA.match(name) or os.path.realpath(path) in keep_trees:
+                continue
+            if now - await asyncio.to_thread(_mtime, path) > tree_min_age:
+                await asyncio.to_thread(_remove, path)
+                removed_trees.append(name)
+        repos = os.path.join(self.root, "repos")
+        if repo_ttl > 0:
+            for name in await asyncio.to_thread(_listdir, repos):
+                path = os.path.join(repos, name)
+                if not name.endswith(".git"):
+                    continue
+                async with self._locks.setdefault(path, asyncio.Lock()):  # never under a fetch of this process
+                    used = await asyncio.to_thread(_mtime, os.path.join(path, LAST_USE))
+                    if now - (used or await asyncio.to_thread(_mtime, path)) > repo_ttl:
+                        await asyncio.to_thread(_remove, path)
+                        removed_repos.append(name)
+        return {"gitTrees": removed_trees, "gitRepos": removed_repos}
 
     async def log(self, url: str, old: str, new: str, folder: str, cache: str = "",
                   limit: int = 50) -> dict[str, object] | None:
@@ -294,6 +327,39 @@ class GitCache:
             ssh += ["-i", key]
         env["GIT_SSH_COMMAND"] = " ".join(_quote(a) for a in ssh)
         return env
+
+
+def _touch(*paths: str) -> None:
+    for path in paths:
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            with open(path, "a"):
+                pass
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except FileNotFoundError:
+        return []
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _remove(path: str) -> None:
+    """Out of sight first (one rename: nothing half-removed is ever used), then removed."""
+    gone = os.path.join(os.path.dirname(path), f".gone-{os.path.basename(path)}-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(path, gone)
+    except OSError:
+        return
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def _quote(arg: str) -> str:

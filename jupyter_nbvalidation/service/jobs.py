@@ -61,7 +61,7 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
 
     def __init__(self, engine: Engine, backend: Backend, root_dir: str, *, max_notebook_bytes: int = 10 * 2**20,
                  max_input_files: int = 1000, max_input_bytes: int = 50 * 2**20, git_dir: str | None = None,
-                 git_timeout: float = 120.0):
+                 git_timeout: float = 120.0, git_cache_ttl: float = 30 * 86400.0):
         self.engine = engine
         self.backend = backend
         self.root_dir = root_dir
@@ -81,6 +81,20 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         self.notifier = Notifier(self, webhooks=[], log=engine.log)
         engine.recorder.listeners.append(self.notifier.on_event)
         self._resuming: asyncio.Task[None] | None = None
+        self.git_cache_ttl = git_cache_ttl
+        backend.add_collect_hook(self._collect_git)
+
+    async def _collect_git(self) -> dict[str, Any]:
+        """The commits' trees no job roots in any more, and the repositories not fetched for
+        ``git_cache_ttl`` (a collection's hook: Backend.collect)."""
+        keep: set[str] = set()
+        token = None
+        while True:  # every job, every owner's: a job's root is kept as long as the job
+            items, token = await self.store.list_jobs(limit=500, continue_token=token)
+            keep.update(os.path.realpath(r) for r in (self._root_of(j) for j in items) if r)
+            if not token:
+                break
+        return await self.git.collect(keep, self.git_cache_ttl)
 
     def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None,
                 groups: Iterable[str] = ()) -> "JobService":

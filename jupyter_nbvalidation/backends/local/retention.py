@@ -162,4 +162,5 @@ class RetentionRoom(LocalState):
                 report["envs"].append({"key": e["key"], "bytes": e["bytes"],
                                        "lastUse": isotime_of(e["lastUseEpoch"])})
         report["envCacheBytes"] = total
+        await self.collect_more(report)
         return report

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from jupyter_nbvalidation.backends.base import Observation
 from jupyter_nbvalidation.backends.local.disk import _Build, _Run
@@ -111,6 +111,9 @@ class LocalState:
 
     def private_paths(self) -> frozenset[str]:
         raise NotImplementedError
+
+    if TYPE_CHECKING:  # backends/base.py's: declared only (Backend's comes after this class in LocalBackend's MRO)
+        async def collect_more(self, report: dict[str, Any]) -> None: ...
 
     def build_strategy(self, job: Job) -> str:
         raise NotImplementedError
