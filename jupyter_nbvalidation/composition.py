@@ -13,13 +13,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from traitlets import Bool, Dict, Enum, Float, Int, TraitError, Type, Unicode, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Type, Unicode, validate
 from traitlets.config import Config, LoggingConfigurable
 
 from jupyter_nbvalidation.backends.base import Backend
 from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.secrets.registry import SecretRegistry
 from jupyter_nbvalidation.service.jobs import JobService
+from jupyter_nbvalidation.service.smtp_mail import Mail
+from jupyter_nbvalidation.service.webhook import parse_webhooks
 
 
 class NBValidationSettings(LoggingConfigurable):
@@ -78,6 +80,41 @@ class NBValidationSettings(LoggingConfigurable):
                         "or a JSON object) or {'fromSecret': 'k8s-secret-name'} (kubernetes backend), with 'users' and 'groups' (the Hub users who may use it; with neither, "
                         "only the server's own user)}. Values are read at each run, never stored.").tag(config=True)
 
+    webhooks: List[Any] = List(help="Where a schedule's series that changes colour is told (docs/watching.md, \"When it turns "
+                         "red\"): a list of {'url': 'https://...', 'secret': NAME} (the HMAC key: a secret of "
+                         "`secrets` by name, its key 'secretKey' or its only key) or {'url': ..., 'key': LITERAL}, "
+                         "or a bare URL (unsigned). Each gets a JSON POST signed in X-Nbvalidation-Signature-256 "
+                         "(sha256=<hex HMAC-SHA256 of the body>).").tag(config=True)
+    webhook_attempts = Int(5, help="Tries of one webhook delivery (a connection error, a timeout, a 429 or a 5xx "
+                                   "is tried again) before it is recorded as undelivered.").tag(config=True)
+    webhook_backoff = Float(1.0, help="Seconds before a webhook delivery's second try, doubling for each next "
+                                      "one.").tag(config=True)
+    webhook_timeout = Float(10.0, help="Seconds one webhook request may take.").tag(config=True)
+    auto_bisect_max_steps = Int(6, help="Validations the search for the cause may run by itself when a schedule's "
+                                        "notebook turns red after a success and its environment changed (the search "
+                                        "`POST /jobs/{name}/bisect` starts); 0: no search, the change summary "
+                                        "only.").tag(config=True)
+    public_url = Unicode("", help="This server's URL as the receivers of its notifications reach it "
+                                  "(e.g. https://hub.example.org/user/me/): a notification's `url` is the "
+                                  "job's REST URL under it; empty: no link.").tag(config=True)
+
+    smtp_host = Unicode("", help="An SMTP server that notifications are also e-mailed through (empty: no "
+                                 "e-mail).").tag(config=True)
+    smtp_port = Int(25, help="The SMTP server's port.").tag(config=True)
+    smtp_starttls = Bool(False, help="Upgrade the SMTP connection with STARTTLS before sending.").tag(config=True)
+    smtp_from = Unicode("nbvalidation@localhost", help="The notifications' sender address.").tag(config=True)
+    smtp_to: List[Any] = List(Unicode(), help="Who the notifications are e-mailed to (addresses).").tag(config=True)
+    smtp_secret = Unicode("", help="A secret of `secrets` by name with the SMTP login (keys username and password); "
+                                   "empty: no login.").tag(config=True)
+
+    @validate("webhooks")
+    def _check_webhooks(self, proposal: Any) -> Any:
+        try:
+            parse_webhooks(proposal["value"])
+        except ValueError as e:
+            raise TraitError(str(e)) from None
+        return proposal["value"]
+
     @validate("secrets")
     def _check_secrets(self, proposal: Any) -> Any:
         try:
@@ -129,11 +166,20 @@ def assemble(settings: NBValidationSettings, root_dir: str, log: Any, *,
                     resync_period=settings.resync_period, max_retries=settings.max_retries,
                     retry_backoff=settings.retry_backoff, max_concurrent_builds=builds,
                     max_concurrent_validations=validations)
-    return JobService(engine, backend, root_dir, max_notebook_bytes=settings.max_notebook_bytes,
-                      max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes,
-                      git_dir=settings.git_dir or None, git_timeout=settings.git_timeout,
-                      git_cache_ttl=settings.git_cache_ttl,
-                      schedule_seconds_field=settings.schedule_seconds_field)
+    service = JobService(engine, backend, root_dir, max_notebook_bytes=settings.max_notebook_bytes,
+                         max_input_files=settings.max_input_files, max_input_bytes=settings.max_input_bytes,
+                         git_dir=settings.git_dir or None, git_timeout=settings.git_timeout,
+                         git_cache_ttl=settings.git_cache_ttl,
+                         schedule_seconds_field=settings.schedule_seconds_field)
+    notifier = service.notifier
+    notifier.webhooks, notifier.max_steps = parse_webhooks(settings.webhooks), settings.auto_bisect_max_steps
+    notifier.attempts, notifier.backoff = settings.webhook_attempts, settings.webhook_backoff
+    notifier.timeout, notifier.public_url = settings.webhook_timeout, settings.public_url
+    if settings.smtp_host and settings.smtp_to:
+        notifier.mail = Mail(settings.smtp_host, settings.smtp_port, settings.smtp_from, tuple(settings.smtp_to),
+                             settings.smtp_starttls, settings.webhook_timeout)
+        notifier.mail_secret = settings.smtp_secret
+    return service
 
 
 def jupyter_config() -> Config:

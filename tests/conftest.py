@@ -68,6 +68,11 @@ SLOW_TESTS = {
                              "test_a_20000_cell_job_is_listed_as_a_small_summary",
                              "test_serving_the_notebook_of_a_50_mb_cell_keeps_the_server_small_and_responsive"),
     "test_build_log_stream": ("test_build_log_grows_while_building_then_completes",),
+    "test_notify": ("test_environment_drift_names_the_package", "test_a_push_that_breaks_a_cell_names_the_commit_once",
+                    "test_a_push_that_also_moves_a_package_blames_the_commit",
+                    "test_describe_and_the_reports_name_the_commit",
+                    "test_what_a_stopped_server_left_undecided_is_sent_once_by_the_next",
+                    "test_a_receiver_that_fails_twice_gets_the_third_try_and_one_down_is_recorded"),
     "test_env_integrity": ("test_a_notebook_that_writes_into_its_environment_does_not_pass_the_next_one",
                            "test_a_job_that_would_reuse_an_environment_changed_by_a_running_one_waits_then_gets_"
                            "a_fresh_one"),

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 
 from jupyter_nbvalidation.clients.base import INTERRUPT_GRACE, Client, ClientError, Json
 from jupyter_nbvalidation.spec.project import GoldenFinder, SettingsError
+from jupyter_nbvalidation.why_red.culprit import culprit_line, culprit_of
 
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "node_modules"}
 GLOB_CHARS = set("*?[")
@@ -86,6 +87,11 @@ class Outcome:
         if not since:
             return ""
         return f"since the last success (job {since.get('name', '')}): {ch.get('sentence', '')}"
+
+    @property
+    def culprit(self) -> str:
+        """A red job's cause, when it is known (its notification's, or the commits alone): "" otherwise."""
+        return culprit_line(culprit_of(self.job, self.changes))
 
     @property
     def environment(self) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 from jupyter_nbvalidation.core.model import CellStatus, Phase, Reason, format_duration, parse_time, utcnow
 from jupyter_nbvalidation.runner.text import cell_label, strip_ansi
 from jupyter_nbvalidation.verdict.environment_record import summary_lines
+from jupyter_nbvalidation.why_red.culprit import culprit_line, culprit_of, notification_of
 
 CANCELLED = Reason.CANCELLED  # shown as its own verdict
 # before the engine first looks at a job it has no phase yet: shown as "Pending" (README, "REST API")
@@ -200,6 +201,21 @@ def changes_block(changes: dict[str, Any] | None) -> str:
     when = since.get("completionTime")
     return (f"\nSince the last success ({since['name']}, {age(when)} ago): {changes['sentence']}" if when
             else f"\nSince the last success ({since['name']}): {changes['sentence']}")
+
+
+def culprit_block(job: dict[str, Any], changes: dict[str, Any] | None) -> str:
+    """``describe``'s notification (a schedule's series that changed colour) and the red's cause,
+    when they are known (why_red/culprit.py)."""
+    lines = ""
+    note = notification_of(job)
+    if note is not None:
+        seen = ", seen" if note.get("seen") else ""
+        lines += (f"\nNotification: {note.get('event')} (schedule {note.get('schedule')}, "
+                  f"{note.get('state')}{seen})")
+    cause = culprit_line(culprit_of(job, changes))
+    if cause:
+        lines += "\n" + cause[:1].upper() + cause[1:]
+    return lines
 
 
 def retries_text(status: dict[str, Any]) -> str:

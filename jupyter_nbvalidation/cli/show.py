@@ -11,6 +11,7 @@ from jupyter_nbvalidation.cli.connect import connect
 from jupyter_nbvalidation.cli.follow import Follower, follow
 from jupyter_nbvalidation.clients.base import ClientError
 from jupyter_nbvalidation.core.model import is_terminal
+from jupyter_nbvalidation.why_red.culprit import culprit_of
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -39,9 +40,10 @@ def cmd_describe(args: argparse.Namespace) -> int:
     environment, since = if_found(api.environment, args.name), None
     if is_terminal((job.get("status") or {}).get("phase")):
         since = if_found(api.changes, args.name)
-    out(args, {"job": job, "timeline": timeline, "events": events, "environment": environment, "changes": since},
+    out(args, {"job": job, "timeline": timeline, "events": events, "environment": environment, "changes": since,
+               "culprit": culprit_of(job, since)},
          render.describe(job, timeline, events) + render.environment_block(job, environment)
-         + render.changes_block(since))
+         + render.changes_block(since) + render.culprit_block(job, since))
     if getattr(args, "follow", False) and args.output != "json":
         # then the build log as it grows, the phases and the progress, until the verdict
         follower = Follower(follow_log=True, phase=render.phase_label(job))

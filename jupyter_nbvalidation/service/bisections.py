@@ -181,6 +181,13 @@ class Bisections:
         self._tasks[name] = asyncio.create_task(run(), name=f"nbvalidation-bisect-{name}")
         return True, self.get(name) or doc
 
+    async def wait(self, name: str) -> dict[str, Any] | None:
+        """The job's search once it ended (its document; None when none was started)."""
+        task = self._tasks.get(name)
+        if task is not None:
+            await asyncio.shield(task)
+        return self.get(name)
+
     async def stop(self, name: str) -> dict[str, Any] | None:
         """Stop the job's search (its running step cancelled); its document once it ended."""
         stop, task = self._stops.get(name), self._tasks.get(name)

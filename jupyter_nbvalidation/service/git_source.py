@@ -36,13 +36,13 @@ class GitSourceRoom(ServiceState):
     git: GitCache
     past_the_service = False  # a view adopting a job made with kubectl (_adopt_git)
 
-    async def _submit_git(self, spec: Any, probe_of: str | None) -> Job:
+    async def _submit_git(self, spec: Any, probe_of: str | None, labels: dict[str, str]) -> Job:
         checked, creds = self._git_checked(spec)
         try:
             view, _ = await self._fetched_view(checked, creds)
         except FetchFailed as e:
-            return await self._unfetched_job(checked, e)
-        return await view.submit(spec, probe_of)
+            return await self._unfetched_job(checked, e, labels)
+        return await view.submit(spec, probe_of, labels)
 
     async def _unchanged_git(self, spec: Any) -> Job | None:
         checked, creds = self._git_checked(spec)
@@ -149,11 +149,12 @@ class GitSourceRoom(ServiceState):
         view.extra_annotations = {SOURCE_ANNOTATION: json.dumps(source, sort_keys=True)}
         return view, source
 
-    async def _unfetched_job(self, spec: dict[str, Any], failure: FetchFailed) -> Job:
+    async def _unfetched_job(self, spec: dict[str, Any], failure: FetchFailed, labels: dict[str, str]) -> Job:
         """A job that ends InfrastructureFailed with ``failure`` (it has no snapshot)."""
         source, message = _failure(spec, failure)
-        labels = {OWNER_LABEL: self.owner} if self.owner is not None else {}
-        labels.update(self.extra_labels)
+        labels = {**labels, **self.extra_labels}
+        if self.owner is not None:
+            labels[OWNER_LABEL] = self.owner
         job = new_job(spec, labels=labels, annotations={  # type: ignore[arg-type]  # checked by _validate
             SOURCE_ANNOTATION: source, SOURCE_FAILURE_ANNOTATION: message})
         try:

@@ -282,6 +282,24 @@ class ChangesHandler(BaseHandler):
         self.send(await self.service.since_last_success(name))
 
 
+class NotificationsHandler(BaseHandler):
+    """The caller's notifications (a schedule's series that changed colour), newest first."""
+
+    @web.authenticated
+    @authorized
+    @api
+    async def get(self) -> None:
+        self.send(await self.service.notifications(self.int_arg("limit", 50, 1, 500)))
+
+
+class NotificationSeenHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @api
+    async def post(self, name: str) -> None:
+        self.send(await self.service.notification_seen(name))
+
+
 class ProjectSettingsHandler(BaseHandler):
     """The project settings file of a notebook's project (service/project_settings.py): GET reads
     what applies to ``?notebook=PATH``, PUT replaces that notebook's own entry."""
@@ -392,6 +410,8 @@ def routes() -> list[tuple[str, type]]:
         (rf"{p}/schedules/{NAME}/?", ScheduleHandler),
         (rf"{p}/schedules/{NAME}/trigger/?", ScheduleTriggerHandler),
         (rf"{p}/schedules/{NAME}/jobs/?", ScheduleJobsHandler),
+        (rf"{p}/notifications/?", NotificationsHandler),
+        (rf"{p}/notifications/{NAME}/seen/?", NotificationSeenHandler),
         (rf"{p}/unchanged/?", UnchangedHandler),
         (rf"{p}/project-settings/?", ProjectSettingsHandler),
         (rf"{p}/health/?", HealthHandler),

@@ -14,7 +14,11 @@ import jupyter_nbvalidation.verdict.cache as verdict_cache
 from jupyter_nbvalidation.backends.base import Backend
 from jupyter_nbvalidation.core.documents import Job
 from jupyter_nbvalidation.core.errors import InputRejected
-from jupyter_nbvalidation.core.model import is_terminal, new_job
+from jupyter_nbvalidation.core.model import (
+    is_terminal,
+    isotime,
+    new_job,
+)
 from jupyter_nbvalidation.core.tasks import cancel_and_wait
 from jupyter_nbvalidation.engine.engine import Engine
 from jupyter_nbvalidation.secrets.registry import Caller
@@ -25,11 +29,13 @@ from jupyter_nbvalidation.service.errors import ApiError as ApiError
 from jupyter_nbvalidation.service.git_fetch import GitCache
 from jupyter_nbvalidation.service.git_source import GitSourceRoom, has_git
 from jupyter_nbvalidation.service.history import PROBE_ANNOTATION, HistoryRoom
+from jupyter_nbvalidation.service.notify import Notifier
 from jupyter_nbvalidation.service.project_settings import ProjectSettingsRoom
 from jupyter_nbvalidation.service.queries import QueriesRoom
 from jupyter_nbvalidation.service.snapshot import SnapshotRoom
 from jupyter_nbvalidation.service.tenancy import QuotaLocks, Quotas, check_quotas, owner_counts, owner_label
 from jupyter_nbvalidation.store.base import OWNER_LABEL, NotFound, StoreError
+from jupyter_nbvalidation.why_red.culprit import SEEN_ANNOTATION, notification_of
 
 
 def default_git_dir(backend: Backend) -> str:
@@ -70,6 +76,10 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         # notebooks from git: the per-URL cache and the exported trees (docs/watching.md)
         self.git = GitCache(git_dir or default_git_dir(backend), timeout=git_timeout)
         engine.adopt_source = self._adopt_git  # a job made past the service with its notebook in git
+        # a schedule's series that changes colour tells its owner (notify.py; configured by assemble)
+        self.notifier = Notifier(self, webhooks=[], log=engine.log)
+        engine.recorder.listeners.append(self.notifier.on_event)
+        self._resuming: asyncio.Task[None] | None = None
         self.git_cache_ttl = git_cache_ttl
         backend.add_collect_hook(self._collect_git)
         # schedules (service/schedules.py): a seconds field in their cron (tests only), a lock per
@@ -131,6 +141,7 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         store that comes back (or is repaired) needs no restart."""
         try:
             await self.engine.start()
+            self._resume_notifications(log)
             return
         except StoreError as e:
             self.start_problem = f"the engine cannot start: {e}"
@@ -148,11 +159,30 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
                     continue
                 self.start_problem = None
                 log.info("nbvalidation: the engine started after all")
+                self._resume_notifications(log)
                 return
 
         self._start_retry = asyncio.get_running_loop().create_task(again(), name="nbvalidation-start-retry")
 
+    def _resume_notifications(self, log: Any) -> None:
+        """Once this server leads: the notifications a stopped one left undecided (notify.py)."""
+        async def resume() -> None:
+            await self.engine.leading.wait()
+            try:
+                taken = await self.notifier.resume()
+            except StoreError as e:
+                log.warning("nbvalidation: notifications left by a stopped server not looked at: %s", e)
+                return
+            if taken:
+                log.info("nbvalidation: %d notification(s) left by a stopped server sent", taken)
+
+        self._resuming = asyncio.get_running_loop().create_task(resume(), name="nbvalidation-notify-resume")
+
     async def stop(self) -> None:
+        if self._resuming is not None:
+            await cancel_and_wait(self._resuming)
+            self._resuming = None
+        await self.notifier.close()
         if self._bisections is not None:  # each search's running step cancelled while the engine still runs
             await self._bisections.close()
         if self._start_retry is not None:
@@ -175,10 +205,13 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         if drain:
             await self.backend.drain()
 
-    async def submit(self, spec: Any, probe_of: str | None = None) -> Job:
+    async def submit(self, spec: Any, probe_of: str | None = None, labels: dict[str, str] | None = None) -> Job:
         """A new job. ``probe_of``: the name of a job of the same notebook this one is a
         probe for (``bisect``'s steps): it never stands as the notebook's verdict (left out
-        of the job list unless asked for, of the verdict cache and of the last success)."""
+        of the job list unless asked for, of the verdict cache and of the last success).
+        ``labels``: extra labels the job carries (internal: a schedule's jobs carry
+        ``store.base.SCHEDULE_LABEL``); never the owner's, which the view decides."""
+        labels = {k: v for k, v in (labels or {}).items() if k != OWNER_LABEL}
         if probe_of is not None:
             target = await self.get(probe_of)
             path = (spec.get("notebook") or {}).get("path") if isinstance(spec, dict) else None
@@ -186,15 +219,16 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
                 raise ApiError(400, "InvalidField", f"probeOf: job {probe_of!r} is not of notebook {path!r}",
                                "probeOf")
         if not self.at_commit and has_git(spec):  # fetched first; this again, rooted at the commit's tree
-            return await self._submit_git(spec, probe_of)
+            return await self._submit_git(spec, probe_of, labels)
         spec, files, nb_path, reqs, _env, key = await self._prepare(spec)
         annotations = self._submit_annotations(spec, nb_path, reqs)
         if key and probe_of is None:  # a probe's verdict never answers for the notebook
             annotations[verdict_cache.ANNOTATION] = key
         if probe_of is not None:
             annotations[PROBE_ANNOTATION] = probe_of
-        labels = {OWNER_LABEL: self.owner} if self.owner is not None else {}
         labels.update(self.extra_labels)  # a schedule's run: the schedule's name
+        if self.owner is not None:
+            labels[OWNER_LABEL] = self.owner
         job = new_job(spec, annotations=annotations, labels=labels)
         reqmod.hold(job["metadata"]["name"], reqs.secrets)
         try:
@@ -243,6 +277,23 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
             raise ApiError(400, "Unsupported", f"the {self.backend.name} backend has no garbage collection here")
         return await self.backend.collect(job_ttl=job_ttl, env_cache_max_bytes=env_cache_max_bytes)
 
+    # -- notifications: a schedule's series that changed colour (notify.py) ---------------------
+    async def notifications(self, limit: int = 50) -> dict[str, Any]:
+        """GET /notifications: the ones of the jobs this view sees, newest first."""
+        items = await self.notifier.listed(self, limit)
+        return {"kind": "NotificationList", "items": items, "unseen": sum(1 for i in items if not i["seen"])}
+
+    async def notification_seen(self, name: str) -> dict[str, Any]:
+        """POST /notifications/{name}/seen: marked seen (the job's own; another's is a 404)."""
+        job = await self.get(name)
+        if notification_of(job) is None:
+            raise ApiError(404, "NotFound", f"job {name!r} has no notification")
+        if not ((job["metadata"].get("annotations") or {}).get(SEEN_ANNOTATION)):
+            job = await self.store.set_annotation(name, SEEN_ANNOTATION, isotime())
+        doc = notification_of(job)
+        assert doc is not None
+        return doc
+
     # -- the cause of a red: bisect here (the lab's Find the cause; the CLI runs its own) ---------
     def _bisect_runs(self) -> "Bisections":
         if not self.backend.capabilities.environment_records:
@@ -264,6 +315,11 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
         if root:
             via.root_dir, via.real_root = root, os.path.realpath(root)
         return await self._bisect_runs().start(name, max_steps, via=via)
+
+    async def bisect_wait(self, name: str) -> dict[str, Any] | None:
+        """The job's search here once it ended (the notifier's, which started it)."""
+        await self.get(name)
+        return await self._bisect_runs().wait(name)
 
     async def bisect_status(self, name: str) -> dict[str, Any]:
         await self.get(name)

@@ -256,6 +256,31 @@ BISECTION_SCHEMA = {
     },
 }
 
+NOTIFICATION_SCHEMA = {
+    "type": "object",
+    "required": ["id", "event", "time", "state", "schedule", "job", "culprit", "changes", "deliveries", "seen"],
+    "description": "A schedule's series that changed colour, as told to its owner (notify.py; docs/watching.md, "
+                   "\"When it turns red\"); kept on the job",
+    "properties": {
+        "id": {"type": "string", "description": "the job's name"},
+        "event": {"type": "string", "enum": ["turned-red", "infrastructure-failed", "back-to-green"]},
+        "time": {"type": ["string", "null"]},
+        "state": {"type": ["string", "null"], "enum": ["deciding", "sending", "sent", "undelivered", None],
+                  "description": "sent: every webhook took it; undelivered: one did not after its tries"},
+        "schedule": {"type": ["string", "null"]},
+        "job": {"type": "object", "properties": {"name": {"type": "string"}, "notebook": {"type": ["string", "null"]},
+                                                 "phase": {"type": ["string", "null"]},
+                                                 "reason": {"type": ["string", "null"]}}},
+        "culprit": {"type": ["object", "null"], "description": "turned-red only: kind commit (commit, commits: sha, "
+                    "subject, files), packages (packages: name, from, to; search) or unknown; message"},
+        "changes": {"type": ["object", "null"], "description": "turned-red only: the Changes since the last success"},
+        "deliveries": {"type": "array", "items": {"type": "object", "properties": {
+            "url": {"type": "string"}, "delivered": {"type": "boolean"}, "attempts": {"type": "integer"},
+            "status": {"type": "integer"}, "error": {"type": "string"}, "id": {"type": "string"}}}},
+        "seen": {"type": ["string", "null"], "description": "when its owner marked it seen"},
+    },
+}
+
 ERROR_SCHEMA = {
     "type": "object",
     "required": ["error"],
@@ -293,6 +318,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                         "EnvironmentRecord": ENVIRONMENT_RECORD_SCHEMA, "Changes": CHANGES_SCHEMA,
                         "Bisection": BISECTION_SCHEMA, "PartialSpec": PARTIAL_SPEC_SCHEMA,
                         "ProjectSettings": PROJECT_SETTINGS_SCHEMA, "Schedule": SCHEDULE_SCHEMA,
+                        "Notification": NOTIFICATION_SCHEMA,
                         "Switch": {"type": "object", "required": ["enabled", "reason"], "properties": {
                             "enabled": {"type": "boolean"},
                             "reason": {"type": ["string", "null"], "description": "why it is off (plain-HTTP "
@@ -468,6 +494,23 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
                                    "input files, options, packages, Python",
                         "responses": {"200": _json({"$ref": "#/components/schemas/Changes"}, "Changes"),
                                       **_errors(404)}},
+            },
+            "/notifications": {
+                "get": {"summary": "The caller's notifications (a schedule's series that turned red, failed for "
+                                   "infrastructure, or came back to green), newest first",
+                        "parameters": [{"name": "limit", "in": "query", "required": False,
+                                        "description": "at most this many (default 50)",
+                                        "schema": {"type": "integer", "minimum": 1, "maximum": 500}}],
+                        "responses": {"200": _json({"type": "object", "required": ["items", "unseen"], "properties": {
+                            "kind": {"type": "string"},
+                            "items": {"type": "array", "items": {"$ref": "#/components/schemas/Notification"}},
+                            "unseen": {"type": "integer"}}}, "Notifications"), **_errors(400)}},
+            },
+            "/notifications/{name}/seen": {
+                "parameters": [NAME_PARAM],
+                "post": {"summary": "Mark the job's notification seen",
+                         "responses": {"200": _json({"$ref": "#/components/schemas/Notification"}, "Notification"),
+                                       **_errors(404)}},
             },
             "/health": {
                 "get": {"summary": "Active backend and whether it is usable",

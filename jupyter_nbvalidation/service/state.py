@@ -74,7 +74,7 @@ class ServiceState:
         return ((job.get("metadata") or {}).get("annotations") or {}).get(ROOT_ANNOTATION)
 
     # -- JobService's (jobs.py) and HistoryRoom's (history.py) --------------------------------
-    async def submit(self, spec: Any, probe_of: str | None = None) -> Job:
+    async def submit(self, spec: Any, probe_of: str | None = None, labels: dict[str, str] | None = None) -> Job:
         raise NotImplementedError
 
     async def unchanged(self, spec: Any, max_pages: int = 20) -> Job | None:

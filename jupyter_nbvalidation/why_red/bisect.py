@@ -114,6 +114,10 @@ def _probe_spec(failing: dict[str, Any], lines: list[str]) -> dict[str, Any]:
     bc.pop("requirementsFile", None)  # the pinned list replaces whatever the notebook declared
     bc.pop("constraints", None)  # and whatever it constrained: the pins are exact
     bc["requirements"] = lines
+    commit = ((failing.get("status") or {}).get("source") or {}).get("commit")
+    git = (spec.get("notebook") or {}).get("git")
+    if commit and isinstance(git, dict):  # the failing job's commit, not where its branch is now
+        git["ref"] = commit
     return spec
 
 

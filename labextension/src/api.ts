@@ -15,6 +15,8 @@ import type {
   IJob,
   IJobList,
   IJobSpec,
+  INotification,
+  INotificationList,
   IValidationAPI
 } from './types';
 
@@ -132,6 +134,17 @@ export class NBValidationAPI implements IValidationAPI {
 
   createJob(spec: IJobSpec): Promise<IJob> {
     return this.json<IJob>(['jobs'], { method: 'POST', body: JSON.stringify(spec) });
+  }
+
+  async notifications(): Promise<INotificationList> {
+    return this.json<INotificationList>(['notifications']);
+  }
+
+  async markNotificationSeen(name: string): Promise<INotification> {
+    return this.json<INotification>(['notifications', name, 'seen'], {
+      method: 'POST',
+      body: '{}'
+    });
   }
 
   async cancelJob(name: string): Promise<void> {

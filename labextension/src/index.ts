@@ -29,6 +29,7 @@ import { followLiveUpdates, followNotebooks, reportServerState } from './live';
 import { downloadExecuted, downloadLock, openExecuted, setupExecutedNotebooks } from './executed';
 import { describe, ValidationModel } from './model';
 import { Notification } from '@jupyterlab/apputils';
+import { followNotifications } from './notifications';
 import { PANEL_ID, ValidationPanel } from './panel';
 import { trackSettings } from './settings';
 import { ValidationStatus } from './statusbar';
@@ -131,6 +132,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
     void app.restored.then(async () => {
       follow();
+      followNotifications(api, name => {
+        model.setScope('all');
+        model.select(name);
+        ctx.openPanel();
+      });
       await reportServerState(model);
     });
   }

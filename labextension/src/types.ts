@@ -203,6 +203,33 @@ export interface IValidationAPI {
   projectSettings?(notebook: string): Promise<IProjectSettings | null>;
   /** Write a notebook's own entry in the project settings file. */
   saveProjectSettings?(notebook: string, options: PartialSpec): Promise<IProjectSettings>;
+  /** The caller's notifications, newest first (GET …/notifications). */
+  notifications?(): Promise<INotificationList>;
+  /** Mark one seen (POST …/notifications/{name}/seen). */
+  markNotificationSeen?(name: string): Promise<INotification>;
+}
+
+/** A schedule's series that changed colour (notify.py; docs/watching.md, "When it turns red"). */
+export interface INotification {
+  /** the job's name */
+  id: string;
+  event: 'turned-red' | 'infrastructure-failed' | 'back-to-green';
+  time: string | null;
+  schedule: string | null;
+  job: { name: string; notebook?: string | null; phase?: string | null; reason?: string | null };
+  culprit: {
+    kind: 'commit' | 'packages' | 'unknown';
+    message: string;
+    [key: string]: unknown;
+  } | null;
+  /** when its owner marked it seen; null while unseen */
+  seen: string | null;
+  [key: string]: unknown;
+}
+
+export interface INotificationList {
+  items: INotification[];
+  unseen: number;
 }
 
 /** GET /jobs/{name}/bisect (bisect_runs.py): which package changes turned a failed job red. */

@@ -54,6 +54,8 @@ def test_every_command_ends_without_noise_on_stderr(tmp_path):
     seen["hub-config"] = (go("hub-config", "--backend", "local"), ())
     # outside a Hub and without --url: refused in one line (exit 2), no server started
     seen["service"] = (go("service", "--data-dir", str(data), "--allow-root"), ("error: no URL to serve on",))
+    # schedules run in a server: without one, said in one line (exit 2)
+    seen["schedule"] = (go("schedule", "list", *common), ("error: schedules run in a Jupyter server",))
     assert sorted(seen) == sorted(c.name for c in COMMANDS), "a command without its check here"
     noisy = {name: _clean(proc, *allowed) for name, (proc, allowed) in seen.items()}
     assert {k: v for k, v in noisy.items() if v} == {}

@@ -59,6 +59,8 @@ def _section(i: int, o: Outcome) -> str:
         parts.append(f'<p class="env">environment: {escape(o.environment)}</p>')
     if o.since_last_success:
         parts.append(f'<p class="since">{escape(o.since_last_success)}</p>')
+    if o.culprit:
+        parts.append(f'<p class="culprit">{escape(o.culprit)}</p>')
     parts.append(_timeline(o))
     if o.job is not None and o.verdict == "Error":  # not the notebook's: the cause, apart from failures
         parts.append("<h3>Infrastructure error (not the notebook's failure)</h3>"

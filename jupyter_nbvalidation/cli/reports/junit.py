@@ -63,6 +63,8 @@ def document(outcomes: list[Outcome], suite: str = "nbvalidation", wall: float |
         props = [("nbvalidation.environment", o.environment)] if o.environment else []
         if o.since_last_success:
             props.append(("nbvalidation.sinceLastSuccess", o.since_last_success))
+        if o.culprit:
+            props.append(("nbvalidation.culprit", o.culprit))
         if o.verdict == "Unchanged":  # nothing ran: the verdict is the earlier job's
             props.append(("nbvalidation.cached", f"unchanged since job {o.name}"))
         if props:
