@@ -8,9 +8,11 @@ user U's schedule N is named ``N-<8 hex of U's hash>``, its name N kept in an an
 users' schedules of one name never meet (nor does a create answer that another's exists). A
 schedule applied with kubectl keeps its object's name (its owner, if any, is its label).
 
-Spec and status are two writes (the status subresource): a change of the spec (a pause) is a
-conditional PUT of the object, the status a conditional PUT of ``/status``, both on the
-resourceVersion the caller read; a stale one is :class:`Conflict`. Deleting a schedule keeps its
+Spec and status are two writes (the status subresource): the status a conditional PUT of
+``/status`` on the resourceVersion the caller read, then a change of the spec (a pause) a
+conditional PUT of the object on the version that wrote; a stale one is :class:`Conflict`. In
+that order, a resume whose second write loses a race leaves the schedule paused with its last
+tick moved on (what a resume writes), never resumed with the ticks missed while paused due. Deleting a schedule keeps its
 jobs (they carry its name in ``SCHEDULE_LABEL`` and no ownerReference)."""
 
 from __future__ import annotations
@@ -170,14 +172,17 @@ class KubernetesSchedules:
 
     async def replace_schedule(self, doc: dict[str, Any], owner: str | None) -> dict[str, Any]:
         """Write ``doc`` if the object is still at its ``metadata.resourceVersion`` (else Conflict):
-        its spec (when changed), then its status (when changed), each on the version read."""
+        its status (when changed), then its spec (when changed), each on the version before it."""
         name = doc["metadata"]["name"]
         version = str(doc["metadata"].get("resourceVersion"))
         obj = await self._schedule_object(name, owner)
         if obj["metadata"]["resourceVersion"] != version:
             raise Conflict(f"schedule {name!r} was modified (write based on version {version})")
-        if (obj.get("spec") or {}) != doc["spec"]:
-            body = copy.deepcopy(obj)
+        status = doc.get("status") or {}
+        if (obj.get("status") or {}) != status:
+            obj = await self._put_status(obj, status, name)
+        if (obj.get("spec") or {}) != doc["spec"]:  # after the status: a resume whose spec write loses a race
+            body = copy.deepcopy(obj)               # has moved its last tick on, never its pause off alone
             body["spec"] = doc["spec"]
             body.pop("status", None)
             try:
@@ -185,9 +190,6 @@ class KubernetesSchedules:
                                               query={"fieldValidation": "Strict"})
             except KubeApiError as e:
                 raise self._schedule_error(e, name) from None
-        status = doc.get("status") or {}
-        if (obj.get("status") or {}) != status:
-            obj = await self._put_status(obj, status, name)
         return as_document(obj)
 
     async def delete_schedule(self, name: str, owner: str | None) -> None:

@@ -24,7 +24,7 @@ from jupyter_nbvalidation.backends.kubernetes.store import NVJ
 from jupyter_nbvalidation.service.errors import ApiError
 from jupyter_nbvalidation.service.scheduler import Scheduler
 from jupyter_nbvalidation.service.schedules import Schedules
-from jupyter_nbvalidation.store.base import OWNER_LABEL, SCHEDULE_LABEL, NotFound
+from jupyter_nbvalidation.store.base import OWNER_LABEL, SCHEDULE_LABEL, Conflict, NotFound
 
 pytestmark = pytest.mark.k8s
 NO_BUILD = {"buildConfig": {"enabled": False}}
@@ -76,6 +76,14 @@ async def test_schedules_are_custom_resources_made_read_paused_and_deleted_throu
     resumed = await schedules.set_suspend("nightly", {"spec": {"suspend": False}})
     assert resumed["status"]["lastTickTime"]  # written through the status subresource
     assert (await admin.request("GET", NVS.path(env.ns, "nightly")))["status"]["lastTickTime"]
+
+    read = await env.store.get_schedule("nightly", None)  # conditional writes: a stale one is a Conflict
+    read["status"]["message"] = "first"
+    await env.store.replace_schedule(read, None)
+    read["status"]["message"] = "second, on the version the first replaced"
+    with pytest.raises(Conflict):
+        await env.store.replace_schedule(read, None)
+    assert (await env.store.get_schedule("nightly", None))["status"]["message"] == "first"
 
     run = await schedules.trigger("nightly")
     name = run["metadata"]["name"]
