@@ -54,6 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 TESTBIN_SRC = REPO / "tools" / "testbin"
 MANIFESTS = REPO / "jupyter_nbvalidation" / "backends" / "kubernetes" / "manifests"
 CRD_FILE = MANIFESTS / "crd.yaml"
+SCHEDULE_CRD_FILE = MANIFESTS / "schedule-crd.yaml"
 ROLE_FILE = MANIFESTS / "role.yaml"
 
 CRD_NAME = "notebookvalidationjobs.nbvalidation.dev"
@@ -281,6 +282,7 @@ class KubeApiServer:
         self.admin_kubeconfig = self._write_kubeconfig("admin", ADMIN_USER, self.admin_token)
         self.limited_kubeconfig = self._write_kubeconfig("limited", LIMITED_USER, self.limited_token)
         self.install_crd()
+        self.install_crd(SCHEDULE_CRD_FILE)
 
     def _start_etcd(self) -> None:
         client_port, peer_port = free_port(), free_port()

@@ -1,7 +1,9 @@
 """Write what describes a job spec from the one table, jupyter_nbvalidation/core/spec_table.py:
 
 - the CRD's spec schema, between the GENERATED SPEC markers of
-  jupyter_nbvalidation/backends/kubernetes/manifests/crd.yaml (spec_table.json_schema("crd"));
+  jupyter_nbvalidation/backends/kubernetes/manifests/crd.yaml (spec_table.json_schema("crd")),
+  and the same schema as the schedule CRD's job template, between the GENERATED JOB TEMPLATE
+  markers of schedule-crd.yaml beside it;
 - the lab's spec types and limits, labextension/src/spec.generated.ts;
 - the spec's TypedDicts, between the GENERATED TYPEDDICTS markers of spec_table.py
   itself (documents.py re-exports them).
@@ -25,11 +27,14 @@ import jupyter_nbvalidation.core.spec_schema as S  # noqa: E402
 import jupyter_nbvalidation.core.spec_table as T  # noqa: E402
 
 CRD = ROOT / "jupyter_nbvalidation" / "backends" / "kubernetes" / "manifests" / "crd.yaml"
+SCHEDULE_CRD = CRD.with_name("schedule-crd.yaml")
 TS = ROOT / "labextension" / "src" / "spec.generated.ts"
 TABLE = ROOT / "jupyter_nbvalidation" / "core" / "spec_table.py"
 
 CRD_BEGIN = "# BEGIN GENERATED SPEC"
 CRD_END = "# END GENERATED SPEC"
+TEMPLATE_BEGIN = "# BEGIN GENERATED JOB TEMPLATE"
+TEMPLATE_END = "# END GENERATED JOB TEMPLATE"
 PY_BEGIN = "# BEGIN GENERATED TYPEDDICTS"
 PY_END = "# END GENERATED TYPEDDICTS"
 
@@ -91,17 +96,21 @@ def render_table(current: str) -> str:
 # --- the CRD ---------------------------------------------------------------------------------------------
 
 
-def render_crd(current: str) -> str:
+def render_crd(current: str, path: Path | None = None, begin: str = CRD_BEGIN, end: str = CRD_END) -> str:
+    """The job spec's schema as ``spec:`` between ``begin`` and ``end`` (the job CRD's spec; the
+    schedule CRD's ``spec.jobTemplate.spec``: the same schema, so strict field validation refuses
+    the same unknown fields)."""
     import yaml
 
-    m = re.search(rf"^([ \t]*){re.escape(CRD_BEGIN)}", current, re.M)
+    path = path or CRD
+    m = re.search(rf"^([ \t]*){re.escape(begin)}", current, re.M)
     if not m:
-        raise SystemExit(f"{CRD.relative_to(ROOT)}: no {CRD_BEGIN} marker")
+        raise SystemExit(f"{path.relative_to(ROOT)}: no {begin} marker")
     indent = m.group(1)
     text = yaml.safe_dump({"spec": S.json_schema("crd")}, sort_keys=False, width=120, default_flow_style=False,
                           allow_unicode=True)
     body = "".join(f"{indent}{line}\n" if line else "\n" for line in text.splitlines())
-    return _replace_between(current, CRD_BEGIN, CRD_END, body, CRD)
+    return _replace_between(current, begin, end, body, path)
 
 
 # --- the lab ----------------------------------------------------------------------------------------------
@@ -197,7 +206,8 @@ def render_ts() -> str:
 
 def outputs() -> dict[Path, str]:
     """Each generated file as it should be now."""
-    return {TABLE: render_table(TABLE.read_text()), CRD: render_crd(CRD.read_text()), TS: render_ts()}
+    return {TABLE: render_table(TABLE.read_text()), CRD: render_crd(CRD.read_text()), TS: render_ts(),
+            SCHEDULE_CRD: render_crd(SCHEDULE_CRD.read_text(), SCHEDULE_CRD, TEMPLATE_BEGIN, TEMPLATE_END)}
 
 
 def stale() -> list[str]:

@@ -148,7 +148,7 @@ class Schedules:
         self.seconds_field = service.schedule_seconds_field
         if not service.store.schedules_supported:
             raise ApiError(501, "Unsupported", f"schedules are not available on the {service.backend.name} backend "
-                                               "yet (the local backend holds them; on Kubernetes they come later)")
+                                               "(its store cannot hold them)")
 
     @property
     def owner(self) -> str | None:

@@ -118,7 +118,7 @@ def test_the_files_generated_from_the_spec_table_are_current():
 def test_the_generator_notices_a_stale_file(tmp_path, monkeypatch):
     gen = _generator()
     fresh = gen.outputs()
-    for name in ("TABLE", "CRD", "TS"):  # the generated files as they should be, in a folder of their own
+    for name in ("TABLE", "CRD", "TS", "SCHEDULE_CRD"):  # the generated files as they should be, in a folder of their own
         path = tmp_path / getattr(gen, name).name
         path.write_text(fresh[getattr(gen, name)])
         monkeypatch.setattr(gen, name, path)
@@ -126,6 +126,8 @@ def test_the_generator_notices_a_stale_file(tmp_path, monkeypatch):
     assert gen.stale() == []
     gen.CRD.write_text(gen.CRD.read_text().replace("Overall timeout", "Whole timeout"))
     assert gen.stale() == ["crd.yaml"]
+    gen.SCHEDULE_CRD.write_text(gen.SCHEDULE_CRD.read_text().replace("Overall timeout", "Whole timeout"))
+    assert gen.stale() == ["crd.yaml", "schedule-crd.yaml"]
     assert gen.main(["--check"]) == 1
     assert gen.main([]) == 0 and gen.stale() == []
 

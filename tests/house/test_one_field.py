@@ -15,7 +15,7 @@ PKG = ROOT / "jupyter_nbvalidation"
 NAMED = re.compile(r"cell[_-]?timeout(?!error)", re.IGNORECASE)
 LIMIT = 6
 # written from the spec table by tools/gen_spec.py, never by hand (tests/core/test_spec_schemas.py)
-GENERATED = {"backends/kubernetes/manifests/crd.yaml"}
+GENERATED = {"backends/kubernetes/manifests/crd.yaml", "backends/kubernetes/manifests/schedule-crd.yaml"}
 SOURCES = {".py", ".yaml", ".yml", ".json", ".toml", ".cfg", ".txt"}
 SECTION = "## One field from the request to the kernel"
 

@@ -231,7 +231,8 @@ objects() {
   kc get ns "$NAMESPACE" >/dev/null 2>&1 || kc create ns "$NAMESPACE" >/dev/null
   kc get ns "$SYSTEM_NS" >/dev/null 2>&1 || kc create ns "$SYSTEM_NS" >/dev/null
   kc apply -f "$REPO/jupyter_nbvalidation/backends/kubernetes/manifests/crd.yaml" >/dev/null
-  kc wait --for=condition=Established crd/notebookvalidationjobs.nbvalidation.dev --timeout=60s >/dev/null
+  kc apply -f "$REPO/jupyter_nbvalidation/backends/kubernetes/manifests/schedule-crd.yaml" >/dev/null
+  kc wait --for=condition=Established crd/notebookvalidationjobs.nbvalidation.dev crd/notebookvalidationschedules.nbvalidation.dev --timeout=60s >/dev/null
   wait_for "default ServiceAccount in $NAMESPACE" 60 "$KUBECTL" --kubeconfig "$P/admin.kubeconfig" -n "$NAMESPACE" get sa default
   wait_for "default ServiceAccount in $SYSTEM_NS" 60 "$KUBECTL" --kubeconfig "$P/admin.kubeconfig" -n "$SYSTEM_NS" get sa default
 }

@@ -3,6 +3,7 @@
 ``manifests/`` ships inside the package (so it is in the wheel):
 
 - ``crd.yaml``: the NotebookValidationJob CRD (nbvalidation.dev/v1alpha1);
+- ``schedule-crd.yaml``: the NotebookValidationSchedule CRD (``kubectl get nvs``);
 - ``role.yaml``: the least-privilege Role the server needs in its namespace;
 - ``rolebinding-example.yaml``: a ServiceAccount + RoleBinding example;
 - ``networkpolicy.yaml``: the NetworkPolicy that keeps validation Pods from the API server,

@@ -33,7 +33,7 @@ def _load(name: str) -> list[dict[str, Any]]:
 
 def manifests(namespace: str) -> list[dict[str, Any]]:
     """The objects to install, in apply order, with ``namespace`` filled in."""
-    docs = _load("crd.yaml") + _load("role.yaml") + _load("rolebinding-example.yaml") + _load("networkpolicy.yaml")
+    docs = _load("crd.yaml") + _load("schedule-crd.yaml") + _load("role.yaml") + _load("rolebinding-example.yaml") + _load("networkpolicy.yaml")
     out = []
     for doc in docs:
         doc = copy.deepcopy(doc)

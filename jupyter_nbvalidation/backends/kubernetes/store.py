@@ -13,6 +13,8 @@ the job's name, which is what makes the engine event-driven. Reads are served
 from the job cache while it is synced and connected (REST stays fast and
 reconciles cost no requests); this process's own writes go into the cache at
 once, so a reconcile always reads what it just wrote.
+
+Schedules (NotebookValidationSchedule objects) are schedules.py's, a mixin of this store.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from traitlets import Float, Unicode
 
 from jupyter_nbvalidation.backends.kubernetes.client import EVENTS, JOBS, PODS, Kube, KubeApiError, Resource, connect
 from jupyter_nbvalidation.backends.kubernetes.informer import Informer
+from jupyter_nbvalidation.backends.kubernetes.schedules import KubernetesSchedules
 from jupyter_nbvalidation.core.documents import Event, Job, JobStatus
 from jupyter_nbvalidation.core.model import API_VERSION, GROUP, KIND, PLURAL, Phase
 from jupyter_nbvalidation.core.tasks import cancel_all, wait_within
@@ -82,7 +85,7 @@ def _decode_token(token: str) -> tuple[str, str, str]:
         raise ValueError("continue token is malformed") from None
 
 
-class KubernetesJobStore(JobStore):
+class KubernetesJobStore(KubernetesSchedules, JobStore):
     namespace = Unicode("default", help="The one namespace jobs live in.").tag(config=True)
     kubeconfig = Unicode("", help="Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
                                   "or the in-cluster service account).").tag(config=True)
@@ -96,6 +99,8 @@ class KubernetesJobStore(JobStore):
     event_ttl = Float(3600.0, help="The API server's --event-ttl in seconds (its default: 1 h). After a "
                                    "restart, a transition whose event is missing is posted again only while "
                                    "younger than this (an older one would have expired).").tag(config=True)
+
+    _job_sort_key = staticmethod(_sort_key)  # schedules.py's list of a schedule's runs
 
     def __init__(self, connector: Callable[[], Awaitable[Kube]] | None = None, **kw: Any):
         super().__init__(**kw)

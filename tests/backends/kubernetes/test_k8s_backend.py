@@ -945,15 +945,19 @@ def test_install_prints_and_applies(kube_apiserver, k8s_namespace, capsys):
     h, ns = kube_apiserver, k8s_namespace
     assert install(ns, True, None) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert [d["kind"] for d in docs] == ["CustomResourceDefinition", "Role", "ServiceAccount", "RoleBinding", "NetworkPolicy"]
-    assert all(d["metadata"]["namespace"] == ns for d in docs[1:])
-    assert docs[3]["subjects"][0]["namespace"] == ns
+    assert [d["kind"] for d in docs] == ["CustomResourceDefinition", "CustomResourceDefinition", "Role",
+                                         "ServiceAccount", "RoleBinding", "NetworkPolicy"]
+    assert [d["metadata"]["name"] for d in docs[:2]] == ["notebookvalidationjobs.nbvalidation.dev",
+                                                          "notebookvalidationschedules.nbvalidation.dev"]
+    assert all(d["metadata"]["namespace"] == ns for d in docs[2:])
+    assert docs[4]["subjects"][0]["namespace"] == ns
 
     for what in ("created", "replaced"):  # idempotent; the CRD exists already (harness)
         assert install(ns, False, h.admin_kubeconfig) == 0
         out = capsys.readouterr().out
         assert f"role/nbvalidation-server in {ns} {what}" in out, out
         assert "customresourcedefinition/notebookvalidationjobs.nbvalidation.dev replaced" in out
+        assert "customresourcedefinition/notebookvalidationschedules.nbvalidation.dev replaced" in out
     rb = h.request("GET", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/nbvalidation-server")
     assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "nbvalidation", "namespace": ns}]
     # the limited identity cannot install the CRD: a clear error, exit 1
@@ -1345,7 +1349,8 @@ def test_install_print_needs_no_kubernetes_client(tmp_path):
     p = run("--print", "-n", "team-a")
     assert p.returncode == 0, p.stderr
     docs = list(yaml.safe_load_all(p.stdout))
-    assert [d["kind"] for d in docs] == ["CustomResourceDefinition", "Role", "ServiceAccount", "RoleBinding", "NetworkPolicy"]
+    assert [d["kind"] for d in docs] == ["CustomResourceDefinition", "CustomResourceDefinition", "Role", "ServiceAccount",
+                                         "RoleBinding", "NetworkPolicy"]
     p = run("-n", "team-a")
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.count("\n") == 1 and "jupyter-nbvalidation[kubernetes]" in p.stderr
