@@ -125,7 +125,8 @@ export class SchedulesModel {
         this._unsupported = null;
         this._error = null;
       } catch (e) {
-        if (e instanceof APIError && e.status === 501) {
+        // 501: a backend without schedules; a 404 without a code: a server without the routes
+        if (e instanceof APIError && (e.status === 501 || (e.status === 404 && !e.code))) {
           this._unsupported = e.message;
           this._schedules = [];
           this._error = null;

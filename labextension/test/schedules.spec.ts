@@ -262,6 +262,10 @@ describe('the Schedules tab model', () => {
     expect(model.unsupported).toMatch(/not available/);
     expect(model.schedules).toEqual([]);
     expect(model.error).toBeNull();
+    // an older server, without the routes
+    api.listAnswer = new APIError(404, 'Not Found');
+    await model.refresh();
+    expect(model.unsupported).toBe('Not Found');
   });
 
   it('polls only while the tab is shown in a visible panel', async () => {

@@ -265,7 +265,7 @@ describe('the Schedules tab', () => {
     await page.locator(TAB('schedules')).click();
     const row = page.locator(ROW);
     await row.waitFor({ timeout: 30_000 });
-    const before = (await schedule()).status.recent.length;
+    const before = (await schedule()).status.recent[0].job; // recent keeps ten: the newest
     await row.locator('.jp-NBValidation-runNow').click();
     await row
       .locator('.jp-NBValidation-scheduleNote', { hasText: 'Started a run.' })
@@ -280,7 +280,7 @@ describe('the Schedules tab', () => {
     assert.equal(await page.locator(`${PANEL} .jp-NBValidation-error`).count(), 0);
     const s = await until(
       'the run ended',
-      x => !x.status.active && x.status.recent.length > before
+      x => !x.status.active && x.status.recent[0].job !== before && !!x.status.recent[0].finished
     );
     assert.equal(s.spec.suspend, true, 'Run now does not resume it');
     // Resume: spec.suspend false again
