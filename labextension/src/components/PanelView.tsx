@@ -16,6 +16,7 @@ export function PanelView(props: {
   const { model, actions, schedules } = props;
   const now = useModel(model);
   useSchedules(schedules); // the view shown (Jobs | Schedules)
+  const onSchedules = !!schedules && schedules.view === 'schedules';
   const state = model.state;
   const jobs = model.visibleJobs;
   const job = model.selectedJob;
@@ -45,9 +46,9 @@ export function PanelView(props: {
           <button
             type="button"
             className="jp-Button jp-mod-styled jp-NBValidation-refresh"
-            onClick={() => void model.refresh()}
-            title="Reload jobs"
-            aria-label="Reload jobs"
+            onClick={() => void (onSchedules ? schedules.refresh() : model.refresh())}
+            title={onSchedules ? 'Reload schedules' : 'Reload jobs'}
+            aria-label={onSchedules ? 'Reload schedules' : 'Reload jobs'}
           >
             ⟳
           </button>
@@ -55,7 +56,7 @@ export function PanelView(props: {
       </div>
       <ServerBanner model={model} />
       {schedules && <ViewTabs model={schedules} />}
-      {schedules && schedules.view === 'schedules' ? (
+      {onSchedules ? (
         <SchedulesView model={schedules} />
       ) : (
         <div
