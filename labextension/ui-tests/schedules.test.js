@@ -184,7 +184,12 @@ describe('the Schedules tab', () => {
       .locator('.jp-NBValidation-scheduleState[data-state="Paused"]')
       .waitFor({ timeout: 15_000 });
     assert.equal(await row.locator('.jp-NBValidation-pause').innerText(), 'Resume');
-    const stable = await until('its last run ended', s => !s.status.active, JOB_TIMEOUT);
+    const ended = await until('its last run ended', s => !s.status.active, JOB_TIMEOUT);
+    // paused: no tick runs any more (a tick's period later, the same newest run, none going)
+    await page.waitForTimeout(2500);
+    const stable = await schedule();
+    assert.equal(stable.status.active, null, JSON.stringify(stable.status));
+    assert.equal(stable.status.recent[0].job, ended.status.recent[0].job);
 
     // the strip: one mark per run, oldest first, with the phases the REST API gives
     const want = expectedStrip(stable);
@@ -301,16 +306,24 @@ describe('the Schedules tab', () => {
       await page.evaluate(() => document.activeElement?.getAttribute('data-view')),
       'schedules'
     );
-    await page.locator(`${ROW} .jp-NBValidation-mark`).first().waitFor({ timeout: 30_000 });
-    // a mark is a button: Tab reaches it, Enter opens its run
-    const first = page.locator(`${ROW} .jp-NBValidation-mark`).first();
-    const job = await first.getAttribute('data-job');
+    // the newest run, once none goes (a mark by its job: the strip keeps ten, the oldest leave)
+    const job = (await until('no run goes', x => !x.status.active)).status.recent[0].job;
+    const mark = page.locator(`${ROW} .jp-NBValidation-mark[data-job="${job}"]`);
+    await mark.waitFor({ timeout: 30_000 });
     await shot('lab-schedules-dark.png', true);
-    await first.focus();
+    // a mark is a button: Tab reaches it, Enter opens its run
+    await mark.focus();
+    assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('data-job')), job);
     await page.keyboard.press('Enter');
     await page
       .locator(`${PANEL} .jp-NBValidation-detail[aria-label="Job ${job}"]`)
-      .waitFor({ timeout: 30_000 });
+      .waitFor({ timeout: 30_000 })
+      .catch(async e => {
+        await page.screenshot({ path: path.join(ARTIFACTS, 'schedules-keyboard-failed.png') });
+        console.log(`# strip ${JSON.stringify(await shownStrip())}`);
+        console.log(`# panel ${await page.locator(PANEL).innerText()}`);
+        throw e;
+      });
     await setTheme('JupyterLab Light');
     const gone = await rest('DELETE', `${API}/schedules/${NAME}`);
     assert.equal(gone.status, 200, JSON.stringify(gone.body));
