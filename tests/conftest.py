@@ -32,7 +32,7 @@ pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster"
 # (ALONE_MODULES): lane K runs them after the others, in a pytest run of its own, without -n
 # (their tests on one worker if -n is given: MODULE_GROUPED).
 XDIST_GROUPS = {
-    "browser": ("test_ui_e2e", "test_ui_options", "test_ui_ux"),
+    "browser": ("test_ui_e2e", "test_ui_options", "test_ui_ux", "test_ui_schedules"),
     "corpus": ("test_corpus", "test_peer_notebooks", "test_nbval_parity"),
 }
 ALONE_MODULES = ("test_k8s_real_registry", "test_k8s_real_ha")

@@ -319,6 +319,8 @@ async def fire(service: JobService, owner: str | None, doc: dict[str, Any], tick
         done = parse_time(st.get("lastTickTime"))
         if tick is not None and done is not None and done >= tick:  # run already (another server, a race)
             return None
+        if tick is not None and doc["spec"].get("suspend"):  # paused since the loop looked: no tick runs
+            return None
         if tick is not None:
             st["lastTickTime"] = isotime(tick)
         if await _running(service, st.get("active")):

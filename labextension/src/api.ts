@@ -40,7 +40,7 @@ export class NBValidationAPI implements IValidationAPI {
     return url;
   }
 
-  private async request(
+  async request(
     parts: string[],
     init: RequestInit = {},
     query?: Record<string, string | number | undefined | null>
@@ -75,7 +75,7 @@ export class NBValidationAPI implements IValidationAPI {
     return response;
   }
 
-  private async json<T>(
+  async json<T>(
     parts: string[],
     init: RequestInit = {},
     query?: Record<string, string | number | undefined | null>

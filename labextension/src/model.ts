@@ -17,6 +17,7 @@ import {
   anyRunning,
   applyLiveEvent,
   newerJob,
+  openJob,
   sortJobs,
   initialState,
   latestJobFor,
@@ -314,6 +315,16 @@ export class ValidationModel {
     this._update(addSubmittedJob(this._state, job));
     void this.refreshJob(job.metadata.name);
     return job;
+  }
+
+  /**
+   * Open a job by name in the job view (a schedule's run, which may be of no open notebook):
+   * listed with all notebooks and selected. A job that is gone throws (404).
+   */
+  async openJob(name: string): Promise<void> {
+    const job = await this.api.getJob(name);
+    this._update(openJob(this._state, job));
+    void this.refresh(); // the list of all notebooks, and the job's events
   }
 
   async cancel(name: string): Promise<void> {

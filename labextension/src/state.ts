@@ -281,3 +281,11 @@ export function latestJobFor(jobs: readonly IJob[], path: string | null): IJob |
 export function anyRunning(jobs: readonly IJob[]): boolean {
   return jobs.some(j => !isTerminal(jobPhase(j)));
 }
+
+/**
+ * A job opened by name (a schedule's run: its notebook may be none of the open ones, or come
+ * from git): the list shows all notebooks, and the job is selected as if picked by hand.
+ */
+export function openJob(state: IPanelState, job: IJob): IPanelState {
+  return addSubmittedJob({ ...state, scope: 'all' }, job);
+}

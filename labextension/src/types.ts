@@ -252,3 +252,57 @@ export interface IChanges {
   sentence: string;
   [key: string]: unknown;
 }
+
+/**
+ * A NotebookValidationSchedule as the REST API answers it (service/schedules.py;
+ * docs/watching.md, Schedules). Written by hand: tools/gen_spec.py generates the job spec only.
+ */
+export interface IScheduleRun {
+  job: string;
+  phase: string;
+  reason?: string | null;
+  /** the resolved commit of a git source, else null */
+  commit?: string | null;
+  finished?: string | null;
+}
+
+export interface IScheduleStatus {
+  lastScheduleTime?: string | null;
+  lastTickTime?: string | null;
+  /** null while paused */
+  nextScheduleTime?: string | null;
+  /** the run still going, or null */
+  active?: string | null;
+  skipped?: number;
+  message?: string | null;
+  /** the last runs, newest first (the strip of verdicts) */
+  recent?: IScheduleRun[];
+}
+
+export interface ISchedule {
+  apiVersion?: string;
+  kind?: string;
+  metadata: { name: string; uid?: string; creationTimestamp?: string };
+  spec: {
+    schedule: string;
+    suspend: boolean;
+    concurrencyPolicy?: string;
+    successfulJobsHistoryLimit?: number;
+    failedJobsHistoryLimit?: number;
+    jobTemplate: { spec: IJobSpec };
+  };
+  status?: IScheduleStatus;
+}
+
+export interface IScheduleList {
+  items: ISchedule[];
+}
+
+/** What the Schedules tab needs from the REST client (a fake in unit tests). */
+export interface ISchedulesAPI {
+  listSchedules(): Promise<IScheduleList>;
+  /** PATCH {"spec": {"suspend": …}}: pause (true) or resume (false). */
+  setSuspend(name: string, suspend: boolean): Promise<ISchedule>;
+  /** POST …/trigger: run now (a 409 while its last run still goes). */
+  trigger(name: string): Promise<IJob>;
+}

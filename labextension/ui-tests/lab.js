@@ -179,9 +179,16 @@ function tail(file, n = 60) {
 /**
  * Start the lab; resolves to {base, token, root, logFile, health, stop()}.
  * `overrides` adds JupyterLab setting overrides (e.g. a theme); `files` adds
- * files to the root (relative path → content).
+ * files to the root (relative path → content); `serverConfig` is server config
+ * (`{NBValidation: {schedule_seconds_field: true}}`), written to the lab's own
+ * config dir.
  */
-async function startLab({ overrides = {}, withoutServerExtension = false, files = {} } = {}) {
+async function startLab({
+  overrides = {},
+  withoutServerExtension = false,
+  files = {},
+  serverConfig = {}
+} = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nbv-e2e-'));
   const dirs = {};
   for (const d of [
@@ -209,12 +216,16 @@ async function startLab({ overrides = {}, withoutServerExtension = false, files 
       ...overrides
     })
   );
+  const config = { ...serverConfig };
   if (withoutServerExtension) {
     // the user config dir outranks the venv's jupyter_server_config.d
-    fs.writeFileSync(
-      path.join(dirs.config, 'jupyter_server_config.json'),
-      JSON.stringify({ ServerApp: { jpserver_extensions: { jupyter_nbvalidation: false } } })
-    );
+    config.ServerApp = {
+      ...(config.ServerApp ?? {}),
+      jpserver_extensions: { jupyter_nbvalidation: false }
+    };
+  }
+  if (Object.keys(config).length) {
+    fs.writeFileSync(path.join(dirs.config, 'jupyter_server_config.json'), JSON.stringify(config));
   }
   const port = await freePort();
   const token = crypto.randomBytes(16).toString('hex');
@@ -297,7 +308,14 @@ const VISIBLE_NB = '.jp-NotebookPanel:not(.lm-mod-hidden)';
  * `before` has run); `name` names
  * the artifacts (lab-NAME.log, NAME-timeout.png in `artifacts`).
  */
-function browserSession({ name, files, artifacts, jobTimeout, ready = () => undefined }) {
+function browserSession({
+  name,
+  files,
+  artifacts,
+  jobTimeout,
+  serverConfig = {},
+  ready = () => undefined
+}) {
   const { after, before } = require('node:test');
   const assert = require('node:assert/strict');
   const s = { lab: null, browser: null, page: null, pageErrors: [], consoleWarnings: [] };
@@ -305,7 +323,7 @@ function browserSession({ name, files, artifacts, jobTimeout, ready = () => unde
   before(async () => {
     const { chromium } = require('playwright-core');
     fs.mkdirSync(artifacts, { recursive: true });
-    s.lab = await startLab({ files });
+    s.lab = await startLab({ files, serverConfig });
     console.log(
       `# lab at ${s.lab.base} (backend ${s.lab.health.backend}, usable ${s.lab.health.usable})`
     );

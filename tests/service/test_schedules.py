@@ -181,6 +181,23 @@ async def test_pause_resume_and_trigger(jp_fetch, jp_root_dir):
     assert code == 400 and err["field"] == "spec.schedule"
 
 
+async def test_a_tick_the_loop_saw_before_a_pause_does_not_run(jp_fetch, jp_root_dir, jp_serverapp):
+    """The loop reads the schedules, then fires their due ticks: a pause written in between is
+    read again under the schedule's lock, and the tick runs no job."""
+    from jupyter_nbvalidation.service.schedules import fire
+
+    write_notebook(jp_root_dir / "ok.ipynb", ["print(1)"])
+    body = _schedule("yearly", "@yearly", {"notebook": {"path": "ok.ipynb"}, "podConfig": NO_BUILD})
+    await call(jp_fetch, "schedules", method="POST", body=body)
+    service = jp_serverapp.web_app.settings["nbvalidation_service"]
+    seen = await service.store.get_schedule("yearly", None)  # as the loop read it: not paused
+    await call(jp_fetch, "schedules", "yearly", method="PATCH", body={"spec": {"suspend": True}})
+    assert await fire(service, None, seen, dt.datetime.now(dt.timezone.utc)) is None
+    doc = await call(jp_fetch, "schedules", "yearly")
+    assert doc["status"]["active"] is None and doc["status"]["recent"] == []
+    assert (await call(jp_fetch, "jobs", params={"schedule": "yearly"}))["items"] == []
+
+
 @pytest.mark.parametrize(("change", "field", "says"), [
     ({"spec": {"schedule": "61 * * * *"}}, "spec.schedule", "minute: 61 is outside 0-59"),
     ({"spec": {"schedule": "* * *"}}, "spec.schedule", "3 fields"),
