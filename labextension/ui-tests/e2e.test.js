@@ -13,7 +13,7 @@ const { chromium } = require('playwright-core');
 const { startLab, chromiumPath, CHROMIUM_ARGS, tail, REPO } = require('./lab');
 
 const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
-const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 180_000);
+const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 600_000);
 const ALL_PHASES = ['Initializing', 'Building', 'BuildComplete', 'ValidationRunning', 'Succeeded'];
 // the rows shown: an instant Build complete is folded into the Building row (issue 42)
 const SHOWN_PHASES = ALL_PHASES.filter(p => p !== 'BuildComplete');

@@ -16,4 +16,4 @@ import pytest
 
 @pytest.mark.browser
 def test_lab_frontend_end_to_end(ui_tests) -> None:
-    ui_tests("e2e.test.js")
+    ui_tests("e2e.test.js", minutes=30)
