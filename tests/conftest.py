@@ -20,7 +20,7 @@ from jupyter_nbvalidation.backends.local import LocalBackend  # noqa: E402
 from jupyter_nbvalidation.engine.engine import Engine  # noqa: E402
 from jupyter_nbvalidation.service.jobs import JobService  # noqa: E402
 
-pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster", "xdist_group_ids"]
+pytest_plugins = ["pytest_jupyter.jupyter_server", "k8s_harness", "real_cluster", "xdist_group_ids", "webhook_receiver"]
 
 # `pytest -n 2 --dist loadgroup` (tools/setup-and-test.sh): the tests of one group run
 # one after another on one worker. A group is a set of modules that share something a

@@ -1,6 +1,6 @@
 """A webhook receiver on loopback (a real threaded HTTP server), for the notification tests:
 it records what it is sent, and checks a delivery's signature as docs/watching.md tells a
-receiver to."""
+receiver to. A pytest plugin (tests/conftest.py): the fixture ``receiver`` is one, closed after."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import hmac
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Iterator
+
+import pytest
 
 from jupyter_nbvalidation.service.webhook import SIGNATURE_HEADER
 
@@ -54,3 +56,10 @@ def verified(body: bytes, headers: dict, key: str) -> bool:
     """How a receiver checks a delivery (docs/watching.md): the HMAC of the raw body."""
     expected = "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, headers[SIGNATURE_HEADER.lower()])
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()

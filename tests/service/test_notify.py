@@ -25,13 +25,6 @@ NO_BUILD = {"buildConfig": {"enabled": False}}
 KEY = "the-literal-hmac-key"
 
 
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
-
-
 def _use(local, *hooks: Webhook, max_steps: int = 6) -> None:
     n = local.service.notifier
     n.webhooks, n.max_steps, n.backoff, n.timeout = list(hooks), max_steps, 0.05, 5.0

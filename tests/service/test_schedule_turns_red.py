@@ -20,13 +20,6 @@ KEY = "hooks-key-never-in-a-payload"
 
 
 @pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
-
-
-@pytest.fixture
 def jp_server_config(tmp_path, receiver, monkeypatch):
     monkeypatch.setenv("NBV_TEST_HOOKS_KEY", KEY)
     return {

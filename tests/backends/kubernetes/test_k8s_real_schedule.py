@@ -7,46 +7,17 @@ gets the notification naming that commit as the culprit. docs/watching.md, Sched
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 from git_support import GitHTTP, Repo
 from helpers import wait
+from webhook_receiver import Receiver
 
 from jupyter_nbvalidation.core.model import Phase
 
 pytestmark = pytest.mark.cluster
 KEY = "real-node-hook-key"
-
-
-class Receiver:
-    """A webhook receiver on loopback: every POST's JSON body, answered 200."""
-
-    def __init__(self) -> None:
-        self.got: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.got.append(json.loads(body))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def test_a_kubectl_schedule_over_git_turns_red_and_the_webhook_names_the_commit(real_cluster, tmp_path):
@@ -85,7 +56,7 @@ def test_a_kubectl_schedule_over_git_turns_red_and_the_webhook_names_the_commit(
             repo.notebook("nbs/check.ipynb", ["x = 2", "assert x == 1, 'x moved'"])
             b = repo.commit("B: x is two now")
             pushed = time.monotonic()
-            payload = wait(lambda: next((p for p in receiver.got if p.get("event") == "turned-red"), None), 300,
+            payload = wait(lambda: next((p for p, _ in receiver.got if p.get("event") == "turned-red"), None), 300,
                            lambda: f"the turned-red notification: runs {[j['status'].get('phase') for j in runs()]}")
             print(f"turned-red notification {time.monotonic() - pushed:.1f} s after the breaking commit")
             real_cluster.kubectl("patch", "nvs", "nightly", "--type=merge", "-p", '{"spec": {"suspend": true}}',
