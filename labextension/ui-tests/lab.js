@@ -371,6 +371,30 @@ function browserSession({
     return { status: r.status, body: text ? JSON.parse(text) : null };
   };
 
+  /** Switch the lab's theme through its settings API (the page follows on its next load). */
+  s.setTheme = async theme => {
+    const r = await fetch(`${s.lab.base}lab/api/settings/@jupyterlab/apputils-extension:themes`, {
+      method: 'PUT',
+      headers: { Authorization: `token ${s.lab.token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ raw: JSON.stringify({ theme }) })
+    });
+    assert.ok(r.status < 300, `theme ${theme}: ${r.status} ${await r.text()}`);
+  };
+
+  /** The panel's picture in the artifacts; with ``docs``, also in docs/screenshots/lab/ when
+   * NBV_UPDATE_DOCS_SHOTS=1 (only on request: a test run leaves the checkout as it found it). */
+  s.panelShot = async (file, docs = false) => {
+    await s.page.mouse.move(0, 0);
+    await s.page.waitForTimeout(300);
+    const out = path.join(artifacts, file);
+    await s.page.locator(PANEL).screenshot({ path: out });
+    if (docs && process.env.NBV_UPDATE_DOCS_SHOTS === '1') {
+      const shots = path.join(REPO, 'docs', 'screenshots', 'lab');
+      fs.mkdirSync(shots, { recursive: true });
+      fs.copyFileSync(out, path.join(shots, file));
+    }
+  };
+
   s.openNotebook = async (rel, { reset = true } = {}) => {
     const page = s.page;
     await page.goto(`${s.lab.base}lab/tree/${rel}?${reset ? 'reset&' : ''}token=${s.lab.token}`);

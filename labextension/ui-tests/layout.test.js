@@ -20,7 +20,6 @@ const { browserSession, PANEL, notebook, REPO } = require('./lab');
 
 const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
 const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 600_000);
-const DOCS_SHOTS = path.join(REPO, 'docs', 'screenshots', 'lab');
 
 /** The server's codes a person must never read: CamelCase reasons and phases, diff kinds. */
 function codes() {
@@ -80,28 +79,7 @@ const session = browserSession({
     ({ lab, page } = s);
   }
 });
-const { pageErrors, rest, openNotebook, waitForVerdict } = session;
-
-async function shot(name, docs = false) {
-  await page.mouse.move(0, 0);
-  await page.waitForTimeout(300);
-  const file = path.join(ARTIFACTS, name);
-  await page.locator(PANEL).screenshot({ path: file });
-  if (docs && process.env.NBV_UPDATE_DOCS_SHOTS === '1') {
-    // only on request: a test run leaves the checkout as it found it
-    fs.mkdirSync(DOCS_SHOTS, { recursive: true });
-    fs.copyFileSync(file, path.join(DOCS_SHOTS, name));
-  }
-}
-
-async function setTheme(theme) {
-  const r = await fetch(`${lab.base}lab/api/settings/@jupyterlab/apputils-extension:themes`, {
-    method: 'PUT',
-    headers: { Authorization: `token ${lab.token}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ raw: JSON.stringify({ theme }) })
-  });
-  assert.ok(r.status < 300, `theme ${theme}: ${r.status} ${await r.text()}`);
-}
+const { pageErrors, rest, openNotebook, waitForVerdict, setTheme, panelShot: shot } = session;
 
 async function openPanel() {
   await page.locator('.lm-TabBar-tab[data-id="nbvalidation-panel"]').click();

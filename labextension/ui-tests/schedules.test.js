@@ -20,7 +20,6 @@ const { browserSession, PANEL, notebook, REPO, tail } = require('./lab');
 
 const ARTIFACTS = process.env.NBV_ARTIFACTS || path.join(REPO, 'test-artifacts');
 const JOB_TIMEOUT = Number(process.env.NBV_JOB_TIMEOUT_MS || 180_000);
-const DOCS_SHOTS = path.join(REPO, 'docs', 'screenshots', 'lab');
 const API = 'nbvalidation/api/v1';
 const NAME = 'nightly';
 const NOTEBOOK = 'sched/sched.ipynb';
@@ -47,30 +46,10 @@ const session = browserSession({
     ({ lab, page } = s);
   }
 });
-const { pageErrors, rest } = session;
+const { pageErrors, rest, setTheme, panelShot: shot } = session;
 
 const TAB = name => `${PANEL} .jp-NBValidation-tab[data-view="${name}"]`;
 const ROW = `${PANEL} .jp-NBValidation-schedule[data-schedule="${NAME}"]`;
-
-async function shot(name, docs = false) {
-  await page.mouse.move(0, 0);
-  await page.waitForTimeout(300);
-  const file = path.join(ARTIFACTS, name);
-  await page.locator(PANEL).screenshot({ path: file });
-  if (docs && process.env.NBV_UPDATE_DOCS_SHOTS === '1') {
-    fs.mkdirSync(DOCS_SHOTS, { recursive: true });
-    fs.copyFileSync(file, path.join(DOCS_SHOTS, name));
-  }
-}
-
-async function setTheme(theme) {
-  const r = await fetch(`${lab.base}lab/api/settings/@jupyterlab/apputils-extension:themes`, {
-    method: 'PUT',
-    headers: { Authorization: `token ${lab.token}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ raw: JSON.stringify({ theme }) })
-  });
-  assert.ok(r.status < 300, `theme ${theme}: ${r.status} ${await r.text()}`);
-}
 
 /** The lab with no notebook open, and the panel shown. */
 async function openLabAndPanel() {
