@@ -164,7 +164,7 @@ class GitCache:
         trees = os.path.join(self.root, "trees")
         for name in await asyncio.to_thread(_listdir, trees):
             path = os.path.join(trees, name)
-            if name.startswith(".") or not _SHA.match(name) or os.path.realpath(path) in keep_trees:
+            if name.startswith(".") or not _SHA.match(name) or await asyncio.to_thread(os.path.realpath, path) in keep_trees:
                 continue
             if now - await asyncio.to_thread(_mtime, path) > tree_min_age:
                 await asyncio.to_thread(_remove, path)

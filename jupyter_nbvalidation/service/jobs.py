@@ -91,13 +91,14 @@ class JobService(GitSourceRoom, SnapshotRoom, QueriesRoom, HistoryRoom, ProjectS
     async def _collect_git(self) -> dict[str, Any]:
         """The commits' trees no job roots in any more, and the repositories not fetched for
         ``git_cache_ttl`` (a collection's hook: Backend.collect)."""
-        keep: set[str] = set()
+        roots: set[str] = set()
         token = None
         while True:  # every job, every owner's: a job's root is kept as long as the job
             items, token = await self.store.list_jobs(limit=500, continue_token=token)
-            keep.update(os.path.realpath(r) for r in (self._root_of(j) for j in items) if r)
+            roots.update(r for r in (self._root_of(j) for j in items) if r)
             if not token:
                 break
+        keep = await asyncio.to_thread(lambda: {os.path.realpath(r) for r in roots})  # file system: off the loop
         return await self.git.collect(keep, self.git_cache_ttl)
 
     def as_user(self, owner: str, admin: bool = False, root_dir: str | None = None,
